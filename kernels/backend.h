@@ -1,0 +1,118 @@
+/* The op interface: everything the model forward asks of a compute backend.
+ *
+ * The model calls these function pointers and never knows whether they run on the CPU
+ * (kernels/cpu, fp32) or a GPU (kernels/cuda, fp16/bf16 with fp32 accumulation). All buffer
+ * arguments are *device* pointers (plain host memory on the CPU backend) obtained from
+ * b->alloc, holding elements of b->act ("act" below) unless a comment says f32 or int32.
+ * Calls are ordered like a stream: an op sees the results of every earlier op; to_host and
+ * the *_to_host ops wait for the device. Ops never fail on valid arguments; a backend error
+ * (CUDA, cuBLAS) ends the job through tp_die with the library's message.
+ *
+ * Shapes: T tokens in the step, E = n_embd, Hl = this rank's heads, D = head_dim,
+ * R = rotary_dim, N/K GEMM dims. Row-major throughout.
+ *
+ * Paged KV cache. Each layer has a K cache and a V cache of [n_blocks, block_size, Hl, D]
+ * (act), this rank's heads only. A sequence's token at position p lives in physical block
+ * block_table[seq][p / block_size] at offset p % block_size. A step writes the K/V of its new
+ * tokens first, then each token attends over positions 0..pos[t] of its own sequence, so a
+ * prefill chunk, a decode token and a mix of both all take the same path.
+ */
+#ifndef TPGEN_BACKEND_H
+#define TPGEN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+
+/* Device-side description of one forward step (the arrays are device int32 buffers). */
+typedef struct {
+    int n_tokens;               /* T */
+    int n_seqs;                 /* S: rows of block_table */
+    int block_size;             /* tokens per KV block */
+    int max_blocks;             /* columns of block_table */
+    int max_pos;                /* max over t of pos[t] (host-known bound for launch sizing) */
+    const int32_t *pos;         /* [T] position of each token in its sequence */
+    const int32_t *seq;         /* [T] row of block_table each token belongs to */
+    const int32_t *block_table; /* [S, max_blocks] physical block ids (-1 past the end) */
+} tp_step;
+
+typedef struct tp_backend tp_backend;
+struct tp_backend {
+    const char *name; /* "cpu", "cuda" */
+    tp_dtype act;     /* dtype of weights, activations and KV cache in device memory */
+
+    /* --- memory --- */
+    void *(*alloc)(tp_backend *b, size_t bytes, const char *what); /* dies naming `what` and sizes */
+    void (*free)(tp_backend *b, void *p);
+    size_t (*mem_available)(tp_backend *b);                         /* bytes free for allocation */
+    void (*to_device)(tp_backend *b, void *dst, const void *src_host, size_t bytes);
+    void (*to_host)(tp_backend *b, void *dst_host, const void *src, size_t bytes); /* synchronous */
+    void (*sync)(tp_backend *b);
+
+    /* --- weights (once, at load) ---
+     * upload: n host elements of type st -> act at dst (vectors: biases, norms, embeddings).
+     * matrix_bytes / matrix_upload: a [rows, cols] host matrix of type st (a Linear weight,
+     * HF layout [out, in]) into device memory in whatever layout the backend's matmul wants. */
+    void (*upload)(tp_backend *b, void *dst, const void *src_host, tp_dtype st, size_t n);
+    size_t (*matrix_bytes)(tp_backend *b, int rows, int cols);
+    void (*matrix_upload)(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols);
+
+    /* --- ops --- */
+    /* x[t,:] = wte[ids[t],:]. ids: device int32 [T]; wte: [V, E] (upload layout). */
+    void (*embed)(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E);
+    /* y = (x - mean) / sqrt(var + eps) * g + beta, per row; y may equal x. [T, E] */
+    void (*layernorm)(tp_backend *b, void *y, const void *x, const void *g, const void *beta, int T, int E,
+                      float eps);
+    /* y[T,N] = (accumulate ? y : 0) + x[T,K] @ W^T + bias; W from matrix_upload of [N, K];
+     * bias [N] or NULL. y never aliases x. */
+    void (*matmul)(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
+                   int accumulate);
+    /* Same as matmul without accumulate, but y is f32 (logits keep full precision). */
+    void (*matmul_f32out)(tp_backend *b, float *y, const void *x, const void *W, const void *bias, int T, int N,
+                          int K);
+    /* x = gelu_new(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), n elements. */
+    void (*gelu_new)(tp_backend *b, void *x, size_t n);
+    /* y += x, n elements. */
+    void (*add)(tp_backend *b, void *y, const void *x, size_t n);
+    /* dst[i,:] = src[rows[i],:], rows: host int32 [n]; src [*, E], dst [n, E]. */
+    void (*gather_rows)(tp_backend *b, void *dst, const void *src, const int32_t *rows_host, int n, int E);
+
+    /* qkv: [T, 3, Hl, D] (this rank's q heads, then k heads, then v heads). Applies GPT-J
+     * interleaved rotary to the first R dims of every q and k head at position pos[t]
+     * (inv_freq[i] = 10000^(-2i/R), angle = pos * inv_freq[i] in f32), in place, then writes k and
+     * v of every token into its cache slot. k_cache, v_cache: this layer's [n_blocks, bs, Hl, D]. */
+    void (*rotary_kv_write)(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl,
+                            int D, int R);
+    /* out[t, h*D + d] = sum_p softmax_p(q_t,h . k_p,h / sqrt(D)) v_p,h[d] over p = 0..pos[t] of
+     * the token's sequence, read from the cache; scores and softmax in f32. q from qkv as above. */
+    void (*attention)(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
+                      const tp_step *st, int Hl, int D);
+
+    /* Per row r of logits [rows, ld] (f32), over columns c < n_valid (columns past it are vocab
+     * padding): mx[r] = max, se[r] = sum exp(l - mx), the k largest (value descending, equal
+     * values by lower column first) into topv[r*k..], topi[r*k..] (column indices), and
+     * tgt_val[r] = logits[r, targets[r]] when 0 <= targets[r] < n_valid, else NaN.
+     * targets may be NULL. Outputs are host arrays; k <= 64. */
+    void (*logits_stats)(tp_backend *b, const float *logits, int rows, int ld, int n_valid, int k,
+                         const int32_t *targets_host, float *mx, float *se, float *topv, int32_t *topi,
+                         float *tgt_val);
+
+    /* Optional (NULL on the CPU): CUDA-graph capture of a decode step keyed by batch bucket.
+     * graph_launch returns 1 when a graph for `key` exists and was launched (the step is done). */
+    int (*graph_launch)(tp_backend *b, int key);
+    void (*graph_begin)(tp_backend *b, int key);
+    void (*graph_end)(tp_backend *b, int key);
+
+    void (*destroy)(tp_backend *b);
+    void *impl;
+};
+
+/* Backends compiled into this build. NULL + message in err when not available. */
+tp_backend *tp_backend_cpu_create(int n_threads);
+/* dtype: TP_F16 or TP_BF16; device: CUDA device ordinal. */
+tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t err_size);
+int tp_backend_cuda_compiled(void);   /* 1 when this binary has the CUDA backend */
+int tp_backend_cuda_device_count(void); /* 0 when none (or not compiled) */
+
+#endif

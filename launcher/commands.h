@@ -1,0 +1,11 @@
+/* The tpgen subcommands; each takes argv after the subcommand name and returns the exit code. */
+#ifndef TPGEN_COMMANDS_H
+#define TPGEN_COMMANDS_H
+
+int tp_cmd_generate(int argc, char **argv);   /* cmd_generate.c (MPI job) */
+int tp_cmd_score(int argc, char **argv);      /* cmd_score.c (MPI job) */
+int tp_cmd_tokenize(int argc, char **argv);   /* cmd_tokenize.c (rank 0 only, no MPI) */
+int tp_cmd_detokenize(int argc, char **argv); /* cmd_tokenize.c */
+int tp_cmd_info(int argc, char **argv);       /* cmd_info.c: build and device facts */
+
+#endif
