@@ -58,6 +58,11 @@ struct tp_backend {
     size_t (*matrix_bytes)(tp_backend *b, int rows, int cols);
     void (*matrix_upload)(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols);
 
+    /* Optional (NULL: the engine draws on the host and uploads): fills n elements of act at dst
+     * (a vector, or a whole matrix_upload buffer of matrix_bytes) with mean + std * N(0,1) draws
+     * from `seed`. Used by `tpgen bench --random-weights` so a 16B-shaped model needs no file. */
+    void (*fill_random)(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std);
+
     /* --- ops --- */
     /* x[t,:] = wte[ids[t],:]. ids: device int32 [T]; wte: [V, E] (upload layout). */
     void (*embed)(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E);
