@@ -1,0 +1,128 @@
+/* The CPU backend: creation, memory, copies and weight upload.
+ *
+ * "Device" memory is host memory, 64-byte aligned (a cache line, and the widest vector loads).
+ * Everything is f32: upload and matrix_upload convert F16/BF16 checkpoints once at load, and
+ * Linear weights keep their HF layout [N, K] (matmul hands them to cblas as W^T). */
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/log.h"
+#include "kernels/cpu/cpu_internal.h"
+
+/* OpenBLAS's own thread count (declared in its cblas.h; repeated here so this file does not
+ * depend on which cblas.h the include path finds first). */
+void openblas_set_num_threads(int num_threads);
+
+static void *cpu_alloc(tp_backend *b, size_t bytes, const char *what) {
+    (void)b;
+    void *p = NULL;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    int rc = posix_memalign(&p, 64, rounded ? rounded : 64);
+    if (rc != 0 || !p)
+        tp_die("cpu backend: cannot allocate %zu bytes (%.1f MiB) for %s: %s", bytes, bytes / 1048576.0,
+               what ? what : "(unnamed buffer)", strerror(rc ? rc : ENOMEM));
+    return p;
+}
+
+static void cpu_free(tp_backend *b, void *p) {
+    (void)b;
+    free(p);
+}
+
+/* MemAvailable from /proc/meminfo (the kernel's estimate of what can be allocated without
+ * swapping); 0 when it cannot be read. */
+static size_t cpu_mem_available(tp_backend *b) {
+    (void)b;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long v;
+        if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
+            kb = (size_t)v;
+            break;
+        }
+    }
+    fclose(f);
+    return kb * 1024;
+}
+
+static void cpu_copy(tp_backend *b, void *dst, const void *src, size_t bytes) {
+    (void)b;
+    if (bytes) memcpy(dst, src, bytes);
+}
+
+static void cpu_sync(tp_backend *b) { (void)b; }
+
+/* n elements of st -> f32, in parallel chunks (a 16B-model matrix is ~150M elements). */
+static void cpu_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, size_t n) {
+    const size_t chunk = 1 << 20;
+    const size_t n_chunks = (n + chunk - 1) / chunk;
+    const size_t es = tp_dtype_size(st);
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n_chunks > 1)
+    for (size_t c = 0; c < n_chunks; c++) {
+        size_t i0 = c * chunk, m = n - i0 < chunk ? n - i0 : chunk;
+        tp_convert_to_f32((float *)dst + i0, (const char *)src_host + i0 * es, st, m);
+    }
+}
+
+static size_t cpu_matrix_bytes(tp_backend *b, int rows, int cols) {
+    (void)b;
+    return (size_t)rows * (size_t)cols * sizeof(float);
+}
+
+/* [rows, cols] = HF [N, K], kept as is. */
+static void cpu_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols) {
+    cpu_upload(b, dst, src_host, st, (size_t)rows * (size_t)cols);
+}
+
+static void cpu_destroy(tp_backend *b) {
+    if (!b) return;
+    free(b->impl);
+    free(b);
+}
+
+tp_backend *tp_backend_cpu_create(int n_threads) {
+    if (n_threads <= 0) n_threads = omp_get_num_procs();
+    if (n_threads <= 0) n_threads = 1;
+    omp_set_num_threads(n_threads);
+    openblas_set_num_threads(n_threads);
+
+    tp_backend *b = tp_calloc(1, sizeof *b);
+    tp_cpu *c = tp_calloc(1, sizeof *c);
+    c->n_threads = n_threads;
+    b->impl = c;
+    b->name = "cpu";
+    b->act = TP_F32;
+    b->alloc = cpu_alloc;
+    b->free = cpu_free;
+    b->mem_available = cpu_mem_available;
+    b->to_device = cpu_copy;
+    b->to_host = cpu_copy;
+    b->sync = cpu_sync;
+    b->host_alloc = cpu_alloc;
+    b->host_free = cpu_free;
+    b->upload = cpu_upload;
+    b->matrix_bytes = cpu_matrix_bytes;
+    b->matrix_upload = cpu_matrix_upload;
+    b->fill_random = cpu_fill_random;
+    b->embed = cpu_embed;
+    b->layernorm = cpu_layernorm;
+    b->matmul = cpu_matmul;
+    b->matmul_f32out = cpu_matmul_f32out;
+    b->gelu_new = cpu_gelu_new;
+    b->add = cpu_add;
+    b->gather_rows = cpu_gather_rows;
+    b->rotary_kv_write = cpu_rotary_kv_write;
+    b->attention = cpu_attention;
+    b->logits_stats = cpu_logits_stats;
+    b->graph_launch = NULL;
+    b->graph_begin = NULL;
+    b->graph_end = NULL;
+    b->destroy = cpu_destroy;
+    return b;
+}

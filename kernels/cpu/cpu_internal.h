@@ -1,0 +1,52 @@
+/* Internals shared by the CPU backend's files (kernels/cpu).
+ *
+ * The CPU backend keeps everything in f32 host memory (act = TP_F32): weights as uploaded
+ * (Linear weights stay in HF layout [N, K], which cblas reads transposed), activations and the
+ * paged KV cache. Ops are OpenMP loops; GEMM is OpenBLAS. Each op function here has the
+ * signature of its tp_backend pointer. */
+#ifndef TPGEN_CPU_INTERNAL_H
+#define TPGEN_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+typedef struct {
+    int n_threads; /* OpenMP threads for our loops (and OpenBLAS threads for GEMM) */
+} tp_cpu;
+
+static inline int cpu_threads(const tp_backend *b) { return ((const tp_cpu *)b->impl)->n_threads; }
+
+/* Loops with fewer elements than this run on one thread: a parallel region costs more. */
+#define CPU_PAR_MIN 16384
+
+/* cpu_matmul.c */
+void cpu_matmul(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
+                int accumulate);
+void cpu_matmul_f32out(tp_backend *b, float *y, const void *x, const void *W, const void *bias, int T, int N,
+                       int K);
+
+/* cpu_norm_act.c */
+void cpu_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E);
+void cpu_layernorm(tp_backend *b, void *y, const void *x, const void *g, const void *beta, int T, int E,
+                   float eps);
+void cpu_gelu_new(tp_backend *b, void *x, size_t n);
+void cpu_add(tp_backend *b, void *y, const void *x, size_t n);
+void cpu_gather_rows(tp_backend *b, void *dst, const void *src, const int32_t *rows_host, int n, int E);
+
+/* cpu_attention.c */
+void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl,
+                         int D, int R);
+void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
+                   const tp_step *st, int Hl, int D);
+
+/* cpu_logits.c */
+void cpu_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int n_valid, int k,
+                      const int32_t *targets_host, float *mx, float *se, float *topv, int32_t *topi,
+                      float *tgt_val);
+
+/* cpu_random.c */
+void cpu_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std);
+
+#endif

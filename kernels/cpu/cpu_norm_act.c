@@ -1,0 +1,70 @@
+/* Element-wise and per-row ops: embedding gather, layer norm, gelu_new, add, row gather. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+void cpu_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E) {
+    float *xo = (float *)x;
+    const float *w = (const float *)wte;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * E >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) memcpy(xo + (size_t)t * E, w + (size_t)ids[t] * E, (size_t)E * sizeof(float));
+}
+
+/* Mean and biased variance in double (two passes: no cancellation), then y in f32. HF computes
+ * them in f32; the double sums are at least as exact and keep the CPU a clean reference. */
+void cpu_layernorm(tp_backend *b, void *y, const void *x, const void *g, const void *beta, int T, int E,
+                   float eps) {
+    float *yo = (float *)y;
+    const float *xi = (const float *)x, *gg = (const float *)g, *bb = (const float *)beta;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * E >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        const float *xr = xi + (size_t)t * E;
+        float *yr = yo + (size_t)t * E;
+        double s = 0.0;
+        #pragma omp simd reduction(+ : s)
+        for (int e = 0; e < E; e++) s += xr[e];
+        const double mean = s / E;
+        double v = 0.0;
+        #pragma omp simd reduction(+ : v)
+        for (int e = 0; e < E; e++) {
+            double d = xr[e] - mean;
+            v += d * d;
+        }
+        const float m = (float)mean, rstd = (float)(1.0 / sqrt(v / E + (double)eps));
+        #pragma omp simd
+        for (int e = 0; e < E; e++) yr[e] = (xr[e] - m) * rstd * gg[e] + bb[e];
+    }
+}
+
+void cpu_gelu_new(tp_backend *b, void *x, size_t n) {
+    float *v = (float *)x;
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float a = v[i];
+        v[i] = 0.5f * a * (1.0f + tanhf(c * (a + 0.044715f * a * a * a)));
+    }
+}
+
+void cpu_add(tp_backend *b, void *y, const void *x, size_t n) {
+    float *yo = (float *)y;
+    const float *xi = (const float *)x;
+    #pragma omp parallel for simd schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) yo[i] += xi[i];
+}
+
+/* Rows are independent unless dst == src (the engine compacting rows in place, where
+ * rows[i] >= i): then copy in order on one thread, which is correct for that case. */
+void cpu_gather_rows(tp_backend *b, void *dst, const void *src, const int32_t *rows_host, int n, int E) {
+    float *d = (float *)dst;
+    const float *s = (const float *)src;
+    const size_t row = (size_t)E * sizeof(float);
+    if (d == s) {
+        for (int i = 0; i < n; i++)
+            if (rows_host[i] != i) memmove(d + (size_t)i * E, s + (size_t)rows_host[i] * E, row);
+        return;
+    }
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)n * E >= CPU_PAR_MIN)
+    for (int i = 0; i < n; i++) memcpy(d + (size_t)i * E, s + (size_t)rows_host[i] * E, row);
+}
