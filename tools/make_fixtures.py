@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""Make the HF-parity fixtures under tests/data/ from HF transformers itself.
+
+    pip install -r tools/requirements-fixtures.txt
+    python3 tools/make_fixtures.py [--out tests/data] [--only NAME]
+
+For each fixture: a tiny random CodeGenForCausalLM (seeded, shapes below) saved with
+save_pretrained as safetensors in the fixture's dtype (sharded for one of them), and
+expected.json with HF's greedy continuations and per-position log-probabilities.
+The C tests read these files; torch and transformers are needed only to remake them.
+docs/FIXTURES.md describes the schema and the HF semantics the references rely on.
+
+References are computed in float32 from the weights as saved: a BF16/F16 checkpoint is
+loaded back with dtype=torch.float32 (so the weights are the rounded values) because tpgen's
+CPU backend also computes in fp32 from the stored values.
+
+Every reference sequence is also recomputed by an independent float64 numpy implementation
+of the model as docs/FIXTURES.md describes it; the script fails if the two disagree.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+import transformers
+from safetensors import safe_open
+from transformers import CodeGenConfig, CodeGenForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_random_model import tensor_specs  # noqa: E402  (names and shapes of the state_dict)
+
+# Shapes chosen to exercise the engine: heads 4..24, rotary_dim < D and = D, n_inner set,
+# vocab sizes not divisible by 2, 3 or 4 (vocab-parallel padding), F32/BF16/F16, an index
+# with shards, several layer-norm epsilons (so a hard-coded eps shows up).
+FIXTURES = [
+    dict(name="tiny-f32", n_embd=64, n_head=4, rotary_dim=8, n_layer=2, vocab_size=1001,
+         n_positions=128, n_inner=None, layer_norm_epsilon=1e-3, dtype="F32", seed=101),
+    dict(name="rot-full-bf16", n_embd=128, n_head=8, rotary_dim=16, n_layer=2, vocab_size=515,
+         n_positions=64, n_inner=200, layer_norm_epsilon=1e-4, dtype="BF16", seed=202),
+    dict(name="heads24-f16-sharded", n_embd=192, n_head=24, rotary_dim=4, n_layer=3,
+         vocab_size=777, n_positions=96, n_inner=None, layer_norm_epsilon=1e-5, dtype="F16",
+         seed=303, max_shard_size="1MB"),
+    dict(name="heads12-f32", n_embd=96, n_head=12, rotary_dim=8, n_layer=2, vocab_size=300,
+         n_positions=64, n_inner=None, layer_norm_epsilon=1e-5, dtype="F32", seed=404),
+]
+
+TORCH_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+PROMPT_LENS = [1, 7, 20]
+MAX_NEW = [16, 14, 12]          # prompt 20 + 12 new stays inside every n_positions
+SCORE_LEN = 24
+TOP_K = 5
+MIN_TOP2_MARGIN = 1e-3          # greedy steps: logit gap between best and second best
+MIN_TOPK_GAP = 1e-4             # top_logprobs: gap between neighbours among the top K+1
+NUMPY_TOL = 1e-4                # HF fp32 logits vs the float64 numpy model, max abs
+
+
+def die(msg):
+    sys.exit(f"make_fixtures.py: error: {msg}")
+
+
+def valid_tp(n_head):
+    """TP sizes up to 8 that divide the heads (the engine's rule)."""
+    return [t for t in range(1, 9) if n_head % t == 0]
+
+
+def edge_ids(vocab):
+    """Vocabulary edges: 0, V-1 and the first/last id of each rank's vocab slice for TP 2, 3, 4
+    (slices of ceil(V / TP) ids, the last one padded)."""
+    ids = {0, vocab - 1}
+    for tp in (2, 3, 4):
+        per = -(-vocab // tp)
+        for r in range(1, tp):
+            if r * per < vocab:
+                ids.update({r * per - 1, r * per})
+    return sorted(ids)
+
+
+def build_model(fx):
+    """A random model, every parameter drawn here (HF's init leaves biases at 0 and layer-norm
+    weights at 1, which would hide a missing bias or a swapped weight/bias in the engine)."""
+    E = fx["n_embd"]
+    std = 1.0 / np.sqrt(E) * 1.6     # large enough that outputs are far from uniform
+    cfg = CodeGenConfig(
+        vocab_size=fx["vocab_size"], n_positions=fx["n_positions"], n_ctx=fx["n_positions"],
+        n_embd=E, n_layer=fx["n_layer"], n_head=fx["n_head"], rotary_dim=fx["rotary_dim"],
+        n_inner=fx["n_inner"], activation_function="gelu_new",
+        layer_norm_epsilon=fx["layer_norm_epsilon"], initializer_range=float(round(std, 4)),
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=False,
+        bos_token_id=fx["vocab_size"] - 1, eos_token_id=fx["vocab_size"] - 1,
+        architectures=["CodeGenForCausalLM"])
+    torch.manual_seed(fx["seed"])
+    model = CodeGenForCausalLM(cfg).eval()
+    g = torch.Generator().manual_seed(fx["seed"])
+
+    def normal(shape, s, mean=0.0):
+        return torch.randn(shape, generator=g, dtype=torch.float32) * s + mean
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("ln_1.weight") or name.endswith("ln_f.weight"):
+                p.copy_(normal(p.shape, 0.1, 1.0))
+            elif name == "lm_head.bias":
+                # Shift all logits well below 0 (log-softmax does not change), so an engine
+                # that leaves padded vocab logits at 0 picks a padded id or gets wrong
+                # log-probs; give the vocab-edge ids a small lift so greedy picks some.
+                b = normal(p.shape, 0.3, -6.0)
+                b[edge_ids(fx["vocab_size"])] += 0.8
+                p.copy_(b)
+            elif name.endswith(".bias"):
+                p.copy_(normal(p.shape, 0.1))
+            elif name == "transformer.wte.weight":
+                p.copy_(normal(p.shape, 1.0))
+            else:
+                p.copy_(normal(p.shape, std))
+    return model.to(TORCH_DTYPES[fx["dtype"]])
+
+
+# ---------- independent float64 reference of the model as docs/FIXTURES.md states it ----------
+
+def numpy_logits(w, cfg, ids):
+    """w: name -> float64 array; ids: [T]. Returns logits [T, V] (float64)."""
+    E, H, L = cfg.n_embd, cfg.n_head, cfg.n_layer
+    D, R, eps = E // H, cfg.rotary_dim, cfg.layer_norm_epsilon
+    T = len(ids)
+
+    def ln(x, p):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + eps) * w[p + ".weight"] + w[p + ".bias"]
+
+    def rotary(x):                                   # x: [T, H, D]; rotate_every_two on dims < R
+        inv = 10000.0 ** (-np.arange(0, R, 2) / R)  # [R/2]
+        ang = np.arange(T)[:, None] * inv[None, :]  # [T, R/2]
+        c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        out = x.copy()
+        x0, x1 = x[:, :, 0:R:2], x[:, :, 1:R:2]
+        out[:, :, 0:R:2] = x0 * c - x1 * s
+        out[:, :, 1:R:2] = x1 * c + x0 * s
+        return out
+
+    h = w["transformer.wte.weight"][ids]             # [T, E]
+    mask = np.triu(np.ones((T, T), dtype=bool), 1)
+    for i in range(L):
+        p = f"transformer.h.{i}."
+        x = ln(h, p + "ln_1")
+        y = x @ w[p + "attn.qkv_proj.weight"].T      # [T, 3E]: 4 blocks of [Q_m; V_m; K_m]
+        y = y.reshape(T, 4, 3, E // 4)
+        q = y[:, :, 0].reshape(T, H, D)              # head h = m * H/4 + j
+        v = y[:, :, 1].reshape(T, H, D)
+        k = y[:, :, 2].reshape(T, H, D)
+        q, k = rotary(q), rotary(k)
+        sc = np.einsum("thd,shd->hts", q, k) / np.sqrt(D)
+        sc[:, mask] = -np.inf
+        sc = np.exp(sc - sc.max(-1, keepdims=True))
+        sc /= sc.sum(-1, keepdims=True)
+        att = np.einsum("hts,shd->thd", sc, v).reshape(T, E)
+        att = att @ w[p + "attn.out_proj.weight"].T
+        u = x @ w[p + "mlp.fc_in.weight"].T + w[p + "mlp.fc_in.bias"]
+        u = 0.5 * u * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (u + 0.044715 * u ** 3)))
+        mlp = u @ w[p + "mlp.fc_out.weight"].T + w[p + "mlp.fc_out.bias"]
+        h = att + mlp + h
+    h = ln(h, "transformer.ln_f")
+    return h @ w["lm_head.weight"].T + w["lm_head.bias"]
+
+
+# ------------------------------------------------------------------------------------------
+
+def forward_logprobs(model, ids):
+    """log_softmax of the fp32 logits at every position: [T, V], and raw logits [T, V]."""
+    with torch.no_grad():
+        logits = model(torch.tensor([ids], dtype=torch.long)).logits[0].float()
+    return torch.log_softmax(logits, -1), logits
+
+
+def top_k_entry(lp_row):
+    """[[id, lp] x TOP_K] sorted by lp descending, and whether neighbours among the top K+1
+    are at least MIN_TOPK_GAP apart (otherwise the order is not well-posed at 2e-4)."""
+    vals, idx = torch.topk(lp_row, TOP_K + 1)
+    gaps = (vals[:-1] - vals[1:]).tolist()
+    ok = min(gaps) >= MIN_TOPK_GAP
+    return [[int(i), float(v)] for i, v in zip(idx[:TOP_K].tolist(), vals[:TOP_K].tolist())], ok
+
+
+def greedy(model, prompt, max_new):
+    """Full forward pass on the whole sequence at every step (no cache), argmax with the
+    lowest id on ties, never stopping at eos. None if some step is a near-tie."""
+    seq, ids, lps, tops = list(prompt), [], [], []
+    for _ in range(max_new):
+        lp, logits = forward_logprobs(model, seq)
+        last = logits[-1]
+        top2 = torch.topk(last, 2).values
+        if float(top2[0] - top2[1]) < MIN_TOP2_MARGIN:
+            return None
+        nxt = int(torch.argmax(last))
+        top, ok = top_k_entry(lp[-1])
+        if not ok:
+            return None
+        ids.append(nxt)
+        lps.append(float(lp[-1, nxt]))
+        tops.append(top)
+        seq.append(nxt)
+    return {"prompt_ids": list(prompt), "max_new_tokens": max_new, "ids": ids,
+            "logprobs": lps, "top_logprobs": tops}
+
+
+def score(model, ids):
+    lp, _ = forward_logprobs(model, ids)
+    lps, tops = [None], [None]
+    for t in range(1, len(ids)):
+        top, ok = top_k_entry(lp[t - 1])
+        if not ok:
+            return None
+        lps.append(float(lp[t - 1, ids[t]]))
+        tops.append(top)
+    return {"ids": list(ids), "logprobs": lps, "top_logprobs": tops}
+
+
+def draw_prompt(rng, vocab, length, forced):
+    """length random ids with the forced ids placed at random distinct positions."""
+    p = rng.integers(0, vocab, length).tolist()
+    pos = rng.choice(length, size=min(len(forced), length), replace=False)
+    for where, tok in zip(pos.tolist(), forced):
+        p[where] = int(tok)
+    return p
+
+
+def check_files(d, fx, cfg):
+    """Every tensor present once with HF's name and shape, in the fixture's dtype."""
+    files = sorted(n for n in os.listdir(d) if n.endswith(".safetensors"))
+    index = os.path.join(d, "model.safetensors.index.json")
+    if fx.get("max_shard_size"):
+        if not os.path.isfile(index) or len(files) < 2:
+            die(f"{d}: expected an index and >= 2 shards, found {files}")
+        with open(index) as f:
+            wmap = json.load(f)["weight_map"]
+    elif files != ["model.safetensors"] or os.path.exists(index):
+        die(f"{d}: expected a single model.safetensors, found {files}")
+    want = {n: list(s) for n, s, _ in tensor_specs(cfg.to_dict())}
+    seen = {}
+    for fn in files:
+        with safe_open(os.path.join(d, fn), "pt") as f:
+            for k in f.keys():
+                sl = f.get_slice(k)
+                if k in seen:
+                    die(f"{d}: tensor {k} in {seen[k]} and {fn}")
+                seen[k] = fn
+                if k not in want:
+                    die(f"{d}/{fn}: unexpected tensor {k}")
+                if list(sl.get_shape()) != want[k] or sl.get_dtype() != fx["dtype"]:
+                    die(f"{d}/{fn}: {k} is {sl.get_dtype()} {sl.get_shape()}, "
+                        f"expected {fx['dtype']} {want[k]}")
+                if fx.get("max_shard_size") and wmap.get(k) != fn:
+                    die(f"{d}: index maps {k} to {wmap.get(k)}, found in {fn}")
+    missing = sorted(set(want) - set(seen))
+    if missing:
+        die(f"{d}: missing tensors {missing}")
+
+
+def dump_json(o, ind=0):
+    """JSON with one line per dict member and per greedy step; short lists inline."""
+    def depth(x):
+        if isinstance(x, dict):
+            return 99
+        if isinstance(x, list):
+            return 1 + max((depth(e) for e in x), default=0)
+        return 0
+    pad, pad1 = " " * ind, " " * (ind + 1)
+    if isinstance(o, dict):
+        body = ",\n".join(f"{pad1}{json.dumps(k)}: {dump_json(v, ind + 1)}" for k, v in o.items())
+        return "{\n" + body + "\n" + pad + "}"
+    if isinstance(o, list) and depth(o) > 2:
+        return "[\n" + ",\n".join(pad1 + dump_json(e, ind + 1) for e in o) + "\n" + pad + "]"
+    return json.dumps(o, separators=(", ", ": "))
+
+
+def make_fixture(fx, out_dir):
+    d = os.path.join(out_dir, fx["name"])
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    model = build_model(fx)
+    kw = {"max_shard_size": fx["max_shard_size"]} if fx.get("max_shard_size") else {}
+    model.save_pretrained(d, **kw)
+    gen_cfg = os.path.join(d, "generation_config.json")
+    if os.path.exists(gen_cfg):
+        os.remove(gen_cfg)            # not used by tpgen; keep the fixture to what it reads
+    check_files(d, fx, model.config)
+
+    # Reference: the saved (rounded) weights, loaded back in fp32, eager attention.
+    ref = CodeGenForCausalLM.from_pretrained(d, dtype=torch.float32,
+                                             attn_implementation="eager").eval()
+    cfg = ref.config
+    w64 = {k: v.detach().double().numpy() for k, v in ref.state_dict().items()}
+    V = cfg.vocab_size
+    rng = np.random.default_rng(fx["seed"])
+    edges = edge_ids(V)
+    forced_for_len = {1: [], 7: [0], 20: [V - 1] + [e for e in edges if e not in (0, V - 1)][:6]}
+
+    def redraw(make, what):
+        for attempt in range(200):
+            r = make()
+            if r is not None:
+                return r, attempt
+        die(f"{fx['name']}: no well-posed {what} in 200 draws")
+
+    gens = []
+    for length, max_new in zip(PROMPT_LENS, MAX_NEW):
+        g, tries = redraw(lambda: greedy(ref, draw_prompt(rng, V, length, forced_for_len[length]),
+                                          max_new), f"prompt of length {length}")
+        gens.append(g)
+        if tries:
+            print(f"  {fx['name']}: prompt of length {length}: {tries} near-tie draw(s) rejected")
+    sc, tries = redraw(lambda: score(ref, draw_prompt(rng, V, SCORE_LEN, edges)), "score ids")
+    if tries:
+        print(f"  {fx['name']}: score ids: {tries} near-tie draw(s) rejected")
+
+    # Independent check of the documented semantics: float64 numpy vs HF fp32.
+    worst = 0.0
+    for seq in [g["prompt_ids"] + g["ids"] for g in gens] + [sc["ids"]]:
+        _, hf = forward_logprobs(ref, seq)
+        diff = np.abs(numpy_logits(w64, cfg, np.array(seq)) - hf.double().numpy()).max()
+        worst = max(worst, float(diff))
+    if not worst < NUMPY_TOL:
+        die(f"{fx['name']}: HF logits differ from the numpy model by {worst:.3g} "
+            f"(> {NUMPY_TOL}): the semantics in docs/FIXTURES.md do not match transformers")
+
+    expected = {
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "name": fx["name"],
+        "dtype": fx["dtype"],
+        "valid_tp": valid_tp(cfg.n_head),
+        "eos_token_id": int(cfg.eos_token_id),
+        "generate": gens,
+        "score": sc,
+    }
+    with open(os.path.join(d, "expected.json"), "w") as f:
+        f.write(dump_json(expected) + "\n")
+
+    size = sum(os.path.getsize(os.path.join(d, n)) for n in os.listdir(d))
+    out_ids = sorted({i for g in gens for i in g["ids"]})
+    all_in = {i for g in gens for i in g["prompt_ids"] + g["ids"]} | set(sc["ids"])
+    maxp = max(np.exp(lp) for g in gens for lp in g["logprobs"])
+    print(f"{fx['name']}: {size / 1024:.0f} KiB, files {sorted(os.listdir(d))}\n"
+          f"  numpy-vs-HF max |dlogit| {worst:.2e}; greedy ids used {out_ids}; "
+          f"max p(chosen) {maxp:.3f}; edge ids present: "
+          f"{[e for e in edges if e in all_in]} of {edges}")
+    return size
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                  "..", "tests", "data"))
+    ap.add_argument("--only", help="make only this fixture")
+    args = ap.parse_args()
+    torch.set_num_threads(1)          # deterministic reductions, and the machine is shared
+    transformers.logging.set_verbosity_error()
+    os.makedirs(args.out, exist_ok=True)
+    total = 0
+    for fx in FIXTURES:
+        if args.only and fx["name"] != args.only:
+            continue
+        total += make_fixture(fx, args.out)
+    print(f"total {total / 1024:.0f} KiB")
+
+
+if __name__ == "__main__":
+    main()
