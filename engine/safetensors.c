@@ -1,0 +1,540 @@
+/* safetensors reader: mmap each file, validate its whole header, index tensors by name.
+ * See safetensors.h for the format and the guarantees. */
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/json.h"
+#include "engine/log.h"
+
+typedef struct {
+    char *path;
+    uint8_t *map;          /* [size] the whole file, read-only */
+    size_t size;
+    const uint8_t *data;   /* [data_size] the data area, after the header */
+    size_t data_size;
+} st_file;
+
+struct tp_st_model {
+    st_file *files;        /* [n_files] */
+    size_t n_files, cap_files;
+    tp_st_tensor *tensors; /* [n_tensors] file by file, each file's in offset order */
+    size_t n_tensors, cap_tensors;
+    size_t *slots;         /* [n_slots] open-addressing hash of names: tensor index + 1, 0 empty */
+    size_t n_slots;        /* power of two, at least twice n_tensors */
+    size_t total_bytes;
+};
+
+#define TP_ST_DTYPES "F32, F16, BF16"
+
+/* "an array", "a number", ... for messages. */
+static const char *a_type(json_type t) {
+    static const char *names[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+    return names[t];
+}
+
+static void seterr(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t size, const char *fmt, ...) {
+    if (!err || !size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, size, fmt, ap);
+    va_end(ap);
+}
+
+int64_t tp_st_numel(const tp_st_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+const char *tp_st_shape_str(const int64_t *shape, int ndim, char *buf, size_t size) {
+    size_t used = 0;
+    if (!size) return buf;
+    buf[0] = 0;
+    used += snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+/* ---- name hash ---- */
+
+static uint64_t hash_name(const char *s) { /* FNV-1a */
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+static size_t *slot_of(const tp_st_model *m, const char *name) {
+    size_t mask = m->n_slots - 1;
+    for (size_t i = hash_name(name) & mask;; i = (i + 1) & mask) {
+        size_t s = m->slots[i];
+        if (!s || strcmp(m->tensors[s - 1].name, name) == 0) return &m->slots[i];
+    }
+}
+
+/* Grows the table to hold need names, re-adding tensors [0, n_indexed). */
+static void rehash(tp_st_model *m, size_t need, size_t n_indexed) {
+    size_t n = 16;
+    while (n < 2 * need) n *= 2;
+    if (n <= m->n_slots) return;
+    free(m->slots);
+    m->slots = tp_calloc(n, sizeof *m->slots);
+    m->n_slots = n;
+    for (size_t i = 0; i < n_indexed; i++) *slot_of(m, m->tensors[i].name) = i + 1; /* names are unique */
+}
+
+/* Adds tensors [first, n_tensors) to the table; fails on a name already there. */
+static int index_tensors(tp_st_model *m, size_t first, char *err, size_t err_size) {
+    rehash(m, m->n_tensors, first);
+    for (size_t i = first; i < m->n_tensors; i++) {
+        const tp_st_tensor *t = &m->tensors[i];
+        size_t *s = slot_of(m, t->name);
+        if (*s) {
+            const tp_st_tensor *o = &m->tensors[*s - 1];
+            if (o->file == t->file) seterr(err, err_size, "%s: tensor %s appears twice in the header", t->file, t->name);
+            else seterr(err, err_size, "tensor %s is in two files: %s and %s", t->name, o->file, t->file);
+            return 0;
+        }
+        *s = i + 1;
+    }
+    return 1;
+}
+
+/* ---- one header entry ---- */
+
+static int parse_dtype(const char *file, const char *name, const json_value *v, tp_dtype *out, char *err,
+                       size_t err_size) {
+    static const char *unsupported[] = {"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64", "F64",
+                                        "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"};
+    if (!v) { seterr(err, err_size, "%s: tensor %s has no \"dtype\"", file, name); return 0; }
+    if (v->type != JSON_STRING) {
+        seterr(err, err_size, "%s: tensor %s: \"dtype\" is %s, not a string", file, name, a_type(v->type));
+        return 0;
+    }
+    if (strcmp(v->str, "F32") == 0) { *out = TP_F32; return 1; }
+    if (strcmp(v->str, "F16") == 0) { *out = TP_F16; return 1; }
+    if (strcmp(v->str, "BF16") == 0) { *out = TP_BF16; return 1; }
+    for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
+        if (strcmp(v->str, unsupported[i]) == 0) {
+            seterr(err, err_size, "%s: tensor %s: dtype %s is not supported; tpgen reads " TP_ST_DTYPES, file, name,
+                   v->str);
+            return 0;
+        }
+    seterr(err, err_size, "%s: tensor %s: unknown dtype \"%.40s\"; tpgen reads " TP_ST_DTYPES, file, name, v->str);
+    return 0;
+}
+
+static int parse_shape(const char *file, const char *name, const json_value *v, tp_st_tensor *t, char *err,
+                       size_t err_size) {
+    if (!v) { seterr(err, err_size, "%s: tensor %s has no \"shape\"", file, name); return 0; }
+    if (v->type != JSON_ARRAY) {
+        seterr(err, err_size, "%s: tensor %s: \"shape\" is %s, not an array", file, name, a_type(v->type));
+        return 0;
+    }
+    if (v->n > TP_ST_MAX_DIMS) {
+        seterr(err, err_size, "%s: tensor %s: shape has %zu dims; at most %d are supported", file, name, v->n,
+               TP_ST_MAX_DIMS);
+        return 0;
+    }
+    t->ndim = (int)v->n;
+    for (size_t i = 0; i < v->n; i++) {
+        const json_value *d = &v->items[i];
+        if (d->type != JSON_NUMBER || !d->is_integer) {
+            seterr(err, err_size, "%s: tensor %s: shape[%zu] is not an integer", file, name, i);
+            return 0;
+        }
+        if (d->integer < 0) {
+            seterr(err, err_size, "%s: tensor %s: shape[%zu] = %lld is negative", file, name, i,
+                   (long long)d->integer);
+            return 0;
+        }
+        t->shape[i] = d->integer;
+    }
+    return 1;
+}
+
+static int parse_offsets(const char *file, const char *name, const json_value *v, uint64_t *begin, uint64_t *end,
+                         char *err, size_t err_size) {
+    if (!v) { seterr(err, err_size, "%s: tensor %s has no \"data_offsets\"", file, name); return 0; }
+    if (v->type != JSON_ARRAY || v->n != 2 || v->items[0].type != JSON_NUMBER || !v->items[0].is_integer ||
+        v->items[1].type != JSON_NUMBER || !v->items[1].is_integer) {
+        seterr(err, err_size, "%s: tensor %s: \"data_offsets\" must be [begin, end], two integers", file, name);
+        return 0;
+    }
+    int64_t b = v->items[0].integer, e = v->items[1].integer;
+    if (b < 0 || e < 0) {
+        seterr(err, err_size, "%s: tensor %s: data_offsets [%lld, %lld] are negative", file, name, (long long)b,
+               (long long)e);
+        return 0;
+    }
+    if (b > e) {
+        seterr(err, err_size, "%s: tensor %s: data_offsets [%lld, %lld] have begin > end", file, name, (long long)b,
+               (long long)e);
+        return 0;
+    }
+    *begin = (uint64_t)b;
+    *end = (uint64_t)e;
+    return 1;
+}
+
+/* Validates one tensor entry and fills t (data relative to f->data). */
+static int parse_entry(const st_file *f, const char *name, const json_value *v, tp_st_tensor *t, char *err,
+                       size_t err_size) {
+    const char *file = f->path;
+    if (v->type != JSON_OBJECT) {
+        seterr(err, err_size, "%s: tensor %s: entry is %s, not an object", file, name, a_type(v->type));
+        return 0;
+    }
+    uint64_t begin, end;
+    if (!parse_dtype(file, name, json_get(v, "dtype"), &t->dtype, err, err_size)) return 0;
+    if (!parse_shape(file, name, json_get(v, "shape"), t, err, err_size)) return 0;
+    if (!parse_offsets(file, name, json_get(v, "data_offsets"), &begin, &end, err, err_size)) return 0;
+
+    uint64_t need = tp_dtype_size(t->dtype);
+    for (int i = 0; i < t->ndim; i++) {
+        if (__builtin_mul_overflow(need, (uint64_t)t->shape[i], &need) || need > SIZE_MAX) {
+            char sh[160];
+            seterr(err, err_size, "%s: tensor %s: shape %s is too large", file, name,
+                   tp_st_shape_str(t->shape, t->ndim, sh, sizeof sh));
+            return 0;
+        }
+    }
+    if (end - begin != need) {
+        char sh[160];
+        seterr(err, err_size,
+               "%s: tensor %s: shape %s of %s needs %llu bytes, but data_offsets [%llu, %llu] hold %llu bytes", file,
+               name, tp_st_shape_str(t->shape, t->ndim, sh, sizeof sh), tp_dtype_name(t->dtype),
+               (unsigned long long)need, (unsigned long long)begin, (unsigned long long)end,
+               (unsigned long long)(end - begin));
+        return 0;
+    }
+    if (end > f->data_size) {
+        seterr(err, err_size, "%s: truncated: tensor %s needs bytes up to %llu of the data area, file has %zu", file,
+               name, (unsigned long long)end, f->data_size);
+        return 0;
+    }
+    t->data = f->data + begin;
+    t->nbytes = (size_t)need;
+    t->file = f->path;
+    return 1;
+}
+
+static int check_metadata(const st_file *f, const json_value *v, char *err, size_t err_size) {
+    if (v->type != JSON_OBJECT) {
+        seterr(err, err_size, "%s: \"__metadata__\" is %s, not an object of strings", f->path,
+               a_type(v->type));
+        return 0;
+    }
+    for (size_t i = 0; i < v->n; i++)
+        if (v->items[i].type != JSON_STRING) {
+            seterr(err, err_size, "%s: \"__metadata__\" member \"%s\" is %s, not a string", f->path, v->keys[i],
+                   a_type(v->items[i].type));
+            return 0;
+        }
+    return 1;
+}
+
+static int by_offset(const void *a, const void *b) {
+    const tp_st_tensor *x = a, *y = b;
+    if (x->data != y->data) return x->data < y->data ? -1 : 1;
+    if (x->nbytes != y->nbytes) return x->nbytes < y->nbytes ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* Sorts tensors [first, n) of one file by offset and rejects overlapping byte ranges. */
+static int check_overlap(tp_st_model *m, size_t first, char *err, size_t err_size) {
+    tp_st_tensor *t = m->tensors + first;
+    size_t n = m->n_tensors - first;
+    if (n < 2) return 1;
+    qsort(t, n, sizeof *t, by_offset);
+    const tp_st_tensor *last = NULL; /* the non-empty tensor reaching furthest so far */
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].nbytes) continue; /* an empty range overlaps nothing */
+        if (last && t[i].data < last->data + last->nbytes) {
+            if (strcmp(last->name, t[i].name) == 0)
+                seterr(err, err_size, "%s: tensor %s appears twice in the header", t[i].file, t[i].name);
+            else
+                seterr(err, err_size, "%s: tensors %s and %s overlap in the data area (the format forbids it)",
+                       t[i].file, last->name, t[i].name);
+            return 0;
+        }
+        if (!last || t[i].data + t[i].nbytes > last->data + last->nbytes) last = &t[i];
+    }
+    return 1;
+}
+
+/* ---- one file ---- */
+
+static void add_tensor_slot(tp_st_model *m) {
+    if (m->n_tensors == m->cap_tensors) {
+        m->cap_tensors = m->cap_tensors ? 2 * m->cap_tensors : 256;
+        m->tensors = tp_realloc(m->tensors, m->cap_tensors * sizeof *m->tensors);
+    }
+    memset(&m->tensors[m->n_tensors], 0, sizeof *m->tensors);
+}
+
+/* mmaps path, validates its header and appends its tensors. named_by: why this file is read
+ * (for the open error), or NULL. */
+static int load_file(tp_st_model *m, const char *path, const char *named_by, char *err, size_t err_size) {
+    if (m->n_files == m->cap_files) {
+        m->cap_files = m->cap_files ? 2 * m->cap_files : 8;
+        m->files = tp_realloc(m->files, m->cap_files * sizeof *m->files);
+    }
+    st_file *f = &m->files[m->n_files++];
+    memset(f, 0, sizeof *f);
+    f->path = tp_strdup(path);
+
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        seterr(err, err_size, "%s: cannot open%s%s: %s", path, named_by ? " " : "", named_by ? named_by : "",
+               strerror(errno));
+        return 0;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        seterr(err, err_size, "%s: fstat failed: %s", path, strerror(errno));
+        close(fd);
+        return 0;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        seterr(err, err_size, "%s: not a regular file", path);
+        close(fd);
+        return 0;
+    }
+    if (st.st_size < 8) {
+        seterr(err, err_size,
+               "%s: file is %lld bytes, shorter than the 8-byte header length: not a safetensors file (truncated?)",
+               path, (long long)st.st_size);
+        close(fd);
+        return 0;
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        seterr(err, err_size, "%s: file of %lld bytes cannot be mapped", path, (long long)st.st_size);
+        close(fd);
+        return 0;
+    }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int map_errno = errno;
+    if (close(fd) != 0 && map != MAP_FAILED) {
+        seterr(err, err_size, "%s: close failed: %s", path, strerror(errno));
+        munmap(map, (size_t)st.st_size);
+        return 0;
+    }
+    if (map == MAP_FAILED) {
+        seterr(err, err_size, "%s: mmap of %lld bytes failed: %s", path, (long long)st.st_size, strerror(map_errno));
+        return 0;
+    }
+    f->map = map;
+    f->size = (size_t)st.st_size;
+
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i]; /* little-endian u64 */
+    if (hlen > TP_ST_MAX_HEADER) {
+        seterr(err, err_size,
+               "%s: header length %llu bytes is absurd (limit %u): not a safetensors file, or a corrupt one", path,
+               (unsigned long long)hlen, TP_ST_MAX_HEADER);
+        return 0;
+    }
+    if (hlen > f->size - 8) {
+        seterr(err, err_size, "%s: truncated: header length %llu goes beyond the end of the file (%zu bytes)", path,
+               (unsigned long long)hlen, f->size);
+        return 0;
+    }
+    f->data = f->map + 8 + hlen;
+    f->data_size = f->size - 8 - (size_t)hlen;
+
+    char jerr[160];
+    json_value *root = json_parse((const char *)f->map + 8, (size_t)hlen, jerr, sizeof jerr);
+    if (!root) {
+        seterr(err, err_size, "%s: header (%llu bytes from byte 8) is not valid JSON: %s", path,
+               (unsigned long long)hlen, jerr);
+        return 0;
+    }
+    if (root->type != JSON_OBJECT) {
+        seterr(err, err_size, "%s: header is %s, not a JSON object", path, a_type(root->type));
+        json_free(root);
+        return 0;
+    }
+    size_t first = m->n_tensors;
+    int ok = 1;
+    for (size_t i = 0; ok && i < root->n; i++) {
+        const char *name = root->keys[i];
+        if (root->key_lens[i] != strlen(name)) {
+            seterr(err, err_size, "%s: a tensor name contains a NUL byte", path);
+            ok = 0;
+        } else if (strcmp(name, "__metadata__") == 0) {
+            ok = check_metadata(f, &root->items[i], err, err_size);
+        } else {
+            add_tensor_slot(m);
+            tp_st_tensor *t = &m->tensors[m->n_tensors];
+            ok = parse_entry(f, name, &root->items[i], t, err, err_size);
+            if (ok) {
+                t->name = tp_strdup(name);
+                m->n_tensors++;
+                m->total_bytes += t->nbytes;
+            }
+        }
+    }
+    json_free(root);
+    return ok && check_overlap(m, first, err, err_size) && index_tensors(m, first, err, err_size);
+}
+
+/* ---- index + shards ---- */
+
+static int by_string(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static char *join_path(const char *dir, const char *name) {
+    size_t n = strlen(dir);
+    int slash = n && dir[n - 1] == '/';
+    char *p = tp_malloc(n + strlen(name) + 2);
+    sprintf(p, "%s%s%s", dir, slash ? "" : "/", name);
+    return p;
+}
+
+static int load_index(tp_st_model *m, const char *index, const char *dir, char *err, size_t err_size) {
+    size_t len;
+    char *text = tp_read_file(index, &len);
+    if (!text) { seterr(err, err_size, "%s: cannot read: %s", index, strerror(errno)); return 0; }
+    char jerr[160];
+    json_value *root = json_parse(text, len, jerr, sizeof jerr);
+    free(text);
+    if (!root) { seterr(err, err_size, "%s: not valid JSON: %s", index, jerr); return 0; }
+
+    int ok = 0;
+    const char **names = NULL;
+    char *path = NULL;
+    const json_value *wm = json_get(root, "weight_map");
+    if (root->type != JSON_OBJECT) {
+        seterr(err, err_size, "%s: holds %s, not a JSON object", index, a_type(root->type));
+        goto done;
+    }
+    if (!wm) { seterr(err, err_size, "%s: no \"weight_map\"", index); goto done; }
+    if (wm->type != JSON_OBJECT || wm->n == 0) {
+        seterr(err, err_size, "%s: \"weight_map\" must be a non-empty object (tensor name -> shard file)", index);
+        goto done;
+    }
+    names = tp_malloc(wm->n * sizeof *names); /* [wm->n] shard names, then deduplicated */
+    for (size_t i = 0; i < wm->n; i++) {
+        const json_value *v = &wm->items[i];
+        if (v->type != JSON_STRING || v->str_len == 0 || v->str_len != strlen(v->str)) {
+            seterr(err, err_size, "%s: weight_map[\"%s\"] is not a file name", index, wm->keys[i]);
+            goto done;
+        }
+        names[i] = v->str;
+    }
+    qsort(names, wm->n, sizeof *names, by_string);
+    size_t n_shards = 0;
+    for (size_t i = 0; i < wm->n; i++)
+        if (!n_shards || strcmp(names[n_shards - 1], names[i]) != 0) names[n_shards++] = names[i];
+    char why[64 + 4096];
+    for (size_t i = 0; i < n_shards; i++) {
+        path = join_path(dir, names[i]);
+        snprintf(why, sizeof why, "(a shard named by the weight_map of %s)", index);
+        if (!load_file(m, path, why, err, err_size)) goto done;
+        free(path);
+        path = NULL;
+    }
+    for (size_t i = 0; i < wm->n; i++) {
+        const char *tname = wm->keys[i];
+        path = join_path(dir, wm->items[i].str);
+        const tp_st_tensor *t = tp_st_find(m, tname);
+        if (!t || strcmp(t->file, path) != 0) {
+            seterr(err, err_size, "%s: weight_map maps tensor %s to %s, but that file's header lacks it%s%s%s", index,
+                   tname, path, t ? " (it is in " : "", t ? t->file : "", t ? ")" : "");
+            goto done;
+        }
+        free(path);
+        path = NULL;
+    }
+    ok = 1;
+done:
+    free(path);
+    free(names);
+    json_free(root);
+    return ok;
+}
+
+/* ---- public ---- */
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+tp_st_model *tp_st_open(const char *path, char *err, size_t err_size) {
+    tp_st_model *m = tp_calloc(1, sizeof *m);
+    rehash(m, 0, 0);
+    struct stat st;
+    int ok = 0;
+    if (stat(path, &st) != 0) {
+        seterr(err, err_size, "%s: %s", path, strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        /* transformers looks for the single file first, then the index: do the same. */
+        char *single = join_path(path, "model.safetensors"), *index = join_path(path, "model.safetensors.index.json");
+        struct stat s1, s2;
+        int have_single = stat(single, &s1) == 0, single_errno = errno;
+        int have_index = !have_single && stat(index, &s2) == 0, index_errno = errno;
+        if (have_single) ok = load_file(m, single, NULL, err, err_size);
+        else if (have_index) ok = load_index(m, index, path, err, err_size);
+        else if (single_errno != ENOENT) seterr(err, err_size, "%s: %s", single, strerror(single_errno));
+        else if (index_errno != ENOENT) seterr(err, err_size, "%s: %s", index, strerror(index_errno));
+        else seterr(err, err_size, "no model.safetensors or model.safetensors.index.json in %s", path);
+        free(single);
+        free(index);
+    } else if (ends_with(path, ".json")) {
+        const char *slash = strrchr(path, '/');
+        char *dir = slash ? tp_strdup(path) : tp_strdup(".");
+        if (slash) dir[slash - path + (slash == path)] = 0; /* keep "/" for a file in the root */
+        ok = load_index(m, path, dir, err, err_size);
+        free(dir);
+    } else {
+        ok = load_file(m, path, NULL, err, err_size);
+    }
+    if (!ok) { tp_st_close(m); return NULL; }
+    return m;
+}
+
+const tp_st_tensor *tp_st_find(const tp_st_model *m, const char *name) {
+    size_t s = *slot_of(m, name);
+    return s ? &m->tensors[s - 1] : NULL;
+}
+
+size_t tp_st_count(const tp_st_model *m) { return m->n_tensors; }
+const tp_st_tensor *tp_st_at(const tp_st_model *m, size_t i) { return i < m->n_tensors ? &m->tensors[i] : NULL; }
+size_t tp_st_total_bytes(const tp_st_model *m) { return m->total_bytes; }
+size_t tp_st_file_count(const tp_st_model *m) { return m->n_files; }
+
+void tp_st_close(tp_st_model *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_files; i++) {
+        if (m->files[i].map) munmap(m->files[i].map, m->files[i].size); /* cannot fail for a mapping we made */
+        free(m->files[i].path);
+    }
+    for (size_t i = 0; i < m->n_tensors; i++) free((char *)m->tensors[i].name);
+    free(m->files);
+    free(m->tensors);
+    free(m->slots);
+    free(m);
+}
+
+void tp_st_prefetch(const void *p, size_t n) {
+    static long page;
+    if (!p || !n) return;
+    if (!page) page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    uintptr_t start = (uintptr_t)p & ~(uintptr_t)(page - 1), end = (uintptr_t)p + n;
+    /* Only a hint: a failure costs speed, never correctness, so its status is not reported. */
+    (void)madvise((void *)start, end - start, MADV_WILLNEED);
+}
