@@ -1,0 +1,168 @@
+/* The MPI communicator: host collectives for control data, and the activation all-reduce.
+ * Device buffers of a GPU backend are staged through host memory (converted to f32 for the
+ * sum, as MPI has no 16-bit float sum); this is what lets several ranks share one GPU. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "comm/mpi_check.h"
+#include "kernels/dtype.h"
+
+typedef struct {
+    tp_backend *b;          /* owner of allreduce buffers; NULL or "cpu": host memory */
+    void *stage;            /* host copy of a device buffer (act dtype) */
+    float *stage_f32;       /* the same in f32 for MPI_SUM */
+    size_t stage_n;
+} mpi_impl;
+
+static void mpi_die(void *ctx) {
+    (void)ctx;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+/* Every rank is failing the same way: rank 0 has printed the reason. Wait (bounded) for the
+ * others so the message is not cut off by an abort, then leave cleanly with status 1. */
+static void mpi_die_all(void *ctx) {
+    (void)ctx;
+    MPI_Request req;
+    if (MPI_Ibarrier(MPI_COMM_WORLD, &req) == MPI_SUCCESS) {
+        struct timespec nap = {0, 2000000};
+        for (int i = 0; i < 5000; i++) { /* ~10 s */
+            int done = 0;
+            MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+            if (done) {
+                MPI_Finalize();
+                exit(1);
+            }
+            nanosleep(&nap, NULL);
+        }
+    }
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+static void ensure_stage(mpi_impl *im, size_t n) {
+    if (im->stage_n >= n) return;
+    if (im->stage) im->b->host_free(im->b, im->stage);
+    free(im->stage_f32);
+    im->stage = im->b->host_alloc(im->b, n * 4, "all-reduce staging buffer");
+    im->stage_f32 = tp_malloc(n * sizeof(float));
+    im->stage_n = n;
+}
+
+static void mpi_allreduce_sum(tp_comm *c, void *buf, size_t n, tp_dtype dt) {
+    if (c->size == 1) return;
+    mpi_impl *im = c->impl;
+    if (n > INT_MAX) tp_die("all-reduce of %zu elements exceeds MPI's int count", n);
+    int host = !im->b || strcmp(im->b->name, "cpu") == 0;
+    if (host && dt == TP_F32) {
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        return;
+    }
+    ensure_stage(im, n);
+    size_t bytes = n * tp_dtype_size(dt);
+    if (host) memcpy(im->stage, buf, bytes);
+    else im->b->to_host(im->b, im->stage, buf, bytes);
+    tp_convert_to_f32(im->stage_f32, im->stage, dt, n);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, im->stage_f32, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    tp_convert_from_f32(im->stage, dt, im->stage_f32, n);
+    if (host) memcpy(buf, im->stage, bytes);
+    else im->b->to_device(im->b, buf, im->stage, bytes);
+}
+
+static int checked_count(size_t bytes) {
+    if (bytes > INT_MAX) tp_die("message of %zu bytes exceeds MPI's int count", bytes);
+    return (int)bytes;
+}
+
+static void mpi_bcast(tp_comm *c, void *buf, size_t bytes, int root) {
+    if (c->size == 1) return;
+    MPI_CHECK(MPI_Bcast(buf, checked_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+}
+
+static void mpi_gather(tp_comm *c, const void *send, void *recv, size_t bytes, int root) {
+    if (c->size == 1) {
+        if (recv != send) memmove(recv, send, bytes);
+        return;
+    }
+    int n = checked_count(bytes);
+    MPI_CHECK(MPI_Gather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, MPI_COMM_WORLD));
+}
+
+static void mpi_allgather(tp_comm *c, const void *send, void *recv, size_t bytes) {
+    if (c->size == 1) {
+        if (recv != send) memmove(recv, send, bytes);
+        return;
+    }
+    int n = checked_count(bytes);
+    MPI_CHECK(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, MPI_COMM_WORLD));
+}
+
+static int mpi_allreduce_max_int(tp_comm *c, int v) {
+    if (c->size == 1) return v;
+    int out;
+    MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return out;
+}
+
+static void mpi_barrier(tp_comm *c) {
+    if (c->size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+static void mpi_destroy(tp_comm *c) {
+    mpi_impl *im = c->impl;
+    if (im->stage) im->b->host_free(im->b, im->stage);
+    free(im->stage_f32);
+    free(im);
+    free(c);
+}
+
+tp_comm *tp_comm_mpi_init(int *argc, char ***argv) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided;
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+            fprintf(stderr, "tpgen: error: MPI_Init failed\n");
+            exit(1);
+        }
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    tp_comm *c = tp_calloc(1, sizeof *c);
+    c->name = "mpi";
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
+    /* Ranks sharing this node: works the same under mpirun and srun. */
+    MPI_Comm local;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local));
+    MPI_CHECK(MPI_Comm_rank(local, &c->local_rank));
+    MPI_CHECK(MPI_Comm_size(local, &c->local_size));
+    MPI_CHECK(MPI_Comm_free(&local));
+    tp_log_set_rank(c->rank, c->size);
+    tp_exit_hooks hooks = {mpi_die, mpi_die_all, NULL};
+    tp_log_set_exit_hooks(&hooks);
+
+    c->allreduce_sum = mpi_allreduce_sum;
+    c->bcast = mpi_bcast;
+    c->gather = mpi_gather;
+    c->allgather = mpi_allgather;
+    c->allreduce_max_int = mpi_allreduce_max_int;
+    c->barrier = mpi_barrier;
+    c->destroy = mpi_destroy;
+    c->impl = tp_calloc(1, sizeof(mpi_impl));
+    return c;
+}
+
+void tp_comm_mpi_set_backend(tp_comm *c, tp_backend *b) { ((mpi_impl *)c->impl)->b = b; }
+
+void tp_comm_finalize(tp_comm *c) {
+    (void)c;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+}

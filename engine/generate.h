@@ -1,0 +1,68 @@
+/* Generation and scoring jobs, driven by rank 0 over tp_step_run.
+ *
+ * Scheduling (continuous batching): requests are admitted in order while the KV cache has
+ * blocks for their whole length (prompt + max_new_tokens, at most n_positions), reserved up
+ * front so a running sequence is never preempted. Each step packs one decode token of every
+ * running sequence, then prefill chunks of newly admitted ones, up to the step's token budget;
+ * a sequence that finishes frees its blocks for the next waiting request.
+ */
+#ifndef TPGEN_GENERATE_H
+#define TPGEN_GENERATE_H
+
+#include <stdint.h>
+
+#include "kv_cache.h"
+#include "model.h"
+#include "sampler.h"
+
+typedef struct tp_request tp_request;
+struct tp_request {
+    int index;            /* position in the input */
+    int32_t *prompt;      /* [n_prompt] */
+    int n_prompt;
+    int max_new_tokens;
+    tp_sampling sampling;
+    uint64_t seed;
+    int ignore_eos;
+
+    /* results */
+    int32_t *ids;         /* [n_ids] generated */
+    float *logprobs;      /* [n_ids] */
+    int32_t *top_ids;     /* [n_ids, sampling.logprobs] */
+    float *top_lps;       /* [n_ids, sampling.logprobs] */
+    int n_ids;
+    const char *finish_reason; /* "length" | "stop" */
+
+    /* scheduler state */
+    int state;            /* 0 waiting, 1 running, 2 done */
+    int n_cached;         /* tokens already in the KV cache */
+    int32_t *blocks;      /* [n_blocks] its block table */
+    int n_blocks;
+    int slot;             /* row of the step's block table */
+    tp_rng rng;
+    int32_t *history;     /* prompt + generated, for the repetition penalty */
+};
+
+typedef struct {
+    /* Called on rank 0 after each new token of r; returns 1 to stop r now ("stop", e.g. a
+     * stop string matched). May be NULL. */
+    int (*on_token)(void *ctx, tp_request *r);
+    /* Called on rank 0 once r is finished, in completion order. */
+    void (*on_done)(void *ctx, tp_request *r);
+    void *ctx;
+} tp_generate_hooks;
+
+/* Rank 0: runs all requests to completion, then stops the workers. Other ranks call
+ * tp_step_worker_loop instead. Returns the number of steps run. */
+long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *hooks);
+
+/* Blocks of the KV cache a request reserves. */
+int tp_request_blocks(const tp_model *m, const tp_request *r);
+
+/* Rank 0: scores ids[0..n): logprobs[i] = log p(ids[i] | ids[:i]) for i >= 1 (logprobs[0] = NaN)
+ * and the k best alternatives of each position into top_ids/top_lps [n, k]. */
+void tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps);
+
+void tp_request_free(tp_request *r);
+
+#endif

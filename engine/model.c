@@ -1,0 +1,112 @@
+/* The CodeGen forward pass on one rank (HF CodeGenForCausalLM semantics):
+ *   h = wte[ids]
+ *   per layer: x = LN1(h); h = h + allreduce(attn_partial(x) + mlp_partial(x))
+ *   logits = lm_head(LN_f(h)) for the wanted rows, this rank's vocab slice.
+ * The attention and MLP branches read the same x (parallel residual), so each rank adds its two
+ * partial sums before the one all-reduce of the layer: T * E elements cross per layer.
+ */
+#include "model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define ACT_ALIGN 256
+
+static size_t align_up(size_t x) { return (x + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN; }
+
+void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int kv_blocks, int block_size) {
+    tp_backend *b = m->b;
+    const tp_config *c = &m->cfg;
+    tp_acts *a = &m->a;
+    size_t es = tp_dtype_size(b->act);
+    int T = max_tokens, E = c->n_embd, Hl = m->sh.n_heads, D = c->head_dim, Il = m->sh.n_inner;
+    a->max_tokens = T;
+    a->max_rows = max_rows;
+    a->max_seqs = max_seqs;
+    a->max_blocks = (c->n_positions + block_size - 1) / block_size;
+
+    /* Size table: one arena for every activation buffer. */
+    struct { void **p; size_t bytes; } table[] = {
+        {&a->h, (size_t)T * E * es},
+        {&a->ln, (size_t)T * E * es},
+        {&a->qkv, (size_t)T * 3 * Hl * D * es},
+        {&a->att, (size_t)T * Hl * D * es},
+        {&a->mlp, (size_t)T * Il * es},
+        {&a->part, (size_t)T * E * es},
+        {&a->rows, (size_t)max_rows * E * es},
+        {(void **)&a->logits, (size_t)max_rows * m->sh.n_vocab * sizeof(float)},
+        {(void **)&a->ids, (size_t)T * sizeof(int32_t)},
+        {(void **)&a->pos, (size_t)T * sizeof(int32_t)},
+        {(void **)&a->seq, (size_t)T * sizeof(int32_t)},
+        {(void **)&a->block_table, (size_t)max_seqs * a->max_blocks * sizeof(int32_t)},
+    };
+    int n = sizeof table / sizeof table[0];
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += align_up(table[i].bytes);
+    a->arena = b->alloc(b, total, "activations");
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        *table[i].p = (char *)a->arena + off;
+        off += align_up(table[i].bytes);
+    }
+    tp_kv_cache_init(&m->kv, b, c->n_layer, Hl, D, block_size, kv_blocks);
+    tp_log0("memory per rank: weights %.1f MiB, activations %.1f MiB (%d tokens/step), KV cache %.1f MiB\n",
+            m->w.arena_bytes / 1048576.0, total / 1048576.0, T,
+            (double)m->kv.bytes_per_token * kv_blocks * block_size / 1048576.0);
+    tp_log0("KV cache: %d tokens (%d blocks of %d), %zu bytes per token per rank\n", kv_blocks * block_size,
+            kv_blocks, block_size, m->kv.bytes_per_token);
+}
+
+void tp_model_free(tp_model *m) {
+    tp_backend *b = m->b;
+    if (m->a.arena) b->free(b, m->a.arena);
+    if (m->w.arena) b->free(b, m->w.arena);
+    tp_kv_cache_free(&m->kv, b);
+    free(m->w.layers);
+    memset(&m->a, 0, sizeof m->a);
+    m->w.arena = NULL;
+    m->w.layers = NULL;
+}
+
+void tp_model_forward(tp_model *m, const tp_step_host *s) {
+    tp_backend *b = m->b;
+    const tp_config *c = &m->cfg;
+    tp_acts *a = &m->a;
+    int T = s->n_tokens, E = c->n_embd, Hl = m->sh.n_heads, D = c->head_dim, Il = m->sh.n_inner;
+    if (T > a->max_tokens || s->n_rows > a->max_rows || s->n_seqs > a->max_seqs || s->max_blocks > a->max_blocks)
+        tp_die("internal: step of %d tokens/%d rows/%d seqs exceeds the buffers (%d/%d/%d)", T, s->n_rows,
+               s->n_seqs, a->max_tokens, a->max_rows, a->max_seqs);
+
+    /* The only host->device traffic of a step: ids, positions and block tables. */
+    b->to_device(b, a->ids, s->ids, T * sizeof(int32_t));
+    b->to_device(b, a->pos, s->pos, T * sizeof(int32_t));
+    b->to_device(b, a->seq, s->seq, T * sizeof(int32_t));
+    b->to_device(b, a->block_table, s->block_table, (size_t)s->n_seqs * s->max_blocks * sizeof(int32_t));
+    int max_pos = 0;
+    for (int t = 0; t < T; t++) max_pos = s->pos[t] > max_pos ? s->pos[t] : max_pos;
+    tp_step st = {T, s->n_seqs, m->kv.block_size, s->max_blocks, max_pos, a->pos, a->seq, a->block_table};
+
+    b->embed(b, a->h, m->w.wte, a->ids, T, E);
+    for (int l = 0; l < c->n_layer; l++) {
+        const tp_layer *L = &m->w.layers[l];
+        b->layernorm(b, a->ln, a->h, L->ln1_g, L->ln1_b, T, E, c->layer_norm_epsilon);
+        /* attention branch: qkv [T, 3*Hl*D] -> rotary + cache write -> att [T, Hl*D] -> part [T, E] */
+        b->matmul(b, a->qkv, a->ln, L->qkv, NULL, T, 3 * Hl * D, E, 0);
+        b->rotary_kv_write(b, a->qkv, m->kv.k[l], m->kv.v[l], &st, Hl, D, c->rotary_dim);
+        b->attention(b, a->att, a->qkv, m->kv.k[l], m->kv.v[l], &st, Hl, D);
+        b->matmul(b, a->part, a->att, L->out, NULL, T, E, Hl * D, 0);
+        /* MLP branch: mlp [T, Il] = gelu(fc_in x + b); part += fc_out mlp (+ bias once, on rank 0) */
+        b->matmul(b, a->mlp, a->ln, L->fc_in, L->fc_in_b, T, Il, E, 0);
+        b->gelu_new(b, a->mlp, (size_t)T * Il);
+        b->matmul(b, a->part, a->mlp, L->fc_out, m->sh.rank == 0 ? L->fc_out_b : NULL, T, E, Il, 1);
+        m->comm->allreduce_sum(m->comm, a->part, (size_t)T * E, b->act);
+        b->add(b, a->h, a->part, (size_t)T * E);
+    }
+    m->forwarded_tokens += T;
+    if (s->n_rows == 0) return;
+    b->gather_rows(b, a->rows, a->h, s->rows, s->n_rows, E);
+    b->layernorm(b, a->rows, a->rows, m->w.lnf_g, m->w.lnf_b, s->n_rows, E, c->layer_norm_epsilon);
+    b->matmul_f32out(b, a->logits, a->rows, m->w.lm_head, m->w.lm_head_b, s->n_rows, m->sh.n_vocab, E);
+}

@@ -1,0 +1,89 @@
+/* The CodeGen model on one rank: its shard of the weights, its KV cache, its activation
+ * buffers, and the forward pass. Every rank runs tp_model_forward on the same step; the one
+ * all-reduce per layer goes through the communicator. Nothing here knows the backend. */
+#ifndef TPGEN_MODEL_H
+#define TPGEN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "config.h"
+#include "kernels/backend.h"
+#include "kv_cache.h"
+#include "shard.h"
+
+/* One layer's weights on this rank (device memory, act dtype). Hl = this rank's heads,
+ * Il = this rank's MLP rows. Matrices are in the backend's matrix_upload layout. */
+typedef struct {
+    void *ln1_g, *ln1_b; /* [E] each, replicated */
+    void *qkv;           /* matrix [3 * Hl * D, E]: this rank's q heads, then k heads, then v heads */
+    void *out;           /* matrix [E, Hl * D]: out_proj columns of this rank's heads */
+    void *fc_in;         /* matrix [Il, E]: fc_in rows of this rank */
+    void *fc_in_b;       /* [Il] */
+    void *fc_out;        /* matrix [E, Il]: fc_out columns of this rank */
+    void *fc_out_b;      /* [E], replicated; added on rank 0 only, so the all-reduce counts it once */
+} tp_layer;
+
+typedef struct {
+    void *wte;           /* [V, E], replicated */
+    tp_layer *layers;    /* [L] */
+    void *lnf_g, *lnf_b; /* [E] */
+    void *lm_head;       /* matrix [Vloc, E]: vocab rows [vocab0, vocab0 + Vloc), zero past V */
+    void *lm_head_b;     /* [Vloc] */
+    void *arena;         /* the one device allocation all of the above live in */
+    size_t arena_bytes;
+    size_t matrix_bytes; /* bytes of the matrices read by every decode step (GEMM weights) */
+} tp_weights;
+
+/* Activation buffers, sized once for at most max_tokens tokens and max_rows logit rows. */
+typedef struct {
+    int max_tokens, max_rows, max_seqs, max_blocks;
+    void *arena;
+    void *h;        /* [T, E] residual stream */
+    void *ln;       /* [T, E] layer-norm output feeding both branches */
+    void *qkv;      /* [T, 3 * Hl * D] */
+    void *att;      /* [T, Hl * D] attention output of this rank's heads */
+    void *mlp;      /* [T, Il] */
+    void *part;     /* [T, E] this rank's attention + MLP partial sum, all-reduced */
+    void *rows;     /* [max_rows, E] final-norm rows whose logits are wanted */
+    float *logits;  /* [max_rows, Vloc] f32 */
+    int32_t *ids, *pos, *seq; /* [T] device */
+    int32_t *block_table;     /* [max_seqs, max_blocks] device */
+} tp_acts;
+
+typedef struct {
+    tp_config cfg;
+    tp_shard sh;
+    tp_backend *b;
+    tp_comm *comm;
+    tp_weights w;
+    tp_kv_cache kv;
+    tp_acts a;
+    long long forwarded_tokens; /* tokens run through the layers since load (stats) */
+} tp_model;
+
+/* Loads this rank's shard from an HF model dir (random != 0: draw random weights instead,
+ * seeded, for benchmarks; the dir is not read). Dies on every rank with a clear message on any
+ * problem with the files. */
+void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed);
+void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int kv_blocks, int block_size);
+void tp_model_free(tp_model *m);
+
+/* A forward step as rank 0 describes it (host arrays). */
+typedef struct {
+    int n_tokens;             /* T <= max_tokens */
+    const int32_t *ids;       /* [T] */
+    const int32_t *pos;       /* [T] */
+    const int32_t *seq;       /* [T] row of block_table */
+    int n_seqs, max_blocks;   /* block_table is [n_seqs, max_blocks] */
+    const int32_t *block_table;
+    int n_rows;               /* logits wanted for these token indices */
+    const int32_t *rows;      /* [n_rows] */
+} tp_step_host;
+
+/* Runs the layers on the step and leaves f32 logits of the wanted rows in m->a.logits
+ * ([n_rows, Vloc], this rank's vocab slice). */
+void tp_model_forward(tp_model *m, const tp_step_host *s);
+
+#endif

@@ -1,0 +1,132 @@
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void tp_rng_seed(tp_rng *r, uint64_t seed, uint64_t stream) {
+    uint64_t x = seed ^ (stream * 0xD1B54A32D192ED03ull);
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix(&x);
+}
+
+double tp_rng_uniform(tp_rng *r) {
+    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45);
+    return (res >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int tp_sampling_candidates(const tp_sampling *s) {
+    if (s->repetition_penalty != 1.0f) return 0;
+    int k = s->logprobs > 1 ? s->logprobs : 1;
+    if (s->temperature > 0) {
+        if (s->top_k <= 0 || s->top_k > TP_MAX_CANDIDATES) return 0;
+        if (s->top_k > k) k = s->top_k;
+    }
+    return k <= TP_MAX_CANDIDATES ? k : 0;
+}
+
+int tp_cand_before(const tp_cand *a, const tp_cand *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int cand_cmp(const void *pa, const void *pb) {
+    const tp_cand *a = pa, *b = pb;
+    return tp_cand_before(a, b) ? -1 : tp_cand_before(b, a) ? 1 : 0;
+}
+
+/* Draws from n processed logits sorted best-first: temperature, top-k, top-p, then the draw.
+ * Returns the index into c. */
+static int draw(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, double *prob) {
+    if (s->temperature <= 0) return 0;
+    if (s->top_k > 0 && s->top_k < n) n = s->top_k;
+    double mx = c[0].logit / s->temperature, sum = 0;
+    for (int i = 0; i < n; i++) sum += (prob[i] = exp(c[i].logit / s->temperature - mx));
+    if (s->top_p < 1.0f) { /* keep tokens while the mass before them is < top_p (HF TopP) */
+        double before = 0;
+        int keep = 0;
+        while (keep < n && before / sum < s->top_p) before += prob[keep++];
+        if (keep < 1) keep = 1;
+        n = keep;
+        sum = before > 0 ? before : prob[0];
+    }
+    double u = tp_rng_uniform(rng) * sum, acc = 0;
+    for (int i = 0; i < n; i++) {
+        acc += prob[i];
+        if (u < acc) return i;
+    }
+    return n - 1;
+}
+
+void tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, float lse, tp_sample *out) {
+    double prob[TP_MAX_CANDIDATES];
+    int i = draw(s, rng, c, n, prob);
+    out->id = c[i].id;
+    out->logprob = c[i].logit - lse;
+    out->n_top = s->logprobs < n ? s->logprobs : n;
+    for (int k = 0; k < out->n_top; k++) {
+        out->top_ids[k] = c[k].id;
+        out->top_lps[k] = c[k].logit - lse;
+    }
+}
+
+size_t tp_sample_full_work_bytes(int V) { return (size_t)V * (sizeof(float) + sizeof(double) + sizeof(tp_cand)); }
+
+void tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
+                    int n_hist, void *work, tp_sample *out) {
+    float *proc = work;                       /* [V] processed logits */
+    double *prob = (double *)(proc + V);      /* [V] */
+    tp_cand *c = (tp_cand *)(prob + V);       /* [V] */
+    /* log-sum-exp of the raw logits, for the reported log-probabilities */
+    float mx = -INFINITY;
+    for (int i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double se = 0;
+    for (int i = 0; i < V; i++) se += exp((double)logits[i] - mx);
+    float lse = mx + (float)log(se);
+
+    memcpy(proc, logits, (size_t)V * sizeof *proc);
+    if (s->repetition_penalty != 1.0f)
+        for (int i = 0; i < n_hist; i++) {
+            int32_t id = history[i];
+            if (id < 0 || id >= V || proc[id] != logits[id]) continue; /* once per distinct id */
+            proc[id] = logits[id] < 0 ? logits[id] * s->repetition_penalty : logits[id] / s->repetition_penalty;
+        }
+    for (int i = 0; i < V; i++) c[i] = (tp_cand){i, proc[i]};
+
+    int n = V;
+    if (s->temperature <= 0) { /* argmax, lowest id on ties */
+        int best = 0;
+        for (int i = 1; i < V; i++) if (tp_cand_before(&c[i], &c[best])) best = i;
+        tp_cand t = c[0]; c[0] = c[best]; c[best] = t;
+        n = 1;
+    } else {
+        qsort(c, V, sizeof *c, cand_cmp);
+    }
+    int i = draw(s, rng, c, n, prob);
+    out->id = c[i].id;
+    out->logprob = logits[out->id] - lse;
+
+    /* top log-probabilities of the raw distribution */
+    out->n_top = s->logprobs < V ? s->logprobs : V;
+    for (int k = 0; k < out->n_top; k++) out->top_ids[k] = -1;
+    for (int v = 0; v < V; v++) {
+        tp_cand x = {v, logits[v]};
+        int k = out->n_top;
+        while (k > 0 && (out->top_ids[k - 1] < 0 || tp_cand_before(&x, &(tp_cand){out->top_ids[k - 1], out->top_lps[k - 1]})))
+            k--;
+        if (k >= out->n_top) continue;
+        memmove(&out->top_ids[k + 1], &out->top_ids[k], (out->n_top - k - 1) * sizeof(int32_t));
+        memmove(&out->top_lps[k + 1], &out->top_lps[k], (out->n_top - k - 1) * sizeof(float));
+        out->top_ids[k] = v;
+        out->top_lps[k] = logits[v];
+    }
+    for (int k = 0; k < out->n_top; k++) out->top_lps[k] -= lse;
+}

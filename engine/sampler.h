@@ -1,0 +1,56 @@
+/* Sampling on rank 0, with HF generate's order of logits processing:
+ * repetition penalty -> temperature -> top-k -> top-p -> draw (greedy when temperature is 0).
+ * Reported log-probabilities are always those of the model's own distribution
+ * (log_softmax of the raw logits), whatever the sampling settings.
+ *
+ * Two inputs. Candidate mode: the merged top-k raw logits of all ranks plus the global
+ * log-sum-exp (exact, and all that greedy or top-k sampling needs; TP x k numbers cross per
+ * row). Full mode: all V raw logits of the row (repetition penalty, or top-p / temperature
+ * without a top-k within the candidate limit). */
+#ifndef TPGEN_SAMPLER_H
+#define TPGEN_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TP_MAX_CANDIDATES 64
+
+typedef struct {
+    float temperature;        /* 0: greedy */
+    int top_k;                /* 0: off */
+    float top_p;              /* 1: off */
+    float repetition_penalty; /* 1: off */
+    int logprobs;             /* top log-probabilities to report per token, 0..TP_MAX_CANDIDATES */
+} tp_sampling;
+
+typedef struct { uint64_t s[4]; } tp_rng; /* xoshiro256** */
+void tp_rng_seed(tp_rng *r, uint64_t seed, uint64_t stream);
+double tp_rng_uniform(tp_rng *r); /* [0, 1) */
+
+typedef struct {
+    int32_t id;
+    float logit;
+} tp_cand;
+
+typedef struct {
+    int32_t id;       /* the chosen token */
+    float logprob;    /* its log-probability under the model */
+    int n_top;
+    int32_t top_ids[TP_MAX_CANDIDATES];
+    float top_lps[TP_MAX_CANDIDATES];
+} tp_sample;
+
+/* Candidates a row needs in candidate mode, or 0 when it needs full logits. */
+int tp_sampling_candidates(const tp_sampling *s);
+/* "a" before "b": higher logit first, equal logits by lower id (argmax picks the lowest id). */
+int tp_cand_before(const tp_cand *a, const tp_cand *b);
+
+/* c: n candidates sorted by tp_cand_before; lse: log-sum-exp of all V raw logits. */
+void tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, float lse, tp_sample *out);
+/* logits: the V raw logits of the row; history: the sequence so far (for the penalty);
+ * work: scratch of 2*V floats + V tp_cand. */
+void tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
+                    int n_hist, void *work, tp_sample *out);
+size_t tp_sample_full_work_bytes(int V);
+
+#endif

@@ -1,0 +1,29 @@
+#include "shard.h"
+
+#include <stdio.h>
+
+int tp_shard_plan(const tp_config *c, int tp, int rank, tp_shard *s, char *err, size_t err_size) {
+    if (tp < 1 || c->n_head % tp) {
+        char valid[256];
+        tp_config_valid_tp(c, valid, sizeof valid);
+        snprintf(err, err_size, "TP=%d (the number of ranks) does not divide n_head=%d; valid TP sizes: %s", tp,
+                 c->n_head, valid);
+        return -1;
+    }
+    if (tp > c->vocab_size || tp > c->n_inner) {
+        snprintf(err, err_size, "TP=%d is larger than vocab_size=%d or the MLP width %d", tp, c->vocab_size,
+                 c->n_inner);
+        return -1;
+    }
+    s->tp = tp;
+    s->rank = rank;
+    s->n_heads = c->n_head / tp;
+    s->head0 = rank * s->n_heads;
+    s->inner0 = (int)((long)rank * c->n_inner / tp);
+    s->n_inner = (int)((long)(rank + 1) * c->n_inner / tp) - s->inner0;
+    s->n_vocab = (c->vocab_size + tp - 1) / tp;
+    s->vocab0 = rank * s->n_vocab;
+    int valid = c->vocab_size - s->vocab0;
+    s->n_vocab_valid = valid < 0 ? 0 : valid > s->n_vocab ? s->n_vocab : valid;
+    return 0;
+}

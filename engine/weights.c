@@ -1,0 +1,244 @@
+/* Weight loading: this rank's shard of every tensor, from the mmapped safetensors into one
+ * device arena carved by a size table.
+ *
+ * Every rank validates every tensor it needs (presence, dtype, shape) from the headers before
+ * reading any data; the checks see the same files on every rank, so a problem is reported once
+ * (tp_die_all) and every rank exits. Then each rank copies only its own rows / columns into a
+ * host staging buffer (in the file's dtype) and hands it to the backend, which converts it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "model.h"
+#include "safetensors.h"
+
+#define ARENA_ALIGN 256
+
+typedef enum { SLICE_ALL, SLICE_ROWS, SLICE_COLS, SLICE_QKV } slice_kind;
+
+/* One tensor to load: where it goes, which part of the file tensor this rank takes. */
+typedef struct {
+    char name[96];
+    void **dst;        /* where the device pointer is stored */
+    int is_matrix;
+    int64_t rows, cols; /* full shape in the file (cols = 1 for vectors) */
+    slice_kind slice;
+    int64_t first, count; /* rows or columns taken; SLICE_QKV: heads */
+    int64_t out_rows;   /* rows of the device tensor (>= count for padded lm_head) */
+    float rand_mean;
+    size_t offset;      /* in the arena */
+} load_item;
+
+typedef struct {
+    load_item *items;
+    int n, cap;
+} load_list;
+
+static load_item *add_item(load_list *l, const char *name, void **dst, int is_matrix, int64_t rows, int64_t cols,
+                           slice_kind slice, int64_t first, int64_t count, int64_t out_rows, float mean) {
+    if (l->n == l->cap) l->items = tp_realloc(l->items, (l->cap = l->cap ? l->cap * 2 : 64) * sizeof *l->items);
+    load_item *it = &l->items[l->n++];
+    memset(it, 0, sizeof *it);
+    snprintf(it->name, sizeof it->name, "%s", name);
+    it->dst = dst;
+    it->is_matrix = is_matrix;
+    it->rows = rows;
+    it->cols = cols;
+    it->slice = slice;
+    it->first = first;
+    it->count = count;
+    it->out_rows = out_rows;
+    it->rand_mean = mean;
+    return it;
+}
+
+/* Device shape of an item: [out_rows, out_cols]. */
+static int64_t item_out_cols(const load_item *it) { return it->slice == SLICE_COLS ? it->count : it->cols; }
+
+static size_t item_bytes(tp_backend *b, const load_item *it) {
+    int64_t r = it->out_rows, c = item_out_cols(it);
+    if (it->is_matrix) return b->matrix_bytes(b, (int)r, (int)c);
+    return (size_t)(r * c) * tp_dtype_size(b->act);
+}
+
+static void build_list(tp_model *m, load_list *l) {
+    const tp_config *c = &m->cfg;
+    const tp_shard *s = &m->sh;
+    int64_t E = c->n_embd, I = c->n_inner, D = c->head_dim, V = c->vocab_size;
+    char name[96];
+    m->w.layers = tp_calloc(c->n_layer, sizeof *m->w.layers);
+    add_item(l, "transformer.wte.weight", &m->w.wte, 0, V, E, SLICE_ALL, 0, V, V, 0);
+    for (int i = 0; i < c->n_layer; i++) {
+        tp_layer *L = &m->w.layers[i];
+#define NAME(suffix) (snprintf(name, sizeof name, "transformer.h.%d.%s", i, suffix), name)
+        add_item(l, NAME("ln_1.weight"), &L->ln1_g, 0, E, 1, SLICE_ALL, 0, E, E, 1);
+        add_item(l, NAME("ln_1.bias"), &L->ln1_b, 0, E, 1, SLICE_ALL, 0, E, E, 0);
+        add_item(l, NAME("attn.qkv_proj.weight"), &L->qkv, 1, 3 * E, E, SLICE_QKV, s->head0, s->n_heads,
+                 3 * s->n_heads * D, 0);
+        add_item(l, NAME("attn.out_proj.weight"), &L->out, 1, E, E, SLICE_COLS, s->head0 * D, s->n_heads * D, E, 0);
+        add_item(l, NAME("mlp.fc_in.weight"), &L->fc_in, 1, I, E, SLICE_ROWS, s->inner0, s->n_inner, s->n_inner, 0);
+        add_item(l, NAME("mlp.fc_in.bias"), &L->fc_in_b, 0, I, 1, SLICE_ROWS, s->inner0, s->n_inner, s->n_inner, 0);
+        add_item(l, NAME("mlp.fc_out.weight"), &L->fc_out, 1, E, I, SLICE_COLS, s->inner0, s->n_inner, E, 0);
+        add_item(l, NAME("mlp.fc_out.bias"), &L->fc_out_b, 0, E, 1, SLICE_ALL, 0, E, E, 0);
+#undef NAME
+    }
+    add_item(l, "transformer.ln_f.weight", &m->w.lnf_g, 0, E, 1, SLICE_ALL, 0, E, E, 1);
+    add_item(l, "transformer.ln_f.bias", &m->w.lnf_b, 0, E, 1, SLICE_ALL, 0, E, E, 0);
+    add_item(l, "lm_head.weight", &m->w.lm_head, 1, V, E, SLICE_ROWS, s->vocab0, s->n_vocab_valid, s->n_vocab, 0);
+    add_item(l, "lm_head.bias", &m->w.lm_head_b, 0, V, 1, SLICE_ROWS, s->vocab0, s->n_vocab_valid, s->n_vocab, 0);
+}
+
+static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
+    size_t u = snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && u < size; i++) u += snprintf(buf + u, size - u, i ? ", %" PRId64 : "%" PRId64, shape[i]);
+    if (u < size) snprintf(buf + u, size - u, "]");
+}
+
+/* Source tensor of an item; the checks every rank makes identically. */
+static const tp_st_tensor *check_tensor(const tp_st_model *st, const char *dir, const tp_config *c,
+                                        const load_item *it) {
+    const tp_st_tensor *t = tp_st_find(st, it->name);
+    if (!t && c->tie_word_embeddings && strcmp(it->name, "lm_head.weight") == 0)
+        t = tp_st_find(st, "transformer.wte.weight");
+    if (!t) tp_die_all("missing tensor %s in the checkpoint %s", it->name, dir);
+    int64_t want[2] = {it->rows, it->cols};
+    int want_nd = it->cols == 1 && !it->is_matrix ? 1 : 2;
+    int ok = t->ndim == want_nd;
+    for (int i = 0; ok && i < want_nd; i++) ok = t->shape[i] == want[i];
+    if (!ok) {
+        char found[128], expect[128];
+        shape_str(found, sizeof found, t->shape, t->ndim);
+        shape_str(expect, sizeof expect, want, want_nd);
+        tp_die_all("tensor %s in %s has shape %s, expected %s (from config.json)", it->name, t->file, found, expect);
+    }
+    return t;
+}
+
+/* Copies this rank's part of t into staging (file dtype), laid out [out_rows, out_cols]. */
+static void stage_slice(const load_item *it, const tp_st_tensor *t, const tp_config *c, uint8_t *staging) {
+    size_t es = tp_dtype_size(t->dtype);
+    int64_t cols = it->cols, oc = item_out_cols(it);
+    const uint8_t *src = t->data;
+    memset(staging, 0, (size_t)(it->out_rows * oc) * es); /* padding rows stay zero */
+    switch (it->slice) {
+    case SLICE_ALL:
+        memcpy(staging, src, (size_t)(it->rows * cols) * es);
+        break;
+    case SLICE_ROWS:
+        memcpy(staging, src + (size_t)(it->first * cols) * es, (size_t)(it->count * cols) * es);
+        break;
+    case SLICE_COLS:
+        for (int64_t r = 0; r < it->rows; r++)
+            memcpy(staging + (size_t)(r * oc) * es, src + (size_t)(r * cols + it->first) * es, (size_t)oc * es);
+        break;
+    case SLICE_QKV: {
+        /* qkv_proj rows come in 4 blocks (mp_num = 4), block m = [Q_m; V_m; K_m], each E/4 rows =
+         * H/4 heads. Head h is in block h / (H/4) at index h % (H/4). Gather this rank's heads
+         * into [q heads; k heads; v heads]. */
+        int64_t E = c->n_embd, D = c->head_dim, per_block = c->n_head / 4, Hl = it->count;
+        static const int part_of[3] = {0, 2, 1}; /* q, k, v -> offset in block: Q=0, V=1, K=2 */
+        for (int which = 0; which < 3; which++)
+            for (int64_t hl = 0; hl < Hl; hl++) {
+                int64_t h = it->first + hl, mblk = h / per_block, j = h % per_block;
+                int64_t src_row = mblk * (3 * E / 4) + part_of[which] * (E / 4) + j * D;
+                int64_t dst_row = (which * Hl + hl) * D;
+                memcpy(staging + (size_t)(dst_row * cols) * es, src + (size_t)(src_row * cols) * es,
+                       (size_t)(D * cols) * es);
+            }
+        break;
+    }
+    }
+}
+
+static void upload_item(tp_backend *b, const load_item *it, const void *host, tp_dtype dt) {
+    int64_t r = it->out_rows, c = item_out_cols(it);
+    if (it->is_matrix) b->matrix_upload(b, *it->dst, host, dt, (int)r, (int)c);
+    else b->upload(b, *it->dst, host, dt, (size_t)(r * c));
+}
+
+static void random_item(tp_backend *b, const load_item *it, uint64_t seed, float **scratch, size_t *scratch_n) {
+    int64_t r = it->out_rows, c = item_out_cols(it);
+    size_t n = (size_t)(r * c);
+    float stdv = it->rand_mean != 0 ? 0.01f : 0.02f;
+    if (b->fill_random) {
+        size_t elems = item_bytes(b, it) / tp_dtype_size(b->act);
+        b->fill_random(b, *it->dst, elems, seed, it->rand_mean, stdv);
+        return;
+    }
+    if (*scratch_n < n) *scratch = tp_realloc(*scratch, (*scratch_n = n) * sizeof **scratch);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) { /* xorshift + sum of uniforms: cheap, roughly normal */
+        float acc = 0;
+        for (int k = 0; k < 4; k++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            acc += (float)(x >> 40) * (1.0f / 16777216.0f);
+        }
+        (*scratch)[i] = it->rand_mean + stdv * (acc - 2.0f) * 1.7320508f;
+    }
+    upload_item(b, it, *scratch, TP_F32);
+}
+
+void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed) {
+    tp_backend *b = m->b;
+    load_list l = {0};
+    build_list(m, &l);
+
+    tp_st_model *st = NULL;
+    const tp_st_tensor **src = tp_calloc(l.n, sizeof *src);
+    if (!random) {
+        char err[1024];
+        st = tp_st_open(dir, err, sizeof err);
+        if (!st) tp_die_all("%s", err);
+        for (int i = 0; i < l.n; i++) src[i] = check_tensor(st, dir, &m->cfg, &l.items[i]);
+    }
+
+    /* Size table, then one arena. */
+    size_t total = 0, staging_max = 0, matrices = 0;
+    for (int i = 0; i < l.n; i++) {
+        load_item *it = &l.items[i];
+        it->offset = total;
+        size_t bytes = item_bytes(b, it);
+        total += (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+        if (it->is_matrix) matrices += bytes;
+        if (src[i]) {
+            size_t sb = (size_t)(it->out_rows * item_out_cols(it)) * tp_dtype_size(src[i]->dtype);
+            if (sb > staging_max) staging_max = sb;
+        }
+    }
+    m->w.arena = b->alloc(b, total, "weights");
+    m->w.arena_bytes = total;
+    m->w.matrix_bytes = matrices;
+    for (int i = 0; i < l.n; i++) *l.items[i].dst = (char *)m->w.arena + l.items[i].offset;
+
+    tp_log0("loading %s weights: %.1f MiB per rank (%s, TP=%d)\n", random ? "random" : "checkpoint",
+            total / 1048576.0, b->name, m->sh.tp);
+    double t0 = tp_now_seconds(), last = t0;
+    uint8_t *staging = staging_max ? b->host_alloc(b, staging_max, "weight staging buffer") : NULL;
+    float *scratch = NULL;
+    size_t scratch_n = 0, done = 0;
+    for (int i = 0; i < l.n; i++) {
+        load_item *it = &l.items[i];
+        if (random) random_item(b, it, seed + (uint64_t)i * 7919u + (uint64_t)m->sh.rank * 104729u, &scratch, &scratch_n);
+        else {
+            stage_slice(it, src[i], &m->cfg, staging);
+            upload_item(b, it, staging, src[i]->dtype);
+        }
+        done += item_bytes(b, it);
+        double now = tp_now_seconds();
+        if (now - last > 2.0) {
+            tp_log0("  %5.1f%%  %.0f / %.0f MiB  %.0f MiB/s\n", 100.0 * done / total, done / 1048576.0,
+                    total / 1048576.0, done / 1048576.0 / (now - t0));
+            last = now;
+        }
+    }
+    b->sync(b);
+    tp_log0("loaded in %.2f s\n", tp_now_seconds() - t0);
+    if (staging) b->host_free(b, staging);
+    free(scratch);
+    free(src);
+    free(l.items);
+    if (st) tp_st_close(st);
+}

@@ -1,0 +1,140 @@
+#include "args.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/log.h"
+
+static const char *USAGE =
+    "usage:\n"
+    "  tpgen generate --model DIR (--prompt TEXT | --prompt-ids 5,17,9 | --prompts-file F)\n"
+    "         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]\n"
+    "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json]\n"
+    "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
+    "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
+    "  common: [--backend cpu|cuda] [--dtype f16|bf16] [--comm mpi|nccl] [--threads N]\n"
+    "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
+    "          [--block-size N] [--stats]\n"
+    "  run under mpirun -np N for N-way tensor parallelism; see README.md";
+
+static long parse_long(const char *flag, const char *v, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        tp_die_all("%s expects an integer in [%ld, %ld], got \"%s\"", flag, lo, hi, v);
+    return x;
+}
+
+static double parse_double(const char *flag, const char *v, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x >= lo && x <= hi))
+        tp_die_all("%s expects a number in [%g, %g], got \"%s\"", flag, lo, hi, v);
+    return x;
+}
+
+int32_t *tp_parse_id_list(const char *s, int *n, const char *what) {
+    int cap = 16, k = 0;
+    int32_t *ids = tp_malloc(cap * sizeof *ids);
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+            free(ids);
+            tp_die_all("%s: \"%s\" is not a comma-separated list of token ids", what, s);
+        }
+        if (k == cap) ids = tp_realloc(ids, (cap *= 2) * sizeof *ids);
+        ids[k++] = (int32_t)x;
+        p = *end ? end + 1 : end;
+        if (*end == ',' && !*p) tp_die_all("%s: trailing comma in \"%s\"", what, s);
+    }
+    *n = k;
+    return ids;
+}
+
+void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->cmd = cmd;
+    a->kv_cache_mem = 0.9;
+    a->block_size = 16;
+    a->max_batch_tokens = 512;
+    a->max_batch = 32;
+    a->max_new_tokens = 64;
+    a->top_p = 1.0;
+    a->repetition_penalty = 1.0;
+    a->batches = "1,8,32";
+    a->context = 512;
+    a->steps = 32;
+    int gen = strcmp(cmd, "generate") == 0, score = strcmp(cmd, "score") == 0, bench = strcmp(cmd, "bench") == 0;
+    for (int i = 0; i < argc; i++) {
+        char *f = argv[i], *v = NULL, flag[64];
+        if (strncmp(f, "--", 2) != 0) tp_die_all("unexpected argument \"%s\"\n%s", f, USAGE);
+        char *eq = strchr(f, '=');
+        if (eq) {
+            snprintf(flag, sizeof flag, "%.*s", (int)(eq - f), f);
+            v = eq + 1;
+        } else snprintf(flag, sizeof flag, "%s", f);
+#define IS(name) (strcmp(flag, name) == 0)
+#define VAL() (v ? v : (i + 1 < argc ? argv[++i] : (tp_die_all("%s needs a value", flag), (char *)NULL)))
+        int ok = 1;
+        if (IS("--help") || IS("-h")) tp_die_all("%s", USAGE);
+        else if (IS("--model")) a->model = VAL();
+        else if (IS("--backend")) a->backend = VAL();
+        else if (IS("--dtype")) a->dtype = VAL();
+        else if (IS("--comm")) a->comm = VAL();
+        else if (IS("--threads")) a->threads = (int)parse_long(flag, VAL(), 0, 4096);
+        else if (IS("--kv-cache-tokens")) a->kv_cache_tokens = parse_long(flag, VAL(), 1, 1L << 40);
+        else if (IS("--kv-cache-mem")) a->kv_cache_mem = parse_double(flag, VAL(), 0.01, 1.0);
+        else if (IS("--block-size")) a->block_size = (int)parse_long(flag, VAL(), 1, 1024);
+        else if (IS("--max-batch-tokens")) a->max_batch_tokens = (int)parse_long(flag, VAL(), 1, 1 << 20);
+        else if (IS("--max-batch")) a->max_batch = (int)parse_long(flag, VAL(), 1, 4096);
+        else if (IS("--stats")) a->stats = 1;
+        else if (IS("--json")) a->json = 1;
+        else if (IS("--logprobs") && (gen || score)) a->logprobs = (int)parse_long(flag, VAL(), 0, 64);
+        else if (IS("--prompt") && gen) a->prompt = VAL();
+        else if (IS("--prompt-ids") && gen) a->prompt_ids = VAL();
+        else if (IS("--prompts-file") && gen) a->prompts_file = VAL();
+        else if (IS("--max-new-tokens") && gen) a->max_new_tokens = (int)parse_long(flag, VAL(), 0, 1 << 24);
+        else if (IS("--temperature") && gen) a->temperature = parse_double(flag, VAL(), 0, 100);
+        else if (IS("--top-k") && gen) a->top_k = (int)parse_long(flag, VAL(), 0, 1 << 24);
+        else if (IS("--top-p") && gen) a->top_p = parse_double(flag, VAL(), 1e-6, 1);
+        else if (IS("--repetition-penalty") && gen) a->repetition_penalty = parse_double(flag, VAL(), 1e-3, 100);
+        else if (IS("--seed") && gen) a->seed = (uint64_t)parse_long(flag, VAL(), 0, LONG_MAX);
+        else if (IS("--ignore-eos") && gen) a->ignore_eos = 1;
+        else if (IS("--stop") && gen) {
+            if (a->n_stop == TP_MAX_STOP) tp_die_all("at most %d --stop strings", TP_MAX_STOP);
+            a->stop[a->n_stop] = VAL();
+            if (!*a->stop[a->n_stop]) tp_die_all("--stop needs a non-empty string");
+            a->n_stop++;
+        } else if (IS("--ids") && score) a->ids = VAL();
+        else if (IS("--config") && bench) a->config = VAL();
+        else if (IS("--random-weights") && bench) a->random_weights = 1;
+        else if (IS("--batch") && bench) a->batches = VAL();
+        else if (IS("--context") && bench) a->context = (int)parse_long(flag, VAL(), 0, 1 << 20);
+        else if (IS("--steps") && bench) a->steps = (int)parse_long(flag, VAL(), 1, 100000);
+        else ok = 0;
+        if (!ok) tp_die_all("unknown flag %s for `tpgen %s`\n%s", flag, cmd, USAGE);
+#undef IS
+#undef VAL
+    }
+    if (!a->model && !(bench && a->config && a->random_weights))
+        tp_die_all("--model DIR is required%s", bench ? " (or --config FILE --random-weights)" : "");
+    if (gen && !!a->prompt + !!a->prompt_ids + !!a->prompts_file != 1)
+        tp_die_all("give exactly one of --prompt, --prompt-ids, --prompts-file");
+    if (score && !a->ids) tp_die_all("`tpgen score` needs --ids 5,17,9,...");
+    if (a->backend && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda"))
+        tp_die_all("--backend must be cpu or cuda, got \"%s\"", a->backend);
+    if (a->dtype && strcmp(a->dtype, "f16") && strcmp(a->dtype, "bf16") && strcmp(a->dtype, "f32"))
+        tp_die_all("--dtype must be f16 or bf16 (cuda) or f32 (cpu), got \"%s\"", a->dtype);
+    if (a->comm && strcmp(a->comm, "mpi") && strcmp(a->comm, "nccl"))
+        tp_die_all("--comm must be mpi or nccl, got \"%s\"", a->comm);
+    if (a->max_batch > a->max_batch_tokens)
+        tp_die_all("--max-batch %d exceeds --max-batch-tokens %d", a->max_batch, a->max_batch_tokens);
+}

@@ -1,0 +1,51 @@
+/* Command-line flags of the MPI subcommands. Every rank parses the same argv, so a bad flag is
+ * reported once (rank 0) and every rank exits: see tp_die_all. */
+#ifndef TPGEN_ARGS_H
+#define TPGEN_ARGS_H
+
+#include <stdint.h>
+
+#define TP_MAX_STOP 16
+
+typedef struct {
+    const char *cmd; /* "generate", "score", "bench" */
+    /* model and placement */
+    const char *model;       /* --model DIR */
+    const char *config;      /* --config FILE (bench) */
+    int random_weights;      /* --random-weights (bench) */
+    const char *backend;     /* --backend cpu|cuda (NULL: cuda when a GPU is present) */
+    const char *dtype;       /* --dtype f16|bf16 (cuda) */
+    const char *comm;        /* --comm mpi|nccl */
+    int threads;             /* --threads N (cpu; 0: cores / ranks on the node) */
+    long kv_cache_tokens;    /* --kv-cache-tokens N (0: from --kv-cache-mem) */
+    double kv_cache_mem;     /* --kv-cache-mem FRAC of free memory after weights */
+    int block_size;          /* --block-size */
+    int max_batch_tokens;    /* --max-batch-tokens: tokens per step */
+    int max_batch;           /* --max-batch: sequences at once */
+    /* requests */
+    const char *prompt;      /* --prompt TEXT */
+    const char *prompt_ids;  /* --prompt-ids 1,2,3 */
+    const char *prompts_file;/* --prompts-file F */
+    const char *ids;         /* --ids (score) */
+    int max_new_tokens;
+    double temperature, top_p, repetition_penalty;
+    int top_k;
+    uint64_t seed;
+    const char *stop[TP_MAX_STOP];
+    int n_stop;
+    int ignore_eos;
+    int logprobs;
+    int json;
+    int stats;
+    /* bench */
+    const char *batches;     /* --batch 1,8,32 */
+    int context, steps;
+} tp_args;
+
+/* Parses argv (after the subcommand). Bad input: tp_die_all with the flag named. */
+void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv);
+
+/* "5,17,9" -> ids; dies naming `what` on a bad list. */
+int32_t *tp_parse_id_list(const char *s, int *n, const char *what);
+
+#endif

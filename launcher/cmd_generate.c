@@ -1,0 +1,257 @@
+/* tpgen generate: rank 0 reads and tokenizes the prompts, schedules, samples and prints; every
+ * other rank follows its steps. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "engine/generate.h"
+#include "engine/log.h"
+#include "engine/step.h"
+#include "engine/tokenizer.h"
+#include "job.h"
+#include "json_out.h"
+#include "prompts.h"
+
+/* Rank 0's text state of one request. */
+typedef struct {
+    tp_detok_stream *detok;
+    tp_stop_matcher *stops;
+    char *text;   /* final text so far (stop strings never in it) */
+    size_t text_len;
+    int stopped; /* a stop string matched */
+    int done;
+} req_text;
+
+typedef struct {
+    const tp_args *a;
+    tp_tokenizer *tok;
+    tp_request *reqs;
+    req_text *texts;
+    int n, next_print;
+    int stream; /* plain output of one prompt: print text as it becomes final */
+    size_t streamed;
+} gen_ctx;
+
+static void text_append(req_text *t, const char *s, size_t n) {
+    t->text = tp_realloc(t->text, t->text_len + n + 1);
+    memcpy(t->text + t->text_len, s, n);
+    t->text_len += n;
+    t->text[t->text_len] = 0;
+}
+
+static void stream_out(gen_ctx *g, req_text *t) {
+    if (!g->stream || t->text_len == g->streamed) return;
+    fwrite(t->text + g->streamed, 1, t->text_len - g->streamed, stdout);
+    fflush(stdout);
+    g->streamed = t->text_len;
+}
+
+static int on_token(void *ctx, tp_request *r) {
+    gen_ctx *g = ctx;
+    if (!g->tok) return 0;
+    req_text *t = &g->texts[r->index];
+    char *chunk = NULL;
+    size_t n = 0;
+    tp_detok_stream_push(t->detok, r->ids[r->n_ids - 1], &chunk, &n);
+    int stop = 0;
+    if (t->stops) {
+        char *final = NULL;
+        size_t fn = 0;
+        stop = tp_stop_matcher_feed(t->stops, chunk ? chunk : "", n, &final, &fn);
+        if (fn) text_append(t, final, fn);
+        free(final);
+    } else if (n) text_append(t, chunk, n);
+    free(chunk);
+    stream_out(g, t);
+    if (stop) t->stopped = 1;
+    return stop;
+}
+
+static void print_result(gen_ctx *g, tp_request *r) {
+    const tp_args *a = g->a;
+    req_text *t = &g->texts[r->index];
+    if (!a->json) {
+        if (g->tok) {
+            if (!g->stream) fwrite(t->text, 1, t->text_len, stdout);
+            fputc('\n', stdout);
+        } else {
+            tp_json_ids(stdout, r->ids, r->n_ids);
+            fputc('\n', stdout);
+        }
+        fflush(stdout);
+        return;
+    }
+    int k = r->sampling.logprobs;
+    printf("{\"prompt_ids\": ");
+    tp_json_ids(stdout, r->prompt, r->n_prompt);
+    printf(", \"ids\": ");
+    tp_json_ids(stdout, r->ids, r->n_ids);
+    printf(", \"logprobs\": [");
+    for (int i = 0; i < r->n_ids; i++) {
+        if (i) printf(", ");
+        tp_json_float(stdout, r->logprobs[i]);
+    }
+    printf("], \"top_logprobs\": [");
+    for (int i = 0; i < r->n_ids; i++) {
+        if (i) printf(", ");
+        tp_json_top(stdout, r->top_ids + (size_t)i * k, r->top_lps + (size_t)i * k, k);
+    }
+    printf("], \"finish_reason\": \"%s\"", r->finish_reason);
+    if (g->tok) {
+        printf(", \"text\": ");
+        tp_json_string(stdout, t->text, t->text_len);
+    }
+    printf("}\n");
+    fflush(stdout);
+}
+
+static void on_done(void *ctx, tp_request *r) {
+    gen_ctx *g = ctx;
+    req_text *t = &g->texts[r->index];
+    if (g->tok && !t->stopped) {
+        /* the stream ended without a stop string: release what was held back */
+        char *rest = NULL;
+        size_t n = 0;
+        tp_detok_stream_flush(t->detok, &rest, &n);
+        if (t->stops) {
+            char *final = NULL;
+            size_t fn = 0;
+            if (n) tp_stop_matcher_feed(t->stops, rest, n, &final, &fn);
+            if (fn) text_append(t, final, fn);
+            free(final);
+            final = NULL;
+            fn = 0;
+            tp_stop_matcher_finish(t->stops, &final, &fn);
+            if (fn) text_append(t, final, fn);
+            free(final);
+        } else if (n) text_append(t, rest, n);
+        free(rest);
+        stream_out(g, t);
+    }
+    t->done = 1;
+    /* print in input order */
+    while (g->next_print < g->n && g->texts[g->next_print].done) print_result(g, &g->reqs[g->next_print++]);
+}
+
+static int check_requests(const tp_model *m, tp_request *reqs, int n) {
+    for (int i = 0; i < n; i++) {
+        tp_request *r = &reqs[i];
+        if (r->n_prompt == 0) {
+            fprintf(stderr, "tpgen: error: prompt %d is empty (tpgen adds no BOS token)\n", i + 1);
+            return -1;
+        }
+        if (r->n_prompt > m->cfg.n_positions) {
+            fprintf(stderr, "tpgen: error: prompt %d has %d tokens, longer than the model's n_positions=%d\n", i + 1,
+                    r->n_prompt, m->cfg.n_positions);
+            return -1;
+        }
+        for (int j = 0; j < r->n_prompt; j++)
+            if (r->prompt[j] >= m->cfg.vocab_size) {
+                fprintf(stderr, "tpgen: error: token id %d at position %d of prompt %d is >= vocab_size %d\n",
+                        r->prompt[j], j, i + 1, m->cfg.vocab_size);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+int tp_cmd_generate(int argc, char **argv) {
+    tp_comm *mpi = tp_comm_mpi_init(&argc, &argv);
+    tp_args a;
+    tp_args_parse(&a, "generate", argc, argv);
+    int need_tok = tp_prompts_need_tokenizer(&a) || a.n_stop > 0;
+    int have_tok = tp_tokenizer_present(a.model);
+    if (need_tok && !have_tok)
+        tp_die_all("%s needs a tokenizer in %s (vocab.json + merges.txt, or tokenizer.json); give --prompt-ids "
+                   "instead", a.n_stop ? "--stop" : "a text prompt", a.model);
+
+    tp_job job;
+    tp_job_open(&job, mpi, &a);
+    tp_model *m = &job.m;
+
+    /* rank 0: tokenizer, prompts, requests */
+    gen_ctx g = {0};
+    g.a = &a;
+    int ok = 1;
+    long kv_need = 0;
+    if (mpi->rank == 0) {
+        char err[1024];
+        if (have_tok) {
+            g.tok = tp_tokenizer_load(a.model, err, sizeof err);
+            if (!g.tok) { fprintf(stderr, "tpgen: error: %s\n", err); ok = 0; }
+        }
+        tp_prompt *ps = NULL;
+        int n = ok ? tp_prompts_read(&a, g.tok, &ps) : -1;
+        if (n < 0) ok = 0;
+        else {
+            g.n = n;
+            g.reqs = tp_calloc(n, sizeof *g.reqs);
+            g.texts = tp_calloc(n, sizeof *g.texts);
+            for (int i = 0; i < n; i++) {
+                tp_request *r = &g.reqs[i];
+                r->index = i;
+                r->prompt = ps[i].ids;
+                r->n_prompt = ps[i].n;
+                r->max_new_tokens = a.max_new_tokens;
+                r->sampling = (tp_sampling){(float)a.temperature, a.top_k, (float)a.top_p,
+                                            (float)a.repetition_penalty, a.logprobs};
+                r->seed = a.seed;
+                r->ignore_eos = a.ignore_eos;
+                if (g.tok) {
+                    g.texts[i].detok = tp_detok_stream_new(g.tok, 1);
+                    if (a.n_stop) g.texts[i].stops = tp_stop_matcher_new(a.stop, a.n_stop);
+                }
+            }
+            g.stream = !a.json && n == 1 && g.tok;
+            if (check_requests(m, g.reqs, n)) ok = 0;
+        }
+        free(ps);
+        for (int i = 0; ok && i < g.n; i++) kv_need += (long)tp_request_blocks(m, &g.reqs[i]) * a.block_size;
+    }
+    tp_job_agree(mpi, ok);
+    tp_job_alloc(&job, &a, kv_need);
+
+    if (mpi->rank == 0) {
+        for (int i = 0; i < g.n; i++) {
+            int need = tp_request_blocks(m, &g.reqs[i]);
+            if (need > m->kv.n_blocks) {
+                fprintf(stderr, "tpgen: error: prompt %d needs %d tokens of KV cache but the budget is %d tokens; "
+                                "raise --kv-cache-tokens or --kv-cache-mem, or lower --max-new-tokens\n",
+                        i + 1, need * m->kv.block_size, m->kv.n_blocks * m->kv.block_size);
+                ok = 0;
+                break;
+            }
+        }
+    }
+    tp_job_agree(mpi, ok);
+
+    double t0 = tp_now_seconds();
+    if (mpi->rank == 0) {
+        tp_generate_hooks hooks = {on_token, on_done, &g};
+        long steps = tp_generate(m, g.reqs, g.n, &hooks);
+        tp_step_stop(m);
+        double dt = tp_now_seconds() - t0;
+        long gen = 0, prompt = 0;
+        for (int i = 0; i < g.n; i++) { gen += g.reqs[i].n_ids; prompt += g.reqs[i].n_prompt; }
+        if (a.stats)
+            fprintf(stderr, "{\"stats\": {\"steps\": %ld, \"forwarded_tokens\": %lld, \"prompt_tokens\": %ld, "
+                            "\"generated_tokens\": %ld, \"seconds\": %.4f, \"tokens_per_s\": %.2f}}\n",
+                    steps, m->forwarded_tokens, prompt, gen, dt, gen / (dt > 0 ? dt : 1));
+        for (int i = 0; i < g.n; i++) {
+            tp_request_free(&g.reqs[i]);
+            if (g.texts[i].detok) tp_detok_stream_free(g.texts[i].detok);
+            if (g.texts[i].stops) tp_stop_matcher_free(g.texts[i].stops);
+            free(g.texts[i].text);
+        }
+        free(g.reqs);
+        free(g.texts);
+        if (g.tok) tp_tokenizer_free(g.tok);
+    } else {
+        tp_step_worker_loop(m);
+    }
+    tp_job_close(&job);
+    tp_comm_finalize(mpi);
+    return 0;
+}

@@ -1,0 +1,98 @@
+#include "job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/log.h"
+
+void tp_job_agree(tp_comm *c, int ok) {
+    if (c->allreduce_max_int(c, !ok)) {
+        tp_comm_finalize(c);
+        exit(1);
+    }
+}
+
+static tp_backend *make_backend(const tp_args *a, tp_comm *mpi) {
+    const char *name = a->backend;
+    if (!name) name = tp_backend_cuda_device_count() > 0 ? "cuda" : "cpu";
+    if (strcmp(name, "cpu") == 0) {
+        if (a->dtype && strcmp(a->dtype, "f32") != 0)
+            tp_die_all("--dtype %s: the CPU backend computes in f32 (it converts any checkpoint dtype)", a->dtype);
+        int threads = a->threads;
+        if (threads <= 0) { /* share the node's cores among its ranks */
+            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            threads = (int)(cores / mpi->local_size);
+            if (threads < 1) threads = 1;
+        }
+        return tp_backend_cpu_create(threads);
+    }
+    if (!tp_backend_cuda_compiled())
+        tp_die_all("--backend cuda: this tpgen was built without the CUDA backend (configure with -DTPGEN_CUDA=ON)");
+    int n_dev = tp_backend_cuda_device_count();
+    if (n_dev == 0) tp_die_all("--backend cuda: no CUDA GPU is visible on this node");
+    /* With --comm mpi several ranks may share a GPU (that is how TP > 1 is tested on one GPU). */
+    int sharing = a->comm && strcmp(a->comm, "mpi") == 0;
+    if (mpi->local_size > n_dev && !sharing)
+        tp_die_all("%d ranks on this node but only %d GPUs are visible; start at most %d ranks per node, or use "
+                   "--comm mpi to share GPUs", mpi->local_size, n_dev, n_dev);
+    tp_dtype dt = a->dtype && strcmp(a->dtype, "bf16") == 0 ? TP_BF16 : TP_F16;
+    if (a->dtype && strcmp(a->dtype, "f32") == 0) tp_die_all("--dtype f32 is for the CPU backend; use f16 or bf16");
+    char err[512];
+    tp_backend *b = tp_backend_cuda_create(mpi->local_rank % n_dev, dt, err, sizeof err);
+    if (!b) tp_die("%s", err);
+    return b;
+}
+
+void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a) {
+    memset(j, 0, sizeof *j);
+    j->mpi = mpi;
+    tp_model *m = &j->m;
+    char err[1024];
+    if (tp_config_load(a->model ? a->model : a->config, &m->cfg, err, sizeof err)) tp_die_all("%s", err);
+    if (tp_shard_plan(&m->cfg, mpi->size, mpi->rank, &m->sh, err, sizeof err)) tp_die_all("%s", err);
+    j->b = make_backend(a, mpi);
+    tp_comm_mpi_set_backend(mpi, j->b);
+    j->comm = mpi;
+    int want_nccl = a->comm ? strcmp(a->comm, "nccl") == 0 : strcmp(j->b->name, "cuda") == 0 && mpi->size > 1;
+    if (want_nccl) {
+        if (strcmp(j->b->name, "cuda") != 0) tp_die_all("--comm nccl needs --backend cuda");
+        j->comm = tp_comm_nccl_create(mpi, j->b, err, sizeof err);
+        if (!j->comm) tp_die("%s", err);
+    }
+    m->b = j->b;
+    m->comm = j->comm;
+    tp_log0("tpgen: %s, %d layers, E=%d, H=%d, V=%d; TP=%d, backend %s (%s), comm %s\n",
+            a->model ? a->model : a->config, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head, m->cfg.vocab_size,
+            mpi->size, j->b->name, tp_dtype_name(j->b->act), j->comm->name);
+    tp_model_load_weights(m, a->model, a->random_weights, a->seed + 12345);
+}
+
+void tp_job_alloc(tp_job *j, const tp_args *a, long kv_tokens_needed) {
+    tp_model *m = &j->m;
+    tp_backend *b = j->b;
+    j->mpi->bcast(j->mpi, &kv_tokens_needed, sizeof kv_tokens_needed, 0);
+    int bs = a->block_size, T = a->max_batch_tokens, S = a->max_batch;
+    long blocks_needed = (kv_tokens_needed + bs - 1) / bs;
+    long blocks;
+    if (a->kv_cache_tokens) blocks = (a->kv_cache_tokens + bs - 1) / bs;
+    else {
+        /* activations are small next to weights; leave room for them before taking the fraction */
+        size_t per_block = tp_kv_bytes_per_token(b, m->cfg.n_layer, m->sh.n_heads, m->cfg.head_dim) * bs;
+        double avail = (double)b->mem_available(b) * a->kv_cache_mem;
+        blocks = (long)(avail / per_block);
+        if (blocks > blocks_needed) blocks = blocks_needed;
+    }
+    if (blocks < 1) blocks = 1;
+    /* every rank takes the smallest budget any rank can hold */
+    int neg = -(int)(blocks > 2000000000L ? 2000000000L : blocks);
+    blocks = -j->mpi->allreduce_max_int(j->mpi, neg);
+    tp_model_alloc(m, T, S, S, (int)blocks, bs);
+}
+
+void tp_job_close(tp_job *j) {
+    tp_model_free(&j->m);
+    if (j->comm != j->mpi) j->comm->destroy(j->comm);
+    j->b->destroy(j->b);
+}

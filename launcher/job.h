@@ -1,0 +1,28 @@
+/* Setting up an MPI job: backend and communicator per rank, the model shard, the KV budget. */
+#ifndef TPGEN_JOB_H
+#define TPGEN_JOB_H
+
+#include "args.h"
+#include "comm/comm.h"
+#include "engine/model.h"
+
+typedef struct {
+    tp_comm *mpi;  /* host collectives, always */
+    tp_comm *comm; /* activation all-reduce: mpi or nccl */
+    tp_backend *b;
+    tp_model m;
+} tp_job;
+
+/* Config, shard plan, backend, communicator, weights. Every rank; errors end the job. */
+void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a);
+/* KV cache and activations. kv_tokens_needed: what rank 0's requests need (rank 0's value
+ * counts); the budget is --kv-cache-tokens, else --kv-cache-mem of free memory, capped at the
+ * need; every rank agrees on the smallest. */
+void tp_job_alloc(tp_job *j, const tp_args *a, long kv_tokens_needed);
+void tp_job_close(tp_job *j);
+
+/* Every rank passes whether it is fine; if any is not, every rank exits with status 1 (the
+ * failing rank has printed why). */
+void tp_job_agree(tp_comm *c, int ok);
+
+#endif

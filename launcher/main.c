@@ -1,0 +1,36 @@
+/* tpgen: one program, several subcommands. The MPI ones (generate, score, bench) run as one
+ * rank without mpirun, or N-way tensor parallel under `mpirun -np N` / `srun`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const char *USAGE =
+    "tpgen - tensor-parallel CodeGen inference\n"
+    "usage: tpgen <command> [flags]\n"
+    "  generate    generate completions          (mpirun -np N tpgen generate --model DIR --prompt TEXT ...)\n"
+    "  score       log-probabilities of ids      (mpirun -np N tpgen score --model DIR --ids 1,2,3 --json)\n"
+    "  bench       decode-step benchmark         (tpgen bench --config configs/codegen-350M.json --random-weights)\n"
+    "  tokenize    text -> ids                   (tpgen tokenize --model DIR --text T [--json])\n"
+    "  detokenize  ids -> text                   (tpgen detokenize --model DIR --ids 1,2,3 [--json])\n"
+    "  info        build and device facts\n"
+    "run `tpgen <command> --help` for its flags; README.md documents them all\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(USAGE, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } table[] = {
+        {"generate", tp_cmd_generate}, {"score", tp_cmd_score},         {"bench", tp_cmd_bench},
+        {"tokenize", tp_cmd_tokenize}, {"detokenize", tp_cmd_detokenize}, {"info", tp_cmd_info},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(cmd, table[i].name) == 0) return table[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "tpgen: error: unknown command \"%s\"\n%s", cmd, USAGE);
+    return 2;
+}
