@@ -10,9 +10,9 @@ model-0000i-of-0000N.safetensors (HF names), and the tokenizer files of --tokeni
 
 Only numpy is needed (no torch), so a demo runs on a fresh machine after `pip install numpy`.
 Tensors are generated and written one chunk of CHUNK values at a time, so memory use stays
-near 100 MB whatever the model size (a codegen-16B shape is ~32 GB in f16).
+near 150 MB whatever the model size (a codegen-16B shape is ~32 GB in f16).
 
-The output is loadable by transformers' CodeGenForCausalLM.from_pretrained and by tpgen.
+The output loads with transformers' CodeGenForCausalLM.from_pretrained, and is what tpgen reads.
 Values are noise: weights ~ N(0, 0.02), biases ~ N(0, 0.02), layer-norm weights ~ 1 + N(0, 0.02).
 """
 
@@ -198,6 +198,9 @@ def main():
     args = ap.parse_args()
     if args.shard_size_mb <= 0:
         die("--shard-size-mb must be positive")
+    if sys.byteorder != "little":
+        die("safetensors is little-endian and this writer dumps native arrays: run it on a "
+            "little-endian machine")
 
     cfg = read_config(args.config)
     st_dtype, esize = DTYPES[args.dtype]
