@@ -27,7 +27,9 @@ typedef struct {
     tp_dtype dtype;         /* F32, F16, BF16 */
     int ndim;
     int64_t shape[TP_ST_MAX_DIMS];
-    const uint8_t *data;    /* into the mmap of its file: the tensor's first byte */
+    const uint8_t *data;    /* into the mmap of its file: the tensor's first byte; files from the
+                               reference writer align it to the element size, but the format does
+                               not promise it: copy with memcpy where that matters */
     size_t nbytes;
     const char *file;       /* path of the file holding it */
 } tp_st_tensor;
