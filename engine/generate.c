@@ -7,10 +7,13 @@
 #include "log.h"
 #include "step.h"
 
+int tp_request_tokens(const tp_model *m, const tp_request *r) {
+    long len = (long)r->n_prompt + r->max_new_tokens;
+    return len > m->cfg.n_positions ? m->cfg.n_positions : (int)len;
+}
+
 int tp_request_blocks(const tp_model *m, const tp_request *r) {
-    int len = r->n_prompt + r->max_new_tokens;
-    if (len > m->cfg.n_positions) len = m->cfg.n_positions;
-    return (len + m->kv.block_size - 1) / m->kv.block_size;
+    return (tp_request_tokens(m, r) + m->kv.block_size - 1) / m->kv.block_size;
 }
 
 void tp_request_free(tp_request *r) {

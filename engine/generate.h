@@ -56,7 +56,9 @@ typedef struct {
  * tp_step_worker_loop instead. Returns the number of steps run. */
 long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *hooks);
 
-/* Blocks of the KV cache a request reserves. */
+/* Tokens of KV cache a request may fill (prompt + max_new_tokens, at most n_positions), and the
+ * blocks it reserves (after tp_model_alloc). */
+int tp_request_tokens(const tp_model *m, const tp_request *r);
 int tp_request_blocks(const tp_model *m, const tp_request *r);
 
 /* Rank 0: scores ids[0..n): logprobs[i] = log p(ids[i] | ids[:i]) for i >= 1 (logprobs[0] = NaN)

@@ -208,7 +208,8 @@ int tp_cmd_generate(int argc, char **argv) {
             if (check_requests(m, g.reqs, n)) ok = 0;
         }
         free(ps);
-        for (int i = 0; ok && i < g.n; i++) kv_need += (long)tp_request_blocks(m, &g.reqs[i]) * a.block_size;
+        for (int i = 0; ok && i < g.n; i++)
+            kv_need += (tp_request_tokens(m, &g.reqs[i]) + a.block_size - 1) / a.block_size * (long)a.block_size;
     }
     tp_job_agree(mpi, ok);
     tp_job_alloc(&job, &a, kv_need);
