@@ -61,54 +61,288 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
     free(inv_freq);
 }
 
-static inline float dot_f32(const float *a, const float *b, int n) {
-    float s = 0.0f;
-    #pragma omp simd reduction(+ : s)
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+/* ---- attention ----
+ * Tokens are grouped into tiles: up to QT tokens of one sequence (sorted by position), so each
+ * K and V row read from the cache serves every query of the tile. A work item is one
+ * (tile, head); items run in parallel, longest context first. Three kernels:
+ *  - attend_tile (3+ queries, D % 8 == 0): q transposed into lanes [D][QT], so a score for 8
+ *    queries against one key is D broadcast FMAs (no horizontal sums); 4 keys at a time.
+ *  - attend_dot (1-2 queries, the decode case, D % 8 == 0): one query against a group of heads,
+ *    whose slices of a cache row are contiguous, so the cache streams in order.
+ *  - attend_scalar: any D.
+ * Scores are divided by sqrtf(D) as HF does; the softmax subtracts the max, and the weighted V
+ * sum is divided by the sum of exps at the end. */
+#define QT 8
+
+typedef struct {
+    const float *qkv, *kc, *vc;
+    float *out;
+    const tp_step *st;
+    int Hl, D;
+    size_t HD;
+    float scale;
+} att_args;
+
+/* Pointer to the cache row of position p of the sequence whose block-table row is bt. */
+static inline const float *cache_row(const float *cache, const int32_t *bt, int bs, int p, size_t HD, size_t hoff) {
+    return cache + ((size_t)bt[p / bs] * bs + (size_t)(p % bs)) * HD + hoff;
 }
 
-static inline void axpy_f32(float *y, float a, const float *x, int n) {
-    #pragma omp simd
-    for (int i = 0; i < n; i++) y[i] += a * x[i];
+/* A block's rows of one head are HD floats apart (a page apart for typical HD), which the
+ * hardware prefetcher does not follow: ask for the next block while this one is computed.
+ * always_inline: as a call, GCC finds it side-effect free and deletes it. */
+static inline __attribute__((always_inline)) void prefetch_block(const float *cache, const int32_t *bt, int bs, int p0, int P, size_t HD,
+                                  size_t hoff, int D) {
+    if (p0 >= P) return;
+    const float *base = cache + (size_t)bt[p0 / bs] * bs * HD + hoff;
+    const int n = P - p0 < bs ? P - p0 : bs;
+    for (int j = 0; j < n; j++)
+        for (int d = 0; d < D; d += 16) __builtin_prefetch(base + (size_t)j * HD + d, 0, 3);
 }
 
-/* One (token, head): scores over positions 0..P-1 of sequence `seq`, softmax, weighted V sum. */
-static void attend_one(float *o, const float *q, const float *kc, const float *vc, const tp_step *st, int seq,
-                       int P, size_t HD, size_t hoff, int D, float scale, float *sc) {
+static void attend_scalar(const att_args *a, int tok, int h, float *sc) {
+    const int D = a->D, P = a->st->pos[tok] + 1;
+    const size_t hoff = (size_t)h * D;
+    const int32_t *bt = a->st->block_table + (size_t)a->st->seq[tok] * a->st->max_blocks;
+    const float *q = a->qkv + (size_t)tok * 3 * a->HD + hoff;
+    float *o = a->out + (size_t)tok * a->HD + hoff;
     float mx = -INFINITY;
     for (int p = 0; p < P; p++) {
-        const float s = dot_f32(q, kc + cache_slot(st, seq, p) * HD + hoff, D) / scale;
-        sc[p] = s;
-        mx = s > mx ? s : mx;
+        const float *k = cache_row(a->kc, bt, a->st->block_size, p, a->HD, hoff);
+        float s = 0.0f;
+        for (int d = 0; d < D; d++) s += q[d] * k[d];
+        sc[p] = s / a->scale;
+        mx = sc[p] > mx ? sc[p] : mx;
     }
     float sum = 0.0f;
+    for (int p = 0; p < P; p++) sum += sc[p] = expf(sc[p] - mx);
+    for (int d = 0; d < D; d++) o[d] = 0.0f;
     for (int p = 0; p < P; p++) {
-        sc[p] = expf(sc[p] - mx);
-        sum += sc[p];
+        const float *v = cache_row(a->vc, bt, a->st->block_size, p, a->HD, hoff);
+        for (int d = 0; d < D; d++) o[d] += sc[p] * v[d];
     }
-    const float inv = 1.0f / sum;
-    memset(o, 0, (size_t)D * sizeof(float));
-    for (int p = 0; p < P; p++) axpy_f32(o, sc[p] * inv, vc + cache_slot(st, seq, p) * HD + hoff, D);
+    for (int d = 0; d < D; d++) o[d] /= sum;
+}
+
+/* One query, heads [h0, h0 + nh), D % 8 == 0: a cache row's nh heads are contiguous, so the
+ * rows stream in order. sc: [nh][P] scratch, acc: [nh][D] scratch. */
+CPU_SIMD_CLONES
+static void attend_dot(const att_args *a, int tok, int h0, int nh, float *sc, float *acc) {
+    const int D = a->D, P = a->st->pos[tok] + 1, bs = a->st->block_size;
+    const size_t hoff = (size_t)h0 * D, HD = a->HD, GD = (size_t)nh * D;
+    const int32_t *bt = a->st->block_table + (size_t)a->st->seq[tok] * a->st->max_blocks;
+    const float *q = a->qkv + (size_t)tok * 3 * HD + hoff;
+    for (int p0 = 0; p0 < P; p0 += bs) { /* one block: rows p0.. are HD apart */
+        const float *kb = a->kc + (size_t)bt[p0 / bs] * bs * HD + hoff;
+        const int n = P - p0 < bs ? P - p0 : bs;
+        prefetch_block(a->kc, bt, bs, p0 + bs, P, HD, hoff, (int)GD);
+        for (int j = 0; j < n; j++) {
+            const float *kr = kb + (size_t)j * HD;
+            int g = 0;
+            for (; g + 2 <= nh; g += 2) { /* two heads at a time: two independent FMA chains */
+                const float *k0 = kr + (size_t)g * D, *q0 = q + (size_t)g * D;
+                v8f s0 = v8_splat(0), s1 = s0;
+                for (int d = 0; d < D; d += 8) {
+                    s0 += v8_load(q0 + d) * v8_load(k0 + d);
+                    s1 += v8_load(q0 + D + d) * v8_load(k0 + D + d);
+                }
+                sc[(size_t)g * P + p0 + j] = v8_sum(s0) / a->scale;
+                sc[(size_t)(g + 1) * P + p0 + j] = v8_sum(s1) / a->scale;
+            }
+            for (; g < nh; g++) {
+                const float *k0 = kr + (size_t)g * D, *q0 = q + (size_t)g * D;
+                v8f s0 = v8_splat(0);
+                for (int d = 0; d < D; d += 8) s0 += v8_load(q0 + d) * v8_load(k0 + d);
+                sc[(size_t)g * P + p0 + j] = v8_sum(s0) / a->scale;
+            }
+        }
+    }
+    float sum[nh];
+    for (int g = 0; g < nh; g++) {
+        float *s = sc + (size_t)g * P, mx = -INFINITY, sm = 0.0f;
+        for (int p = 0; p < P; p++) mx = s[p] > mx ? s[p] : mx;
+        for (int p = 0; p < P; p++) sm += s[p] = expf(s[p] - mx);
+        sum[g] = sm;
+    }
+    for (size_t i = 0; i < GD; i += 8) v8_store(acc + i, v8_splat(0));
+    for (int p0 = 0; p0 < P; p0 += bs) {
+        const float *vb = a->vc + (size_t)bt[p0 / bs] * bs * HD + hoff;
+        const int n = P - p0 < bs ? P - p0 : bs;
+        prefetch_block(a->vc, bt, bs, p0 + bs, P, HD, hoff, (int)GD);
+        for (int j = 0; j < n; j++) {
+            const float *vr = vb + (size_t)j * HD;
+            for (int g = 0; g < nh; g++) {
+                const v8f w = v8_splat(sc[(size_t)g * P + p0 + j]);
+                float *ag = acc + (size_t)g * D;
+                const float *vg = vr + (size_t)g * D;
+                for (int d = 0; d < D; d += 8) v8_store(ag + d, v8_load(ag + d) + w * v8_load(vg + d));
+            }
+        }
+    }
+    float *o = a->out + (size_t)tok * HD + hoff;
+    for (int g = 0; g < nh; g++) {
+        const v8f inv = v8_splat(1.0f / sum[g]);
+        for (int d = 0; d < D; d += 8) v8_store(o + (size_t)g * D + d, v8_load(acc + (size_t)g * D + d) * inv);
+    }
+}
+
+/* Up to QT queries of one sequence (toks sorted by position), D % 8 == 0.
+ * qT: [D][QT] scratch, S: [P][QT] scratch (scores, then exps). Lane i is query toks[i]; lanes
+ * past nq hold zeros and are never stored. */
+CPU_SIMD_CLONES
+static void attend_tile(const att_args *a, const int *toks, int nq, int h, float *qT, float *S) {
+    const int D = a->D, bs = a->st->block_size;
+    const size_t hoff = (size_t)h * D, HD = a->HD;
+    const int32_t *bt = a->st->block_table + (size_t)a->st->seq[toks[0]] * a->st->max_blocks;
+    int pos[QT];
+    for (int i = 0; i < QT; i++) pos[i] = i < nq ? a->st->pos[toks[i]] : -1;
+    const int P = pos[nq - 1] + 1, p_min = pos[0];
+    for (int d = 0; d < D; d++)
+        for (int i = 0; i < QT; i++) qT[d * QT + i] = i < nq ? a->qkv[(size_t)toks[i] * 3 * HD + hoff + d] : 0.0f;
+
+    const v8f scale = v8_splat(a->scale);
+    for (int p0 = 0; p0 < P; p0 += bs) {
+        const float *kb = a->kc + (size_t)bt[p0 / bs] * bs * HD + hoff;
+        const int n = P - p0 < bs ? P - p0 : bs;
+        prefetch_block(a->kc, bt, bs, p0 + bs, P, HD, hoff, D);
+        int j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const float *k0 = kb + (size_t)j * HD, *k1 = k0 + HD, *k2 = k1 + HD, *k3 = k2 + HD;
+            v8f s0 = v8_splat(0), s1 = s0, s2 = s0, s3 = s0;
+            for (int d = 0; d < D; d++) {
+                const v8f qv = v8_load(qT + d * QT);
+                s0 += qv * k0[d];
+                s1 += qv * k1[d];
+                s2 += qv * k2[d];
+                s3 += qv * k3[d];
+            }
+            float *Sp = S + (size_t)(p0 + j) * QT;
+            v8_store(Sp, s0 / scale);
+            v8_store(Sp + QT, s1 / scale);
+            v8_store(Sp + 2 * QT, s2 / scale);
+            v8_store(Sp + 3 * QT, s3 / scale);
+        }
+        for (; j < n; j++) {
+            const float *k0 = kb + (size_t)j * HD;
+            v8f s0 = v8_splat(0);
+            for (int d = 0; d < D; d++) s0 += v8_load(qT + d * QT) * k0[d];
+            v8_store(S + (size_t)(p0 + j) * QT, s0 / scale);
+        }
+    }
+    /* causal mask: query i sees positions <= pos[i] (padding lanes see none) */
+    for (int p = p_min + 1; p < P; p++)
+        for (int i = 0; i < QT; i++)
+            if (p > pos[i]) S[(size_t)p * QT + i] = -INFINITY;
+    float mx[QT], sum[QT];
+    for (int i = 0; i < QT; i++) { mx[i] = -INFINITY; sum[i] = 0.0f; }
+    for (int p = 0; p < P; p++)
+        for (int i = 0; i < QT; i++) mx[i] = S[(size_t)p * QT + i] > mx[i] ? S[(size_t)p * QT + i] : mx[i];
+    for (int p = 0; p < P; p++)
+        for (int i = 0; i < nq; i++) sum[i] += S[(size_t)p * QT + i] = expf(S[(size_t)p * QT + i] - mx[i]);
+    for (int i = nq; i < QT; i++) /* padding lanes: weight 0 */
+        for (int p = 0; p < P; p++) S[(size_t)p * QT + i] = 0.0f;
+
+    /* out[i][c..c+8) = sum_p S[p][i] * V[p][c..c+8) / sum[i]: 8 accumulators, V row loaded once */
+    for (int c = 0; c < D; c += 8) {
+        v8f o0 = v8_splat(0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0;
+        for (int p0 = 0; p0 < P; p0 += bs) {
+            const float *vb = a->vc + (size_t)bt[p0 / bs] * bs * HD + hoff + c;
+            const int n = P - p0 < bs ? P - p0 : bs;
+            for (int j = 0; j < n; j++) {
+                const v8f v = v8_load(vb + (size_t)j * HD);
+                const float *w = S + (size_t)(p0 + j) * QT;
+                o0 += w[0] * v; o1 += w[1] * v; o2 += w[2] * v; o3 += w[3] * v;
+                o4 += w[4] * v; o5 += w[5] * v; o6 += w[6] * v; o7 += w[7] * v;
+            }
+        }
+        const v8f o[QT] = {o0, o1, o2, o3, o4, o5, o6, o7};
+        for (int i = 0; i < nq; i++)
+            v8_store(a->out + (size_t)toks[i] * HD + hoff + c, o[i] * v8_splat(1.0f / sum[i]));
+    }
+}
+
+/* A work item: tokens order[first .. first+n) of one sequence, heads [h0, h0 + nh). */
+typedef struct {
+    int first, n, max_pos, h0, nh;
+} att_item;
+
+static const int32_t *g_sort_pos, *g_sort_seq; /* qsort context, set inside a critical section */
+static int cmp_tok(const void *x, const void *y) {
+    const int i = *(const int *)x, j = *(const int *)y;
+    if (g_sort_seq[i] != g_sort_seq[j]) return g_sort_seq[i] < g_sort_seq[j] ? -1 : 1;
+    return g_sort_pos[i] < g_sort_pos[j] ? -1 : g_sort_pos[i] > g_sort_pos[j];
+}
+static int cmp_item(const void *x, const void *y) { /* most work first */
+    const att_item *a = x, *b = y;
+    const long wa = (long)(a->max_pos + 1) * a->nh, wb = (long)(b->max_pos + 1) * b->nh;
+    return wa > wb ? -1 : wa < wb;
 }
 
 void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                    const tp_step *st, int Hl, int D) {
-    const int T = st->n_tokens;
-    const size_t HD = (size_t)Hl * D;
-    const float scale = sqrtf((float)D);
-    const float *qb = (const float *)qkv, *kc = (const float *)k_cache, *vc = (const float *)v_cache;
-    float *ob = (float *)out;
-    int max_pos = 0; /* from pos itself (host memory here), not the caller's bound: never overrun sc */
-    for (int t = 0; t < T; t++) max_pos = st->pos[t] > max_pos ? st->pos[t] : max_pos;
-    #pragma omp parallel num_threads(cpu_threads(b)) if ((size_t)T * Hl > 1)
+    const int T = st->n_tokens, nt = cpu_threads(b);
+    if (T <= 0 || Hl <= 0) return;
+    att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .D = D,
+                  .HD = (size_t)Hl * D, .scale = sqrtf((float)D)};
+    const int vec = D % 8 == 0;
+
+    /* tokens sorted by (sequence, position), cut into tiles of one sequence */
+    int *order = tp_malloc((size_t)T * sizeof(int));
+    for (int t = 0; t < T; t++) order[t] = t;
+    #pragma omp critical(tp_cpu_attention_sort)
     {
-        float *sc = tp_malloc((size_t)(max_pos + 1) * sizeof(float));
-        #pragma omp for collapse(2) schedule(dynamic, 1)
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < Hl; h++)
-                attend_one(ob + (size_t)t * HD + (size_t)h * D, qb + (size_t)t * 3 * HD + (size_t)h * D, kc, vc, st,
-                           st->seq[t], st->pos[t] + 1, HD, (size_t)h * D, D, scale, sc);
-        free(sc);
+        g_sort_pos = st->pos;
+        g_sort_seq = st->seq;
+        qsort(order, T, sizeof(int), cmp_tok);
     }
+    /* Tiles of 3+ queries: one item per head. Single queries (decode): one item per head group,
+     * as few groups as keep every thread busy (a group streams its heads' cache rows in order). */
+    int n_single = 0, n_tiles = 0, max_pos = 0;
+    for (int t = 0; t < T;) {
+        int n = 1;
+        while (t + n < T && n < QT && st->seq[order[t + n]] == st->seq[order[t]]) n++;
+        if (vec && n >= 3) n_tiles++;
+        else n_single += n;
+        max_pos = st->pos[order[t + n - 1]] > max_pos ? st->pos[order[t + n - 1]] : max_pos;
+        t += n;
+    }
+    int groups = n_single >= 2 * nt ? 1 : (2 * nt + n_single - 1) / (n_single > 0 ? n_single : 1);
+    groups = groups > Hl ? Hl : groups;
+    att_item *items = tp_malloc(((size_t)n_tiles * Hl + (size_t)n_single * groups) * sizeof(att_item));
+    long n_items = 0;
+    for (int t = 0; t < T;) {
+        int n = 1;
+        while (t + n < T && n < QT && st->seq[order[t + n]] == st->seq[order[t]]) n++;
+        if (vec && n >= 3) {
+            for (int h = 0; h < Hl; h++) items[n_items++] = (att_item){t, n, st->pos[order[t + n - 1]], h, 1};
+        } else {
+            for (int i = 0; i < n; i++)
+                for (int g = 0; g < groups; g++) {
+                    const int h0 = g * Hl / groups, h1 = (g + 1) * Hl / groups;
+                    items[n_items++] = (att_item){t + i, 1, st->pos[order[t + i]], h0, h1 - h0};
+                }
+        }
+        t += n;
+    }
+    qsort(items, n_items, sizeof(att_item), cmp_item);
+    const int gmax = (Hl + groups - 1) / groups;
+
+    #pragma omp parallel num_threads(nt) if (n_items > 1)
+    {
+        /* per thread: S [P][max(QT, gmax)] scores, qT [D][QT], acc [gmax][D] */
+        const size_t lanes = QT > gmax ? QT : gmax;
+        float *S = tp_malloc(((size_t)(max_pos + 1) * lanes + (size_t)D * QT + (size_t)gmax * D) * sizeof(float));
+        float *qT = S + (size_t)(max_pos + 1) * lanes, *acc = qT + (size_t)D * QT;
+        #pragma omp for schedule(dynamic, 1)
+        for (long w = 0; w < n_items; w++) {
+            const att_item *it = &items[w];
+            if (it->n >= 3) attend_tile(&a, order + it->first, it->n, it->h0, qT, S);
+            else if (vec) attend_dot(&a, order[it->first], it->h0, it->nh, S, acc);
+            else
+                for (int h = it->h0; h < it->h0 + it->nh; h++) attend_scalar(&a, order[it->first], h, S);
+        }
+        free(S);
+    }
+    free(order);
+    free(items);
 }

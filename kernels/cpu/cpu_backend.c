@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine/log.h"
 #include "kernels/cpu/cpu_internal.h"
@@ -16,14 +17,24 @@
  * depend on which cblas.h the include path finds first). */
 void openblas_set_num_threads(int num_threads);
 
+/* Large buffers (weights, KV cache) are 2 MiB aligned and asked to use transparent huge pages:
+ * the KV cache is read a few hundred bytes per 4 KiB page (one head's row of a slot), so 4 KiB
+ * pages cost a TLB miss per row. madvise is advice: failure (no THP) changes nothing. */
+#define CPU_HUGE_MIN ((size_t)4 << 20)
+#define CPU_HUGE_ALIGN ((size_t)2 << 20)
+
 static void *cpu_alloc(tp_backend *b, size_t bytes, const char *what) {
     (void)b;
     void *p = NULL;
-    size_t rounded = (bytes + 63) & ~(size_t)63;
-    int rc = posix_memalign(&p, 64, rounded ? rounded : 64);
+    const size_t align = bytes >= CPU_HUGE_MIN ? CPU_HUGE_ALIGN : 64;
+    const size_t rounded = (bytes + align - 1) & ~(align - 1);
+    int rc = posix_memalign(&p, align, rounded ? rounded : align);
     if (rc != 0 || !p)
         tp_die("cpu backend: cannot allocate %zu bytes (%.1f MiB) for %s: %s", bytes, bytes / 1048576.0,
                what ? what : "(unnamed buffer)", strerror(rc ? rc : ENOMEM));
+#ifdef MADV_HUGEPAGE
+    if (align == CPU_HUGE_ALIGN) (void)madvise(p, rounded, MADV_HUGEPAGE);
+#endif
     return p;
 }
 

@@ -18,6 +18,20 @@ typedef struct {
 
 static inline int cpu_threads(const tp_backend *b) { return ((const tp_cpu *)b->impl)->n_threads; }
 
+/* Hot loops are written with 8-float GCC/clang vector types and compiled twice: for x86-64-v3
+ * (AVX2 + FMA) and for the baseline, picked at load time (ifunc), so one binary runs anywhere
+ * and still uses the wide units where they exist. */
+#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12))
+#define CPU_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CPU_SIMD_CLONES
+#endif
+typedef float v8f __attribute__((vector_size(32)));
+static inline v8f v8_load(const float *p) { v8f v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void v8_store(float *p, v8f v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline v8f v8_splat(float x) { return (v8f){x, x, x, x, x, x, x, x}; }
+static inline float v8_sum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
+
 /* Loops with fewer elements than this run on one thread: a parallel region costs more. */
 #define CPU_PAR_MIN 16384
 

@@ -498,6 +498,13 @@ static void test_attention(tp_backend *b) {
     attn_step(b, &c, (int[]){1, 1, 1, 30}, "mixed");
     attn_case_free(b, &c);
 
+    /* D = 12 (not a multiple of 8: the scalar kernel), R = 4 */
+    attn_case_init(b, &c, 2, 12, 4, 4, 2, 24);
+    attn_step(b, &c, (int[]){7, 2}, "prefill");
+    attn_step(b, &c, (int[]){1, 5}, "mixed");
+    attn_step(b, &c, (int[]){1, 1}, "decode");
+    attn_case_free(b, &c);
+
     /* long context: positions up to 2100 (large rotary angles), block size 16 */
     attn_case_init(b, &c, 2, 16, 16, 16, 1, 2112);
     attn_step(b, &c, (int[]){2048}, "long prefill");
