@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what building and testing tpgen needs on a Debian machine, skipping what is there:
+# compilers and CMake, Open MPI, OpenBLAS, PCRE2. (The CUDA toolkit, when present in
+# /usr/local/cuda, is picked up by CMake; nothing here installs it.)
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libpcre2-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "tools/install-deps.sh: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
