@@ -187,10 +187,10 @@ static void attend_dot(const att_args *a, int tok, int h0, int nh, float *sc, fl
 }
 
 /* Up to QT queries of one sequence (toks sorted by position), D % 8 == 0.
- * qT: [D][QT] scratch, S: [P][QT] scratch (scores, then exps). Lane i is query toks[i]; lanes
+ * qT: [D][QT], S: [P][QT] (scores, then exps), acc: [QT][D] scratch. Lane i is query toks[i]; lanes
  * past nq hold zeros and are never stored. */
 CPU_SIMD_CLONES
-static void attend_tile(const att_args *a, const int *toks, int nq, int h, float *qT, float *S) {
+static void attend_tile(const att_args *a, const int *toks, int nq, int h, float *qT, float *S, float *acc) {
     const int D = a->D, bs = a->st->block_size;
     const size_t hoff = (size_t)h * D, HD = a->HD;
     const int32_t *bt = a->st->block_table + (size_t)a->st->seq[toks[0]] * a->st->max_blocks;
@@ -206,21 +206,29 @@ static void attend_tile(const att_args *a, const int *toks, int nq, int h, float
         const int n = P - p0 < bs ? P - p0 : bs;
         prefetch_block(a->kc, bt, bs, p0 + bs, P, HD, hoff, D);
         int j = 0;
-        for (; j + 4 <= n; j += 4) {
-            const float *k0 = kb + (size_t)j * HD, *k1 = k0 + HD, *k2 = k1 + HD, *k3 = k2 + HD;
-            v8f s0 = v8_splat(0), s1 = s0, s2 = s0, s3 = s0;
+        for (; j + 8 <= n; j += 8) { /* 8 keys: 8 independent FMA chains */
+            const float *k0 = kb + (size_t)j * HD;
+            v8f s0 = v8_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
             for (int d = 0; d < D; d++) {
                 const v8f qv = v8_load(qT + d * QT);
                 s0 += qv * k0[d];
-                s1 += qv * k1[d];
-                s2 += qv * k2[d];
-                s3 += qv * k3[d];
+                s1 += qv * k0[HD + d];
+                s2 += qv * k0[2 * HD + d];
+                s3 += qv * k0[3 * HD + d];
+                s4 += qv * k0[4 * HD + d];
+                s5 += qv * k0[5 * HD + d];
+                s6 += qv * k0[6 * HD + d];
+                s7 += qv * k0[7 * HD + d];
             }
             float *Sp = S + (size_t)(p0 + j) * QT;
             v8_store(Sp, s0 / scale);
             v8_store(Sp + QT, s1 / scale);
             v8_store(Sp + 2 * QT, s2 / scale);
             v8_store(Sp + 3 * QT, s3 / scale);
+            v8_store(Sp + 4 * QT, s4 / scale);
+            v8_store(Sp + 5 * QT, s5 / scale);
+            v8_store(Sp + 6 * QT, s6 / scale);
+            v8_store(Sp + 7 * QT, s7 / scale);
         }
         for (; j < n; j++) {
             const float *k0 = kb + (size_t)j * HD;
@@ -242,22 +250,32 @@ static void attend_tile(const att_args *a, const int *toks, int nq, int h, float
     for (int i = nq; i < QT; i++) /* padding lanes: weight 0 */
         for (int p = 0; p < P; p++) S[(size_t)p * QT + i] = 0.0f;
 
-    /* out[i][c..c+8) = sum_p S[p][i] * V[p][c..c+8) / sum[i]: 8 accumulators, V row loaded once */
-    for (int c = 0; c < D; c += 8) {
-        v8f o0 = v8_splat(0), o1 = o0, o2 = o0, o3 = o0, o4 = o0, o5 = o0, o6 = o0, o7 = o0;
-        for (int p0 = 0; p0 < P; p0 += bs) {
-            const float *vb = a->vc + (size_t)bt[p0 / bs] * bs * HD + hoff + c;
-            const int n = P - p0 < bs ? P - p0 : bs;
+    /* acc[i][:] = sum_p S[p][i] * V[p][:], one block of V rows at a time (rows stay in L1 while
+     * every 8-wide column chunk passes over them), 8 accumulators per chunk. */
+    for (size_t i = 0; i < (size_t)QT * D; i += 8) v8_store(acc + i, v8_splat(0));
+    for (int p0 = 0; p0 < P; p0 += bs) {
+        const float *vb = a->vc + (size_t)bt[p0 / bs] * bs * HD + hoff;
+        const int n = P - p0 < bs ? P - p0 : bs;
+        prefetch_block(a->vc, bt, bs, p0 + bs, P, HD, hoff, D);
+        for (int c = 0; c < D; c += 8) {
+            v8f o0 = v8_load(acc + c), o1 = v8_load(acc + D + c), o2 = v8_load(acc + 2 * D + c),
+                o3 = v8_load(acc + 3 * D + c), o4 = v8_load(acc + 4 * D + c), o5 = v8_load(acc + 5 * D + c),
+                o6 = v8_load(acc + 6 * D + c), o7 = v8_load(acc + 7 * D + c);
             for (int j = 0; j < n; j++) {
-                const v8f v = v8_load(vb + (size_t)j * HD);
+                const v8f v = v8_load(vb + (size_t)j * HD + c);
                 const float *w = S + (size_t)(p0 + j) * QT;
                 o0 += w[0] * v; o1 += w[1] * v; o2 += w[2] * v; o3 += w[3] * v;
                 o4 += w[4] * v; o5 += w[5] * v; o6 += w[6] * v; o7 += w[7] * v;
             }
+            v8_store(acc + c, o0); v8_store(acc + D + c, o1); v8_store(acc + 2 * D + c, o2);
+            v8_store(acc + 3 * D + c, o3); v8_store(acc + 4 * D + c, o4); v8_store(acc + 5 * D + c, o5);
+            v8_store(acc + 6 * D + c, o6); v8_store(acc + 7 * D + c, o7);
         }
-        const v8f o[QT] = {o0, o1, o2, o3, o4, o5, o6, o7};
-        for (int i = 0; i < nq; i++)
-            v8_store(a->out + (size_t)toks[i] * HD + hoff + c, o[i] * v8_splat(1.0f / sum[i]));
+    }
+    for (int i = 0; i < nq; i++) {
+        const v8f inv = v8_splat(1.0f / sum[i]);
+        float *o = a->out + (size_t)toks[i] * HD + hoff;
+        for (int c = 0; c < D; c += 8) v8_store(o + c, v8_load(acc + (size_t)i * D + c) * inv);
     }
 }
 
@@ -272,8 +290,11 @@ static int cmp_tok(const void *x, const void *y) {
     if (g_sort_seq[i] != g_sort_seq[j]) return g_sort_seq[i] < g_sort_seq[j] ? -1 : 1;
     return g_sort_pos[i] < g_sort_pos[j] ? -1 : g_sort_pos[i] > g_sort_pos[j];
 }
-static int cmp_item(const void *x, const void *y) { /* most work first */
+/* Items of one head together (consecutive tiles of a head reread the same K/V rows, which then
+ * come from this core's L2), longest context first within a head. */
+static int cmp_item(const void *x, const void *y) {
     const att_item *a = x, *b = y;
+    if (a->h0 != b->h0) return a->h0 < b->h0 ? -1 : 1;
     const long wa = (long)(a->max_pos + 1) * a->nh, wb = (long)(b->max_pos + 1) * b->nh;
     return wa > wb ? -1 : wa < wb;
 }
@@ -329,14 +350,14 @@ void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cach
 
     #pragma omp parallel num_threads(nt) if (n_items > 1)
     {
-        /* per thread: S [P][max(QT, gmax)] scores, qT [D][QT], acc [gmax][D] */
+        /* per thread: S [P][max(QT, gmax)] scores, qT [D][QT], acc [max(QT, gmax)][D] */
         const size_t lanes = QT > gmax ? QT : gmax;
-        float *S = tp_malloc(((size_t)(max_pos + 1) * lanes + (size_t)D * QT + (size_t)gmax * D) * sizeof(float));
+        float *S = tp_malloc(((size_t)(max_pos + 1) * lanes + (size_t)D * QT + lanes * D) * sizeof(float));
         float *qT = S + (size_t)(max_pos + 1) * lanes, *acc = qT + (size_t)D * QT;
         #pragma omp for schedule(dynamic, 1)
         for (long w = 0; w < n_items; w++) {
             const att_item *it = &items[w];
-            if (it->n >= 3) attend_tile(&a, order + it->first, it->n, it->h0, qT, S);
+            if (it->n >= 3) attend_tile(&a, order + it->first, it->n, it->h0, qT, S, acc);
             else if (vec) attend_dot(&a, order[it->first], it->h0, it->nh, S, acc);
             else
                 for (int h = it->h0; h < it->h0 + it->nh; h++) attend_scalar(&a, order[it->first], h, S);
