@@ -14,7 +14,8 @@
 #include "kernels/cpu/cpu_internal.h"
 
 /* OpenBLAS's own thread count (declared in its cblas.h; repeated here so this file does not
- * depend on which cblas.h the include path finds first). */
+ * depend on which cblas.h the include path finds first). Set to 1: matmul runs OpenBLAS inside
+ * our OpenMP threads (see cpu_matmul.c). */
 void openblas_set_num_threads(int num_threads);
 
 /* Large buffers (weights, KV cache) are 2 MiB aligned and asked to use transparent huge pages:
@@ -101,7 +102,7 @@ tp_backend *tp_backend_cpu_create(int n_threads) {
     if (n_threads <= 0) n_threads = omp_get_num_procs();
     if (n_threads <= 0) n_threads = 1;
     omp_set_num_threads(n_threads);
-    openblas_set_num_threads(n_threads);
+    openblas_set_num_threads(1);
 
     tp_backend *b = tp_calloc(1, sizeof *b);
     tp_cpu *c = tp_calloc(1, sizeof *c);

@@ -13,7 +13,7 @@
 #include "kernels/backend.h"
 
 typedef struct {
-    int n_threads; /* OpenMP threads for our loops (and OpenBLAS threads for GEMM) */
+    int n_threads; /* OpenMP threads for every op (OpenBLAS runs single-threaded inside them) */
 } tp_cpu;
 
 static inline int cpu_threads(const tp_backend *b) { return ((const tp_cpu *)b->impl)->n_threads; }
