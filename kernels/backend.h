@@ -49,6 +49,8 @@ struct tp_backend {
     void (*to_device)(tp_backend *b, void *dst, const void *src_host, size_t bytes);
     void (*to_host)(tp_backend *b, void *dst_host, const void *src, size_t bytes); /* synchronous */
     void (*sync)(tp_backend *b);
+    /* Optional: device-to-device copy (bench measures the memory-bandwidth floor with it). */
+    void (*copy)(tp_backend *b, void *dst, const void *src, size_t bytes);
     /* Host staging memory for to_device/to_host (pinned on CUDA; plain on the CPU). */
     void *(*host_alloc)(tp_backend *b, size_t bytes, const char *what);
     void (*host_free)(tp_backend *b, void *p);
