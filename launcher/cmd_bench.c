@@ -31,6 +31,27 @@ static void zero_device(tp_backend *b, void *dst, size_t bytes) {
     b->host_free(b, z);
 }
 
+/* Copy bandwidth of the backend's memory in GB/s, STREAM convention (bytes read + written),
+ * median of 7 copies of 256 MiB; 0 when the backend has no copy op. */
+static double copy_bandwidth(tp_backend *b) {
+    if (!b->copy) return 0;
+    size_t bytes = 256u << 20;
+    void *x = b->alloc(b, bytes, "bandwidth probe"), *y = b->alloc(b, bytes, "bandwidth probe");
+    zero_device(b, x, bytes);
+    zero_device(b, y, bytes);
+    double t[7];
+    for (int i = 0; i < 8; i++) {
+        double t0 = tp_now_seconds();
+        b->copy(b, y, x, bytes);
+        b->sync(b);
+        if (i) t[i - 1] = tp_now_seconds() - t0; /* the first copy warms up */
+    }
+    qsort(t, 7, sizeof *t, cmp_double);
+    b->free(b, x);
+    b->free(b, y);
+    return 2.0 * bytes / t[3] / 1e9;
+}
+
 int tp_cmd_bench(int argc, char **argv) {
     tp_comm *mpi = tp_comm_mpi_init(&argc, &argv);
     tp_args a;
@@ -56,8 +77,10 @@ int tp_cmd_bench(int argc, char **argv) {
     tp_job_alloc(&job, &sized, sized.kv_cache_tokens);
     zero_device(job.b, m->kv.arena, m->kv.bytes_per_token * (size_t)m->kv.n_blocks * m->kv.block_size);
 
+    double copy_gbs = copy_bandwidth(job.b); /* every rank at once: they share the node's memory */
     if (mpi->rank == 0) {
         int MB = m->a.max_blocks;
+        if (!a.json && copy_gbs > 0) printf("copy bandwidth (read + write): %.1f GB/s per rank\n", copy_gbs);
         int32_t *ids = tp_malloc(bmax * sizeof(int32_t)), *pos = tp_malloc(bmax * sizeof(int32_t));
         int32_t *seq = tp_malloc(bmax * sizeof(int32_t)), *rows = tp_malloc(bmax * sizeof(int32_t));
         int32_t *table = tp_malloc((size_t)bmax * MB * sizeof(int32_t));
@@ -65,8 +88,8 @@ int tp_cmd_bench(int argc, char **argv) {
         tp_step_output out;
         tp_step_output_init(&out, m);
         if (!a.json)
-            printf("%6s %8s %10s %12s %12s %10s\n", "batch", "context", "ms/step", "tokens/s", "MB/rank/step",
-                   "GB/s/rank");
+            printf("%6s %8s %10s %12s %12s %10s %9s\n", "batch", "context", "ms/step", "tokens/s", "MB/rank/step",
+                   "GB/s/rank", "%copy-bw");
         for (int bi = 0; bi < nb; bi++) {
             int B = batches[bi];
             for (int s = 0; s < B; s++)
@@ -89,15 +112,17 @@ int tp_cmd_bench(int argc, char **argv) {
             double wbytes = (double)m->w.matrix_bytes;
             double kvbytes = (double)B * (a.context + 1) * m->kv.bytes_per_token;
             double gbs = (wbytes + kvbytes) / t / 1e9;
+            double pct = copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0;
             if (a.json)
                 printf("{\"batch\": %d, \"context\": %d, \"tp\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", "
                        "\"ms_per_step\": %.4f, \"tokens_per_s\": %.2f, \"weight_bytes\": %.0f, \"kv_bytes\": %.0f, "
-                       "\"gb_per_s\": %.3f, \"steps\": %d}\n",
+                       "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"floor_ms\": %.4f, \"steps\": %d}\n",
                        B, a.context, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, B / t, wbytes,
-                       kvbytes, gbs, a.steps);
+                       kvbytes, gbs, copy_gbs, copy_gbs > 0 ? (wbytes + kvbytes) / (copy_gbs * 1e9) * 1e3 : 0,
+                       a.steps);
             else
-                printf("%6d %8d %10.3f %12.1f %12.1f %10.2f\n", B, a.context, t * 1e3, B / t,
-                       (wbytes + kvbytes) / 1e6, gbs);
+                printf("%6d %8d %10.3f %12.1f %12.1f %10.2f %8.1f%%\n", B, a.context, t * 1e3, B / t,
+                       (wbytes + kvbytes) / 1e6, gbs, pct);
             fflush(stdout);
         }
         tp_step_stop(m);
