@@ -116,6 +116,7 @@ tp_backend *tp_backend_cpu_create(int n_threads) {
     b->to_device = cpu_copy;
     b->to_host = cpu_copy;
     b->sync = cpu_sync;
+    b->copy = cpu_copy;
     b->host_alloc = cpu_alloc;
     b->host_free = cpu_free;
     b->upload = cpu_upload;
