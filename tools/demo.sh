@@ -8,7 +8,7 @@ bash tools/install-deps.sh
 python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q numpy
 bash tools/build.sh
 if [ ! -f demo-model/model.safetensors ]; then
-  python3 tools/make_random_model.py configs/tiny-demo.json demo-model --dtype f16 --tokenizer tests/data/tokenizer
+  python3 tools/make_random_model.py configs/tiny-demo.json demo-model --dtype f16 --tokenizer tests/data/tokenizer/codegen
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 launcher/tpgen-mpirun -np 2 generate --model demo-model \
