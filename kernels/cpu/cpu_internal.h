@@ -26,11 +26,17 @@ static inline int cpu_threads(const tp_backend *b) { return ((const tp_cpu *)b->
 #else
 #define CPU_SIMD_CLONES
 #endif
+/* The helpers are always inlined and the kernels are static, so the baseline ABI for 32-byte
+ * vectors (GCC's -Wpsabi note, for every file of this backend) never applies. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 typedef float v8f __attribute__((vector_size(32)));
-static inline v8f v8_load(const float *p) { v8f v; __builtin_memcpy(&v, p, sizeof v); return v; }
-static inline void v8_store(float *p, v8f v) { __builtin_memcpy(p, &v, sizeof v); }
-static inline v8f v8_splat(float x) { return (v8f){x, x, x, x, x, x, x, x}; }
-static inline float v8_sum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
+#define V8_INLINE static inline __attribute__((always_inline))
+V8_INLINE v8f v8_load(const float *p) { v8f v; __builtin_memcpy(&v, p, sizeof v); return v; }
+V8_INLINE void v8_store(float *p, v8f v) { __builtin_memcpy(p, &v, sizeof v); }
+V8_INLINE v8f v8_splat(float x) { return (v8f){x, x, x, x, x, x, x, x}; }
+V8_INLINE float v8_sum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
 
 /* Loops with fewer elements than this run on one thread: a parallel region costs more. */
 #define CPU_PAR_MIN 16384
