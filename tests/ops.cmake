@@ -4,7 +4,9 @@
 add_executable(test_cpu_ops ${CMAKE_CURRENT_SOURCE_DIR}/ops/test_cpu_ops.c)
 target_link_libraries(test_cpu_ops PRIVATE tpgen_kernels ${MATH_LIB})
 add_test(NAME cpu_ops COMMAND test_cpu_ops 2)
-set_tests_properties(cpu_ops PROPERTIES LABELS unit TIMEOUT 120)
+# 3 threads: uneven GEMM slices and attention head groups
+add_test(NAME cpu_ops_3threads COMMAND test_cpu_ops 3)
+set_tests_properties(cpu_ops cpu_ops_3threads PROPERTIES LABELS unit TIMEOUT 120)
 
 add_executable(bench_cpu_ops ${CMAKE_CURRENT_SOURCE_DIR}/ops/bench_cpu_ops.c)
 target_link_libraries(bench_cpu_ops PRIVATE tpgen_kernels ${MATH_LIB})
