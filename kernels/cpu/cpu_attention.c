@@ -63,10 +63,11 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
 
 /* ---- attention ----
  * Tokens are grouped into tiles: up to QT tokens of one sequence (sorted by position), so each
- * K and V row read from the cache serves every query of the tile. A work item is one
- * (tile, head); items run in parallel, longest context first. Three kernels:
+ * K and V row read from the cache serves every query of the tile. Work items (a tile and one
+ * head, or a single token and a group of heads) run in parallel; items of one head are adjacent
+ * (their K/V rows are then still in this core's L2), longest context first. Three kernels:
  *  - attend_tile (3+ queries, D % 8 == 0): q transposed into lanes [D][QT], so a score for 8
- *    queries against one key is D broadcast FMAs (no horizontal sums); 4 keys at a time.
+ *    queries against one key is D broadcast FMAs (no horizontal sums); 8 keys at a time.
  *  - attend_dot (1-2 queries, the decode case, D % 8 == 0): one query against a group of heads,
  *    whose slices of a cache row are contiguous, so the cache streams in order.
  *  - attend_scalar: any D.
@@ -284,11 +285,13 @@ typedef struct {
     int first, n, max_pos, h0, nh;
 } att_item;
 
-static const int32_t *g_sort_pos, *g_sort_seq; /* qsort context, set inside a critical section */
+typedef struct {
+    int32_t seq, pos, t;
+} tok_key;
 static int cmp_tok(const void *x, const void *y) {
-    const int i = *(const int *)x, j = *(const int *)y;
-    if (g_sort_seq[i] != g_sort_seq[j]) return g_sort_seq[i] < g_sort_seq[j] ? -1 : 1;
-    return g_sort_pos[i] < g_sort_pos[j] ? -1 : g_sort_pos[i] > g_sort_pos[j];
+    const tok_key *a = x, *b = y;
+    if (a->seq != b->seq) return a->seq < b->seq ? -1 : 1;
+    return a->pos < b->pos ? -1 : a->pos > b->pos;
 }
 /* Items of one head together (consecutive tiles of a head reread the same K/V rows, which then
  * come from this core's L2), longest context first within a head. */
@@ -309,13 +312,11 @@ void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cach
 
     /* tokens sorted by (sequence, position), cut into tiles of one sequence */
     int *order = tp_malloc((size_t)T * sizeof(int));
-    for (int t = 0; t < T; t++) order[t] = t;
-    #pragma omp critical(tp_cpu_attention_sort)
-    {
-        g_sort_pos = st->pos;
-        g_sort_seq = st->seq;
-        qsort(order, T, sizeof(int), cmp_tok);
-    }
+    tok_key *keys = tp_malloc((size_t)T * sizeof(tok_key));
+    for (int t = 0; t < T; t++) keys[t] = (tok_key){st->seq[t], st->pos[t], t};
+    qsort(keys, T, sizeof(tok_key), cmp_tok);
+    for (int t = 0; t < T; t++) order[t] = keys[t].t;
+    free(keys);
     /* Tiles of 3+ queries: one item per head. Single queries (decode): one item per head group,
      * as few groups as keep every thread busy (a group streams its heads' cache rows in order). */
     int n_single = 0, n_tiles = 0, max_pos = 0;
