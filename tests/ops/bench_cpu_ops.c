@@ -1,8 +1,8 @@
 /* Micro-benchmark of the CPU backend's heavy ops, to know the CPU roofline:
- *   matmul T=1 (GEMV: memory-bound, reported as GB/s of weight bytes streamed) and T=64 / T=512
- *   (GFLOP/s), and attention at context 2048 (one decode token per sequence, and a 512-token
+ *   matmul T=1 (GEMV: memory-bound, reported as GB/s of weight bytes streamed), T=8 (a decode
+ *   batch, still memory-bound) and T=64 / T=512 (GFLOP/s), and attention at context 2048 (one decode token per sequence, and a 512-token
  *   prefill chunk), with rotary_kv_write for the same step.
- * Not a test: numbers only. Usage: bench_cpu_ops [n_threads (0 = all)] [N K] [Hl D] */
+ * Times are the best of several runs. Not a test: numbers only. Usage: bench_cpu_ops [n_threads (0 = all)] [N K] [Hl D] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +10,18 @@
 #include "engine/log.h"
 #include "kernels/backend.h"
 
+/* Best of reps runs after a warm-up: the least disturbed run, closest to what the hardware
+ * does (this is meant for shared machines too). */
 static double time_op(int reps, void (*fn)(void *), void *ctx) {
-    fn(ctx); /* warm-up */
-    double t0 = tp_now_seconds();
-    for (int i = 0; i < reps; i++) fn(ctx);
-    return (tp_now_seconds() - t0) / reps;
+    fn(ctx);
+    double best = 1e30;
+    for (int i = 0; i < reps; i++) {
+        const double t0 = tp_now_seconds();
+        fn(ctx);
+        const double dt = tp_now_seconds() - t0;
+        best = dt < best ? dt : best;
+    }
+    return best;
 }
 
 typedef struct {
@@ -59,10 +66,10 @@ int main(int argc, char **argv) {
     b->fill_random(b, m.x, (size_t)Tmax * K, 2, 0.0f, 1.0f);
     b->fill_random(b, m.bias, N, 3, 0.0f, 0.1f);
     printf("cpu backend, %d threads (0 = all cores)\n", nt);
-    int Ts[] = {1, 64, Tmax};
-    for (int i = 0; i < 3; i++) {
+    int Ts[] = {1, 8, 64, Tmax};
+    for (int i = 0; i < 4; i++) {
         m.T = Ts[i];
-        int reps = m.T == 1 ? 20 : m.T == 64 ? 5 : 2;
+        int reps = m.T <= 8 ? 20 : m.T == 64 ? 5 : 2;
         double s = time_op(reps, mm_run, &m);
         double flops = 2.0 * m.T * N * K, wbytes = (double)N * K * 4;
         printf("matmul  T=%-4d N=%d K=%d   %8.3f ms  %7.1f GFLOP/s  %6.1f GB/s of weights\n", m.T, N, K, s * 1e3,
