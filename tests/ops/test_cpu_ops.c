@@ -199,10 +199,12 @@ static void test_matmul_one(tp_backend *b, int T, int N, int K, int with_bias, i
 }
 
 static void test_matmul(tp_backend *b) {
-    /* small shapes run as one BLAS call; larger ones are cut into slices of N (GEMV at T = 1)
-     * or, for narrow N, of T: {1, 1000, 256}, {64, 128, 96}, {17, 300, 256} and {33, 70, 200} */
-    static const int shapes[][3] = {{1, 64, 32},   {1, 257, 100},  {2, 33, 65},    {7, 1, 5},
-                                    {1, 1000, 256}, {64, 128, 96}, {17, 300, 256}, {33, 70, 200}};
+    /* small shapes run as one call; larger ones are cut into slices of N (GEMV at T = 1, the
+     * few-token kernel at 2..16: {8, 515, 100}, {5, 64, 1000}) or, for narrow N, of T; odd N and
+     * K % 8 != 0 exercise the kernel's row and column tails */
+    static const int shapes[][3] = {{1, 64, 32},    {1, 257, 100}, {2, 33, 65},     {7, 1, 5},
+                                    {1, 1000, 256}, {8, 515, 100}, {5, 64, 1000},   {64, 128, 96},
+                                    {16, 40, 24},   {17, 300, 256}, {33, 70, 200}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int bias = 0; bias < 2; bias++)
             for (int acc = 0; acc < 2; acc++) test_matmul_one(b, shapes[s][0], shapes[s][1], shapes[s][2], bias, acc, 0);
