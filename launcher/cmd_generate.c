@@ -135,22 +135,24 @@ static void on_done(void *ctx, tp_request *r) {
     while (g->next_print < g->n && g->texts[g->next_print].done) print_result(g, &g->reqs[g->next_print++]);
 }
 
-static int check_requests(const tp_model *m, tp_request *reqs, int n) {
+static int check_requests(const tp_args *a, const tp_model *m, tp_request *reqs, const tp_prompt *ps, int n) {
+    char where[4200];
     for (int i = 0; i < n; i++) {
         tp_request *r = &reqs[i];
+        tp_prompt_where(a, &ps[i], where, sizeof where);
         if (r->n_prompt == 0) {
-            fprintf(stderr, "tpgen: error: prompt %d is empty (tpgen adds no BOS token)\n", i + 1);
+            fprintf(stderr, "tpgen: error: %s is an empty prompt (tpgen adds no BOS token)\n", where);
             return -1;
         }
         if (r->n_prompt > m->cfg.n_positions) {
-            fprintf(stderr, "tpgen: error: prompt %d has %d tokens, longer than the model's n_positions=%d\n", i + 1,
+            fprintf(stderr, "tpgen: error: %s has %d tokens, longer than the model's n_positions=%d\n", where,
                     r->n_prompt, m->cfg.n_positions);
             return -1;
         }
         for (int j = 0; j < r->n_prompt; j++)
             if (r->prompt[j] >= m->cfg.vocab_size) {
-                fprintf(stderr, "tpgen: error: token id %d at position %d of prompt %d is >= vocab_size %d\n",
-                        r->prompt[j], j, i + 1, m->cfg.vocab_size);
+                fprintf(stderr, "tpgen: error: token id %d at position %d of %s is >= vocab_size %d\n", r->prompt[j], j,
+                        where, m->cfg.vocab_size);
                 return -1;
             }
     }
@@ -161,11 +163,19 @@ int tp_cmd_generate(int argc, char **argv) {
     tp_comm *mpi = tp_comm_mpi_init(&argc, &argv);
     tp_args a;
     tp_args_parse(&a, "generate", argc, argv);
-    int need_tok = tp_prompts_need_tokenizer(&a) || a.n_stop > 0;
+    /* rank 0 reads the prompts (a --prompts-file need not exist on other nodes) and tells all */
+    int text_line = mpi->rank == 0 ? tp_prompts_need_tokenizer(&a) : 0;
+    mpi->bcast(mpi, &text_line, sizeof text_line, 0);
     int have_tok = tp_tokenizer_present(a.model);
-    if (need_tok && !have_tok)
-        tp_die_all("%s needs a tokenizer in %s (vocab.json + merges.txt, or tokenizer.json); give --prompt-ids "
-                   "instead", a.n_stop ? "--stop" : "a text prompt", a.model);
+    if (!have_tok && a.n_stop)
+        tp_die_all("--stop needs a tokenizer in %s (vocab.json + merges.txt, or tokenizer.json) to match text",
+                   a.model);
+    if (!have_tok && text_line && a.prompts_file)
+        tp_die_all("%s line %d is text, which needs a tokenizer in %s (vocab.json + merges.txt, or tokenizer.json); "
+                   "write token ids instead (1,2,3 or [1, 2, 3])", a.prompts_file, text_line, a.model);
+    if (!have_tok && text_line)
+        tp_die_all("--prompt is text, which needs a tokenizer in %s (vocab.json + merges.txt, or tokenizer.json); "
+                   "give --prompt-ids instead", a.model);
 
     tp_job job;
     tp_job_open(&job, mpi, &a);
@@ -176,13 +186,13 @@ int tp_cmd_generate(int argc, char **argv) {
     g.a = &a;
     int ok = 1;
     long kv_need = 0;
+    tp_prompt *ps = NULL; /* rank 0; the ids move to g.reqs, the lines stay for messages */
     if (mpi->rank == 0) {
         char err[1024];
         if (have_tok) {
             g.tok = tp_tokenizer_load(a.model, err, sizeof err);
             if (!g.tok) { fprintf(stderr, "tpgen: error: %s\n", err); ok = 0; }
         }
-        tp_prompt *ps = NULL;
         int n = ok ? tp_prompts_read(&a, g.tok, &ps) : -1;
         if (n < 0) ok = 0;
         else {
@@ -205,9 +215,8 @@ int tp_cmd_generate(int argc, char **argv) {
                 }
             }
             g.stream = !a.json && n == 1 && g.tok;
-            if (check_requests(m, g.reqs, n)) ok = 0;
+            if (check_requests(&a, m, g.reqs, ps, n)) ok = 0;
         }
-        free(ps);
         for (int i = 0; ok && i < g.n; i++)
             kv_need += (tp_request_tokens(m, &g.reqs[i]) + a.block_size - 1) / a.block_size * (long)a.block_size;
     }
@@ -218,15 +227,19 @@ int tp_cmd_generate(int argc, char **argv) {
         for (int i = 0; i < g.n; i++) {
             int need = tp_request_blocks(m, &g.reqs[i]);
             if (need > m->kv.n_blocks) {
-                fprintf(stderr, "tpgen: error: prompt %d needs %d tokens of KV cache but the budget is %d tokens; "
-                                "raise --kv-cache-tokens or --kv-cache-mem, or lower --max-new-tokens\n",
-                        i + 1, need * m->kv.block_size, m->kv.n_blocks * m->kv.block_size);
+                char where[4200];
+                fprintf(stderr, "tpgen: error: %s needs %d tokens of KV cache (prompt + --max-new-tokens, in blocks "
+                                "of %d) but the budget is %d tokens; raise --kv-cache-tokens or --kv-cache-mem, or "
+                                "lower --max-new-tokens\n",
+                        tp_prompt_where(&a, &ps[i], where, sizeof where), need * m->kv.block_size, m->kv.block_size,
+                        m->kv.n_blocks * m->kv.block_size);
                 ok = 0;
                 break;
             }
         }
     }
     tp_job_agree(mpi, ok);
+    free(ps);
 
     double t0 = tp_now_seconds();
     if (mpi->rank == 0) {

@@ -1,6 +1,7 @@
 #include "prompts.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,27 +16,35 @@ static int is_id_list(const char *s, size_t n) {
     return s[0] >= '0' && s[0] <= '9';
 }
 
-static int has_text_lines(const char *path) {
+/* Number of the first line that is text (not ids, not empty), or 0. */
+static int first_text_line(const char *path) {
     size_t len;
     char *text = tp_read_file(path, &len);
     if (!text) return 0; /* reported by tp_prompts_read */
-    int any = 0;
-    for (char *line = text, *end; line < text + len && !any; line = end + 1) {
+    int line_no = 0, found = 0;
+    for (char *line = text, *end; line < text + len && !found; line = end + 1) {
         end = memchr(line, '\n', text + len - line);
         if (!end) end = text + len;
+        line_no++;
         size_t n = end - line;
         if (n && line[n - 1] == '\r') n--;
         if (n == 0 || line[0] == '[' || is_id_list(line, n)) continue;
-        any = 1;
+        found = line_no;
     }
     free(text);
-    return any;
+    return found;
 }
 
 int tp_prompts_need_tokenizer(const tp_args *a) {
     if (a->prompt) return 1;
-    if (a->prompts_file) return has_text_lines(a->prompts_file);
+    if (a->prompts_file) return first_text_line(a->prompts_file);
     return 0;
+}
+
+const char *tp_prompt_where(const tp_args *a, const tp_prompt *p, char *buf, size_t size) {
+    if (p->line > 0) snprintf(buf, size, "%s line %d", a->prompts_file, p->line);
+    else snprintf(buf, size, "%s", a->prompt ? "--prompt" : "--prompt-ids");
+    return buf;
 }
 
 static int encode(tp_tokenizer *tok, const char *text, size_t len, tp_prompt *p, const char *where) {
@@ -54,15 +63,23 @@ static int encode(tp_tokenizer *tok, const char *text, size_t len, tp_prompt *p,
     return 0;
 }
 
-static int parse_ids(const char *s, size_t len, tp_prompt *p, const char *where) {
+static int no_ids(const char *where) {
+    fprintf(stderr, "tpgen: error: %s holds no token ids (an empty prompt; tpgen adds no BOS token)\n", where);
+    return -1;
+}
+
+/* "1,2,3", spaces around the commas allowed; an empty item ("1,,2", "1,2,") is an error. */
+static int parse_id_list(const char *s, size_t len, tp_prompt *p, const char *where) {
     p->ids = tp_malloc((len / 2 + 1) * sizeof(int32_t));
     p->n = 0;
     const char *e = s + len;
-    while (s < e) {
-        while (s < e && (*s == ' ' || *s == ',' || *s == '[' || *s == ']')) s++;
-        if (s >= e) break;
-        if (*s < '0' || *s > '9') {
-            fprintf(stderr, "tpgen: error: %s: expected a token id at \"%.20s\"\n", where, s);
+    while (e > s && e[-1] == ' ') e--;
+    if (s == e) return no_ids(where);
+    for (;;) {
+        while (s < e && *s == ' ') s++;
+        if (s >= e || *s < '0' || *s > '9') {
+            fprintf(stderr, "tpgen: error: %s: expected a token id at \"%.20s\" (ids are written 5,17,9)\n", where,
+                    s < e ? s : "<end>");
             return -1;
         }
         long x = 0;
@@ -72,8 +89,39 @@ static int parse_ids(const char *s, size_t len, tp_prompt *p, const char *where)
             return -1;
         }
         p->ids[p->n++] = (int32_t)x;
+        while (s < e && *s == ' ') s++;
+        if (s == e) return 0;
+        if (*s++ != ',') {
+            fprintf(stderr, "tpgen: error: %s: expected ',' between token ids at \"%.20s\"\n", where, s - 1);
+            return -1;
+        }
     }
-    return 0;
+}
+
+/* "[1, 2, 3]": a JSON array of token ids. */
+static int parse_id_array(const char *s, size_t len, tp_prompt *p, const char *where) {
+    char jerr[128];
+    json_value *v = json_parse(s, len, jerr, sizeof jerr);
+    if (!v || v->type != JSON_ARRAY) {
+        fprintf(stderr, "tpgen: error: %s starts with '[' but is not a JSON array of token ids: %s\n", where,
+                v ? "not an array" : jerr);
+        json_free(v);
+        return -1;
+    }
+    p->ids = tp_malloc((v->n ? v->n : 1) * sizeof(int32_t));
+    p->n = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        const json_value *x = &v->items[i];
+        if (x->type != JSON_NUMBER || !x->is_integer || x->integer < 0 || x->integer > INT32_MAX) {
+            fprintf(stderr, "tpgen: error: %s: item %zu of the array is not a token id (a non-negative integer)\n",
+                    where, i + 1);
+            json_free(v);
+            return -1;
+        }
+        p->ids[p->n++] = (int32_t)x->integer;
+    }
+    json_free(v);
+    return p->n ? 0 : no_ids(where);
 }
 
 int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out) {
@@ -82,7 +130,8 @@ int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out) {
     if (a->prompt || a->prompt_ids) {
         ps = tp_calloc(1, sizeof *ps);
         int rc = a->prompt ? encode(tok, a->prompt, strlen(a->prompt), ps, "--prompt")
-                           : parse_ids(a->prompt_ids, strlen(a->prompt_ids), ps, "--prompt-ids");
+             : a->prompt_ids[0] == '[' ? parse_id_array(a->prompt_ids, strlen(a->prompt_ids), ps, "--prompt-ids")
+                                       : parse_id_list(a->prompt_ids, strlen(a->prompt_ids), ps, "--prompt-ids");
         *out = ps;
         return rc ? -1 : 1;
     }
@@ -103,6 +152,7 @@ int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out) {
         if (n == cap) ps = tp_realloc(ps, (cap = cap ? 2 * cap : 16) * sizeof *ps);
         tp_prompt *p = &ps[n++];
         memset(p, 0, sizeof *p);
+        p->line = line_no;
         char where[4200];
         snprintf(where, sizeof where, "%s line %d", a->prompts_file, line_no);
         if (line[0] == '"') {
@@ -114,7 +164,8 @@ int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out) {
                 rc = -1;
             } else rc = encode(tok, v->str, v->str_len, p, where);
             json_free(v);
-        } else if (line[0] == '[' || is_id_list(line, ln)) rc = parse_ids(line, ln, p, where);
+        } else if (line[0] == '[') rc = parse_id_array(line, ln, p, where);
+        else if (is_id_list(line, ln)) rc = parse_id_list(line, ln, p, where);
         else rc = encode(tok, line, ln, p, where);
     }
     free(text);

@@ -2,6 +2,7 @@
 #ifndef TPGEN_PROMPTS_H
 #define TPGEN_PROMPTS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "args.h"
@@ -10,15 +11,22 @@
 typedef struct {
     int32_t *ids;
     int n;
+    int line; /* its line in --prompts-file; 0 for --prompt / --prompt-ids */
 } tp_prompt;
 
 /* Returns the number of prompts (in *out), or -1 after printing an error naming the prompt
  * (and file line). tok may be NULL when no text is involved; a text prompt without it is an
- * error. --prompts-file lines: `[1, 2, 3]` (JSON ids), `"..."` (a JSON string, for prompts with
- * newlines), `1,2,3` (ids) or anything else (the line is the text). Empty lines are skipped. */
+ * error. --prompts-file lines: `[1, 2, 3]` (a JSON array of ids), `"..."` (a JSON string, for
+ * prompts with newlines), `1,2,3` (ids) or anything else (the line is the text). Empty lines
+ * are skipped; an id list with no ids is an error (tpgen adds no BOS token). --prompt-ids is
+ * `1,2,3` (spaces around commas allowed; empty items are not). */
 int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out);
 
-/* 1 when the prompt sources need the tokenizer (text given). Same answer on every rank. */
+/* Nonzero when the prompt sources need the tokenizer (text given): for --prompts-file, the
+ * number of its first text line. Rank 0 decides (only it needs to read the file). */
 int tp_prompts_need_tokenizer(const tp_args *a);
+
+/* "--prompt", "--prompt-ids" or "FILE line N": where prompt p came from, for messages. */
+const char *tp_prompt_where(const tp_args *a, const tp_prompt *p, char *buf, size_t size);
 
 #endif
