@@ -1,0 +1,73 @@
+/* The CodeGen tokenizer: GPT-2 byte-level BPE plus CodeGen's added whitespace tokens, giving the
+ * same ids as HF's fast CodeGen tokenizer (tokenizers' Tokenizer) on any valid UTF-8 text.
+ * Used on rank 0 only. See docs/TOKENIZER.md for the exact behaviour and the choices made.
+ *
+ * Encoding runs: 1. split on added tokens (leftmost-longest; first the non-normalized ones such as
+ * <|endoftext|>, then the normalized ones such as CodeGen's space/tab runs), 2. the GPT-2
+ * pre-tokenizer regex on each remaining piece (hand-written; Unicode classes from a table
+ * generated from HF's own regex engine), 3. BPE by merge rank on bytes, with a word cache.
+ *
+ * A tp_tokenizer is not thread-safe: encode updates its word cache. Decoding is const.
+ */
+#ifndef TPGEN_TOKENIZER_H
+#define TPGEN_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tp_tokenizer tp_tokenizer;
+
+/* 1 when dir holds tokenizer files (vocab.json+merges.txt, or tokenizer.json). */
+int tp_tokenizer_present(const char *dir);
+/* Loads from a model dir; NULL with a message naming the file in err on failure.
+ * tokenizer.json is used when present (as HF does), else vocab.json + merges.txt with
+ * added_tokens.json, special_tokens_map.json and tokenizer_config.json when present. */
+tp_tokenizer *tp_tokenizer_load(const char *dir, char *err, size_t err_size);
+void tp_tokenizer_free(tp_tokenizer *t);
+/* Encodes UTF-8 text. Returns 0 and a malloc'd array in *ids (count *n); -1 with a message in err
+   (e.g. invalid UTF-8 at byte offset N). */
+int tp_tokenizer_encode(tp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
+                        size_t err_size);
+/* Decodes ids to a malloc'd NUL-terminated byte string (*len bytes). Ids out of range: -1 + err.
+ * The result is always valid UTF-8: byte sequences that are not (a lone byte token of a
+ * multi-byte character) become U+FFFD, one per maximal invalid subpart, as HF does. */
+int tp_tokenizer_decode(const tp_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,
+                        size_t *len, char *err, size_t err_size);
+int tp_tokenizer_vocab_size(const tp_tokenizer *t); /* including added tokens */
+
+/* Incremental decoder for streaming: push one id, get the newly completed UTF-8 text (never half a char). */
+typedef struct tp_detok_stream tp_detok_stream;
+tp_detok_stream *tp_detok_stream_new(const tp_tokenizer *t, int skip_special);
+/* Appends the newly completed bytes to *out (malloc'd, NUL-terminated, *out_len) — may be empty.
+ * *out may be NULL on the first call; it grows across calls (the caller frees it). Returns 0, or
+ * -1 for an id out of range (nothing appended). */
+int tp_detok_stream_push(tp_detok_stream *s, int32_t id, char **out, size_t *out_len);
+/* At the end of the stream: appends U+FFFD if an unfinished UTF-8 character is pending, so that
+ * everything pushed + flushed equals tp_tokenizer_decode of all ids. Returns 0. */
+int tp_detok_stream_flush(tp_detok_stream *s, char **out, size_t *out_len);
+void tp_detok_stream_free(tp_detok_stream *s);
+
+/* CodeGen's truncate-before-pattern option: returns the length of the prefix of `completion` to keep. */
+size_t tp_tokenizer_truncate(const char *completion, size_t len, const char *const *patterns, int n_patterns);
+/* Compiles each pattern (PCRE2, multiline, UTF); -1 with the pattern and the reason in err when one
+ * is not a valid regex (tp_tokenizer_truncate ignores such a pattern). */
+int tp_tokenizer_truncate_check(const char *const *patterns, int n_patterns, char *err, size_t err_size);
+
+/* Token facts. tp_tokenizer_token_bytes: the bytes an id decodes to (not NUL-terminated), NULL for
+ * an id out of range or without a token. */
+const char *tp_tokenizer_token_bytes(const tp_tokenizer *t, int32_t id, size_t *len);
+int tp_tokenizer_is_special(const tp_tokenizer *t, int32_t id);
+int32_t tp_tokenizer_eos_id(const tp_tokenizer *t); /* <|endoftext|> (or the eos_token), -1 if none */
+
+/* Stop strings on a stream of decoded text (for `generate --stop`): feed each newly decoded chunk;
+ * the matcher appends to *out only text that can no longer be the start of a stop string, and
+ * returns 1 once a stop string has appeared (the text before it is all emitted, the stop string
+ * itself never is). After the stream ends without a stop, tp_stop_matcher_finish releases the text
+ * held back. */
+typedef struct tp_stop_matcher tp_stop_matcher;
+tp_stop_matcher *tp_stop_matcher_new(const char *const *stops, int n_stops);
+int tp_stop_matcher_feed(tp_stop_matcher *m, const char *text, size_t len, char **out, size_t *out_len);
+void tp_stop_matcher_finish(tp_stop_matcher *m, char **out, size_t *out_len);
+void tp_stop_matcher_free(tp_stop_matcher *m);
+
+#endif

@@ -1,0 +1,41 @@
+# Tokenizer tests (label "tokenizer"): HF parity on committed fixtures made by
+# tools/make_tokenizer_fixtures.py, round trips, fuzz, streaming, truncation, units and the CLI.
+set(TOK_DATA ${TPGEN_TEST_DATA}/tokenizer)
+set(TOK_TMP ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_tmp)
+add_executable(test_tokenizer
+  ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/test_tokenizer.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_fuzz.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_unit.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_cli.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_test_util.c)
+target_link_libraries(test_tokenizer PRIVATE tpgen_engine)
+
+# The CLI test runs the real `tpgen` once launcher/main.c exists; until then a stand-in main
+# that dispatches to launcher/cmd_tokenize.c the same way.
+if(EXISTS ${CMAKE_SOURCE_DIR}/launcher/main.c)
+  set(TOK_CLI $<TARGET_FILE:tpgen>)
+else()
+  add_executable(tpgen_tokenize_driver ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/cli_driver.c
+                                       ${CMAKE_SOURCE_DIR}/launcher/cmd_tokenize.c)
+  target_link_libraries(tpgen_tokenize_driver PRIVATE tpgen_engine)
+  set(TOK_CLI $<TARGET_FILE:tpgen_tokenize_driver>)
+endif()
+
+add_test(NAME tokenizer_hf_corpus
+         COMMAND test_tokenizer encode ${TOK_DATA}/codegen ${TOK_DATA}/hf_corpus.jsonl)
+add_test(NAME tokenizer_shared_cases
+         COMMAND test_tokenizer encode ${TOK_DATA}/codegen ${TOK_DATA}/cases.jsonl)
+add_test(NAME tokenizer_hf_decode
+         COMMAND test_tokenizer decode ${TOK_DATA}/codegen ${TOK_DATA}/hf_decode.jsonl)
+add_test(NAME tokenizer_truncate COMMAND test_tokenizer truncate ${TOK_DATA}/hf_truncate.jsonl)
+add_test(NAME tokenizer_json_small
+         COMMAND test_tokenizer encode ${TOK_DATA}/small ${TOK_DATA}/small_corpus.jsonl)
+add_test(NAME tokenizer_json_small_decode
+         COMMAND test_tokenizer decode ${TOK_DATA}/small ${TOK_DATA}/small_decode.jsonl)
+add_test(NAME tokenizer_fuzz COMMAND test_tokenizer fuzz ${TOK_DATA}/codegen 1 3000)
+add_test(NAME tokenizer_unit
+         COMMAND test_tokenizer unit ${TOK_DATA}/codegen ${TOK_DATA}/small ${TOK_TMP})
+add_test(NAME tokenizer_cli COMMAND test_tokenizer cli ${TOK_CLI} ${TOK_DATA} ${TOK_TMP})
+set_tests_properties(tokenizer_hf_corpus tokenizer_shared_cases tokenizer_hf_decode tokenizer_truncate
+                     tokenizer_json_small tokenizer_json_small_decode tokenizer_fuzz tokenizer_unit tokenizer_cli
+                     PROPERTIES LABELS tokenizer TIMEOUT 120)
