@@ -82,6 +82,11 @@ static size_t cuda_mem_available(tp_backend *b) {
     return fr;
 }
 
+/* Device-to-device, ordered on the stream like an op (capturable). */
+static void cuda_copy(tp_backend *b, void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, tpc(b)->stream));
+}
+
 static void cuda_sync(tp_backend *b) {
     CUDA_CHECK(cudaStreamSynchronize(tpc(b)->stream));
     CUDA_CHECK(cudaGetLastError());
@@ -290,6 +295,7 @@ tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t e
     b->to_device = cuda_to_device;
     b->to_host = cuda_to_host;
     b->sync = cuda_sync;
+    b->copy = cuda_copy;
     b->host_alloc = cuda_host_alloc;
     b->host_free = cuda_host_free;
     b->upload = cuda_upload;

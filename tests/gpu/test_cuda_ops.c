@@ -1,0 +1,747 @@
+/* Every op of the CUDA backend against the CPU backend (the f32 reference), for F16 and BF16.
+ *
+ * usage: test_cuda_ops [SEED]      (default: a fresh seed, printed so a failure can be rerun)
+ *        test_cuda_ops --oom       (alloc far more than the device has: must die with the sizes)
+ * Exits 77 (ctest SKIPPED) when no CUDA GPU is visible.
+ *
+ * Each case draws fresh random inputs, rounds them to the GPU's dtype (so both backends see the
+ * same numbers), runs the op on both, and compares the GPU result with the normalised mean
+ * square error NMSE = sum (gpu - cpu)^2 / sum cpu^2 against a bound set per dtype (see
+ * tol_act). Output buffers are poisoned with NaN bytes before the GPU runs, and every output is
+ * checked for NaN/inf, so an element the GPU never wrote cannot pass. Shapes cover the GEMV and
+ * cuBLAS paths, vector and scalar element paths, paged KV caches with scattered block tables,
+ * decode with split contexts up to 2048, prefill tiles, mixed prefill + decode steps, and
+ * CUDA-graph capture and replay. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/backend.h"
+#include "kernels/dtype.h"
+
+static tp_backend *g_cpu, *g_gpu;
+static int g_fail, g_checks;
+static uint64_t g_rng;
+
+/* NMSE bounds for results stored in the activation dtype. Rounding one value to F16 (unit
+ * roundoff 2^-11) gives an NMSE of about (2^-11)^2 / 3 ~ 8e-8; to BF16 (2^-8), ~5e-6. The ops
+ * here round once to three times and sum in a different f32 order than the CPU (~1e-7
+ * relative), so the bounds are ~10x the one-rounding level: a wrong element of size ~1 in a
+ * few thousand already exceeds them. */
+static double tol_act(tp_dtype dt) { return dt == TP_F16 ? 1e-6 : 6e-5; }
+/* f32 results from identical F16/BF16 inputs (matmul_f32out): the products are exact in f32 and
+ * only the summation order differs (relative ~sqrt(K) 2^-24, NMSE ~1e-12). */
+#define TOL_F32 1e-9
+
+/* ---- random numbers (xorshift64*) ---- */
+static uint64_t rnd64(void) {
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 2685821657736338717ull;
+}
+static double rnd_u(void) { return ((rnd64() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static float rnd_n(void) { return (float)(sqrt(-2.0 * log(rnd_u())) * cos(6.283185307179586 * rnd_u())); }
+static int rnd_int(int n) { return (int)(rnd64() % (uint64_t)n); }
+
+static float *randn_act(size_t n, float scale) { /* N(0, scale^2), rounded to the GPU dtype */
+    float *x = malloc((n ? n : 1) * sizeof(float));
+    uint16_t *t = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = scale * rnd_n();
+    tp_convert_from_f32(t, g_gpu->act, x, n);
+    tp_convert_to_f32(x, t, g_gpu->act, n);
+    free(t);
+    return x;
+}
+
+/* ---- buffers on a backend ---- */
+static size_t es(tp_backend *b) { return tp_dtype_size(b->act); }
+static void *dev_from(tp_backend *b, const float *h, size_t n) {
+    void *d = b->alloc(b, n * es(b) + 16, "test buffer");
+    b->upload(b, d, h, TP_F32, n);
+    return d;
+}
+static void dev_to(tp_backend *b, float *h, const void *d, size_t n) {
+    void *t = malloc(n * sizeof(float) + 1); /* room for any dtype (keeps -Warray-bounds quiet) */
+    b->to_host(b, t, d, n * es(b));
+    tp_convert_to_f32(h, t, b->act, n);
+    free(t);
+}
+static void *dev_raw(tp_backend *b, const void *h, size_t bytes) {
+    void *d = b->alloc(b, bytes + 16, "test buffer");
+    if (bytes) b->to_device(b, d, h, bytes);
+    return d;
+}
+static void poison(tp_backend *b, void *d, size_t bytes) { /* 0xFF bytes: NaN in F32, F16 and BF16 */
+    void *t = malloc(bytes + 1);
+    memset(t, 0xff, bytes);
+    b->to_device(b, d, t, bytes);
+    free(t);
+}
+
+/* ---- checks ---- */
+static void check_nmse(const char *what, const float *got, const float *ref, size_t n, double tol) {
+    size_t bad = 0, first_bad = 0;
+    double num = 0, den = 0, worst = 0;
+    size_t worst_i = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) || !isfinite(ref[i])) {
+            if (!bad) first_bad = i;
+            bad++;
+            continue;
+        }
+        double d = (double)got[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+        if (fabs(d) > worst) { worst = fabs(d); worst_i = i; }
+    }
+    double nmse = den > 0 ? num / den : num;
+    int ok = bad == 0 && nmse <= tol;
+    g_checks++;
+    if (!ok) g_fail++;
+    printf("%-5s %-58s nmse %.2e (<= %.0e) max|d| %.2e %s\n", tp_dtype_name(g_gpu->act), what, nmse, tol, worst,
+           ok ? "ok" : "FAIL");
+    if (bad)
+        printf("      %zu non-finite values, first at %zu: gpu %g cpu %g\n", bad, first_bad, got[first_bad],
+               ref[first_bad]);
+    else if (!ok)
+        printf("      worst at %zu: gpu %.6g cpu %.6g\n", worst_i, got[worst_i], ref[worst_i]);
+}
+
+static void check_true(const char *what, int ok, const char *detail) {
+    g_checks++;
+    if (!ok) g_fail++;
+    printf("%-5s %-58s %s%s%s\n", tp_dtype_name(g_gpu->act), what, ok ? "ok" : "FAIL", ok ? "" : ": ",
+           ok ? "" : detail);
+}
+
+/* ---- element-wise ops ---- */
+static void test_embed(int T, int E, int V) {
+    float *wte = randn_act((size_t)V * E, 1.0f);
+    int32_t *ids = malloc(T * sizeof(int32_t));
+    for (int t = 0; t < T; t++) ids[t] = rnd_int(V);
+    float *ref = malloc((size_t)T * E * sizeof(float)), *got = malloc((size_t)T * E * sizeof(float));
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        void *w = dev_from(b, wte, (size_t)V * E), *x = b->alloc(b, (size_t)T * E * es(b), "x");
+        int32_t *di = dev_raw(b, ids, T * sizeof(int32_t));
+        poison(b, x, (size_t)T * E * es(b));
+        b->embed(b, x, w, di, T, E);
+        dev_to(b, k ? got : ref, x, (size_t)T * E);
+        b->free(b, w); b->free(b, x); b->free(b, di);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "embed T=%d E=%d V=%d (exact)", T, E, V);
+    check_nmse(what, got, ref, (size_t)T * E, 0.0);
+    free(wte); free(ids); free(ref); free(got);
+}
+
+static void test_layernorm(int T, int E, int in_place) {
+    float *x = randn_act((size_t)T * E, 2.0f), *g = randn_act(E, 1.0f), *be = randn_act(E, 0.5f);
+    for (size_t i = 0; i < (size_t)T * E; i++) x[i] += 3.0f; /* a mean to remove */
+    float *ref = malloc((size_t)T * E * sizeof(float)), *got = malloc((size_t)T * E * sizeof(float));
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        void *dx = dev_from(b, x, (size_t)T * E), *dg = dev_from(b, g, E), *db = dev_from(b, be, E);
+        void *dy = in_place ? dx : b->alloc(b, (size_t)T * E * es(b), "y");
+        if (!in_place) poison(b, dy, (size_t)T * E * es(b));
+        b->layernorm(b, dy, dx, dg, db, T, E, 1e-5f);
+        dev_to(b, k ? got : ref, dy, (size_t)T * E);
+        b->free(b, dx); b->free(b, dg); b->free(b, db);
+        if (!in_place) b->free(b, dy);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "layernorm T=%d E=%d%s", T, E, in_place ? " in place" : "");
+    check_nmse(what, got, ref, (size_t)T * E, tol_act(g_gpu->act));
+    free(x); free(g); free(be); free(ref); free(got);
+}
+
+static void test_gelu_add(size_t n, size_t offset) {
+    float *x = randn_act(n + offset, 3.0f), *y = randn_act(n + offset, 1.0f);
+    float *ref = malloc((n + offset) * sizeof(float)), *got = malloc((n + offset) * sizeof(float));
+    float *ref2 = malloc((n + offset) * sizeof(float)), *got2 = malloc((n + offset) * sizeof(float));
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) { /* offset elements in: unaligned pointers take the scalar paths */
+        tp_backend *b = bs[k];
+        void *dx = dev_from(b, x, n + offset), *dy = dev_from(b, y, n + offset);
+        b->gelu_new(b, (char *)dx + offset * es(b), n);
+        dev_to(b, k ? got : ref, dx, n + offset);
+        b->add(b, (char *)dy + offset * es(b), (char *)dx + offset * es(b), n);
+        dev_to(b, k ? got2 : ref2, dy, n + offset);
+        b->free(b, dx); b->free(b, dy);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "gelu_new n=%zu offset=%zu", n, offset);
+    check_nmse(what, got, ref, n + offset, tol_act(g_gpu->act));
+    snprintf(what, sizeof what, "add n=%zu offset=%zu", n, offset);
+    check_nmse(what, got2, ref2, n + offset, tol_act(g_gpu->act));
+    free(x); free(y); free(ref); free(got); free(ref2); free(got2);
+}
+
+static void test_gather_rows(int n_src, int n, int E, int in_place) {
+    float *src = randn_act((size_t)n_src * E, 1.0f);
+    int32_t *rows = malloc(n * sizeof(int32_t));
+    for (int i = 0; i < n; i++) /* in place: rows[i] >= i, increasing (the engine's compaction) */
+        rows[i] = in_place ? (i == 0 ? rnd_int(2) : rows[i - 1] + 1 + rnd_int(2)) : rnd_int(n_src);
+    if (in_place && rows[n - 1] >= n_src) { fprintf(stderr, "bad gather case\n"); exit(1); }
+    size_t out_n = (size_t)(in_place ? n_src : n) * E;
+    float *ref = malloc(out_n * sizeof(float)), *got = malloc(out_n * sizeof(float));
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        void *ds = dev_from(b, src, (size_t)n_src * E);
+        void *dd = in_place ? ds : b->alloc(b, (size_t)n * E * es(b), "dst");
+        if (!in_place) poison(b, dd, (size_t)n * E * es(b));
+        b->gather_rows(b, dd, ds, rows, n, E);
+        dev_to(b, k ? got : ref, dd, in_place ? (size_t)n * E : out_n);
+        b->free(b, ds);
+        if (!in_place) b->free(b, dd);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "gather_rows %d of %d rows E=%d%s (exact)", n, n_src, E, in_place ? " in place" : "");
+    check_nmse(what, got, ref, (size_t)n * E, 0.0);
+    free(src); free(rows); free(ref); free(got);
+}
+
+/* ---- GEMM ---- */
+static void test_matmul(int T, int N, int K, int with_bias, int accumulate, int f32out) {
+    float *x = randn_act((size_t)T * K, 1.0f), *W = randn_act((size_t)N * K, (float)(1.0 / sqrt(K > 0 ? K : 1)));
+    float *bias = randn_act(N, 0.5f), *y0 = randn_act((size_t)T * N, 1.0f);
+    size_t ny = (size_t)T * N;
+    float *ref = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        void *dx = dev_from(b, x, (size_t)T * K);
+        void *dW = b->alloc(b, b->matrix_bytes(b, N, K), "W");
+        b->matrix_upload(b, dW, W, TP_F32, N, K);
+        void *db = with_bias ? dev_from(b, bias, N) : NULL;
+        if (f32out) {
+            float *dy = b->alloc(b, ny * sizeof(float), "y");
+            if (k) poison(b, dy, ny * sizeof(float));
+            b->matmul_f32out(b, dy, dx, dW, db, T, N, K);
+            b->to_host(b, k ? got : ref, dy, ny * sizeof(float));
+            b->free(b, dy);
+        } else {
+            void *dy = dev_from(b, y0, ny);
+            if (k && !accumulate) poison(b, dy, ny * es(b));
+            b->matmul(b, dy, dx, dW, db, T, N, K, accumulate);
+            dev_to(b, k ? got : ref, dy, ny);
+            b->free(b, dy);
+        }
+        b->free(b, dx); b->free(b, dW);
+        if (db) b->free(b, db);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%s T=%d N=%d K=%d%s%s", f32out ? "matmul_f32out" : "matmul", T, N, K,
+             with_bias ? " +bias" : "", accumulate ? " +=y" : "");
+    check_nmse(what, got, ref, ny, f32out ? TOL_F32 : tol_act(g_gpu->act));
+    free(x); free(W); free(bias); free(y0); free(ref); free(got);
+}
+
+/* ---- paged KV cache ----
+ * S sequences; sequence s has ctx[s] positions, in blocks placed at random physical ids. */
+typedef struct {
+    int S, bs, max_blocks, n_blocks, T, max_pos;
+    int32_t *bt;        /* [S, max_blocks] */
+    int32_t *pos, *seq; /* [T] */
+} kv_case;
+
+static void kv_case_make(kv_case *c, int S, const int *ctx, int bs, int max_blocks) {
+    c->S = S;
+    c->bs = bs;
+    c->max_blocks = max_blocks;
+    int total = 0;
+    for (int s = 0; s < S; s++) total += (ctx[s] + bs - 1) / bs;
+    c->n_blocks = total + 3; /* a few blocks nobody owns */
+    int *perm = malloc(c->n_blocks * sizeof(int));
+    for (int i = 0; i < c->n_blocks; i++) perm[i] = i;
+    for (int i = c->n_blocks - 1; i > 0; i--) {
+        int j = rnd_int(i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    c->bt = malloc((size_t)S * max_blocks * sizeof(int32_t));
+    int next = 0;
+    for (int s = 0; s < S; s++) {
+        int nb = (ctx[s] + bs - 1) / bs;
+        if (nb > max_blocks) { fprintf(stderr, "kv case: context %d > table\n", ctx[s]); exit(1); }
+        for (int j = 0; j < max_blocks; j++) c->bt[s * max_blocks + j] = j < nb ? perm[next++] : -1;
+    }
+    free(perm);
+    c->T = 0;
+    c->pos = NULL;
+    c->seq = NULL;
+}
+
+static void kv_case_tokens(kv_case *c, int T, const int *seq, const int *pos) {
+    c->T = T;
+    c->pos = malloc(T * sizeof(int32_t));
+    c->seq = malloc(T * sizeof(int32_t));
+    c->max_pos = 0;
+    for (int t = 0; t < T; t++) {
+        c->pos[t] = pos[t];
+        c->seq[t] = seq[t];
+        if (pos[t] > c->max_pos) c->max_pos = pos[t];
+    }
+}
+
+static void kv_case_free(kv_case *c) { free(c->bt); free(c->pos); free(c->seq); }
+
+typedef struct {
+    int32_t *pos, *seq, *bt;
+    tp_step st;
+} dev_step;
+
+static void dev_step_make(tp_backend *b, dev_step *d, const kv_case *c) {
+    d->pos = dev_raw(b, c->pos, c->T * sizeof(int32_t));
+    d->seq = dev_raw(b, c->seq, c->T * sizeof(int32_t));
+    d->bt = dev_raw(b, c->bt, (size_t)c->S * c->max_blocks * sizeof(int32_t));
+    d->st = (tp_step){c->T, c->S, c->bs, c->max_blocks, c->max_pos, d->pos, d->seq, d->bt};
+}
+static void dev_step_free(tp_backend *b, dev_step *d) { b->free(b, d->pos); b->free(b, d->seq); b->free(b, d->bt); }
+
+/* rotary_kv_write: compares the rotated qkv and every cache slot (written slots must match the
+ * CPU; the others must still hold the poison). */
+static void test_rotary(const char *name, kv_case *c, int Hl, int D, int R) {
+    const size_t nq = (size_t)c->T * 3 * Hl * D, nc = (size_t)c->n_blocks * c->bs * Hl * D;
+    float *qkv = randn_act(nq, 1.0f);
+    float *ref_q = malloc(nq * sizeof(float)), *got_q = malloc(nq * sizeof(float));
+    float *ref_k = malloc(nc * sizeof(float)), *got_k = malloc(nc * sizeof(float));
+    float *ref_v = malloc(nc * sizeof(float)), *got_v = malloc(nc * sizeof(float));
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        dev_step d;
+        dev_step_make(b, &d, c);
+        void *dq = dev_from(b, qkv, nq);
+        void *kc = b->alloc(b, nc * es(b), "k cache"), *vc = b->alloc(b, nc * es(b), "v cache");
+        poison(b, kc, nc * es(b));
+        poison(b, vc, nc * es(b));
+        b->rotary_kv_write(b, dq, kc, vc, &d.st, Hl, D, R);
+        dev_to(b, k ? got_q : ref_q, dq, nq);
+        dev_to(b, k ? got_k : ref_k, kc, nc);
+        dev_to(b, k ? got_v : ref_v, vc, nc);
+        dev_step_free(b, &d);
+        b->free(b, dq); b->free(b, kc); b->free(b, vc);
+    }
+    /* written slots: compact them out; unwritten: must be NaN on both */
+    size_t HD = (size_t)Hl * D, nw = 0, untouched_bad = 0;
+    char *written = calloc((size_t)c->n_blocks * c->bs, 1);
+    for (int t = 0; t < c->T; t++) {
+        int p = c->pos[t];
+        written[(size_t)c->bt[c->seq[t] * c->max_blocks + p / c->bs] * c->bs + p % c->bs] = 1;
+    }
+    float *wk_r = malloc(nc * sizeof(float)), *wk_g = malloc(nc * sizeof(float));
+    float *wv_r = malloc(nc * sizeof(float)), *wv_g = malloc(nc * sizeof(float));
+    for (size_t s = 0; s < (size_t)c->n_blocks * c->bs; s++) {
+        for (size_t e = 0; e < HD; e++) {
+            size_t i = s * HD + e;
+            if (written[s]) {
+                wk_r[nw] = ref_k[i]; wk_g[nw] = got_k[i]; wv_r[nw] = ref_v[i]; wv_g[nw] = got_v[i];
+                nw++;
+            } else if (!isnan(got_k[i]) || !isnan(got_v[i])) {
+                untouched_bad++;
+            }
+        }
+    }
+    char what[128];
+    snprintf(what, sizeof what, "rotary q,k %s Hl=%d D=%d R=%d", name, Hl, D, R);
+    check_nmse(what, got_q, ref_q, nq, tol_act(g_gpu->act));
+    snprintf(what, sizeof what, "rotary k cache %s", name);
+    check_nmse(what, wk_g, wk_r, nw, tol_act(g_gpu->act));
+    snprintf(what, sizeof what, "rotary v cache %s (exact)", name);
+    check_nmse(what, wv_g, wv_r, nw, 0.0);
+    snprintf(what, sizeof what, "rotary leaves other slots alone %s", name);
+    char det[64];
+    snprintf(det, sizeof det, "%zu elements of unwritten slots changed", untouched_bad);
+    check_true(what, untouched_bad == 0, det);
+    free(written); free(wk_r); free(wk_g); free(wv_r); free(wv_g);
+    free(qkv); free(ref_q); free(got_q); free(ref_k); free(got_k); free(ref_v); free(got_v);
+}
+
+/* attention over caches filled with random K/V (every slot, written or not by this step). */
+static void test_attention(const char *name, kv_case *c, int Hl, int D) {
+    const size_t nq = (size_t)c->T * 3 * Hl * D, nc = (size_t)c->n_blocks * c->bs * Hl * D;
+    const size_t no = (size_t)c->T * Hl * D;
+    float *qkv = randn_act(nq, 1.0f), *kc = randn_act(nc, 1.0f), *vc = randn_act(nc, 1.0f);
+    float *ref = malloc(no * sizeof(float)), *got = malloc(no * sizeof(float));
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        dev_step d;
+        dev_step_make(b, &d, c);
+        void *dq = dev_from(b, qkv, nq), *dk = dev_from(b, kc, nc), *dv = dev_from(b, vc, nc);
+        void *out = b->alloc(b, no * es(b), "attention out");
+        poison(b, out, no * es(b));
+        b->attention(b, out, dq, dk, dv, &d.st, Hl, D);
+        dev_to(b, k ? got : ref, out, no);
+        dev_step_free(b, &d);
+        b->free(b, dq); b->free(b, dk); b->free(b, dv); b->free(b, out);
+    }
+    char what[128];
+    snprintf(what, sizeof what, "attention %s T=%d S=%d Hl=%d D=%d", name, c->T, c->S, Hl, D);
+    check_nmse(what, got, ref, no, tol_act(g_gpu->act));
+    free(qkv); free(kc); free(vc); free(ref); free(got);
+}
+
+static void attn_cases(void) {
+    kv_case c;
+    { /* decode: 4 sequences, one token each, contexts from 1 to 1001, tokens not in seq order */
+        int ctx[4] = {18, 1, 301, 1001}, seq[4] = {0, 1, 3, 2}, pos[4] = {17, 0, 1000, 300};
+        kv_case_make(&c, 4, ctx, 16, 64);
+        kv_case_tokens(&c, 4, seq, pos);
+        test_attention("decode", &c, 2, 64);
+        test_rotary("decode", &c, 2, 64, 32);
+        test_attention("decode D=24", &c, 3, 24);
+        test_attention("decode D=10 (pairs)", &c, 2, 10);
+        test_rotary("decode D=10", &c, 2, 10, 10);
+        test_attention("decode D=8", &c, 4, 8);
+        kv_case_free(&c);
+    }
+    { /* long context: one token at 2047, D = 256 (CodeGen-16B heads), splits across blocks */
+        int ctx[2] = {2048, 700}, seq[2] = {0, 1}, pos[2] = {2047, 699};
+        kv_case_make(&c, 2, ctx, 16, 128);
+        kv_case_tokens(&c, 2, seq, pos);
+        test_attention("long context 2048", &c, 2, 256);
+        test_rotary("long context", &c, 2, 256, 64);
+        kv_case_free(&c);
+    }
+    { /* decode kernel with 2 tokens per sequence (T <= 2S) */
+        int ctx[3] = {40, 9, 130}, seq[6] = {0, 0, 1, 1, 2, 2}, pos[6] = {38, 39, 7, 8, 128, 129};
+        kv_case_make(&c, 3, ctx, 8, 32);
+        kv_case_tokens(&c, 6, seq, pos);
+        test_attention("2 tokens/seq", &c, 2, 64);
+        kv_case_free(&c);
+    }
+    { /* prefill from position 0, block size 5 */
+        int ctx[1] = {100}, seq[100], pos[100];
+        for (int t = 0; t < 100; t++) { seq[t] = 0; pos[t] = t; }
+        kv_case_make(&c, 1, ctx, 5, 32);
+        kv_case_tokens(&c, 100, seq, pos);
+        test_attention("prefill", &c, 3, 64);
+        test_rotary("prefill", &c, 3, 64, 16);
+        test_attention("prefill D=256", &c, 1, 256);
+        test_attention("prefill D=10", &c, 2, 10);
+        kv_case_free(&c);
+    }
+    { /* chunked prefill: 40 tokens at 60..99 over 60 cached ones */
+        int ctx[1] = {100}, seq[40], pos[40];
+        for (int t = 0; t < 40; t++) { seq[t] = 0; pos[t] = 60 + t; }
+        kv_case_make(&c, 1, ctx, 16, 8);
+        kv_case_tokens(&c, 40, seq, pos);
+        test_attention("chunked prefill", &c, 2, 64);
+        kv_case_free(&c);
+    }
+    { /* mixed: a prefill chunk of seq 0 with decode tokens of seqs 1 and 2 between its tokens */
+        int ctx[3] = {50, 501, 78}, seq[42], pos[42], T = 0;
+        for (int i = 0; i < 40; i++) {
+            if (i == 7) { seq[T] = 1; pos[T++] = 500; }
+            if (i == 23) { seq[T] = 2; pos[T++] = 77; }
+            seq[T] = 0;
+            pos[T++] = 10 + i;
+        }
+        kv_case_make(&c, 3, ctx, 16, 40);
+        kv_case_tokens(&c, T, seq, pos);
+        test_attention("mixed prefill+decode", &c, 2, 64);
+        test_rotary("mixed", &c, 2, 64, 64);
+        kv_case_free(&c);
+    }
+}
+
+/* ---- logits_stats ---- */
+static void test_logits(int rows, int ld, int n_valid, int k, int use_targets, int ties) {
+    size_t n = (size_t)rows * ld;
+    float *l = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        size_t c = i % ld;
+        float v = 3.0f * rnd_n();
+        if (ties) v = roundf(v * 4.0f) / 4.0f; /* many equal values: ties go to the lower column */
+        l[i] = c < (size_t)n_valid ? v : 1e30f; /* padding must never count */
+    }
+    if (rows > 1)
+        for (int c = 0; c < n_valid; c++) l[(size_t)ld + c] = (c % 3 == 0) ? -0.0f : 0.0f; /* all equal */
+    if (rows > 2) l[2 * (size_t)ld + 1] = -INFINITY;
+    int32_t *tg = malloc(rows * sizeof(int32_t));
+    for (int r = 0; r < rows; r++) tg[r] = r % 4 == 1 ? -1 : r % 4 == 2 ? n_valid : rnd_int(n_valid);
+    float *mx[2], *se[2], *tv[2], *tgt[2];
+    int32_t *ti[2];
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k2 = 0; k2 < 2; k2++) {
+        tp_backend *b = bs[k2];
+        mx[k2] = malloc(rows * sizeof(float));
+        se[k2] = malloc(rows * sizeof(float));
+        tgt[k2] = malloc(rows * sizeof(float));
+        tv[k2] = malloc(((size_t)rows * k + 1) * sizeof(float));
+        ti[k2] = malloc(((size_t)rows * k + 1) * sizeof(int32_t));
+        memset(tv[k2], 0x55, ((size_t)rows * k + 1) * sizeof(float));
+        memset(ti[k2], 0x55, ((size_t)rows * k + 1) * sizeof(int32_t));
+        float *dl = dev_raw(b, l, n * sizeof(float));
+        b->logits_stats(b, dl, rows, ld, n_valid, k, use_targets ? tg : NULL, mx[k2], se[k2], tv[k2], ti[k2], tgt[k2]);
+        b->free(b, dl);
+    }
+    int bad_mx = 0, bad_se = 0, bad_top = 0, bad_tgt = 0;
+    for (int r = 0; r < rows; r++) {
+        bad_mx += mx[1][r] != mx[0][r];
+        bad_se += !(fabsf(se[1][r] - se[0][r]) <= 1e-5f * fabsf(se[0][r])); /* f32 vs double sum */
+        if (use_targets) bad_tgt += !(tgt[1][r] == tgt[0][r] || (isnan(tgt[1][r]) && isnan(tgt[0][r])));
+        else bad_tgt += !isnan(tgt[1][r]);
+        for (int j = 0; j < k; j++) {
+            size_t i = (size_t)r * k + j;
+            bad_top += ti[1][i] != ti[0][i] || !(tv[1][i] == tv[0][i]);
+        }
+    }
+    char what[128], det[128];
+    snprintf(what, sizeof what, "logits_stats rows=%d ld=%d valid=%d k=%d%s%s", rows, ld, n_valid, k,
+             ties ? " ties" : "", use_targets ? " targets" : "");
+    snprintf(det, sizeof det, "rows with wrong max %d, sumexp %d, target %d; wrong top-k entries %d", bad_mx, bad_se,
+             bad_tgt, bad_top);
+    check_true(what, !bad_mx && !bad_se && !bad_top && !bad_tgt, det);
+    for (int k2 = 0; k2 < 2; k2++) { free(mx[k2]); free(se[k2]); free(tv[k2]); free(ti[k2]); free(tgt[k2]); }
+    free(l); free(tg);
+}
+
+/* ---- upload, copies, fill_random ---- */
+static void test_upload(size_t n) {
+    float *src = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) src[i] = 4.0f * rnd_n();
+    uint16_t *h16 = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+    float *ref = malloc(n * sizeof(float)), *gotf = malloc(n * sizeof(float));
+    tp_dtype st[3] = {TP_F32, TP_F16, TP_BF16};
+    for (int i = 0; i < 3; i++) {
+        const void *h = src;
+        if (st[i] != TP_F32) { tp_convert_from_f32(h16, st[i], src, n); h = h16; }
+        tp_convert_to_f32(ref, h, st[i], n); /* the value as the checkpoint holds it */
+        tp_convert_from_f32(want, g_gpu->act, ref, n);
+        void *d = g_gpu->alloc(g_gpu, n * 2, "upload");
+        poison(g_gpu, d, n * 2);
+        g_gpu->upload(g_gpu, d, h, st[i], n);
+        g_gpu->to_host(g_gpu, got, d, n * 2);
+        g_gpu->free(g_gpu, d);
+        size_t bad = 0;
+        for (size_t j = 0; j < n; j++) bad += got[j] != want[j];
+        char what[96], det[64];
+        snprintf(what, sizeof what, "upload %zu %s -> %s (bit-exact rounding)", n, tp_dtype_name(st[i]),
+                 tp_dtype_name(g_gpu->act));
+        snprintf(det, sizeof det, "%zu elements differ", bad);
+        check_true(what, bad == 0, det);
+    }
+    /* raw bytes through both staging buffers and back, and a device copy */
+    size_t bytes = n * sizeof(float);
+    void *d = g_gpu->alloc(g_gpu, bytes, "roundtrip"), *d2 = g_gpu->alloc(g_gpu, bytes, "roundtrip copy");
+    g_gpu->to_device(g_gpu, d, src, bytes);
+    poison(g_gpu, d2, bytes);
+    g_gpu->copy(g_gpu, d2, d, bytes);
+    g_gpu->to_host(g_gpu, gotf, d2, bytes);
+    g_gpu->free(g_gpu, d);
+    g_gpu->free(g_gpu, d2);
+    char what[96];
+    snprintf(what, sizeof what, "to_device + copy + to_host %zu bytes (exact)", bytes);
+    check_true(what, memcmp(gotf, src, bytes) == 0, "bytes differ");
+    free(src); free(h16); free(want); free(got); free(ref); free(gotf);
+}
+
+static void test_fill_random(size_t n) {
+    float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float)), *got2 = malloc(n * sizeof(float));
+    uint16_t *t = malloc(n * sizeof(float));
+    void *c = g_cpu->alloc(g_cpu, n * sizeof(float), "fill");
+    g_cpu->fill_random(g_cpu, c, n, 1234, 0.25f, 2.0f);
+    g_cpu->to_host(g_cpu, ref, c, n * sizeof(float));
+    g_cpu->free(g_cpu, c);
+    tp_convert_from_f32(t, g_gpu->act, ref, n); /* the CPU's draws, rounded like the GPU stores them */
+    tp_convert_to_f32(ref, t, g_gpu->act, n);
+    void *d = g_gpu->alloc(g_gpu, n * 2, "fill");
+    poison(g_gpu, d, n * 2);
+    g_gpu->fill_random(g_gpu, d, n, 1234, 0.25f, 2.0f);
+    dev_to(g_gpu, got, d, n);
+    g_gpu->fill_random(g_gpu, d, n, 1235, 0.25f, 2.0f);
+    dev_to(g_gpu, got2, d, n);
+    g_gpu->free(g_gpu, d);
+    char what[96];
+    snprintf(what, sizeof what, "fill_random n=%zu (same generator as the CPU)", n);
+    check_nmse(what, got, ref, n, 1e-10); /* double log/cos may differ in the last bit: rare 1-ulp flips */
+    double m = 0, v = 0;
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++) { m += got2[i]; same += got2[i] == got[i]; }
+    m /= n;
+    for (size_t i = 0; i < n; i++) v += (got2[i] - m) * (got2[i] - m);
+    v = sqrt(v / n);
+    char det[128];
+    snprintf(det, sizeof det, "seed 1235: mean %.4f std %.4f, %zu of %zu equal to seed 1234", m, v, same, n);
+    /* mean 0.25 +- 5 sigma of 2/sqrt(n); std 2 within 2% */
+    check_true("fill_random other seed: new draws, right moments",
+               fabs(m - 0.25) < 5 * 2.0 / sqrt((double)n) && fabs(v - 2.0) < 0.04 && same < n / 50, det);
+    free(ref); free(got); free(got2); free(t);
+}
+
+/* ---- CUDA graphs: capture runs the step once; replay sees new inputs; decode attention
+ * captured at a short context stays right when replayed at a longer one. ---- */
+static void test_graphs(void) {
+    const int T = 3, E = 64, N = 64;
+    float *x = randn_act((size_t)T * E, 1.0f), *x2 = randn_act((size_t)T * E, 1.0f);
+    float *g = randn_act(E, 1.0f), *be = randn_act(E, 0.1f), *W = randn_act((size_t)N * E, 0.125f);
+    float *h = randn_act((size_t)T * N, 1.0f);
+    float *ref1 = malloc((size_t)T * N * sizeof(float)), *ref2 = malloc((size_t)T * N * sizeof(float));
+    float *got1 = malloc((size_t)T * N * sizeof(float)), *got2 = malloc((size_t)T * N * sizeof(float));
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        void *dx = dev_from(b, x, (size_t)T * E), *dg = dev_from(b, g, E), *db = dev_from(b, be, E);
+        void *dW = b->alloc(b, b->matrix_bytes(b, N, E), "W"), *dh = dev_from(b, h, (size_t)T * N);
+        void *ln = b->alloc(b, (size_t)T * E * es(b), "ln"), *z = b->alloc(b, (size_t)T * N * es(b), "z");
+        b->matrix_upload(b, dW, W, TP_F32, N, E);
+        for (int rep = 0; rep < 2; rep++) {
+            if (rep == 1) b->upload(b, dx, x2, TP_F32, (size_t)T * E); /* a new input for the same graph */
+            int launched = k && rep == 1 && b->graph_launch(b, 7);
+            if (!launched) {
+                if (k) b->graph_begin(b, 7);
+                b->layernorm(b, ln, dx, dg, db, T, E, 1e-5f);
+                b->matmul(b, z, ln, dW, NULL, T, N, E, 0);
+                b->add(b, dh, z, (size_t)T * N);
+                if (k) b->graph_end(b, 7);
+            }
+            dev_to(b, k ? (rep ? got2 : got1) : (rep ? ref2 : ref1), dh, (size_t)T * N);
+        }
+        if (k) check_true("graph_launch of an unknown key returns 0", b->graph_launch(b, 8) == 0, "returned 1");
+        b->free(b, dx); b->free(b, dg); b->free(b, db); b->free(b, dW); b->free(b, dh); b->free(b, ln); b->free(b, z);
+    }
+    check_nmse("graph: capture runs the step once (h += f(x))", got1, ref1, (size_t)T * N, tol_act(g_gpu->act));
+    check_nmse("graph: replay with new x (h += f(x'))", got2, ref2, (size_t)T * N, 2 * tol_act(g_gpu->act));
+    free(x); free(x2); free(g); free(be); free(W); free(h); free(ref1); free(ref2); free(got1); free(got2);
+
+    /* decode graph: capture at positions ~10, replay at ~900 and ~2000 */
+    const int S = 2, Hl = 2, D = 64, R = 32, bsz = 16, MB = 128;
+    int ctx[2] = {2048, 2048};
+    kv_case c;
+    kv_case_make(&c, S, ctx, bsz, MB);
+    int seq[2] = {0, 1}, pos_a[2] = {10, 5}, pos_b[2] = {900, 333}, pos_c[2] = {2000, 2047};
+    kv_case_tokens(&c, 2, seq, pos_a);
+    const size_t nq = (size_t)S * 3 * Hl * D, nc = (size_t)c.n_blocks * bsz * Hl * D, no = (size_t)S * Hl * D;
+    float *kc = randn_act(nc, 1.0f), *vc = randn_act(nc, 1.0f);
+    float *q[3] = {randn_act(nq, 1.0f), randn_act(nq, 1.0f), randn_act(nq, 1.0f)};
+    int *pp[3] = {pos_a, pos_b, pos_c};
+    float *ref[3], *got[3];
+    for (int i = 0; i < 3; i++) { ref[i] = malloc(no * sizeof(float)); got[i] = malloc(no * sizeof(float)); }
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        dev_step d;
+        dev_step_make(b, &d, &c);
+        void *dq = b->alloc(b, nq * es(b), "qkv"), *dk = dev_from(b, kc, nc), *dv = dev_from(b, vc, nc);
+        void *out = b->alloc(b, no * es(b), "out");
+        for (int i = 0; i < 3; i++) {
+            int32_t p32[2] = {pp[i][0], pp[i][1]};
+            b->to_device(b, d.pos, p32, sizeof p32);
+            b->upload(b, dq, q[i], TP_F32, nq);
+            if (k) poison(b, out, no * es(b));
+            tp_step st = d.st;
+            st.max_pos = p32[0] > p32[1] ? p32[0] : p32[1];
+            if (!(k && i > 0 && b->graph_launch(b, 1))) {
+                if (k) b->graph_begin(b, 1);
+                b->rotary_kv_write(b, dq, dk, dv, &st, Hl, D, R);
+                b->attention(b, out, dq, dk, dv, &st, Hl, D);
+                if (k) b->graph_end(b, 1);
+            }
+            dev_to(b, k ? got[i] : ref[i], out, no);
+        }
+        dev_step_free(b, &d);
+        b->free(b, dq); b->free(b, dk); b->free(b, dv); b->free(b, out);
+    }
+    const char *names[3] = {"graph: decode captured at pos 10", "graph: same decode graph replayed at pos 900",
+                            "graph: same decode graph replayed at pos 2047"};
+    for (int i = 0; i < 3; i++) check_nmse(names[i], got[i], ref[i], no, tol_act(g_gpu->act));
+    for (int i = 0; i < 3; i++) { free(ref[i]); free(got[i]); free(q[i]); }
+    free(kc); free(vc);
+    kv_case_free(&c);
+}
+
+static void run_all(void) {
+    test_upload((size_t)5 << 20); /* 20 MB of f32: more than one 16 MiB staging buffer */
+    test_fill_random(100003);
+    test_embed(7, 64, 50);
+    test_embed(5, 36, 11);
+    test_layernorm(1, 64, 0);
+    test_layernorm(5, 1000, 1);
+    test_layernorm(3, 6144, 0);
+    test_layernorm(4, 36, 0);
+    test_gelu_add(1, 0);
+    test_gelu_add(12345, 0);
+    test_gelu_add(4099, 3);
+    test_gather_rows(12, 5, 64, 0);
+    test_gather_rows(40, 20, 36, 1);
+    test_gather_rows(600, 300, 16, 0); /* more rows than one launch carries */
+    /* GEMV path (T <= 4, K % 8 == 0) and cuBLAS path (T > 4 or K % 8 != 0) */
+    test_matmul(1, 1, 8, 0, 0, 0);
+    test_matmul(1, 300, 64, 1, 0, 0);
+    test_matmul(1, 777, 1024, 1, 1, 0);
+    test_matmul(2, 33, 200, 0, 1, 0);
+    test_matmul(3, 513, 512, 1, 0, 0);
+    test_matmul(4, 64, 96, 0, 0, 0);
+    test_matmul(2, 50, 36, 1, 0, 0);
+    test_matmul(5, 128, 256, 1, 1, 0);
+    test_matmul(17, 200, 64, 1, 0, 0);
+    test_matmul(64, 512, 512, 0, 1, 0);
+    test_matmul(130, 96, 1000, 1, 0, 0);
+    test_matmul(1, 1000, 256, 1, 0, 1);
+    test_matmul(3, 515, 128, 1, 0, 1);
+    test_matmul(7, 333, 128, 1, 0, 1);
+    test_matmul(40, 258, 64, 0, 0, 1);
+    attn_cases();
+    test_logits(1, 1000, 990, 5, 1, 0);
+    test_logits(4, 1000, 990, 64, 1, 1);
+    test_logits(3, 300, 10, 64, 1, 0); /* fewer valid columns than k: -inf / -1 fill */
+    test_logits(5, 515, 515, 1, 0, 1);
+    test_logits(2, 51200, 51200, 64, 1, 1);
+    test_logits(33, 2000, 1999, 0, 1, 0);
+    test_graphs();
+}
+
+int main(int argc, char **argv) {
+    int n_dev = tp_backend_cuda_device_count();
+    if (n_dev == 0) {
+        printf("SKIPPED: no CUDA GPU is visible\n");
+        return 77;
+    }
+    if (argc > 1 && strcmp(argv[1], "--oom") == 0) {
+        char err[512];
+        tp_backend *b = tp_backend_cuda_create(0, TP_F16, err, sizeof err);
+        if (!b) { fprintf(stderr, "%s\n", err); return 2; }
+        b->alloc(b, (size_t)1 << 52, "a 4 PiB test buffer"); /* dies with the sizes */
+        printf("alloc of 4 PiB returned\n");
+        return 0;
+    }
+    g_rng = argc > 1 ? strtoull(argv[1], NULL, 10) : (uint64_t)time(NULL);
+    printf("seed %llu (rerun: test_cuda_ops %llu); %d GPU(s)\n", (unsigned long long)g_rng,
+           (unsigned long long)g_rng, n_dev);
+    if (!g_rng) g_rng = 1;
+    g_cpu = tp_backend_cpu_create(2);
+
+    char err[512];
+    tp_backend *bad = tp_backend_cuda_create(n_dev, TP_F16, err, sizeof err);
+    int ok = !bad && strstr(err, "only") && strstr(err, "visible");
+    printf("      device ordinal %d of %d refused: %s -> %s\n", n_dev, n_dev, err, ok ? "ok" : "FAIL");
+    g_checks++;
+    g_fail += !ok;
+    bad = tp_backend_cuda_create(0, TP_F32, err, sizeof err);
+    ok = !bad && strstr(err, "F16 or BF16");
+    printf("      F32 activations refused: %s -> %s\n", err, ok ? "ok" : "FAIL");
+    g_checks++;
+    g_fail += !ok;
+
+    tp_dtype dts[2] = {TP_F16, TP_BF16};
+    for (int i = 0; i < 2; i++) {
+        g_gpu = tp_backend_cuda_create(0, dts[i], err, sizeof err);
+        if (!g_gpu) {
+            printf("FAIL: cannot create the CUDA backend: %s\n", err);
+            return 1;
+        }
+        run_all();
+        g_gpu->destroy(g_gpu);
+    }
+    g_cpu->destroy(g_cpu);
+    printf("%d of %d checks failed\n", g_fail, g_checks);
+    return g_fail ? 1 : 0;
+}
