@@ -74,6 +74,7 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
  * Scores are divided by sqrtf(D) as HF does; the softmax subtracts the max, and the weighted V
  * sum is divided by the sum of exps at the end. */
 #define QT 8
+#define ATT_GROUP_FLOATS 2048 /* at most this many floats of a cache row per decode item (8 KiB) */
 
 typedef struct {
     const float *qkv, *kc, *vc;
@@ -90,15 +91,16 @@ static inline const float *cache_row(const float *cache, const int32_t *bt, int 
 }
 
 /* A block's rows of one head are HD floats apart (a page apart for typical HD), which the
- * hardware prefetcher does not follow: ask for the next block while this one is computed.
- * always_inline: as a call, GCC finds it side-effect free and deletes it. */
-static inline __attribute__((always_inline)) void prefetch_block(const float *cache, const int32_t *bt, int bs, int p0, int P, size_t HD,
-                                  size_t hoff, int D) {
+ * hardware prefetcher does not follow: ask for the next block (into L2: a block of a head group
+ * can be larger than L1) while this one is computed. always_inline: as a call, GCC finds it
+ * side-effect free and deletes it. */
+static inline __attribute__((always_inline)) void prefetch_block(const float *cache, const int32_t *bt, int bs,
+                                                                 int p0, int P, size_t HD, size_t hoff, int D) {
     if (p0 >= P) return;
     const float *base = cache + (size_t)bt[p0 / bs] * bs * HD + hoff;
     const int n = P - p0 < bs ? P - p0 : bs;
     for (int j = 0; j < n; j++)
-        for (int d = 0; d < D; d += 16) __builtin_prefetch(base + (size_t)j * HD + d, 0, 3);
+        for (int d = 0; d < D; d += 16) __builtin_prefetch(base + (size_t)j * HD + d, 0, 2);
 }
 
 static void attend_scalar(const att_args *a, int tok, int h, float *sc) {
@@ -329,6 +331,9 @@ void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cach
         t += n;
     }
     int groups = n_single >= 2 * nt ? 1 : (2 * nt + n_single - 1) / (n_single > 0 ? n_single : 1);
+    /* and small enough that a group's accumulators ([nh][D] floats) stay in L1 */
+    const int min_groups = (int)(((size_t)Hl * D + ATT_GROUP_FLOATS - 1) / ATT_GROUP_FLOATS);
+    groups = groups < min_groups ? min_groups : groups;
     groups = groups > Hl ? Hl : groups;
     att_item *items = tp_malloc(((size_t)n_tiles * Hl + (size_t)n_single * groups) * sizeof(att_item));
     long n_items = 0;
