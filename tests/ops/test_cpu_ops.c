@@ -504,6 +504,12 @@ static void test_attention(tp_backend *b) {
     attn_step(b, &c, (int[]){1, 1, 1, 30}, "mixed");
     attn_case_free(b, &c);
 
+    /* Hl * D = 2560 floats per cache row: decode items split the heads into groups (<= 2048) */
+    attn_case_init(b, &c, 5, 512, 64, 16, 2, 40);
+    attn_step(b, &c, (int[]){9, 2}, "prefill");
+    attn_step(b, &c, (int[]){1, 1}, "decode");
+    attn_case_free(b, &c);
+
     /* D = 12 (not a multiple of 8: the scalar kernel), R = 4 */
     attn_case_init(b, &c, 2, 12, 4, 4, 2, 24);
     attn_step(b, &c, (int[]){7, 2}, "prefill");
