@@ -31,11 +31,21 @@ static size_t bpe_small(const tp_tokenizer *t, const uint8_t *w, size_t n, int32
     int32_t ids[BPE_SMALL_LIMIT], mids[BPE_SMALL_LIMIT]; /* [m] symbols; [m-1] merged id of each pair */
     uint32_t ranks[BPE_SMALL_LIMIT];                     /* [m-1] merge rank of each pair */
     int m = 0;
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = t->byte_id[w[i]];
-        if (id >= 0) ids[m++] = id;
+    if (t->all_bytes) {
+        for (size_t i = 0; i < n; i++) ids[i] = t->byte_id[w[i]];
+        m = (int)n;
+        for (int i = 0; i + 1 < m; i++) {
+            uint64_t v = t->byte_pairs[w[i] << 8 | w[i + 1]];
+            ranks[i] = (uint32_t)(v >> 32);
+            mids[i] = (int32_t)(uint32_t)v;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            int32_t id = t->byte_id[w[i]];
+            if (id >= 0) ids[m++] = id;
+        }
+        for (int i = 0; i + 1 < m; i++) ranks[i] = tpk_merge_rank(t, ids[i], ids[i + 1], &mids[i]);
     }
-    for (int i = 0; i + 1 < m; i++) ranks[i] = tpk_merge_rank(t, ids[i], ids[i + 1], &mids[i]);
     while (m > 1) {
         int k = 0;
         uint32_t best = ranks[0];

@@ -57,6 +57,9 @@ struct tp_tokenizer {
     /* BPE on raw bytes: the id of each single byte, the vocab as bytes -> id, merges as
      * (left id, right id) -> (rank, merged id), open addressing with linear probing. */
     int32_t byte_id[256];
+    int all_bytes;         /* every byte has a token (GPT-2): the first pairs of a word are byte pairs */
+    uint64_t *byte_pairs;  /* [256 * 256] merge of two byte tokens: rank << 32 | merged id, or
+                            * UINT64_MAX; a dense table, so the hot ASCII pairs share cache lines */
     int32_t *vocab_slots;    /* [vocab_mask + 1] index into vocab_ent, -1 empty */
     tpk_vocab_ent *vocab_ent; /* [n_vocab] the BPE vocabulary: bytes (in vocab_keys) -> id */
     uint8_t *vocab_keys;

@@ -691,6 +691,17 @@ static int build_tables(tp_tokenizer *t, builder *b, const char *eos, size_t eos
         merge_insert(t, l, r, (uint32_t)m, mid);
     }
     free(tmp);
+    t->all_bytes = 1;
+    for (int c = 0; c < 256; c++) t->all_bytes &= t->byte_id[c] >= 0;
+    t->byte_pairs = tp_malloc(256 * 256 * sizeof *t->byte_pairs);
+    for (int l = 0; l < 256; l++)
+        for (int r = 0; r < 256; r++) {
+            int32_t merged;
+            uint32_t rank = t->byte_id[l] < 0 || t->byte_id[r] < 0
+                                ? UINT32_MAX
+                                : tpk_merge_rank(t, t->byte_id[l], t->byte_id[r], &merged);
+            t->byte_pairs[l << 8 | r] = rank == UINT32_MAX ? UINT64_MAX : (uint64_t)rank << 32 | (uint32_t)merged;
+        }
 
     trie_init(&t->trie_raw);
     trie_init(&t->trie_norm);
@@ -754,6 +765,7 @@ void tp_tokenizer_free(tp_tokenizer *t) {
     free(t->vocab_keys);
     free(t->merge_keys);
     free(t->merge_vals);
+    free(t->byte_pairs);
     trie_free(&t->trie_raw);
     trie_free(&t->trie_norm);
     free(t->cache);

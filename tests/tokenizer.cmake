@@ -10,16 +10,8 @@ add_executable(test_tokenizer
   ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_test_util.c)
 target_link_libraries(test_tokenizer PRIVATE tpgen_engine)
 
-# The CLI test runs the real `tpgen` once launcher/main.c exists; until then a stand-in main
-# that dispatches to launcher/cmd_tokenize.c the same way.
-if(EXISTS ${CMAKE_SOURCE_DIR}/launcher/main.c)
-  set(TOK_CLI $<TARGET_FILE:tpgen>)
-else()
-  add_executable(tpgen_tokenize_driver ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/cli_driver.c
-                                       ${CMAKE_SOURCE_DIR}/launcher/cmd_tokenize.c)
-  target_link_libraries(tpgen_tokenize_driver PRIVATE tpgen_engine)
-  set(TOK_CLI $<TARGET_FILE:tpgen_tokenize_driver>)
-endif()
+# The CLI test runs the real `tpgen` (launcher/main.c dispatches to launcher/cmd_tokenize.c).
+set(TOK_CLI $<TARGET_FILE:tpgen>)
 
 add_test(NAME tokenizer_hf_corpus
          COMMAND test_tokenizer encode ${TOK_DATA}/codegen ${TOK_DATA}/hf_corpus.jsonl)
