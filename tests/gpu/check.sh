@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# One prepared run for a machine with one GPU (an H200 is the target): build, GPU tests, HF
+# parity at TP = 1 and TP = 2 (two ranks sharing the GPU through --comm mpi), then the decode
+# benchmark of a random CodeGen-16B-shaped F16 model next to the measured copy bandwidth.
+# Finishes within 8 minutes: every stage runs under `timeout`, sized from what is left of a
+# 460 s budget (BUDGET=seconds to change it), with time kept back for the benchmark. The
+# summary table is printed last; everything is also written to $OUT (or build/check) when set.
+#
+# usage: tests/gpu/check.sh            (from anywhere; works in the repository root)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+T0=$(date +%s)
+BUDGET=${BUDGET:-460}
+BUILD=${BUILD:-build}
+RES=${OUT:-$BUILD/check}
+mkdir -p "$RES"
+LOG="$RES/check.log"
+: > "$LOG"
+declare -a SUMMARY=()
+
+elapsed() { echo $(( $(date +%s) - T0 )); }
+# stage NAME CAP_SECONDS RESERVE_SECONDS CMD...: runs CMD under timeout min(CAP, left - RESERVE)
+stage() {
+    local name=$1 cap=$2 reserve=$3; shift 3
+    local left=$(( BUDGET - $(elapsed) - reserve ))
+    local t=$(( cap < left ? cap : left ))
+    if (( t < 10 )); then
+        SUMMARY+=("$(printf '%-28s SKIPPED (out of time budget)' "$name")")
+        echo "=== $name: skipped, out of time" | tee -a "$LOG"
+        return 124
+    fi
+    echo "=== $name (timeout ${t}s, at $(elapsed)s)" | tee -a "$LOG"
+    local s=$(date +%s)
+    timeout --kill-after=5 "$t" "$@" 2>&1 | tee -a "$LOG"
+    local rc=${PIPESTATUS[0]}
+    local d=$(( $(date +%s) - s ))
+    local what=ok
+    if (( rc == 124 || rc == 137 )); then what="TIMED OUT"; elif (( rc != 0 )); then what="FAILED (rc $rc)"; fi
+    SUMMARY+=("$(printf '%-28s %-16s %4ds' "$name" "$what" "$d")")
+    return $rc
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>&1 | tee -a "$LOG" || true
+JOBS=$(( $(nproc) < 16 ? $(nproc) : 16 ))
+
+stage "configure" 60 150 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTPGEN_CUDA=ON
+if ! stage "build (-j$JOBS)" 240 150 cmake --build "$BUILD" -j"$JOBS"; then
+    printf '%s\n' "${SUMMARY[@]}"
+    echo "build failed: nothing else to run" | tee -a "$LOG"
+    exit 1
+fi
+stage "ctest -L gpu" 150 150 ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 140
+stage "parity TP=1 bf16 --comm mpi" 100 120 tests/gpu/parity.sh --np 1 --dtype bf16 --comm mpi --build "$BUILD" --timeout 60
+stage "parity TP=2 bf16 --comm mpi" 130 110 tests/gpu/parity.sh --np 2 --dtype bf16 --comm mpi --build "$BUILD" --timeout 60
+if (( $(elapsed) < 280 )); then
+    stage "parity TP=1 f16 --comm mpi" 80 110 tests/gpu/parity.sh --np 1 --dtype f16 --comm mpi --build "$BUILD" --timeout 60
+fi
+
+stage "copy bandwidth (1 GiB D2D)" 30 90 "$BUILD/bin/bw_copy" --json > /dev/null
+BW_JSON=$(grep '^{"device"' "$LOG" | tail -1)
+stage "bench codegen-16B f16" 160 5 "$BUILD/bin/tpgen" bench --config configs/codegen-16B.json --random-weights \
+    --backend cuda --dtype f16 --batch 1,8,32 --context 512 --steps 32 --json
+grep '^{"batch"' "$LOG" > "$RES/bench.jsonl" || true
+echo "$BW_JSON" > "$RES/bw_copy.json"
+
+echo
+echo "=== summary ($(elapsed)s of ${BUDGET}s)"
+printf '%s\n' "${SUMMARY[@]}"
+python3 - "$RES/bw_copy.json" "$RES/bench.jsonl" <<'PY' | tee "$RES/table.txt"
+import json, sys
+try:
+    bw = json.loads(open(sys.argv[1]).read().strip() or "{}")
+except ValueError:
+    bw = {}
+rows = []
+for line in open(sys.argv[2]):
+    try:
+        rows.append(json.loads(line))
+    except ValueError:
+        pass
+copy = bw.get("gb_per_s", 0.0)
+print()
+print("decode, CodeGen-16B shape, random F16 weights, context 512, 1 GPU (%s)" % bw.get("device", "?"))
+print("copy bandwidth (cudaMemcpy D2D 1 GiB, read+write, median of 10): %.0f GB/s" % copy)
+print("%6s %14s %10s %9s %9s %10s" % ("batch", "ms/token/seq", "tokens/s", "GB/s", "% copy", "% 4.8TB/s"))
+for r in rows:
+    g = r.get("gb_per_s", 0.0)
+    print("%6d %14.3f %10.1f %9.0f %8.1f%% %9.1f%%" % (r["batch"], r["ms_per_step"], r["tokens_per_s"], g,
+          100.0 * g / copy if copy else 0.0, 100.0 * g / 4800.0))
+if not rows:
+    print("(no benchmark rows: see check.log)")
+print("(ms/token/seq = one decode step: each sequence of the batch gets one token; GB/s = (weights + KV read) / step)")
+PY
+if printf '%s\n' "${SUMMARY[@]}" | grep -q -E 'FAILED|TIMED OUT'; then exit 1; fi
+exit 0
