@@ -82,17 +82,20 @@ def main():
 
     # tpgen: a fresh process each run
     enc, load, wall, ids_tp = [], [], [], None
+    out_path = path + ".ids"
     for _ in range(args.runs):
-        t0 = time.perf_counter()
-        p = subprocess.run([args.tpgen, "tokenize", "--model", args.model, "--file", path, "--time"],
-                           capture_output=True, text=True)
-        wall.append(time.perf_counter() - t0)
+        with open(out_path, "wb") as out:
+            t0 = time.perf_counter()
+            p = subprocess.run([args.tpgen, "tokenize", "--model", args.model, "--file", path, "--time"],
+                               stdout=out, stderr=subprocess.PIPE, text=True)
+            wall.append(time.perf_counter() - t0)
         if p.returncode != 0:
             sys.exit(f"tpgen tokenize failed: {p.stderr}")
         m = re.search(r"load ([\d.]+) ms; encode (\d+) bytes -> (\d+) ids in ([\d.]+) ms", p.stderr)
         load.append(float(m.group(1)) / 1e3)
         enc.append(float(m.group(4)) / 1e3)
-        ids_tp = p.stdout
+    ids_tp = open(out_path).read()
+    os.unlink(out_path)
     # HF fast tokenizer: a fresh Tokenizer each run (cold word cache), encode timed alone
     hf_enc, hf_load, ids_hf = [], [], None
     for _ in range(args.runs):
@@ -104,17 +107,31 @@ def main():
         hf_load.append(t1 - t0)
         hf_enc.append(t2 - t1)
         del tok
+    # HF on the same text cut into 50-line chunks (a prompt-sized input; in case one long string
+    # is HF's slow case); ids joined must be equal too
+    lines = text.split("\n")
+    chunks = ["\n".join(lines[i:i + 50]) + ("\n" if i + 50 < len(lines) else "") for i in range(0, len(lines), 50)]
+    assert "".join(chunks) == text
+    hf_chunk, ids_chunks = [], None
+    for _ in range(max(1, args.runs // 2)):
+        tok = hf_tokenizer(args.model)
+        t0 = time.perf_counter()
+        ids_chunks = [i for c in chunks for i in tok.encode(c, add_special_tokens=False).ids]
+        hf_chunk.append(time.perf_counter() - t0)
+        del tok
     os.unlink(path)
     same = [int(x) for x in ids_tp.strip().split(",")] == ids_hf
     n_ids = len(ids_hf)
 
     med = statistics.median
     rows = [
-        ("tpgen tokenize (C, this repo)", mb / med(enc), med(enc), med(load), med(wall)),
-        ("HF tokenizers (Rust) Tokenizer.encode", mb / med(hf_enc), med(hf_enc), med(hf_load), None),
+        ("`tpgen tokenize` (C, this repo)", mb / med(enc), med(enc), med(load), med(wall)),
+        ("HF `tokenizers` (Rust) `Tokenizer.encode`", mb / med(hf_enc), med(hf_enc), med(hf_load), None),
+        (f"HF `tokenizers`, {len(chunks)} encodes of 50 lines", mb / med(hf_chunk), med(hf_chunk), med(hf_load), None),
     ]
     import tokenizers
-    print(f"{n_ids} ids; tpgen ids == HF ids: {same}")
+    print(f"{n_ids} ids; tpgen ids == HF ids: {same}; HF's 50-line chunks: {len(ids_chunks)} ids "
+          f"(chunk borders can split a word, so a few more ids)")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
           f"tokenizers {tokenizers.__version__}; median of {args.runs} runs, single thread\n")
     print("| tokenizer | encode MB/s | encode time | load time | whole command (wall) |")
