@@ -48,7 +48,7 @@ int32_t *tp_parse_id_list(const char *s, int *n, const char *what) {
         long x = strtol(p, &end, 10);
         if (end == p || errno || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
             free(ids);
-            tp_die_all("%s: \"%s\" is not a comma-separated list of token ids", what, s);
+            tp_die_all("%s: \"%s\" is not a comma-separated list of non-negative integers (like 5,17,9)", what, s);
         }
         if (k == cap) ids = tp_realloc(ids, (cap *= 2) * sizeof *ids);
         ids[k++] = (int32_t)x;
