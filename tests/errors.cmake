@@ -91,6 +91,8 @@ error_test(prompts_file_text_no_tokenizer "prompts_text.txt line 3 is text, whic
            ARGS generate --model ${ERR_TINY} --prompts-file ${ERR_DIR}/prompts_text.txt ${ERR_CPU})
 error_test(stop_no_tokenizer "--stop needs a tokenizer in .*tiny-f32"
            ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 --stop "\\n" ${ERR_CPU})
+error_test(stop_empty "--stop needs a non-empty string"
+           ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 --stop= ${ERR_CPU})
 error_test(kv_budget_too_small "--prompt-ids needs 48 tokens of KV cache .* but the budget is 16 tokens.*raise --kv-cache-tokens"
            ARGS generate --model ${ERR_TINY} --prompt-ids 1,2,3 --max-new-tokens 40 --kv-cache-tokens 16 ${ERR_CPU})
 error_test(kv_budget_too_small_score "scoring 40 tokens needs 40 tokens of KV cache but the budget is 16"
