@@ -258,8 +258,8 @@ __global__ void attn_combine_kernel(T *out, const float *part, int Hl, int D, in
 /* ---- prefill attention ----
  * grid (ceil(T / PF_QT), Hl), PF_THREADS threads. Shared: q [QT][D], K or V chunk [KC][D+1]
  * (odd row stride: lanes reading 32 different rows hit 32 banks), probabilities [QT][KC+1].
- * Thread (oq = tid/8, od = tid%8) owns output dims od + 8j of query oq (D <= 256: 32 floats). */
-template <typename T>
+ * Thread (oq = tid/8, od = tid%8) owns output dims od + 8j, j < NJ, of query oq (D <= 8 NJ). */
+template <typename T, int NJ>
 __global__ void __launch_bounds__(PF_THREADS)
 attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_t *pos, const int32_t *seq,
                     const int32_t *bt, int max_blocks, int bs, int Hl, int D, int T_, float scale) {
@@ -285,9 +285,9 @@ attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_
         q_s[i] = t < T_ ? tpc_f(qkv[(size_t)t * 3 * HD + hoff + d]) : 0.0f;
     }
     const int oq = tid >> 3, od = tid & 7, w = tid >> 5, lane = tid & 31;
-    float o[PF_DMAX / 8];
+    float o[NJ];
 #pragma unroll
-    for (int j = 0; j < PF_DMAX / 8; j++) o[j] = 0.0f;
+    for (int j = 0; j < NJ; j++) o[j] = 0.0f;
     __syncthreads();
 
     for (;;) {
@@ -346,11 +346,11 @@ attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_
             __syncthreads();
             const float corr = corr_s[oq];
 #pragma unroll
-            for (int j = 0; j < PF_DMAX / 8; j++) o[j] *= corr;
+            for (int j = 0; j < NJ; j++) o[j] *= corr;
             for (int r = 0; r < PF_KC; r++) {
                 const float pr = s_s[oq * SP + r];
 #pragma unroll
-                for (int j = 0; j < PF_DMAX / 8; j++) {
+                for (int j = 0; j < NJ; j++) {
                     const int d = od + 8 * j;
                     if (d < D) o[j] = fmaf(pr, kv_s[r * Dp + d], o[j]);
                 }
@@ -364,7 +364,7 @@ attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_
     if (t < T_) {
         const float inv_l = 1.0f / l_s[oq];
 #pragma unroll
-        for (int j = 0; j < PF_DMAX / 8; j++) {
+        for (int j = 0; j < NJ; j++) {
             const int d = od + 8 * j;
             if (d < D) out[(size_t)t * HD + hoff + d] = tpc_from<T>(o[j] * inv_l);
         }
@@ -378,9 +378,10 @@ static size_t prefill_smem(int D) {
 void tpc_attention_init(tp_cuda *c) {
     (void)c;
     const int bytes = (int)prefill_smem(PF_DMAX); /* ~51 KB at D = 256: above the 48 KB default */
-    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<__half, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(attn_prefill_kernel<__nv_bfloat16, 32>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
 static int pow2_at_least(int x) {
@@ -393,11 +394,19 @@ template <typename T>
 static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *vc, const tp_step *st, int Hl, int D) {
     const int T_ = st->n_tokens;
     const float scale = sqrtf((float)D);
-    const bool decode = T_ <= 8 || T_ <= 2 * st->n_seqs;
+    const bool decode = (T_ <= 8 || T_ <= 2 * st->n_seqs) && T_ <= 65535; /* grid.z limit */
     if (!decode) {
         dim3 grid((T_ + PF_QT - 1) / PF_QT, Hl);
-        attn_prefill_kernel<T><<<grid, PF_THREADS, prefill_smem(D), c->stream>>>(
-            out, qkv, kc, vc, st->pos, st->seq, st->block_table, st->max_blocks, st->block_size, Hl, D, T_, scale);
+        const size_t smem = prefill_smem(D);
+#define PREFILL(NJ)                                                                                              \
+    attn_prefill_kernel<T, NJ><<<grid, PF_THREADS, smem, c->stream>>>(out, qkv, kc, vc, st->pos, st->seq,          \
+                                                                       st->block_table, st->max_blocks,            \
+                                                                       st->block_size, Hl, D, T_, scale)
+        if (D <= 32) PREFILL(4);
+        else if (D <= 64) PREFILL(8);
+        else if (D <= 128) PREFILL(16);
+        else PREFILL(32);
+#undef PREFILL
         CUDA_CHECK_LAUNCH();
         return;
     }

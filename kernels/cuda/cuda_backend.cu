@@ -110,23 +110,31 @@ static void cuda_host_free(tp_backend *b, void *p) {
 
 /* ---- copies ---- */
 
-/* Next staging buffer, once the device is done with its previous use. */
-static int stage_acquire(tp_cuda *c) {
-    int i = c->stage_next;
-    c->stage_next ^= 1;
-    CUDA_CHECK(cudaEventSynchronize(c->stage_ev[i]));
-    return i;
+/* Room for n <= stage_bytes bytes in the current staging buffer (or the other one, once the
+ * device has finished copying out of it). Returns the buffer index; *off is the offset. The
+ * caller records stage_ev[index] after issuing its copy. */
+static int stage_take(tp_cuda *c, size_t n, size_t *off) {
+    if (c->stage_used + n > c->stage_bytes) {
+        c->stage_cur ^= 1;
+        CUDA_CHECK(cudaEventSynchronize(c->stage_ev[c->stage_cur]));
+        c->stage_used = 0;
+    }
+    *off = c->stage_used;
+    c->stage_used += (n + 255) & ~(size_t)255;
+    return c->stage_cur;
 }
 
 static void cuda_to_device(tp_backend *b, void *dst, const void *src_host, size_t bytes) {
     tp_cuda *c = tpc(b);
     tpc_no_capture(c, "to_device");
-    for (size_t off = 0; off < bytes; off += c->stage_bytes) {
-        size_t n = bytes - off < c->stage_bytes ? bytes - off : c->stage_bytes;
-        int i = stage_acquire(c);
-        memcpy(c->stage[i], (const char *)src_host + off, n);
-        CUDA_CHECK(cudaMemcpyAsync((char *)dst + off, c->stage[i], n, cudaMemcpyHostToDevice, c->stream));
+    for (size_t done = 0; done < bytes;) {
+        size_t n = bytes - done < c->stage_bytes ? bytes - done : c->stage_bytes, off;
+        int i = stage_take(c, n, &off);
+        memcpy((char *)c->stage[i] + off, (const char *)src_host + done, n);
+        CUDA_CHECK(cudaMemcpyAsync((char *)dst + done, (char *)c->stage[i] + off, n, cudaMemcpyHostToDevice,
+                                   c->stream));
         CUDA_CHECK(cudaEventRecord(c->stage_ev[i], c->stream));
+        done += n;
     }
 }
 
@@ -151,6 +159,7 @@ static void cuda_to_host(tp_backend *b, void *dst_host, const void *src, size_t 
         }
     }
     CUDA_CHECK(cudaGetLastError());
+    c->stage_used = c->stage_bytes; /* both buffers were reused above: next take switches and waits */
 }
 
 void tpc_upload_convert(tp_cuda *c, void *dst, const void *src, tp_dtype st, size_t n) {
@@ -161,12 +170,13 @@ void tpc_upload_convert(tp_cuda *c, void *dst, const void *src, tp_dtype st, siz
     }
     tpc_no_capture(c, "upload");
     const size_t ss = tp_dtype_size(st), as = tp_dtype_size(act), chunk = c->stage_bytes / ss;
-    for (size_t off = 0; off < n; off += chunk) {
-        size_t m = n - off < chunk ? n - off : chunk;
-        int i = stage_acquire(c);
-        memcpy(c->stage[i], (const char *)src + off * ss, m * ss);
-        CUDA_CHECK(cudaMemcpyAsync(c->conv[i], c->stage[i], m * ss, cudaMemcpyHostToDevice, c->stream));
-        tpc_convert(c, (char *)dst + off * as, act, c->conv[i], st, m);
+    for (size_t done = 0; done < n; done += chunk) {
+        size_t m = n - done < chunk ? n - done : chunk, off;
+        int i = stage_take(c, m * ss, &off);
+        void *raw = (char *)c->conv[i] + off;
+        memcpy((char *)c->stage[i] + off, (const char *)src + done * ss, m * ss);
+        CUDA_CHECK(cudaMemcpyAsync(raw, (char *)c->stage[i] + off, m * ss, cudaMemcpyHostToDevice, c->stream));
+        tpc_convert(c, (char *)dst + done * as, act, raw, st, m);
         CUDA_CHECK(cudaEventRecord(c->stage_ev[i], c->stream)); /* guards stage[i] and conv[i] */
     }
 }

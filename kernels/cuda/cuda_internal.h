@@ -33,14 +33,18 @@ typedef struct {
     cublasHandle_t cublas;
     void *cublas_ws; /* cuBLAS workspace (set explicitly so graph capture never allocates) */
 
-    /* Pinned staging for host<->device copies: two buffers used in turn, each with an event that
-     * says when the device has finished reading/writing it. conv[i]: device buffer of the same
-     * size, where raw F32/F16/BF16 chunks land before the dtype-conversion kernel. */
+    /* Pinned staging for host<->device copies: two buffers used in turn, each with an event
+     * recorded after the last copy out of it. Small copies (a step's ids, positions, block table)
+     * are packed one after another into the current buffer, so they never wait; the host waits
+     * only when it switches to the other buffer and that buffer's copies are still in flight.
+     * conv[i]: device buffer of the same size, where raw F32/F16/BF16 chunks land before the
+     * dtype-conversion kernel (same offsets as stage[i]). */
     size_t stage_bytes;
     void *stage[2];
     void *conv[2];
     cudaEvent_t stage_ev[2];
-    int stage_next;
+    int stage_cur;
+    size_t stage_used;
 
     /* Attention split-K partials [T, Hl, n_splits, D + 2] f32. Graphs hold its address, so when
      * it grows the old buffer moves to the graveyard (freed at destroy), never freed under a graph. */
