@@ -21,6 +21,7 @@ struct tp_comm {
     const char *name; /* "mpi", "nccl" */
     int rank, size;             /* world */
     int local_rank, local_size; /* on this node */
+    int capturable;             /* allreduce_sum can be recorded in a CUDA graph (NCCL) */
 
     /* buf: device buffer of n elements of dt, summed in place across ranks. */
     void (*allreduce_sum)(tp_comm *c, void *buf, size_t n, tp_dtype dt);

@@ -136,6 +136,7 @@ tp_comm *tp_comm_nccl_create(tp_comm *mpi, tp_backend *b, char *err, size_t err_
 
     tp_comm *c = tp_calloc(1, sizeof *c);
     c->name = "nccl";
+    c->capturable = 1; /* ncclAllReduce on the compute stream records into a graph */
     c->rank = mpi->rank;
     c->size = mpi->size;
     c->local_rank = mpi->local_rank;

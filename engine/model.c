@@ -70,11 +70,50 @@ void tp_model_free(tp_model *m) {
     m->w.layers = NULL;
 }
 
-void tp_model_forward(tp_model *m, const tp_step_host *s) {
+/* A step a CUDA graph can replay: every token is a logits row and there is at most one token per
+ * sequence (pure decode), so its kernels read everything that varies (ids, positions, block
+ * tables) from the fixed device buffers. Keyed by the token count; -1 when not replayable. */
+static int graph_key(const tp_model *m, const tp_step_host *s) {
+    if (!m->use_graphs || !m->b->graph_launch) return -1;
+    if (m->comm->size > 1 && !m->comm->capturable) return -1;
+    if (s->n_rows != s->n_tokens || s->n_tokens > s->n_seqs || s->n_tokens > TP_MAX_GRAPH_TOKENS) return -1;
+    if (s->max_blocks != m->a.max_blocks) return -1;
+    for (int t = 0; t < s->n_rows; t++)
+        if (s->rows[t] != t) return -1;
+    return s->n_tokens;
+}
+
+static void run_layers(tp_model *m, const tp_step *st, const tp_step_host *s) {
     tp_backend *b = m->b;
     const tp_config *c = &m->cfg;
     tp_acts *a = &m->a;
     int T = s->n_tokens, E = c->n_embd, Hl = m->sh.n_heads, D = c->head_dim, Il = m->sh.n_inner;
+    b->embed(b, a->h, m->w.wte, a->ids, T, E);
+    for (int l = 0; l < c->n_layer; l++) {
+        const tp_layer *L = &m->w.layers[l];
+        b->layernorm(b, a->ln, a->h, L->ln1_g, L->ln1_b, T, E, c->layer_norm_epsilon);
+        /* attention branch: qkv [T, 3*Hl*D] -> rotary + cache write -> att [T, Hl*D] -> part [T, E] */
+        b->matmul(b, a->qkv, a->ln, L->qkv, NULL, T, 3 * Hl * D, E, 0);
+        b->rotary_kv_write(b, a->qkv, m->kv.k[l], m->kv.v[l], st, Hl, D, c->rotary_dim);
+        b->attention(b, a->att, a->qkv, m->kv.k[l], m->kv.v[l], st, Hl, D);
+        b->matmul(b, a->part, a->att, L->out, NULL, T, E, Hl * D, 0);
+        /* MLP branch: mlp [T, Il] = gelu(fc_in x + b); part += fc_out mlp (+ bias once, on rank 0) */
+        b->matmul(b, a->mlp, a->ln, L->fc_in, L->fc_in_b, T, Il, E, 0);
+        b->gelu_new(b, a->mlp, (size_t)T * Il);
+        b->matmul(b, a->part, a->mlp, L->fc_out, m->sh.rank == 0 ? L->fc_out_b : NULL, T, E, Il, 1);
+        m->comm->allreduce_sum(m->comm, a->part, (size_t)T * E, b->act);
+        b->add(b, a->h, a->part, (size_t)T * E);
+    }
+    if (s->n_rows == 0) return;
+    b->gather_rows(b, a->rows, a->h, s->rows, s->n_rows, E);
+    b->layernorm(b, a->rows, a->rows, m->w.lnf_g, m->w.lnf_b, s->n_rows, E, c->layer_norm_epsilon);
+    b->matmul_f32out(b, a->logits, a->rows, m->w.lm_head, m->w.lm_head_b, s->n_rows, m->sh.n_vocab, E);
+}
+
+void tp_model_forward(tp_model *m, const tp_step_host *s) {
+    tp_backend *b = m->b;
+    tp_acts *a = &m->a;
+    int T = s->n_tokens;
     if (T > a->max_tokens || s->n_rows > a->max_rows || s->n_seqs > a->max_seqs || s->max_blocks > a->max_blocks)
         tp_die("internal: step of %d tokens/%d rows/%d seqs exceeds the buffers (%d/%d/%d)", T, s->n_rows,
                s->n_seqs, a->max_tokens, a->max_rows, a->max_seqs);
@@ -87,26 +126,11 @@ void tp_model_forward(tp_model *m, const tp_step_host *s) {
     int max_pos = 0;
     for (int t = 0; t < T; t++) max_pos = s->pos[t] > max_pos ? s->pos[t] : max_pos;
     tp_step st = {T, s->n_seqs, m->kv.block_size, s->max_blocks, max_pos, a->pos, a->seq, a->block_table};
-
-    b->embed(b, a->h, m->w.wte, a->ids, T, E);
-    for (int l = 0; l < c->n_layer; l++) {
-        const tp_layer *L = &m->w.layers[l];
-        b->layernorm(b, a->ln, a->h, L->ln1_g, L->ln1_b, T, E, c->layer_norm_epsilon);
-        /* attention branch: qkv [T, 3*Hl*D] -> rotary + cache write -> att [T, Hl*D] -> part [T, E] */
-        b->matmul(b, a->qkv, a->ln, L->qkv, NULL, T, 3 * Hl * D, E, 0);
-        b->rotary_kv_write(b, a->qkv, m->kv.k[l], m->kv.v[l], &st, Hl, D, c->rotary_dim);
-        b->attention(b, a->att, a->qkv, m->kv.k[l], m->kv.v[l], &st, Hl, D);
-        b->matmul(b, a->part, a->att, L->out, NULL, T, E, Hl * D, 0);
-        /* MLP branch: mlp [T, Il] = gelu(fc_in x + b); part += fc_out mlp (+ bias once, on rank 0) */
-        b->matmul(b, a->mlp, a->ln, L->fc_in, L->fc_in_b, T, Il, E, 0);
-        b->gelu_new(b, a->mlp, (size_t)T * Il);
-        b->matmul(b, a->part, a->mlp, L->fc_out, m->sh.rank == 0 ? L->fc_out_b : NULL, T, E, Il, 1);
-        m->comm->allreduce_sum(m->comm, a->part, (size_t)T * E, b->act);
-        b->add(b, a->h, a->part, (size_t)T * E);
-    }
     m->forwarded_tokens += T;
-    if (s->n_rows == 0) return;
-    b->gather_rows(b, a->rows, a->h, s->rows, s->n_rows, E);
-    b->layernorm(b, a->rows, a->rows, m->w.lnf_g, m->w.lnf_b, s->n_rows, E, c->layer_norm_epsilon);
-    b->matmul_f32out(b, a->logits, a->rows, m->w.lm_head, m->w.lm_head_b, s->n_rows, m->sh.n_vocab, E);
+
+    int key = graph_key(m, s);
+    if (key >= 0 && b->graph_launch(b, key)) return; /* the whole step in one launch */
+    if (key >= 0) b->graph_begin(b, key);
+    run_layers(m, &st, s);
+    if (key >= 0) b->graph_end(b, key); /* instantiates the graph and runs this step with it */
 }

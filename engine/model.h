@@ -61,6 +61,7 @@ typedef struct {
     tp_kv_cache kv;
     tp_acts a;
     long long forwarded_tokens; /* tokens run through the layers since load (stats) */
+    int use_graphs;             /* replay pure-decode steps as CUDA graphs when the backend can */
 } tp_model;
 
 /* Loads this rank's shard from an HF model dir (random != 0: draw random weights instead,
@@ -69,6 +70,9 @@ typedef struct {
 void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed);
 void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int kv_blocks, int block_size);
 void tp_model_free(tp_model *m);
+
+/* Decode steps of up to this many tokens get a CUDA graph each (keyed by token count). */
+#define TP_MAX_GRAPH_TOKENS 32
 
 /* A forward step as rank 0 describes it (host arrays). */
 typedef struct {

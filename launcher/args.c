@@ -17,7 +17,7 @@ static const char *USAGE =
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
     "  common: [--backend cpu|cuda] [--dtype f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
-    "          [--block-size N] [--stats]\n"
+    "          [--block-size N] [--no-cuda-graphs] [--stats]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md";
 
 static long parse_long(const char *flag, const char *v, long lo, long hi) {
@@ -96,6 +96,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--max-batch-tokens")) a->max_batch_tokens = (int)parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--max-batch")) a->max_batch = (int)parse_long(flag, VAL(), 1, 4096);
         else if (IS("--stats")) a->stats = 1;
+        else if (IS("--no-cuda-graphs")) a->no_cuda_graphs = 1;
         else if (IS("--json")) a->json = 1;
         else if (IS("--logprobs") && (gen || score)) a->logprobs = (int)parse_long(flag, VAL(), 0, 64);
         else if (IS("--prompt") && gen) a->prompt = VAL();

@@ -37,6 +37,7 @@ typedef struct {
     int logprobs;
     int json;
     int stats;
+    int no_cuda_graphs;      /* --no-cuda-graphs */
     /* bench */
     const char *batches;     /* --batch 1,8,32 */
     int context, steps;

@@ -68,7 +68,8 @@ int tp_cmd_bench(int argc, char **argv) {
     tp_model *m = &job.m;
     int len = a.context + WARMUP + a.steps + 1;
     if (len > m->cfg.n_positions)
-        tp_die_all("--context %d + %d steps exceeds n_positions=%d", a.context, a.steps + WARMUP, m->cfg.n_positions);
+        tp_die_all("--context %d + %d steps (%d timed + %d warm-up) exceeds n_positions=%d", a.context, a.steps + WARMUP,
+                   a.steps, WARMUP, m->cfg.n_positions);
     tp_args sized = a;
     sized.max_batch = bmax;
     if (sized.max_batch_tokens < bmax) sized.max_batch_tokens = bmax;
