@@ -81,7 +81,10 @@ void tp_job_alloc(tp_job *j, const tp_args *a, long kv_tokens_needed) {
     else {
         /* activations are small next to weights; leave room for them before taking the fraction */
         size_t per_block = tp_kv_bytes_per_token(b, m->cfg.n_layer, m->sh.n_heads, m->cfg.head_dim) * bs;
-        double avail = (double)b->mem_available(b) * a->kv_cache_mem;
+        /* ranks that share this memory (the node's RAM, or a GPU under --comm mpi) split it */
+        int n_dev = strcmp(b->name, "cpu") == 0 ? 1 : tp_backend_cuda_device_count();
+        int sharing = (j->mpi->local_size + n_dev - 1) / (n_dev > 0 ? n_dev : 1);
+        double avail = (double)b->mem_available(b) * a->kv_cache_mem / (sharing > 0 ? sharing : 1);
         blocks = (long)(avail / per_block);
         if (blocks > blocks_needed) blocks = blocks_needed;
     }
