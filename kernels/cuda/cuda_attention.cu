@@ -415,7 +415,9 @@ static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *
     int chunk = 256;
     while (chunk > 64 && (long)T_ * Hl * ((ctx + chunk - 1) / chunk) < 2L * c->sm_count) chunk >>= 1;
     const int n_splits = (int)((ctx + chunk - 1) / chunk);
-    const bool vec8 = D % 8 == 0;
+    const uintptr_t al = (uintptr_t)qkv | (uintptr_t)kc | (uintptr_t)vc;
+    if (al & 3u) tp_die("cuda attention: qkv and the KV caches must be 4-byte aligned");
+    const bool vec8 = D % 8 == 0 && (al & 15u) == 0;
     const int nv = vec8 ? 1 : 4, nvec = vec8 ? D / 8 : D / 2;
     const int G = pow2_at_least((nvec + nv - 1) / nv);
     if (G > 32) tp_die("internal: attention G %d", G);
