@@ -124,9 +124,26 @@ static int stage_take(tp_cuda *c, size_t n, size_t *off) {
     return c->stage_cur;
 }
 
+/* Large copies out of memory that is already pinned (the engine's weight staging buffer, from
+ * host_alloc) skip the extra host memcpy: one DMA, waited for before returning because the
+ * caller may refill its buffer as soon as we return. */
+static int is_pinned(const void *p) {
+    cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return at.type == cudaMemoryTypeHost;
+}
+
 static void cuda_to_device(tp_backend *b, void *dst, const void *src_host, size_t bytes) {
     tp_cuda *c = tpc(b);
     tpc_no_capture(c, "to_device");
+    if (bytes >= ((size_t)1 << 20) && is_pinned(src_host)) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, c->stream));
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        return;
+    }
     for (size_t done = 0; done < bytes;) {
         size_t n = bytes - done < c->stage_bytes ? bytes - done : c->stage_bytes, off;
         int i = stage_take(c, n, &off);

@@ -32,8 +32,10 @@ static uint64_t g_rng;
  * few thousand already exceeds them. */
 static double tol_act(tp_dtype dt) { return dt == TP_F16 ? 1e-6 : 6e-5; }
 /* f32 results from identical F16/BF16 inputs (matmul_f32out): the products are exact in f32 and
- * only the summation order differs (relative ~sqrt(K) 2^-24, NMSE ~1e-12). */
-#define TOL_F32 1e-9
+ * only the summation differs (order; tensor cores may truncate while aligning partial sums):
+ * relative ~K 2^-24 at worst, NMSE <= ~1e-10 for K <= 1024. One wrong logit of size ~1 among
+ * the 10^4 checked gives ~1e-4. */
+#define TOL_F32 1e-8
 
 /* ---- random numbers (xorshift64*) ---- */
 static uint64_t rnd64(void) {
@@ -541,6 +543,17 @@ static void test_upload(size_t n) {
     g_gpu->free(g_gpu, d2);
     char what[96];
     snprintf(what, sizeof what, "to_device + copy + to_host %zu bytes (exact)", bytes);
+    check_true(what, memcmp(gotf, src, bytes) == 0, "bytes differ");
+    /* from pinned memory (the direct DMA path); the source is reused at once after the call */
+    void *pin = g_gpu->host_alloc(g_gpu, bytes, "pinned test source");
+    memcpy(pin, src, bytes);
+    d = g_gpu->alloc(g_gpu, bytes, "pinned roundtrip");
+    g_gpu->to_device(g_gpu, d, pin, bytes);
+    memset(pin, 0, bytes);
+    g_gpu->to_host(g_gpu, gotf, d, bytes);
+    g_gpu->free(g_gpu, d);
+    g_gpu->host_free(g_gpu, pin);
+    snprintf(what, sizeof what, "to_device from pinned memory %zu bytes (exact)", bytes);
     check_true(what, memcmp(gotf, src, bytes) == 0, "bytes differ");
     free(src); free(h16); free(want); free(got); free(ref); free(gotf);
 }
