@@ -62,7 +62,7 @@ static void *cuda_alloc(tp_backend *b, size_t bytes, const char *what) {
         size_t fr = 0, tot = 0;
         cudaGetLastError(); /* allocation failures are not sticky; clear it */
         cudaMemGetInfo(&fr, &tot);
-        tp_die("out of device memory: %s needs %.1f MiB, %.1f MiB free on device %d (rank %d) of %.1f MiB (%s)",
+        tp_die("out of device memory: %s needs %.1f MiB, %.1f MiB free on device %d (rank %d; %.1f MiB total; %s)",
                what ? what : "(unnamed buffer)", bytes / MiB, fr / MiB, c->device, c->rank, tot / MiB,
                cudaGetErrorString(e));
     }
