@@ -23,7 +23,7 @@ static int g_fails;
 static char g_tmp[480];
 
 static void write_file(const char *dir, const char *name, const char *content) {
-    char p[1024];
+    char p[2048];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     FILE *f = fopen(p, "wb");
     if (!f || fputs(content, f) < 0 || fclose(f)) {
