@@ -43,7 +43,30 @@ stage() {
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>&1 | tee -a "$LOG" || true
 JOBS=$(( $(nproc) < 16 ? $(nproc) : 16 ))
 
-stage "configure" 60 150 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTPGEN_CUDA=ON
+# Preflight: what the build needs, said plainly if missing. NCCL may come only as the Python
+# wheel nvidia-nccl-cu13 (headers and library under site-packages): point CMake at it.
+export PATH="$PATH:/usr/local/cuda/bin"
+MISSING=()
+for tool in cmake nvcc mpirun pkg-config python3; do command -v "$tool" > /dev/null || MISSING+=("$tool"); done
+for pc in openblas libpcre2-8; do pkg-config --exists "$pc" 2> /dev/null || MISSING+=("$pc (pkg-config)"); done
+CMAKE_EXTRA=()
+if [ ! -e /usr/local/cuda/include/nccl.h ] && [ ! -e /usr/include/nccl.h ]; then
+    NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2> /dev/null || true)
+    if [ -n "$NCCL_DIR" ] && [ -e "$NCCL_DIR/include/nccl.h" ]; then
+        NCCL_SO=$(ls "$NCCL_DIR"/lib/libnccl.so* 2> /dev/null | head -1)
+        CMAKE_EXTRA+=("-DNCCL_INCLUDE=$NCCL_DIR/include" "-DNCCL_LIB=$NCCL_SO")
+        export LD_LIBRARY_PATH="$NCCL_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        echo "NCCL from the Python wheel: $NCCL_DIR" | tee -a "$LOG"
+    else
+        MISSING+=("nccl.h (NCCL)")
+    fi
+fi
+if (( ${#MISSING[@]} )); then
+    echo "preflight: missing ${MISSING[*]}; the configure step below will say which it needs" | tee -a "$LOG"
+    SUMMARY+=("$(printf '%-28s missing: %s' "preflight" "${MISSING[*]}")")
+fi
+
+stage "configure" 60 150 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTPGEN_CUDA=ON "${CMAKE_EXTRA[@]}"
 if ! stage "build (-j$JOBS)" 240 150 cmake --build "$BUILD" -j"$JOBS"; then
     printf '%s\n' "${SUMMARY[@]}"
     echo "build failed: nothing else to run" | tee -a "$LOG"

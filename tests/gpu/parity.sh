@@ -38,7 +38,12 @@ tol = a.tol if a.tol is not None else (2e-4 if a.backend == "cpu" else TOL[a.dty
 tpgen = os.path.join(a.build, "bin", "tpgen")
 if not os.access(tpgen, os.X_OK):
     sys.exit("parity.sh: %s not found; build first (cmake --build %s)" % (tpgen, a.build))
-launch = ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(a.np), tpgen]
+try:  # Open MPI needs these flags (root in containers, more ranks than cores); MPICH knows neither
+    ver = subprocess.run(["mpirun", "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+except OSError:
+    sys.exit("parity.sh: mpirun not found")
+ompi = "Open MPI" in ver or "OpenRTE" in ver
+launch = ["mpirun"] + (["--oversubscribe", "--allow-run-as-root"] if ompi else []) + ["-np", str(a.np), tpgen]
 common = ["--backend", "cuda", "--dtype", a.dtype, "--comm", a.comm] if a.backend == "cuda" else ["--backend", "cpu"]
 if a.backend == "cpu":
     a.dtype, a.comm = "f32", "mpi"
