@@ -42,12 +42,13 @@ struct tp_comm {
  * one rank ends every rank. Call first in main. */
 tp_comm *tp_comm_mpi_init(int *argc, char ***argv);
 /* Tell the MPI communicator which backend owns the device buffers given to allreduce_sum
- * (NULL or the CPU backend: buffers are host memory). */
+ * (NULL or the CPU backend: buffers are host memory). Set NULL before destroying the backend:
+ * that releases the staging buffers made with it. */
 void tp_comm_mpi_set_backend(tp_comm *c, tp_backend *b);
 /* NCCL communicator over the same ranks: ncclUniqueId made on rank 0 and broadcast with MPI.
  * Host collectives are delegated to mpi. NULL + err when NCCL is not compiled or fails. */
 tp_comm *tp_comm_nccl_create(tp_comm *mpi, tp_backend *b, char *err, size_t err_size);
-/* MPI_Finalize after the last use. */
+/* MPI_Finalize after the last use; frees c (the MPI communicator). */
 void tp_comm_finalize(tp_comm *c);
 
 #endif

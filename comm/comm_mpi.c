@@ -26,7 +26,9 @@ static void mpi_die(void *ctx) {
 }
 
 /* Every rank is failing the same way: rank 0 has printed the reason. Wait (bounded) for the
- * others so the message is not cut off by an abort, then leave cleanly with status 1. */
+ * others so the message is not cut off by an abort, then leave cleanly with status 1. When the
+ * others never come (the error was this rank's alone, e.g. a file only its node lacks), a rank
+ * other than 0 prints the message rank 0 did not, then ends the job. */
 static void mpi_die_all(void *ctx) {
     (void)ctx;
     MPI_Request req;
@@ -42,6 +44,7 @@ static void mpi_die_all(void *ctx) {
             nanosleep(&nap, NULL);
         }
     }
+    if (tp_log_rank() != 0) tp_die("%s", tp_log_die_all_message());
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
 }
@@ -158,11 +161,26 @@ tp_comm *tp_comm_mpi_init(int *argc, char ***argv) {
     return c;
 }
 
-void tp_comm_mpi_set_backend(tp_comm *c, tp_backend *b) { ((mpi_impl *)c->impl)->b = b; }
+/* The staging buffers belong to the backend that made them: a new backend (or NULL, before
+ * the backend is destroyed) releases them. */
+void tp_comm_mpi_set_backend(tp_comm *c, tp_backend *b) {
+    mpi_impl *im = c->impl;
+    if (im->b != b && im->stage) {
+        im->b->host_free(im->b, im->stage);
+        free(im->stage_f32);
+        im->stage = NULL;
+        im->stage_f32 = NULL;
+        im->stage_n = 0;
+    }
+    im->b = b;
+}
 
 void tp_comm_finalize(tp_comm *c) {
-    (void)c;
     int fin = 0;
     MPI_Finalized(&fin);
     if (!fin) MPI_Finalize();
+    /* The backend may be destroyed by now: a staging buffer not released by
+     * tp_comm_mpi_set_backend(c, NULL) is left to the process exit. */
+    ((mpi_impl *)c->impl)->stage = NULL;
+    mpi_destroy(c);
 }

@@ -39,15 +39,18 @@ void tp_die(const char *fmt, ...) {
     exit(1);
 }
 
+static char g_die_all_msg[4096];
+
+const char *tp_log_die_all_message(void) { return g_die_all_msg; }
+
 void tp_die_all(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_die_all_msg, sizeof g_die_all_msg, fmt, ap);
+    va_end(ap);
     if (g_rank == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "tpgen: error: ");
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
+        fprintf(stderr, "tpgen: error: %s\n", g_die_all_msg);
         fflush(stderr);
-        va_end(ap);
     }
     if (g_hooks.die_all) g_hooks.die_all(g_hooks.ctx);
     exit(1);

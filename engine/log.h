@@ -25,6 +25,9 @@ int tp_log_rank(void);
 void tp_log0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* stderr, rank 0 */
 void tp_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void tp_die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* The message of the tp_die_all in progress ("" if none): a die_all hook that finds this rank
+ * failing alone prints it, since rank 0 did not. */
+const char *tp_log_die_all_message(void);
 
 /* malloc/calloc/realloc that die with the size on failure. */
 void *tp_malloc(size_t bytes);

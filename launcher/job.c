@@ -98,5 +98,6 @@ void tp_job_alloc(tp_job *j, const tp_args *a, long kv_tokens_needed) {
 void tp_job_close(tp_job *j) {
     tp_model_free(&j->m);
     if (j->comm != j->mpi) j->comm->destroy(j->comm);
+    tp_comm_mpi_set_backend(j->mpi, NULL);
     j->b->destroy(j->b);
 }
