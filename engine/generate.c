@@ -7,9 +7,12 @@
 #include "log.h"
 #include "step.h"
 
+/* Every token but the last generated one goes through the model, and a sequence stops at
+ * n_positions tokens: prompt + max_new_tokens - 1 tokens, at most n_positions - 1. */
 int tp_request_tokens(const tp_model *m, const tp_request *r) {
-    long len = (long)r->n_prompt + r->max_new_tokens;
-    return len > m->cfg.n_positions ? m->cfg.n_positions : (int)len;
+    if (r->max_new_tokens == 0 || r->n_prompt >= m->cfg.n_positions) return 0; /* never runs */
+    long len = (long)r->n_prompt + r->max_new_tokens - 1;
+    return len > m->cfg.n_positions - 1 ? m->cfg.n_positions - 1 : (int)len;
 }
 
 int tp_request_blocks(const tp_model *m, const tp_request *r) {
@@ -73,7 +76,9 @@ long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *
         memcpy(r->history, r->prompt, r->n_prompt * sizeof(int32_t));
         tp_rng_seed(&r->rng, r->seed, (uint64_t)r->index);
         r->state = 0;
-        if (r->max_new_tokens == 0) {
+        /* nothing to generate, or the prompt already fills n_positions (one more token would
+         * make the sequence longer than the model allows) */
+        if (r->max_new_tokens == 0 || r->n_prompt >= m->cfg.n_positions) {
             r->state = 2;
             r->finish_reason = "length";
             if (hooks->on_done) hooks->on_done(hooks->ctx, r);

@@ -1,10 +1,11 @@
 /* Generation and scoring jobs, driven by rank 0 over tp_step_run.
  *
  * Scheduling (continuous batching): requests are admitted in order while the KV cache has
- * blocks for their whole length (prompt + max_new_tokens, at most n_positions), reserved up
- * front so a running sequence is never preempted. Each step packs one decode token of every
- * running sequence, then prefill chunks of newly admitted ones, up to the step's token budget;
- * a sequence that finishes frees its blocks for the next waiting request.
+ * blocks for their whole length (tp_request_tokens), reserved up front so a running sequence
+ * is never preempted. Each step packs one decode token of every running sequence, then prefill
+ * chunks of newly admitted ones, up to the step's token budget; a sequence that finishes frees
+ * its blocks for the next waiting request. A sequence stops ("length") at max_new_tokens or
+ * when it holds n_positions tokens; a prompt that already does gets no tokens.
  */
 #ifndef TPGEN_GENERATE_H
 #define TPGEN_GENERATE_H
@@ -56,8 +57,8 @@ typedef struct {
  * tp_step_worker_loop instead. Returns the number of steps run. */
 long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *hooks);
 
-/* Tokens of KV cache a request may fill (prompt + max_new_tokens, at most n_positions), and the
- * blocks it reserves (after tp_model_alloc). */
+/* Tokens of KV cache a request may fill (prompt + max_new_tokens - 1: the last generated token
+ * is never fed back; at most n_positions - 1), and the blocks it reserves (after tp_model_alloc). */
 int tp_request_tokens(const tp_model *m, const tp_request *r);
 int tp_request_blocks(const tp_model *m, const tp_request *r);
 

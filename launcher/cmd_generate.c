@@ -228,7 +228,7 @@ int tp_cmd_generate(int argc, char **argv) {
             int need = tp_request_blocks(m, &g.reqs[i]);
             if (need > m->kv.n_blocks) {
                 char where[4200];
-                fprintf(stderr, "tpgen: error: %s needs %d tokens of KV cache (prompt + --max-new-tokens, in blocks "
+                fprintf(stderr, "tpgen: error: %s needs %d tokens of KV cache (prompt + --max-new-tokens - 1, in blocks "
                                 "of %d) but the budget is %d tokens; raise --kv-cache-tokens or --kv-cache-mem, or "
                                 "lower --max-new-tokens\n",
                         tp_prompt_where(&a, &ps[i], where, sizeof where), need * m->kv.block_size, m->kv.block_size,
