@@ -78,6 +78,14 @@ void tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, i
     }
 }
 
+float tp_logsumexp(const float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double se = 0;
+    for (int i = 0; i < n; i++) se += exp((double)x[i] - mx);
+    return mx + (float)log(se);
+}
+
 size_t tp_sample_full_work_bytes(int V) { return (size_t)V * (sizeof(float) + sizeof(double) + sizeof(tp_cand)); }
 
 void tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
@@ -85,12 +93,7 @@ void tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int 
     float *proc = work;                       /* [V] processed logits */
     double *prob = (double *)(proc + V);      /* [V] */
     tp_cand *c = (tp_cand *)(prob + V);       /* [V] */
-    /* log-sum-exp of the raw logits, for the reported log-probabilities */
-    float mx = -INFINITY;
-    for (int i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double se = 0;
-    for (int i = 0; i < V; i++) se += exp((double)logits[i] - mx);
-    float lse = mx + (float)log(se);
+    const float lse = tp_logsumexp(logits, V); /* for the reported log-probabilities */
 
     memcpy(proc, logits, (size_t)V * sizeof *proc);
     if (s->repetition_penalty != 1.0f)

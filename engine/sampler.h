@@ -45,6 +45,9 @@ int tp_sampling_candidates(const tp_sampling *s);
 /* "a" before "b": higher logit first, equal logits by lower id (argmax picks the lowest id). */
 int tp_cand_before(const tp_cand *a, const tp_cand *b);
 
+/* log(sum_i exp(x[i])) over n raw logits, the max subtracted, the sum in double. */
+float tp_logsumexp(const float *x, int n);
+
 /* c: n candidates sorted by tp_cand_before; lse: log-sum-exp of all V raw logits. */
 void tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, float lse, tp_sample *out);
 /* logits: the V raw logits of the row; history: the sequence so far (for the penalty);

@@ -48,6 +48,14 @@ static void scratch_init(const tp_model *m) {
     if (m->comm->rank == 0) s->full_all = tp_malloc((size_t)R * Vl * P * sizeof(float));
 }
 
+/* After the last step (rank 0: tp_step_stop; workers: the end of their loop). */
+static void scratch_free(void) {
+    step_scratch *s = &g_scratch;
+    free(s->payload); free(s->mine); free(s->all); free(s->topv); free(s->topi); free(s->mx); free(s->se);
+    free(s->tgt); free(s->local_targets); free(s->full_mine); free(s->full_all);
+    memset(s, 0, sizeof *s);
+}
+
 void tp_step_output_init(tp_step_output *o, const tp_model *m) {
     o->rows = tp_calloc(m->a.max_rows, sizeof *o->rows);
     o->full = tp_malloc((size_t)m->a.max_rows * m->cfg.vocab_size * sizeof(float));
@@ -76,14 +84,11 @@ static void run_local(tp_model *m, const tp_step_host *s, int mode, int k, const
             for (int r = 0; r < R && valid > 0; r++)
                 memcpy(out->full + (size_t)r * V + v0, sc->full_all + ((size_t)p * R + r) * Vl, valid * sizeof(float));
         }
-        for (int r = 0; r < R; r++) { /* lse and target from the full rows */
+        /* the sampler reads the full rows itself; a full pass over V per row only when asked */
+        for (int r = 0; r < R && targets; r++) {
             const float *l = out->full + (size_t)r * V;
-            float mx = -INFINITY;
-            for (int v = 0; v < V; v++) mx = l[v] > mx ? l[v] : mx;
-            double se = 0;
-            for (int v = 0; v < V; v++) se += exp((double)l[v] - mx);
-            out->rows[r].lse = mx + (float)log(se);
-            out->rows[r].target_logit = targets && targets[r] >= 0 && targets[r] < V ? l[targets[r]] : NAN;
+            out->rows[r].lse = tp_logsumexp(l, V);
+            out->rows[r].target_logit = targets[r] >= 0 && targets[r] < V ? l[targets[r]] : NAN;
             out->rows[r].n = 0;
         }
         return;
@@ -167,6 +172,7 @@ void tp_step_run(tp_model *m, const tp_step_host *s, const tp_logits_request *re
 void tp_step_stop(tp_model *m) {
     step_header h = {CMD_STOP, 0, 0, 0, 0, 0, 0, 0};
     m->comm->bcast(m->comm, &h, sizeof h, 0);
+    scratch_free();
 }
 
 void tp_step_worker_loop(tp_model *m) {
@@ -189,4 +195,5 @@ void tp_step_worker_loop(tp_model *m) {
         s.rows = p; p += h.n_rows;
         run_local(m, &s, h.mode, h.k, h.has_targets ? p : NULL, NULL);
     }
+    scratch_free();
 }

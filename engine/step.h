@@ -29,7 +29,8 @@ typedef struct {
 } tp_logits_request;
 
 typedef struct {
-    tp_row_result *rows; /* [max_rows] (candidate mode; also filled in full mode) */
+    tp_row_result *rows; /* [max_rows] (candidate mode; in full mode lse and target_logit
+                          * only, and only when targets were asked) */
     float *full;         /* [max_rows, V] raw logits (full mode) */
 } tp_step_output;
 
@@ -38,7 +39,7 @@ void tp_step_output_free(tp_step_output *o);
 
 /* Rank 0: runs the step on every rank and gathers the logits rows into out. */
 void tp_step_run(tp_model *m, const tp_step_host *s, const tp_logits_request *req, tp_step_output *out);
-/* Rank 0: ends the workers' loops. */
+/* Rank 0: ends the workers' loops, after the last step (frees the step scratch). */
 void tp_step_stop(tp_model *m);
 /* Ranks != 0: follow rank 0's steps until it stops. */
 void tp_step_worker_loop(tp_model *m);
