@@ -16,18 +16,27 @@ static int is_id_list(const char *s, size_t n) {
     return s[0] >= '0' && s[0] <= '9';
 }
 
+/* Steps *at through text[0..len) a line at a time: the line's start and length (without its
+ * "\n" or "\r\n"); 0 past the last line. */
+static int next_line(char *text, size_t len, size_t *at, char **line, size_t *n) {
+    if (*at >= len) return 0;
+    char *start = text + *at, *end = memchr(start, '\n', len - *at);
+    if (!end) end = text + len;
+    *line = start;
+    *n = end - start;
+    if (*n && start[*n - 1] == '\r') (*n)--;
+    *at = end - text + 1;
+    return 1;
+}
+
 /* Number of the first line that is text (not ids, not empty), or 0. */
 static int first_text_line(const char *path) {
-    size_t len;
-    char *text = tp_read_file(path, &len);
+    size_t len, at = 0, n;
+    char *text = tp_read_file(path, &len), *line;
     if (!text) return 0; /* reported by tp_prompts_read */
     int line_no = 0, found = 0;
-    for (char *line = text, *end; line < text + len && !found; line = end + 1) {
-        end = memchr(line, '\n', text + len - line);
-        if (!end) end = text + len;
+    while (!found && next_line(text, len, &at, &line, &n)) {
         line_no++;
-        size_t n = end - line;
-        if (n && line[n - 1] == '\r') n--;
         if (n == 0 || line[0] == '[' || is_id_list(line, n)) continue;
         found = line_no;
     }
@@ -142,12 +151,10 @@ int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out) {
         return -1;
     }
     int line_no = 0, rc = 0;
-    for (char *line = text, *end; line < text + len && !rc; line = end + 1) {
-        end = memchr(line, '\n', text + len - line);
-        if (!end) end = text + len;
+    size_t at = 0, ln;
+    char *line;
+    while (!rc && next_line(text, len, &at, &line, &ln)) {
         line_no++;
-        size_t ln = end - line;
-        if (ln && line[ln - 1] == '\r') ln--;
         if (ln == 0) continue;
         if (n == cap) ps = tp_realloc(ps, (cap = cap ? 2 * cap : 16) * sizeof *ps);
         tp_prompt *p = &ps[n++];
