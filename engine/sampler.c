@@ -43,27 +43,67 @@ static int cand_cmp(const void *pa, const void *pb) {
     return tp_cand_before(a, b) ? -1 : tp_cand_before(b, a) ? 1 : 0;
 }
 
+/* The draw, decided on a best-first prefix c[0..m) of n processed logits whose weights
+ * exp(l / T - mx) sum to total (over all n). u is the uniform draw. Top-p keeps tokens while the
+ * mass before them is < top_p (HF TopP, at least one); then the draw lands where the cumulative
+ * weight passes u times the kept mass. Returns the index, or -1 when m < n is too short to decide. */
+static int decide(const tp_sampling *s, double u, const tp_cand *c, int m, int n, double mx, double total,
+                  double *prob) {
+    double T = s->temperature, kept = total;
+    int limit = m;
+    if (s->top_p < 1.0f) {
+        double before = 0;
+        int keep = 0;
+        while (keep < m && before / total < s->top_p) before += (prob[keep] = exp(c[keep].logit / T - mx)), keep++;
+        if (keep == m && m < n && before / total < s->top_p) return -1; /* the nucleus goes on */
+        limit = keep;
+        kept = before;
+    } else {
+        for (int i = 0; i < m; i++) prob[i] = exp(c[i].logit / T - mx);
+    }
+    double target = u * kept, acc = 0;
+    for (int i = 0; i < limit; i++) {
+        acc += prob[i];
+        if (target < acc) return i;
+    }
+    return limit < n && s->top_p >= 1.0f ? -1 : limit - 1;
+}
+
 /* Draws from n processed logits sorted best-first: temperature, top-k, top-p, then the draw.
  * Returns the index into c. */
 static int draw(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, double *prob) {
     if (s->temperature <= 0) return 0;
     if (s->top_k > 0 && s->top_k < n) n = s->top_k;
-    double mx = c[0].logit / s->temperature, sum = 0;
-    for (int i = 0; i < n; i++) sum += (prob[i] = exp(c[i].logit / s->temperature - mx));
-    if (s->top_p < 1.0f) { /* keep tokens while the mass before them is < top_p (HF TopP) */
-        double before = 0;
-        int keep = 0;
-        while (keep < n && before / sum < s->top_p) before += prob[keep++];
-        if (keep < 1) keep = 1;
-        n = keep;
-        sum = before > 0 ? before : prob[0];
+    double mx = c[0].logit / s->temperature, total = 0;
+    for (int i = 0; i < n; i++) total += exp(c[i].logit / s->temperature - mx);
+    return decide(s, tp_rng_uniform(rng), c, n, n, mx, total, prob);
+}
+
+/* Reorders c[0..n) so that c[0..m) are its m best (tp_cand_before), in any order (quickselect). */
+static void select_best(tp_cand *c, int n, int m) {
+    int lo = 0, hi = n - 1, k = m - 1;
+    while (lo < hi) {
+        tp_cand pivot = c[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (tp_cand_before(&c[i], &pivot)) i++;
+            while (tp_cand_before(&pivot, &c[j])) j--;
+            if (i <= j) {
+                tp_cand t = c[i]; c[i] = c[j]; c[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break;
     }
-    double u = tp_rng_uniform(rng) * sum, acc = 0;
-    for (int i = 0; i < n; i++) {
-        acc += prob[i];
-        if (u < acc) return i;
-    }
-    return n - 1;
+}
+
+/* The best m of c[0..n), sorted best-first, in c[0..m). */
+static void sort_best(tp_cand *c, int n, int m) {
+    if (m < n) select_best(c, n, m);
+    qsort(c, m, sizeof *c, cand_cmp);
 }
 
 void tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, float lse, tp_sample *out) {
@@ -104,16 +144,26 @@ void tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int 
         }
     for (int i = 0; i < V; i++) c[i] = (tp_cand){i, proc[i]};
 
-    int n = V;
+    int i;
     if (s->temperature <= 0) { /* argmax, lowest id on ties */
         int best = 0;
-        for (int i = 1; i < V; i++) if (tp_cand_before(&c[i], &c[best])) best = i;
-        tp_cand t = c[0]; c[0] = c[best]; c[best] = t;
-        n = 1;
+        for (int v = 1; v < V; v++) if (tp_cand_before(&c[v], &c[best])) best = v;
+        i = best;
+    } else if (s->top_k > 0 && s->top_k < V) { /* only the top k matter: select, sort, draw */
+        sort_best(c, V, s->top_k);
+        i = draw(s, rng, c, s->top_k, prob);
     } else {
-        qsort(c, V, sizeof *c, cand_cmp);
+        /* The draw needs the best-first order only up to where it lands (or the nucleus ends):
+         * sort a growing prefix until it decides, instead of all V. */
+        double mx = -INFINITY, total = 0, T = s->temperature;
+        for (int v = 0; v < V; v++) mx = c[v].logit / T > mx ? c[v].logit / T : mx;
+        for (int v = 0; v < V; v++) total += exp(c[v].logit / T - mx);
+        double u = tp_rng_uniform(rng);
+        for (int m = V < 256 ? V : 256;; m = m * 4 < V ? m * 4 : V) {
+            sort_best(c, V, m);
+            if ((i = decide(s, u, c, m, V, mx, total, prob)) >= 0) break;
+        }
     }
-    int i = draw(s, rng, c, n, prob);
     out->id = c[i].id;
     out->logprob = logits[out->id] - lse;
 
