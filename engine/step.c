@@ -14,17 +14,21 @@ typedef struct {
     int32_t cmd, n_tokens, n_seqs, max_blocks, n_rows, mode, k, has_targets;
 } step_header;
 
-/* Per row, per rank: what the rank's vocab slice says (candidate mode). */
+/* Per row, per rank: what the rank's vocab slice says (candidate mode): this head, then the
+ * step's k candidates, so a row crosses in 16 + 8k bytes. */
 typedef struct {
     float mx, se, tgt;
     int32_t n;
-    tp_cand c[TP_MAX_CANDIDATES];
 } slice_stats;
+
+static size_t slice_bytes(int k) { return sizeof(slice_stats) + (size_t)k * sizeof(tp_cand); }
+static slice_stats *slice_at(uint8_t *base, size_t i, int k) { return (slice_stats *)(base + i * slice_bytes(k)); }
+static tp_cand *slice_cands(slice_stats *st) { return (tp_cand *)(st + 1); }
 
 typedef struct {
     int32_t *payload;
     size_t payload_cap;
-    slice_stats *mine, *all;  /* [max_rows], [size * max_rows] (rank 0) */
+    uint8_t *mine, *all;  /* [max_rows] and [size * max_rows] slice records (rank 0), k per step */
     float *topv, *mx, *se, *tgt;
     int32_t *topi, *local_targets;
     float *full_mine, *full_all; /* [rows, Vloc], [size, rows, Vloc] (rank 0) */
@@ -36,8 +40,8 @@ static void scratch_init(const tp_model *m) {
     step_scratch *s = &g_scratch;
     if (s->mine) return;
     int R = m->a.max_rows, P = m->comm->size, Vl = m->sh.n_vocab;
-    s->mine = tp_calloc(R, sizeof *s->mine);
-    s->all = tp_calloc((size_t)R * P, sizeof *s->all);
+    s->mine = tp_calloc(R, slice_bytes(TP_MAX_CANDIDATES));
+    s->all = tp_calloc((size_t)R * P, slice_bytes(TP_MAX_CANDIDATES));
     s->topv = tp_malloc((size_t)R * TP_MAX_CANDIDATES * sizeof(float));
     s->topi = tp_malloc((size_t)R * TP_MAX_CANDIDATES * sizeof(int32_t));
     s->mx = tp_malloc(R * sizeof(float));
@@ -105,34 +109,35 @@ static void run_local(tp_model *m, const tp_step_host *s, int mode, int k, const
     if (m->sh.n_vocab_valid > 0)
         b->logits_stats(b, m->a.logits, R, Vl, m->sh.n_vocab_valid, kk, lt, sc->mx, sc->se, sc->topv, sc->topi, sc->tgt);
     for (int r = 0; r < R; r++) {
-        slice_stats *st = &sc->mine[r];
+        slice_stats *st = slice_at(sc->mine, r, k);
         if (m->sh.n_vocab_valid == 0) { st->mx = -INFINITY; st->se = 0; st->tgt = NAN; st->n = 0; continue; }
         st->mx = sc->mx[r];
         st->se = sc->se[r];
         st->tgt = lt ? sc->tgt[r] : NAN;
         st->n = kk;
         for (int j = 0; j < kk; j++)
-            st->c[j] = (tp_cand){sc->topi[r * kk + j] + m->sh.vocab0, sc->topv[r * kk + j]};
+            slice_cands(st)[j] = (tp_cand){sc->topi[r * kk + j] + m->sh.vocab0, sc->topv[r * kk + j]};
     }
-    c->gather(c, sc->mine, sc->all, (size_t)R * sizeof(slice_stats), 0);
+    c->gather(c, sc->mine, sc->all, (size_t)R * slice_bytes(k), 0);
     if (c->rank != 0) return;
     for (int r = 0; r < R; r++) {
         tp_row_result *o = &out->rows[r];
         float M = -INFINITY;
-        for (int p = 0; p < c->size; p++) M = sc->all[p * R + r].mx > M ? sc->all[p * R + r].mx : M;
+        for (int p = 0; p < c->size; p++) M = fmaxf(M, slice_at(sc->all, (size_t)p * R + r, k)->mx);
         double S = 0;
         o->target_logit = NAN;
         o->n = 0;
         for (int p = 0; p < c->size; p++) {
-            const slice_stats *st = &sc->all[p * R + r];
+            slice_stats *st = slice_at(sc->all, (size_t)p * R + r, k);
+            const tp_cand *sc_c = slice_cands(st);
             if (st->se > 0) S += st->se * exp((double)st->mx - M);
             if (!isnan(st->tgt)) o->target_logit = st->tgt;
             /* merge st's sorted candidates into o's sorted list, keeping k */
             tp_cand merged[TP_MAX_CANDIDATES];
             int i = 0, j = 0, n = 0;
             while (n < k && (i < o->n || j < st->n)) {
-                if (j >= st->n || (i < o->n && tp_cand_before(&o->c[i], &st->c[j]))) merged[n++] = o->c[i++];
-                else merged[n++] = st->c[j++];
+                if (j >= st->n || (i < o->n && tp_cand_before(&o->c[i], &sc_c[j]))) merged[n++] = o->c[i++];
+                else merged[n++] = sc_c[j++];
             }
             memcpy(o->c, merged, n * sizeof *merged);
             o->n = n;

@@ -159,26 +159,10 @@ static void upload_item(tp_backend *b, const load_item *it, const void *host, tp
     else b->upload(b, *it->dst, host, dt, (size_t)(r * c));
 }
 
-static void random_item(tp_backend *b, const load_item *it, uint64_t seed, float **scratch, size_t *scratch_n) {
-    int64_t r = it->out_rows, c = item_out_cols(it);
-    size_t n = (size_t)(r * c);
+/* Random weights for benchmarks, drawn on the device (the whole buffer, whatever its layout). */
+static void random_item(tp_backend *b, const load_item *it, uint64_t seed) {
     float stdv = it->rand_mean != 0 ? 0.01f : 0.02f;
-    if (b->fill_random) {
-        size_t elems = item_bytes(b, it) / tp_dtype_size(b->act);
-        b->fill_random(b, *it->dst, elems, seed, it->rand_mean, stdv);
-        return;
-    }
-    if (*scratch_n < n) *scratch = tp_realloc(*scratch, (*scratch_n = n) * sizeof **scratch);
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++) { /* xorshift + sum of uniforms: cheap, roughly normal */
-        float acc = 0;
-        for (int k = 0; k < 4; k++) {
-            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-            acc += (float)(x >> 40) * (1.0f / 16777216.0f);
-        }
-        (*scratch)[i] = it->rand_mean + stdv * (acc - 2.0f) * 1.7320508f;
-    }
-    upload_item(b, it, *scratch, TP_F32);
+    b->fill_random(b, *it->dst, item_bytes(b, it) / tp_dtype_size(b->act), seed, it->rand_mean, stdv);
 }
 
 void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed) {
@@ -217,11 +201,10 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
             total / 1048576.0, b->name, m->sh.tp);
     double t0 = tp_now_seconds(), last = t0;
     uint8_t *staging = staging_max ? b->host_alloc(b, staging_max, "weight staging buffer") : NULL;
-    float *scratch = NULL;
-    size_t scratch_n = 0, done = 0;
+    size_t done = 0;
     for (int i = 0; i < l.n; i++) {
         load_item *it = &l.items[i];
-        if (random) random_item(b, it, seed + (uint64_t)i * 7919u + (uint64_t)m->sh.rank * 104729u, &scratch, &scratch_n);
+        if (random) random_item(b, it, seed + (uint64_t)i * 7919u + (uint64_t)m->sh.rank * 104729u);
         else {
             stage_slice(it, src[i], &m->cfg, staging);
             upload_item(b, it, staging, src[i]->dtype);
@@ -237,7 +220,6 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     b->sync(b);
     tp_log0("loaded in %.2f s\n", tp_now_seconds() - t0);
     if (staging) b->host_free(b, staging);
-    free(scratch);
     free(src);
     free(l.items);
     if (st) tp_st_close(st);

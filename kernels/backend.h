@@ -49,7 +49,7 @@ struct tp_backend {
     void (*to_device)(tp_backend *b, void *dst, const void *src_host, size_t bytes);
     void (*to_host)(tp_backend *b, void *dst_host, const void *src, size_t bytes); /* synchronous */
     void (*sync)(tp_backend *b);
-    /* Optional: device-to-device copy (bench measures the memory-bandwidth floor with it). */
+    /* Device-to-device copy (bench measures the memory-bandwidth floor with it). */
     void (*copy)(tp_backend *b, void *dst, const void *src, size_t bytes);
     /* Host staging memory for to_device/to_host (pinned on CUDA; plain on the CPU). */
     void *(*host_alloc)(tp_backend *b, size_t bytes, const char *what);
@@ -63,9 +63,9 @@ struct tp_backend {
     size_t (*matrix_bytes)(tp_backend *b, int rows, int cols);
     void (*matrix_upload)(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols);
 
-    /* Optional (NULL: the engine draws on the host and uploads): fills n elements of act at dst
-     * (a vector, or a whole matrix_upload buffer of matrix_bytes) with mean + std * N(0,1) draws
-     * from `seed`. Used by `tpgen bench --random-weights` so a 16B-shaped model needs no file. */
+    /* Fills n elements of act at dst (a vector, or a whole matrix_upload buffer of matrix_bytes)
+     * with mean + std * N(0,1) draws from `seed`. Used by `tpgen bench --random-weights` so a
+     * 16B-shaped model needs no file. */
     void (*fill_random)(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std);
 
     /* --- ops --- */

@@ -32,9 +32,8 @@ static void zero_device(tp_backend *b, void *dst, size_t bytes) {
 }
 
 /* Copy bandwidth of the backend's memory in GB/s, STREAM convention (bytes read + written),
- * median of 7 copies of 256 MiB; 0 when the backend has no copy op. */
+ * median of 7 copies of 256 MiB. */
 static double copy_bandwidth(tp_backend *b) {
-    if (!b->copy) return 0;
     size_t bytes = 256u << 20;
     void *x = b->alloc(b, bytes, "bandwidth probe"), *y = b->alloc(b, bytes, "bandwidth probe");
     zero_device(b, x, bytes);
@@ -81,7 +80,7 @@ int tp_cmd_bench(int argc, char **argv) {
     double copy_gbs = copy_bandwidth(job.b); /* every rank at once: they share the node's memory */
     if (mpi->rank == 0) {
         int MB = m->a.max_blocks;
-        if (!a.json && copy_gbs > 0) printf("copy bandwidth (read + write): %.1f GB/s per rank\n", copy_gbs);
+        if (!a.json) printf("copy bandwidth (read + write): %.1f GB/s per rank\n", copy_gbs);
         int32_t *ids = tp_malloc(bmax * sizeof(int32_t)), *pos = tp_malloc(bmax * sizeof(int32_t));
         int32_t *seq = tp_malloc(bmax * sizeof(int32_t)), *rows = tp_malloc(bmax * sizeof(int32_t));
         int32_t *table = tp_malloc((size_t)bmax * MB * sizeof(int32_t));
@@ -113,13 +112,13 @@ int tp_cmd_bench(int argc, char **argv) {
             double wbytes = (double)m->w.matrix_bytes;
             double kvbytes = (double)B * (a.context + 1) * m->kv.bytes_per_token;
             double gbs = (wbytes + kvbytes) / t / 1e9;
-            double pct = copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0;
+            double pct = 100.0 * gbs / copy_gbs;
             if (a.json)
                 printf("{\"batch\": %d, \"context\": %d, \"tp\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", "
                        "\"ms_per_step\": %.4f, \"tokens_per_s\": %.2f, \"weight_bytes\": %.0f, \"kv_bytes\": %.0f, "
                        "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"floor_ms\": %.4f, \"steps\": %d}\n",
                        B, a.context, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, B / t, wbytes,
-                       kvbytes, gbs, copy_gbs, copy_gbs > 0 ? (wbytes + kvbytes) / (copy_gbs * 1e9) * 1e3 : 0,
+                       kvbytes, gbs, copy_gbs, (wbytes + kvbytes) / (copy_gbs * 1e9) * 1e3,
                        a.steps);
             else
                 printf("%6d %8d %10.3f %12.1f %12.1f %10.2f %8.1f%%\n", B, a.context, t * 1e3, B / t,
