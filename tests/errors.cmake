@@ -124,6 +124,26 @@ error_test(flag_without_value "--seed needs a value"
            ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --seed)
 error_test(bad_backend "--backend must be cpu or cuda, got \"gpu\""
            ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 --backend gpu)
+error_test(bad_dtype "--dtype must be f16 or bf16 \\(cuda\\) or f32 \\(cpu\\), got \"fp8\""
+           ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --dtype fp8)
+error_test(dtype_on_cpu "--dtype bf16: the CPU backend computes in f32"
+           ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --dtype bf16)
+error_test(bad_comm "--comm must be mpi or nccl, got \"tcp\""
+           ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --comm tcp)
+error_test(nccl_on_cpu "--comm nccl needs --backend cuda"
+           ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --comm nccl)
+error_test(batch_over_step_tokens "--max-batch 64 exceeds --max-batch-tokens 8"
+           ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --max-batch 64 --max-batch-tokens 8)
+
+# ---- bench ----
+error_test(bench_needs_model "--model DIR is required \\(or --config FILE --random-weights\\)"
+           ARGS bench --config ${ERR_TINY}/config.json ${ERR_CPU})
+error_test(bench_bad_batch "--batch: \"1,x\" is not a comma-separated list of non-negative integers"
+           ARGS bench --model ${ERR_TINY} --batch 1,x ${ERR_CPU})
+error_test(bench_zero_batch "--batch sizes must be >= 1"
+           ARGS bench --model ${ERR_TINY} --batch 0 ${ERR_CPU})
+error_test(bench_context_too_long "--context 120 \\+ 35 steps \\(32 timed \\+ 3 warm-up\\) exceeds n_positions=128"
+           ARGS bench --model ${ERR_TINY} --context 120 ${ERR_CPU})
 
 # ---- one rank, without mpirun ----
 error_test(single_rank_id_ge_vocab "token id 1001 at position 0 of --prompt-ids is >= vocab_size 1001" NP 0
@@ -132,6 +152,7 @@ error_test(single_rank_unknown_flag "unknown flag --bogus for `tpgen score`" NP 
            ARGS score --model ${ERR_TINY} --ids 1,2 --bogus ${ERR_CPU})
 error_test(single_rank_unknown_command "unknown command \"frobnicate\"" NP 0 DRIVER_FLAGS --status 2
            ARGS frobnicate --model ${ERR_TINY})
+error_test(info_takes_no_flags "`tpgen info` takes no flags" NP 0 DRIVER_FLAGS --status 2 ARGS info --bogus)
 
 # ---- broken checkpoints, made from the fixtures at test time ----
 find_package(Python3 COMPONENTS Interpreter QUIET)

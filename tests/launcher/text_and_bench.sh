@@ -6,7 +6,9 @@
 #  2. --stop STR, with STR taken from the middle of that text: text ends right before STR's first
 #     occurrence, finish_reason "stop", and the ids are a prefix of the unstopped run's;
 #  3. plain (non-JSON) output of one prompt prints exactly that text;
-#  4. bench on 1 and 2 ranks prints one JSON line per batch size with positive times and bytes.
+#  4. bench on 1 and 2 ranks prints one JSON line per batch size with positive times and bytes;
+#  5. the launch wrapper launcher/tpgen-mpirun runs a 2-rank job, and `tpgen info` names the CPU
+#     backend.
 # usage: text_and_bench.sh TPGEN MPIEXEC FIXTURE TOKENIZER_DIR WORKDIR
 set -euo pipefail
 tpgen=$1 mpiexec=$2 fixture=$3 tokdir=$4 work=$5
@@ -68,4 +70,10 @@ for r in rows:
 print("bench np=%s: ok" % sys.argv[2])
 PY
 done
+wrapper="$(cd "$(dirname "$0")/../.." && pwd)/launcher/tpgen-mpirun"
+out=$(TPGEN_BIN="$tpgen" "$wrapper" -np 2 score --model "$fixture" --ids 1,2,3 --json --backend cpu --threads 1 2>/dev/null)
+python3 -c 'import json,sys; r=json.loads(sys.argv[1]); assert r["ids"]==[1,2,3] and len(r["logprobs"])==3, r' "$out"
+echo "tpgen-mpirun: ok"
+"$tpgen" info | grep -q '^backends: cpu' || { echo "FAIL: tpgen info does not list the cpu backend"; exit 1; }
+echo "info: ok"
 echo "1 passed, 0 failed"
