@@ -38,7 +38,7 @@ struct tp_comm {
     void *impl;
 };
 
-/* MPI_Init (if needed), rank discovery, and the exit hooks of engine/log.h so that an error on
+/* MPI_Init (if needed), rank discovery, and the exit hooks of util/log.h so that an error on
  * one rank ends every rank. Call first in main. */
 tp_comm *tp_comm_mpi_init(int *argc, char ***argv);
 /* Tell the MPI communicator which backend owns the device buffers given to allreduce_sum

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "engine/log.h"
+#include "util/log.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 

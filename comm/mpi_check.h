@@ -5,7 +5,7 @@
 
 #include <mpi.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 #define MPI_CHECK(call)                                                                     \
     do {                                                                                    \

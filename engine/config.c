@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "json.h"
-#include "log.h"
+#include "util/json.h"
+#include "util/log.h"
 
 static int get_int(const json_value *root, const char *key, int *out, int required, const char *path, char *err,
                    size_t err_size) {

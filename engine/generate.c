@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "util/log.h"
 #include "step.h"
 
 /* Every token but the last generated one goes through the model, and a sequence stops at

@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "log.h"
+#include "util/log.h"
 
 size_t tp_kv_bytes_per_token(tp_backend *b, int n_layer, int n_heads, int head_dim) {
     return (size_t)2 * n_layer * n_heads * head_dim * tp_dtype_size(b->act);

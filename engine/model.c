@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "util/log.h"
 
 #define ACT_ALIGN 256
 

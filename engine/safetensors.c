@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/json.h"
-#include "engine/log.h"
+#include "util/json.h"
+#include "util/log.h"
 
 typedef struct {
     char *path;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "util/log.h"
 
 enum { CMD_STEP = 1, CMD_STOP = 2 };
 

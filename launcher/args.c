@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 static const char *USAGE =
     "usage:\n"

@@ -10,7 +10,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "engine/log.h"
+#include "util/log.h"
 #include "engine/step.h"
 #include "job.h"
 

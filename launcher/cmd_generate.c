@@ -7,9 +7,9 @@
 
 #include "commands.h"
 #include "engine/generate.h"
-#include "engine/log.h"
+#include "util/log.h"
 #include "engine/step.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "job.h"
 #include "json_out.h"
 #include "prompts.h"

@@ -5,7 +5,7 @@
 
 #include "commands.h"
 #include "engine/generate.h"
-#include "engine/log.h"
+#include "util/log.h"
 #include "engine/step.h"
 #include "job.h"
 #include "json_out.h"

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
-#include "engine/tokenizer.h"
+#include "util/log.h"
+#include "tokenizer/tokenizer.h"
 #include "launcher/commands.h"
 
 #define MAX_PATTERNS 64

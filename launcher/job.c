@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 void tp_job_agree(tp_comm *c, int ok) {
     if (c->allreduce_max_int(c, !ok)) {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/json.h"
-#include "engine/log.h"
+#include "util/json.h"
+#include "util/log.h"
 
 static int is_id_list(const char *s, size_t n) {
     if (n == 0) return 0;

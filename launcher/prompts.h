@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "args.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct {
     int32_t *ids;

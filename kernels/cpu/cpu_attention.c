@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 #include "kernels/cpu/cpu_internal.h"
 
 static inline size_t cache_slot(const tp_step *st, int seq, int pos) {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 #include "kernels/cpu/cpu_internal.h"
 
 /* OpenBLAS's own thread count (declared in its cblas.h; repeated here so this file does not

@@ -1,6 +1,6 @@
 /* Error checks for the CUDA backend and the NCCL communicator: every CUDA and cuBLAS call goes
  * through one of these. A failure prints file:line, the call and the library's own error string,
- * then ends the job through tp_die (every rank exits, see engine/log.h). Usable from C and CUDA. */
+ * then ends the job through tp_die (every rank exits, see util/log.h). Usable from C and CUDA. */
 #ifndef TPGEN_CUDA_CHECK_H
 #define TPGEN_CUDA_CHECK_H
 
@@ -10,7 +10,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "engine/log.h"
+#include "util/log.h"
 #ifdef __cplusplus
 }
 #endif

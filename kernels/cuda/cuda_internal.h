@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 extern "C" {
-#include "engine/log.h"
+#include "util/log.h"
 #include "kernels/backend.h"
 }
 #include "kernels/cuda/cuda_backend.h"

@@ -4,7 +4,7 @@
  * Run on 2 ranks through tests/errors/expect_error.sh --abort-ok; the other ranks wait in a
  * barrier the way workers wait in a collective. */
 #include "comm/comm.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 int main(int argc, char **argv) {
     tp_comm *c = tp_comm_mpi_init(&argc, &argv);

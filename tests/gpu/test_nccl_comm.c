@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "engine/log.h"
+#include "util/log.h"
 #include "kernels/backend.h"
 #include "kernels/dtype.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 #include "kernels/backend.h"
 
 /* Best of reps runs after a warm-up: the least disturbed run, closest to what the hardware

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 #include "kernels/backend.h"
 
 /* fp32 ops against double: rounding of O(sqrt(K)) f32 operations gives NMSE ~1e-13; 1e-10 leaves

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/json.h"
-#include "engine/log.h"
+#include "util/json.h"
+#include "util/log.h"
 
 static const char *g_tpgen, *g_mpiexec, *g_fixture, *g_extra = "";
 static int g_np = 1, g_fail = 0, g_checks = 0;

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
-#include "engine/tokenizer_internal.h"
+#include "util/log.h"
+#include "tokenizer/tokenizer_internal.h"
 #include "tok_test.h"
 
 static int same_ids(const int32_t *a, size_t na, const int32_t *b, size_t nb) {

@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 #include "tok_test.h"
 
 static const char *g_tpgen, *g_tmpdir;

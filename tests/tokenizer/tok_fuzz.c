@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
-#include "engine/tokenizer_internal.h"
+#include "util/log.h"
+#include "tokenizer/tokenizer_internal.h"
 #include "tok_test.h"
 
 static uint64_t g_rng;

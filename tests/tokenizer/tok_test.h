@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/json.h"
-#include "engine/tokenizer.h"
+#include "util/json.h"
+#include "tokenizer/tokenizer.h"
 
 #define SKIP 77
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 #include "tok_test.h"
 
 json_value **tt_read_jsonl(const char *path, size_t *n) {

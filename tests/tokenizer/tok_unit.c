@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 #include "tok_test.h"
 
 static int g_fails;

@@ -1,11 +1,11 @@
-#include "json.h"
+#include "util/json.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "util/log.h"
 
 #define JSON_MAX_DEPTH 256
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "util/log.h"
 #include "tokenizer_internal.h"
 
 static int check_id(const tp_tokenizer *t, int32_t id) {

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "json.h"
-#include "log.h"
+#include "util/json.h"
+#include "util/log.h"
 #include "tokenizer_internal.h"
 
 #define TPK_MAX_ID (1 << 24) /* ids beyond this are surely a broken file */

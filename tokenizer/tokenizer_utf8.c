@@ -2,7 +2,7 @@
  * one U+FFFD per maximal subpart of an ill-formed sequence, Unicode 3.9 "best practice"). */
 #include <string.h>
 
-#include "log.h"
+#include "util/log.h"
 #include "tokenizer_internal.h"
 
 int tpk_utf8_step(const uint8_t *s, size_t len, int *need, int *bad) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "util/log.h"
 #include "tokenizer_internal.h"
 
 static inline void ids_reserve(tpk_ids *o, size_t more) {

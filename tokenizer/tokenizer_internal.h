@@ -1,4 +1,4 @@
-/* Private to engine/tokenizer*.c: the tokenizer's tables and the helpers shared between files. */
+/* Private to tokenizer/tokenizer*.c: the tokenizer's tables and the helpers shared between files. */
 #ifndef TPGEN_TOKENIZER_INTERNAL_H
 #define TPGEN_TOKENIZER_INTERNAL_H
 
