@@ -2,8 +2,8 @@
  * qkv [T, 3, Hl, D]; caches [n_blocks, bs, Hl, D]; position p of sequence s in slot
  * block_table[s][p / bs] * bs + p % bs).
  *
- * Numerics as HF CodeGen in f32: inv_freq = 1 / 10000^(2i/R) computed on the host (as the CPU
- * backend does, so both use the same table), angle = (float)pos * inv_freq, accurate sincosf;
+ * Numerics as HF CodeGen in f32: the rotary table, angles and pair rotation are
+ * kernels/common/tp_rotary.h, as on the CPU (inv_freq made on the host, accurate sincosf);
  * scores q.k divided by sqrtf(D); softmax with the max subtracted, in f32; P.V accumulated in f32.
  *
  * Two attention kernels, chosen per step by its shape:
@@ -47,12 +47,14 @@ __global__ void rotary_kv_kernel(T *qkv, T *kc, T *vc, const int32_t *pos, const
         const size_t o = (size_t)h * D + d0;
         if (i < half_r) { /* pairs (2i, 2i+1) of the first R dims: GPT-J rotate_every_two */
             float sn, cs;
-            sincosf((float)p * inv.f[i], &sn, &cs);
-            const float q0 = tpc_f(q[o]), q1 = tpc_f(q[o + 1]), k0 = tpc_f(k[o]), k1 = tpc_f(k[o + 1]);
-            q[o] = tpc_from<T>(q0 * cs - q1 * sn);
-            q[o + 1] = tpc_from<T>(q1 * cs + q0 * sn);
-            k[o] = tpc_from<T>(k0 * cs - k1 * sn);
-            k[o + 1] = tpc_from<T>(k1 * cs + k0 * sn);
+            tp_rope_sincos(tp_rope_angle(p, inv.f[i]), &sn, &cs);
+            float q0 = tpc_f(q[o]), q1 = tpc_f(q[o + 1]), k0 = tpc_f(k[o]), k1 = tpc_f(k[o + 1]);
+            tp_rope_rotate(&q0, &q1, cs, sn);
+            tp_rope_rotate(&k0, &k1, cs, sn);
+            q[o] = tpc_from<T>(q0);
+            q[o + 1] = tpc_from<T>(q1);
+            k[o] = tpc_from<T>(k0);
+            k[o + 1] = tpc_from<T>(k1);
         }
         kd[o] = k[o];
         vd[o] = v[o];
@@ -71,7 +73,7 @@ void tpc_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
     if (R > D || R < 0 || R / 2 > ROT_MAX_HALF)
         tp_die("cuda rotary: rotary_dim %d must be in 0..min(head_dim %d, %d)", R, D, 2 * ROT_MAX_HALF);
     rot_freq inv;
-    for (int i = 0; i < R / 2; i++) inv.f[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)R);
+    for (int i = 0; i < R / 2; i++) inv.f[i] = tp_rope_inv_freq(i, R);
     const int threads = Hl * ((D + 1) / 2) >= 256 ? 256 : 128;
     if (b->act == TP_F16)
         rotary_kv_kernel<__half><<<T, threads, 0, c->stream>>>((__half *)qkv, (__half *)k_cache, (__half *)v_cache,

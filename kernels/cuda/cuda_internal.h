@@ -15,6 +15,13 @@
 #include <math.h>
 #include <stdint.h>
 
+/* The math both backends share (before the extern "C" block: these are C++ here). */
+#include "kernels/common/tp_act.h"
+#include "kernels/common/tp_logits.h"
+#include "kernels/common/tp_rng.h"
+#include "kernels/common/tp_rotary.h"
+#include "kernels/common/tp_round.h"
+
 extern "C" {
 #include "util/log.h"
 #include "kernels/backend.h"
@@ -84,9 +91,10 @@ __device__ __forceinline__ float tpc_f(__half x) { return __half2float(x); }
 __device__ __forceinline__ float tpc_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T> __device__ __forceinline__ T tpc_from(float x);
 template <> __device__ __forceinline__ float tpc_from<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half tpc_from<__half>(float x) { return __float2half_rn(x); }
+/* Rounding to F16/BF16 is kernels/common/tp_round.h, the CPU side's function (same NaN bits). */
+template <> __device__ __forceinline__ __half tpc_from<__half>(float x) { return __ushort_as_half(tp_f32_to_f16(x)); }
 template <> __device__ __forceinline__ __nv_bfloat16 tpc_from<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
+    return __ushort_as_bfloat16(tp_f32_to_bf16(x));
 }
 
 /* 8 elements packed in 16 bytes -> 8 floats. */
