@@ -34,6 +34,10 @@ struct tp_comm {
     int (*allreduce_max_int)(tp_comm *c, int v);
     void (*barrier)(tp_comm *c);
 
+    /* Optional (NULL: no effect, as for MPI): a collective not done after `seconds` (0: never)
+     * ends the job, naming the rank and the collective. NCCL: default 300 s (--comm-timeout). */
+    void (*set_timeout)(tp_comm *c, double seconds);
+
     void (*destroy)(tp_comm *c);
     void *impl;
 };

@@ -165,6 +165,18 @@ static void random_item(tp_backend *b, const load_item *it, uint64_t seed) {
     b->fill_random(b, *it->dst, item_bytes(b, it) / tp_dtype_size(b->act), seed, it->rand_mean, stdv);
 }
 
+/* The weight arena's size, as tp_model_load_weights will ask for it (for the memory plan). */
+size_t tp_model_weights_bytes(const tp_model *m) {
+    tp_model tmp = *m; /* build_list fills tmp.w.layers */
+    load_list l = {0};
+    build_list(&tmp, &l);
+    size_t total = 0;
+    for (int i = 0; i < l.n; i++) total += (item_bytes(m->b, &l.items[i]) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    free(tmp.w.layers);
+    free(l.items);
+    return total;
+}
+
 void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed) {
     tp_backend *b = m->b;
     load_list l = {0};

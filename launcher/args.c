@@ -18,6 +18,7 @@ static const char *USAGE =
     "  common: [--backend cpu|cuda] [--dtype f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats]\n"
+    "          [--verbose] [--comm-timeout SECONDS (NCCL; default 300, 0: none)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md";
 
 static long parse_long(const char *flag, const char *v, long lo, long hi) {
@@ -63,6 +64,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->cmd = cmd;
     a->kv_cache_mem = 0.9;
+    a->comm_timeout = 300;
     a->block_size = 16;
     a->max_batch_tokens = 512;
     a->max_batch = 32;
@@ -97,6 +99,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--max-batch")) a->max_batch = (int)parse_long(flag, VAL(), 1, 4096);
         else if (IS("--stats")) a->stats = 1;
         else if (IS("--no-cuda-graphs")) a->no_cuda_graphs = 1;
+        else if (IS("--verbose")) a->verbose = 1;
+        else if (IS("--comm-timeout")) a->comm_timeout = parse_double(flag, VAL(), 0, 1e6);
         else if (IS("--json")) a->json = 1;
         else if (IS("--logprobs") && (gen || score)) a->logprobs = (int)parse_long(flag, VAL(), 0, 64);
         else if (IS("--prompt") && gen) a->prompt = VAL();

@@ -38,6 +38,8 @@ typedef struct {
     int json;
     int stats;
     int no_cuda_graphs;      /* --no-cuda-graphs */
+    int verbose;             /* --verbose: print the memory plan at start */
+    double comm_timeout;     /* --comm-timeout S: a collective not done in S seconds ends the job (NCCL) */
     /* bench */
     const char *batches;     /* --batch 1,8,32 */
     int context, steps;

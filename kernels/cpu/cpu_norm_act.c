@@ -46,6 +46,12 @@ void cpu_gelu_new(tp_backend *b, void *x, size_t n) {
     for (size_t i = 0; i < n; i++) v[i] = tp_gelu_new(v[i]);
 }
 
+/* fc_in + GELU: f32 throughout on the CPU, so fusing changes nothing; two passes. */
+void cpu_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K) {
+    cpu_matmul(b, y, x, W, bias, T, N, K, 0);
+    cpu_gelu_new(b, y, (size_t)T * N);
+}
+
 void cpu_add(tp_backend *b, void *y, const void *x, size_t n) {
     float *yo = (float *)y;
     const float *xi = (const float *)x;

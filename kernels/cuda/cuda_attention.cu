@@ -396,7 +396,7 @@ template <typename T>
 static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *vc, const tp_step *st, int Hl, int D) {
     const int T_ = st->n_tokens;
     const float scale = sqrtf((float)D);
-    const bool decode = (T_ <= 8 || T_ <= 2 * st->n_seqs) && T_ <= 65535; /* grid.z limit */
+    const bool decode = tpc_attn_is_decode(T_, st->n_seqs); /* cuda_plan.c: the memory plan uses it too */
     if (!decode) {
         dim3 grid((T_ + PF_QT - 1) / PF_QT, Hl);
         const size_t smem = prefill_smem(D);
@@ -415,15 +415,14 @@ static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *
     /* context bound for sizing the splits: this step's, or the table's capacity under capture */
     const long ctx = c->capturing ? (long)st->max_blocks * st->block_size : (long)st->max_pos + 1;
     int chunk = 256;
-    while (chunk > 64 && (long)T_ * Hl * ((ctx + chunk - 1) / chunk) < 2L * c->sm_count) chunk >>= 1;
-    const int n_splits = (int)((ctx + chunk - 1) / chunk);
+    const int n_splits = tpc_attn_splits(ctx, T_, Hl, c->sm_count, &chunk);
     const uintptr_t al = (uintptr_t)qkv | (uintptr_t)kc | (uintptr_t)vc;
     if (al & 3u) tp_die("cuda attention: qkv and the KV caches must be 4-byte aligned");
     const bool vec8 = D % 8 == 0 && (al & 15u) == 0;
     const int nv = vec8 ? 1 : 4, nvec = vec8 ? D / 8 : D / 2;
     const int G = pow2_at_least((nvec + nv - 1) / nv);
     if (G > 32) tp_die("internal: attention G %d", G);
-    float *part = tpc_attn_part(c, (size_t)T_ * Hl * n_splits * (D + 2) * sizeof(float));
+    float *part = n_splits > 1 ? tpc_attn_part(c, tpc_attn_part_bytes(T_, Hl, D, n_splits)) : NULL;
     const size_t smem = ((size_t)chunk + 64 + (size_t)(ATT_THREADS / G) * D) * sizeof(float);
     dim3 grid(n_splits, Hl, T_);
     if (vec8)

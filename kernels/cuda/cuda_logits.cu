@@ -15,7 +15,7 @@
 #include "kernels/cuda/cuda_internal.h"
 
 #define LG_THREADS 512
-#define LG_MAXK 64
+#define LG_MAXK TPC_LG_MAXK
 
 /* The key, the rank order and the NaN/inf rule are kernels/common/tp_logits.h (the CPU's). */
 __device__ __forceinline__ uint32_t fkey(float f) { return tp_logit_key(f); }
@@ -153,10 +153,12 @@ void tpc_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int 
     if (k < 0 || k > LG_MAXK) tp_die("cuda logits_stats: k = %d, must be 0..%d", k, LG_MAXK);
     if (n_valid > ld || n_valid < 0) tp_die("internal: logits_stats n_valid %d > ld %d", n_valid, ld);
     const size_t per_row = (size_t)(3 + 2 * k) * sizeof(float);
-    int chunk = (int)(c->stage_bytes / (per_row + sizeof(int32_t)));
-    if (chunk > rows) chunk = rows;
-    const size_t need = (size_t)chunk * (per_row + sizeof(int32_t));
-    if (need > c->lg_bytes) {
+    int chunk = 0;
+    const size_t need = tpc_logits_buf_bytes(rows, k, &chunk); /* cuda_plan.c: the memory plan's size */
+    if (need > c->lg_bytes && c->scratch_reserved)
+        tp_die("cuda logits_stats: %d rows of top-%d need %zu bytes but the memory plan reserved %zu for %d rows of "
+               "top-%d (rank %d)", rows, k, need, c->lg_bytes, c->limits.max_rows, c->limits.max_k, c->rank);
+    if (need > c->lg_bytes) { /* no plan (op tests): grow */
         if (c->lg_dev) CUDA_CHECK(cudaFree(c->lg_dev));
         c->lg_dev = NULL;
         CUDA_CHECK(cudaMalloc(&c->lg_dev, need));

@@ -315,6 +315,21 @@ static void test_gelu(tp_backend *b) {
     report("gelu", "CPU backend gelu_new == header (<= 1 ulp)", w_cpu <= 1.0, "max %.2f ulp over %d values", w_cpu, N);
     report("gelu", "header vs HF formula in double (4 ulp + du)", w_ref == 0, "worst %.2f x the bound", w_ref);
     report("gelu", "edges: 0, +inf, -inf->NaN, NaN, -100->-0, subnormal/2", edge_bad == 0, "%d wrong", edge_bad);
+    /* matmul_gelu (fc_in + GELU, fused on a GPU) == matmul then gelu_new on the CPU, bit for bit */
+    {
+        const int T = 5, Nn = 37, K = 24;
+        float *xx = malloc(T * K * 4), *W = malloc(Nn * K * 4), *bias = malloc(Nn * 4), *y1 = malloc(T * Nn * 4),
+              *y2 = malloc(T * Nn * 4);
+        for (int i = 0; i < T * K; i++) xx[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0 * 4 - 2);
+        for (int i = 0; i < Nn * K; i++) W[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0 - 0.5);
+        for (int i = 0; i < Nn; i++) bias[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0 - 0.5);
+        b->matmul_gelu(b, y1, xx, W, bias, T, Nn, K);
+        b->matmul(b, y2, xx, W, bias, T, Nn, K, 0);
+        b->gelu_new(b, y2, (size_t)T * Nn);
+        report("gelu", "CPU matmul_gelu == matmul then gelu_new", memcmp(y1, y2, (size_t)T * Nn * 4) == 0, "%dx%dx%d", T,
+               Nn, K);
+        free(xx); free(W); free(bias); free(y1); free(y2);
+    }
     free(x);
     free(y);
 }
