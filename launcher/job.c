@@ -62,9 +62,10 @@ static long job_plan(tp_job *j, const tp_args *a, long kv_tokens_needed, int pri
     static char err[8192];
     tp_mem_plan plan;
     long blocks = tp_model_plan(m, &pa, b->mem_available(b), &plan, err, sizeof err);
-    int bad = blocks < 1;
-    if (j->mpi->allreduce_max_int(j->mpi, bad)) {
-        if (bad) {
+    const int bad = blocks < 1, size = j->mpi->size;
+    const int first_bad = size - j->mpi->allreduce_max_int(j->mpi, bad ? size - j->mpi->rank : 0);
+    if (first_bad < size) { /* reported once, by the lowest rank that does not fit */
+        if (j->mpi->rank == first_bad) {
             fprintf(stderr, "tpgen: error: %s", err);
             fflush(stderr);
         }
