@@ -51,9 +51,9 @@ long tp_model_plan(const tp_model *m, const tp_plan_args *pa, size_t avail, tp_m
     if (blocks >= 1 && need <= share) return blocks;
 
     size_t u = (size_t)snprintf(err, err_size,
-                                "the job does not fit in device memory on rank %d: it needs %.1f MiB, %.1f MiB are free%s "
+                                "the job does not fit in %s memory on rank %d: it needs %.1f MiB, %.1f MiB are free%s "
                                 "(%s); the plan:\n",
-                                m->sh.rank, need / MiB, share / MiB,
+                                strcmp(b->name, "cpu") == 0 ? "host" : "device", m->sh.rank, need / MiB, share / MiB,
                                 pa->sharing > 1 ? " for this rank (the device is shared)" : "",
                                 blocks < 1 ? "not even one KV block is left: lower --max-batch-tokens or --max-batch, "
                                              "or use a larger TP"

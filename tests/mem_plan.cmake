@@ -8,7 +8,7 @@ set_tests_properties(mem_plan PROPERTIES LABELS unit TIMEOUT 120)
 # The plan at the command line (error_test: tests/errors.cmake, included before this file): a KV
 # budget no machine holds is refused at start with the plan, once, on every rank; a bad
 # --comm-timeout is named.
-error_test(plan_does_not_fit "does not fit in device memory on rank 0: it needs [0-9.]+ MiB, [0-9.]+ MiB are free"
+error_test(plan_does_not_fit "does not fit in host memory on rank 0: it needs [0-9.]+ MiB, [0-9.]+ MiB are free"
            ARGS generate --model ${ERR_TINY} --prompt-ids 1,2,3 --kv-cache-tokens 1000000000000 ${ERR_CPU})
 error_test(comm_timeout_negative "--comm-timeout expects a number in \\[0, 1e\\+06\\], got \"-1\""
            ARGS generate --model ${ERR_TINY} --prompt-ids 1,2,3 --comm-timeout -1 ${ERR_CPU})

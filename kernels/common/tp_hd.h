@@ -1,7 +1,7 @@
 /* TP_HD: marks the element-wise math that the CPU and the CUDA backend must compute the same
  * way. The headers in kernels/common/ hold only TP_HD functions; the CPU backend's C files include them
  * as plain C (TP_HD is `static inline`), the CUDA backend's .cu files as `__host__ __device__` functions, and
- * tests/ops/test_gpu_math.c checks them on the CPU. One implementation, two backends.
+ * tests/gpu_math/test_gpu_math.c checks them on the CPU. One implementation, two backends.
  *
  * Exact arithmetic: a C or CUDA compiler may fuse a * b + c into one fma (nvcc does by default),
  * which rounds once instead of twice and so changes low bits. Where both backends must agree bit

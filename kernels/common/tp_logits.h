@@ -14,7 +14,7 @@
  *    turns any other row into a per-request error; kernels never clamp or repair logits.
  * The CPU backend scans a row once with tp_logit_max / tp_topk_push; the CUDA backend does a
  * radix select on tp_logit_key and ranks its k candidates with tp_logit_before. Both give the
- * same (value, column) lists; tests/ops/test_gpu_math.c checks that on ties, -0/+0, +-inf, NaN. */
+ * same (value, column) lists; tests/gpu_math/test_gpu_math.c checks that on ties, -0/+0, +-inf, NaN. */
 #ifndef TPGEN_TP_LOGITS_H
 #define TPGEN_TP_LOGITS_H
 

@@ -12,7 +12,7 @@
  * All in f32. log and sincos are our own (below), made of correctly rounded operations only
  * (+ - * / sqrt fma, spelled TP_MUL etc. so no compiler fuses them), so the device computes
  * the very same bits as the host; libm's logf/sincosf and CUDA's differ in the last bit. Each
- * is within 1 ulp of the exact function (tests/ops/test_gpu_math.c checks every input u1 and
+ * is within 1 ulp of the exact function (tests/gpu_math/test_gpu_math.c checks every input u1 and
  * u2 can take). The largest |z| is sqrt(2 * 24 ln 2) = 5.77. */
 #ifndef TPGEN_TP_RNG_H
 #define TPGEN_TP_RNG_H
