@@ -6,7 +6,9 @@
 #include "kernels/common/tp_rng.h"
 #include "kernels/cpu/cpu_internal.h"
 
-void cpu_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std) {
+/* Cloned for x86-64-v3: the generator's fmaf calls become one instruction there (the C
+ * library's software fmaf otherwise; both are exact, so the bits are the same either way). */
+CPU_SIMD_CLONES void cpu_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std) {
     float *d = (float *)dst;
     const uint64_t key = tp_rng_key(seed);
     const size_t n_pairs = (n + 1) / 2;
