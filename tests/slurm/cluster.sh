@@ -109,6 +109,8 @@ JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SchedulerType=sched/builtin
+# schedule a job as soon as it is submitted (the default batches submissions over 3 s)
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
 # GPUs are a known resource type, so jobs may ask for --gpus-per-node (this node has none)
 GresTypes=gpu
 ReturnToService=2
