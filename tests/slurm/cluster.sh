@@ -139,6 +139,12 @@ EOF
     stop
     die "the cluster did not come up"
   fi
+  # Debian's mpi/pmix plugin dlopens libpmix.so, which only libpmix-dev ships
+  if ! out=$(timeout 20 srun --mpi=pmix -n1 true 2>&1); then
+    echo "$out" >&2
+    stop
+    die "srun --mpi=pmix does not work here; on Debian install libpmix-dev (Slurm's PMIx plugin loads its libpmix.so)"
+  fi
   say "node $host idle ($cpus CPUs, $mem MB); export SLURM_CONF=$conf"
 }
 
