@@ -40,7 +40,7 @@ stop() {
     fi
   fi
   # reverse start order: slurmd, slurmctld, munged
-  tac "$dir/pids" | while read -r name pid; do
+  tac "$dir/pids" 2>/dev/null | while read -r name pid; do
     alive "$pid" "$name" || continue
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 100); do alive "$pid" "$name" || break; sleep 0.1; done
@@ -56,8 +56,8 @@ start() {
     command -v "$b" >/dev/null || die "$b not found: install slurm-wlm and munge (bash tools/install-deps.sh)"
   done
   stop
-  rm -rf "$dir"/{etc,munge,state,spool,log}
-  mkdir -p "$dir"/{etc,munge,state,spool,log}
+  rm -rf "$dir"/{etc,munge,state,spool,log,tmp}
+  mkdir -p "$dir"/{etc,munge,state,spool,log,tmp}
   chmod 700 "$dir" "$dir"/munge
   local sock="$dir/munge/munge.socket"
   ((${#sock} < 100)) || die "munge socket path $sock is too long for a Unix socket; give a shorter DIR"
@@ -83,6 +83,9 @@ print(*[s.getsockname()[1] for s in ss])')
   cat >"$conf" <<EOF
 # Written by tests/slurm/cluster.sh for a one-node test cluster; every path is under $dir.
 ClusterName=tpgentest
+# Job ids start from this cluster's port: Open MPI names its shared-memory files after the PMIx
+# namespace (slurm.pmix.JOBID.STEP), so two test clusters on one machine must not both run job 2
+FirstJobId=$(( (ctld_port % 60000) * 1000 + 1 ))
 SlurmctldHost=$host
 SlurmctldPort=$ctld_port
 SlurmdPort=$d_port
@@ -93,6 +96,9 @@ AuthInfo=socket=$sock
 CredType=cred/munge
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/slurmd
+# jobs' scratch, and the PMIx plugin's client directories (named by job id: two test clusters
+# on one machine would collide in /tmp)
+TmpFS=$dir/tmp
 SlurmctldPidFile=$dir/state/slurmctld.pid
 SlurmdPidFile=$dir/spool/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
