@@ -152,9 +152,13 @@ static int push_global(vm *m, const char *module, const char *name) {
         if (!strcmp(module, "torch"))
             for (size_t i = 0; i < N_STORES; i++)
                 if (!strcmp(name, STORES[i].name)) { v->i = G_STORAGE; v->store = STORES[i].t; found = 1; }
-        if (!found)
-            return fail(m, "refusing to load %.100s.%.100s from %s: not a tensor (tpgen rebuilds only state dicts "
-                        "of tensors and never runs code from a checkpoint)", module, name, m->what);
+        if (!found) {
+            if (m->err && m->err_size)
+                snprintf(m->err, m->err_size, "refusing to load %.100s.%.100s from %s (data.pkl byte %zu): not a tensor "
+                         "(tpgen rebuilds only state dicts of tensors and never runs code from a checkpoint)", module,
+                         name, m->what, m->op_pos);
+            return -1;
+        }
     }
     push(m, v);
     return 0;
