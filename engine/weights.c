@@ -176,9 +176,10 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     const tp_st_tensor **src = tp_calloc(l.n, sizeof *src);
     if (!random) {
         char err[1024];
+        double t_open = tp_now_seconds();
         st = tp_ckpt_open(dir, err, sizeof err);
         if (!st) tp_die_all("%s", err);
-        tp_log0("checkpoint: %s\n", tp_ckpt_describe(st));
+        tp_log0("checkpoint: %s, opened in %.1f ms\n", tp_ckpt_describe(st), 1e3 * (tp_now_seconds() - t_open));
         for (int i = 0; i < l.n; i++) src[i] = check_tensor(st, dir, &m->cfg, &l.items[i]);
     }
 

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "util/log.h"
 
@@ -32,6 +34,15 @@ static int fail(char *err, size_t size, const char *fmt, ...) {
         va_end(ap);
     }
     return -1;
+}
+
+/* Hint that [p, p + n) will be read soon. Only a hint: on memory that is not a file mapping it
+ * fails or does nothing, and either costs nothing, so its status is not checked. */
+static void prefetch(const uint8_t *p, size_t n) {
+    static uintptr_t page;
+    if (!page) page = sysconf(_SC_PAGESIZE) > 0 ? (uintptr_t)sysconf(_SC_PAGESIZE) : 4096;
+    uintptr_t start = (uintptr_t)p & ~(page - 1);
+    (void)madvise((void *)start, (uintptr_t)p + n - start, MADV_WILLNEED);
 }
 
 /* 1 when [off, off + n) lies inside [0, size). */
@@ -123,6 +134,15 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
                  "and tpgen reads only stored entries", what, name, method);
             goto bad;
         }
+        ze->size = usize;
+        ze->local_offset = loff;
+        if (inside(loff, LOCAL_SIZE, size)) prefetch(buf + loff, LOCAL_SIZE);
+        c += CENTRAL_SIZE + nlen + xlen + clen;
+    }
+    for (size_t i = 0; i < z->n; i++) { /* the local headers, now that all are on their way */
+        tp_zip_entry *ze = &z->entries[i];
+        const char *name = ze->name;
+        uint64_t loff = ze->local_offset, usize = ze->size;
         if (!inside(loff, LOCAL_SIZE, size) || rd32(buf + loff) != SIG_LOCAL) {
             fail(err, err_size, "%s: %s zip: entry %s: no local header at byte %llu", what,
                  inside(loff, LOCAL_SIZE, size) ? "corrupt" : "truncated", name, (unsigned long long)loff);
@@ -135,8 +155,6 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
             goto bad;
         }
         ze->data = buf + data;
-        ze->size = usize;
-        c += CENTRAL_SIZE + nlen + xlen + clen;
     }
     return 0;
 bad:

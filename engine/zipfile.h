@@ -6,7 +6,9 @@
  * offsets come from the central directory (torch sets the data-descriptor flag, so the local
  * headers' sizes may be 0); ZIP64 extra fields and the ZIP64 end record are honoured. Every
  * offset and size is bounds-checked against the buffer; CRCs are not verified (that would read
- * every byte, and a rank reads only its own rows).
+ * every byte, and a rank reads only its own rows). The local headers, one per record spread over
+ * the whole file, are all asked for at once (madvise WILLNEED) before any is read: on a cold
+ * page cache that turns hundreds of dependent disk reads into one batch.
  *
  * Callable on any memory buffer, so a fuzzer can drive it (tests/bin/fuzz_bin.c).
  */
@@ -20,6 +22,7 @@ typedef struct {
     const char *name;     /* NUL-terminated copy of the entry's name */
     const uint8_t *data;  /* [size] the stored bytes, inside the buffer */
     uint64_t size;
+    uint64_t local_offset; /* of its local header */
 } tp_zip_entry;
 
 typedef struct {
