@@ -1,6 +1,6 @@
 /* libFuzzer target for the torch.save reader: the zip parser, the restricted unpickler and the
  * tensor checks, on arbitrary bytes (as a whole archive, and as a bare pickle).
- *   build-X/tests/fuzz_bin -max_total_time=60 CORPUS_DIR   (seed it with tests/bin/*.bin) */
+ *   build-X/tests/fuzz_bin -max_total_time=60 CORPUS_DIR   (seed it with the .bin files of tests/bin) */
 #include <stddef.h>
 #include <stdint.h>
 
