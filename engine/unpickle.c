@@ -39,6 +39,7 @@ typedef struct {
     size_t sp, cap_stack;
     value **memo;         /* [n_memo] NULL where unset */
     size_t n_memo;
+    size_t memo_len;      /* entries set: MEMOIZE's index, as len(memo) in Python */
 } vm;
 
 static value mark_value = {.k = V_MARK};
@@ -131,6 +132,7 @@ static int memo_put(vm *m, uint64_t idx) {
         memset(m->memo + m->n_memo, 0, (n - m->n_memo) * sizeof *m->memo);
         m->n_memo = n;
     }
+    if (!m->memo[idx]) m->memo_len++;
     m->memo[idx] = m->stack[m->sp - 1];
     return 0;
 }
@@ -402,7 +404,7 @@ static int run(vm *m, value **result) {
         }
         case 'q': if (need(m, 1)) return -1; rc = memo_put(m, m->buf[m->pos++]); break;
         case 'r': if (need(m, 4)) return -1; m->pos += 4; rc = memo_put(m, rd_le(m->buf + m->pos - 4, 4)); break;
-        case 0x94: rc = memo_put(m, m->n_memo); break; /* MEMOIZE: the next index */
+        case 0x94: rc = memo_put(m, m->memo_len); break; /* MEMOIZE: the next index */
         case 'h': if (need(m, 1)) return -1; rc = memo_get(m, m->buf[m->pos++]); break;
         case 'j': if (need(m, 4)) return -1; m->pos += 4; rc = memo_get(m, rd_le(m->buf + m->pos - 4, 4)); break;
         case '0': if (!pop(m)) return -1; break; /* POP */

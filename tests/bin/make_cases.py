@@ -8,6 +8,7 @@ Writes, next to this script:
                   storage (storage offset, a row of a bigger matrix), and Bool / Int64 tensors
                   tpgen must set aside; reference.txt lists every loadable tensor's values as
                   torch reads them back
+  proto4.bin      the same state dict pickled with protocol 4 (FRAME, MEMOIZE, STACK_GLOBAL...)
   zip64.bin       the same archive rewritten by Python's zipfile with ZIP64 records everywhere
                   (local and central extra fields, ZIP64 end record and locator)
   noncontig.bin   a transposed (non-contiguous) view, saved as such
@@ -96,6 +97,7 @@ def main():
             f.write(" ".join([name, dt, str(t.dim())] + [str(s) for s in t.shape] + [str(len(vals))] +
                              [repr(v) for v in vals]) + "\n")
 
+    torch.save(sd, p("proto4.bin"), pickle_protocol=4)
     rezip(p("dtypes.bin"), p("zip64.bin"), zip64=True)
     data = open(p("zip64.bin"), "rb").read()
     assert b"PK\x06\x06" in data and b"PK\x06\x07" in data, "no ZIP64 end record"

@@ -151,6 +151,11 @@ static void test_cases(void) {
         check_reference(m, "zip64.bin");
         tp_bin_close(m);
     }
+    /* pickle protocol 4 */
+    m = tp_bin_open(path_of(g_cases, "proto4.bin"), err, sizeof err);
+    CHECK(m, "proto4.bin: %s", err);
+    if (m) check_reference(m, "proto4.bin");
+    tp_bin_close(m);
     /* the same from a memory buffer (the fuzzer's entry point) */
     size_t n;
     uint8_t *buf = read_all(path_of(g_cases, "dtypes.bin"), &n);
