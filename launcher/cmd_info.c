@@ -124,13 +124,16 @@ static int model_info(const char *model, const char *revision, double memory, co
     /* The checkpoint, when there is one (a config file alone has none). */
     const char *stored = NULL;
     size_t len = strlen(dir);
-    int config_only = len > 5 && !strcmp(dir + len - 5, ".json");
-    if (config_only) {
+    tp_ckpt *ck = NULL;
+    if (len > 5 && !strcmp(dir + len - 5, ".json")) {
         stored = config_dtype(dir);
         printf("checkpoint: none (a config file); torch_dtype %s\n", stored ? stored : "not given");
-    } else {
-        tp_ckpt *ck = tp_ckpt_open(dir, err, sizeof err);
-        if (!ck) { free(dir); return info_error(1, "%s", err); }
+    } else if (!(ck = tp_ckpt_open(dir, err, sizeof err))) {
+        if (strncmp(err, "no checkpoint in", 16) != 0) { free(dir); return info_error(1, "%s", err); }
+        stored = config_dtype(dir); /* config.json alone still answers "will it fit" */
+        printf("checkpoint: none (%s); torch_dtype %s\n", err, stored ? stored : "not given");
+    }
+    if (ck) {
         size_t count[3] = {0}, n = tp_ckpt_count(ck);
         int64_t elems = 0, used = 0;
         for (size_t i = 0; i < n; i++) {

@@ -6,7 +6,8 @@
 set -u
 tpgen=$1 data=$2 configs=$3
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+cfgdir=$(mktemp -d)
+trap 'rm -rf "$out" "$cfgdir"' EXIT
 fail=0
 expect() { # regex: a line of the output must match
     if grep -Eq -- "$1" "$out"; then echo "ok: $1"; else echo "FAIL: no line matches: $1"; fail=1; fi
@@ -37,4 +38,10 @@ expect "^  8 .* 104448 "
 "$tpgen" info --model "$data/tiny-f32" > "$out" || { echo "FAIL: info exited $?"; fail=1; }
 expect "^checkpoint: .*/tiny-f32/model.safetensors \(safetensors\)"
 expect "per rank \((--memory|this machine's memory|free memory of GPU 0)\)"
+cp "$data/tiny-f32/config.json" "$cfgdir/"
+"$tpgen" info --model "$cfgdir" --memory 1 --dtype f32 > "$out" || { echo "FAIL: info exited $?"; fail=1; }
+expect "^checkpoint: none \(no checkpoint in "
+expect "^  1 +892.4 KiB +1024 +1047683$"
+"$tpgen" info --model "$data/bin" > "$out" 2>&1 && { echo "FAIL: info on a directory without config.json exited 0"; fail=1; }
+expect "error: .*config.json"
 exit $fail
