@@ -37,8 +37,8 @@ tp_ckpt *tp_ckpt_open(const char *path, char *err, size_t err_size) {
                          : ends_with(path, ".bin") || ends_with(path, ".bin.index.json") || ends_with(path, ".pt") ||
                                ends_with(path, ".pth");
     if (is_dir && !have_st && !have_bin) {
-        snprintf(err, err_size, "no checkpoint in %s: looked for model.safetensors, model.safetensors.index.json, "
-                 "pytorch_model.bin and pytorch_model.bin.index.json", path);
+        snprintf(err, err_size, "no model.safetensors or model.safetensors.index.json in %s, and no pytorch_model.bin "
+                 "or pytorch_model.bin.index.json: no checkpoint", path);
         free(c);
         return NULL;
     }

@@ -129,7 +129,7 @@ static int model_info(const char *model, const char *revision, double memory, co
         stored = config_dtype(dir);
         printf("checkpoint: none (a config file); torch_dtype %s\n", stored ? stored : "not given");
     } else if (!(ck = tp_ckpt_open(dir, err, sizeof err))) {
-        if (strncmp(err, "no checkpoint in", 16) != 0) { free(dir); return info_error(1, "%s", err); }
+        if (!strstr(err, ": no checkpoint")) { free(dir); return info_error(1, "%s", err); }
         stored = config_dtype(dir); /* config.json alone still answers "will it fit" */
         printf("checkpoint: none (%s); torch_dtype %s\n", err, stored ? stored : "not given");
     }

@@ -265,7 +265,7 @@ static void test_dirs(void) {
     d = path_of(g_tmp, "empty");
     mkdir_fresh(d);
     c = tp_ckpt_open(d, err, sizeof err);
-    CHECK(!c && strstr(err, "no checkpoint in") && strstr(err, "pytorch_model.bin"), "empty dir: %s", c ? "opened" : err);
+    CHECK(!c && strstr(err, "no model.safetensors or") && strstr(err, "no pytorch_model.bin"), "empty dir: %s", c ? "opened" : err);
     tp_ckpt_close(c);
 }
 
