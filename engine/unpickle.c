@@ -13,7 +13,8 @@ typedef enum { V_MARK, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_TUPLE, V_LIST, V
 static const char *kind_name[] = {"mark", "None", "a bool", "an int", "a float", "a string", "a tuple",
                                   "a list", "a dict", "a class or function", "a storage", "a tensor"};
 
-typedef enum { G_ORDERED_DICT, G_REBUILD_TENSOR_V2, G_REBUILD_PARAMETER, G_STORAGE } global_kind;
+typedef enum { G_ORDERED_DICT, G_REBUILD_TENSOR_V2, G_REBUILD_PARAMETER, G_REBUILD_PARAMETER_WITH_STATE,
+               G_STORAGE } global_kind;
 
 typedef struct value value;
 struct value {
@@ -149,6 +150,8 @@ static int push_global(vm *m, const char *module, const char *name) {
     if (!strcmp(module, "collections") && !strcmp(name, "OrderedDict")) v->i = G_ORDERED_DICT;
     else if (!strcmp(module, "torch._utils") && !strcmp(name, "_rebuild_tensor_v2")) v->i = G_REBUILD_TENSOR_V2;
     else if (!strcmp(module, "torch._utils") && !strcmp(name, "_rebuild_parameter")) v->i = G_REBUILD_PARAMETER;
+    else if (!strcmp(module, "torch._utils") && !strcmp(name, "_rebuild_parameter_with_state"))
+        v->i = G_REBUILD_PARAMETER_WITH_STATE;
     else {
         int found = 0;
         if (!strcmp(module, "torch"))
@@ -221,6 +224,11 @@ static int op_reduce(vm *m) {
     }
     case G_REBUILD_PARAMETER:
         if (args->n != 3 || a[0]->k != V_TENSOR) return fail(m, "_rebuild_parameter takes (tensor, requires_grad, hooks)");
+        push(m, a[0]);
+        return 0;
+    case G_REBUILD_PARAMETER_WITH_STATE: /* torch 2: a Parameter with its __dict__, which is not needed */
+        if (args->n != 4 || a[0]->k != V_TENSOR)
+            return fail(m, "_rebuild_parameter_with_state takes (tensor, requires_grad, hooks, state)");
         push(m, a[0]);
         return 0;
     case G_STORAGE:

@@ -5,7 +5,7 @@
  * never looked up or run:
  *   collections.OrderedDict()                  -> an empty dict
  *   torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks[, meta])
- *   torch._utils._rebuild_parameter(tensor, requires_grad, hooks)
+ *   torch._utils._rebuild_parameter(tensor, requires_grad, hooks), and _with_state (+ state)
  *   torch.<T>Storage, only inside a persistent id ("storage", type, key, location, numel)
  * Any other global is refused by name ("refusing to load os.system from FILE: not a tensor"),
  * and so is any opcode outside the protocol 2-5 subset torch.save emits (INST, OBJ, NEWOBJ, EXT,

@@ -9,6 +9,8 @@ Writes, next to this script:
                   tpgen must set aside; reference.txt lists every loadable tensor's values as
                   torch reads them back
   proto4.bin      the same state dict pickled with protocol 4 (FRAME, MEMOIZE, STACK_GLOBAL...)
+  params.bin      the state dict as nn.Parameters (state_dict(keep_vars=True) writes these:
+                  _rebuild_parameter_with_state around each tensor)
   zip64.bin       the same archive rewritten by Python's zipfile with ZIP64 records everywhere
                   (local and central extra fields, ZIP64 end record and locator)
   noncontig.bin   a transposed (non-contiguous) view, saved as such
@@ -98,6 +100,9 @@ def main():
                              [repr(v) for v in vals]) + "\n")
 
     torch.save(sd, p("proto4.bin"), pickle_protocol=4)
+    params = {k: torch.nn.Parameter(v, requires_grad=False) if v.is_floating_point() else v for k, v in sd.items()}
+    params["f16"]._is_hf_initialized = True   # a Parameter with a __dict__: _rebuild_parameter_with_state
+    torch.save(params, p("params.bin"))
     rezip(p("dtypes.bin"), p("zip64.bin"), zip64=True)
     data = open(p("zip64.bin"), "rb").read()
     assert b"PK\x06\x06" in data and b"PK\x06\x07" in data, "no ZIP64 end record"

@@ -151,11 +151,14 @@ static void test_cases(void) {
         check_reference(m, "zip64.bin");
         tp_bin_close(m);
     }
-    /* pickle protocol 4 */
-    m = tp_bin_open(path_of(g_cases, "proto4.bin"), err, sizeof err);
-    CHECK(m, "proto4.bin: %s", err);
-    if (m) check_reference(m, "proto4.bin");
-    tp_bin_close(m);
+    /* pickle protocol 4; tensors saved as nn.Parameter */
+    static const char *same[] = {"proto4.bin", "params.bin"};
+    for (int i = 0; i < 2; i++) {
+        m = tp_bin_open(path_of(g_cases, "%s", same[i]), err, sizeof err);
+        CHECK(m, "%s: %s", same[i], err);
+        if (m) check_reference(m, same[i]);
+        tp_bin_close(m);
+    }
     /* the same from a memory buffer (the fuzzer's entry point) */
     size_t n;
     uint8_t *buf = read_all(path_of(g_cases, "dtypes.bin"), &n);
