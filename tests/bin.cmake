@@ -66,3 +66,14 @@ if(CMAKE_C_COMPILER_ID MATCHES "Clang")
   target_link_options(fuzz_bin PRIVATE -fsanitize=fuzzer,address,undefined)
   set_target_properties(fuzz_bin PROPERTIES EXCLUDE_FROM_ALL ON)
 endif()
+
+# With the CUDA backend and a GPU, `info` sizes the KV cache by GPU 0's free memory and in f16;
+# SKIPPED where no GPU is visible.
+if(TPGEN_HAVE_CUDA)
+  add_test(NAME bin_info_gpu
+           COMMAND bash -c "out=$($0 info --model $1) || exit 1; echo \"$out\"; \
+grep -q '^cuda devices: [1-9]' <<< \"$out\" || { echo 'SKIPPED: no CUDA GPU'; exit 77; }; \
+grep -q 'in f16 (the CUDA backend.s default), .* per rank (free memory of GPU 0)' <<< \"$out\""
+                   $<TARGET_FILE:tpgen> ${TPGEN_TEST_DATA}/bin/tiny-f32)
+  set_tests_properties(bin_info_gpu PROPERTIES LABELS "bin;gpu" SKIP_RETURN_CODE 77 TIMEOUT 60)
+endif()
