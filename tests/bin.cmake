@@ -52,6 +52,28 @@ bin_error_test(missing_storage "pytorch_model.bin: tensor f16: its storage recor
                score --model ${BIN_BAD}/nostorage --ids 1,2 --backend cpu --threads 1)
 bin_error_test(noncontig "tensor transposed: strides \\[1, 3\\] for shape \\[3, 2\\] are not contiguous"
                score --model ${BIN_BAD}/noncontig --ids 1,2 --backend cpu --threads 1)
+# Made at configure time: a truncated copy of a fixture, an index naming a missing shard.
+file(MAKE_DIRECTORY ${BIN_BAD}/truncated ${BIN_BAD}/missing_shard ${BIN_BAD}/both)
+file(COPY ${TPGEN_TEST_DATA}/tiny-f32/config.json DESTINATION ${BIN_BAD}/truncated)
+file(COPY ${TPGEN_TEST_DATA}/tiny-f32/config.json DESTINATION ${BIN_BAD}/missing_shard)
+execute_process(COMMAND head -c 600000 ${TPGEN_TEST_DATA}/bin/tiny-f32/pytorch_model.bin
+                OUTPUT_FILE ${BIN_BAD}/truncated/pytorch_model.bin)
+file(WRITE ${BIN_BAD}/missing_shard/pytorch_model.bin.index.json
+     "{\"weight_map\": {\"transformer.wte.weight\": \"pytorch_model-00002-of-00002.bin\"}}\n")
+bin_error_test(truncated "tpgen: error: .*truncated/pytorch_model.bin: truncated or corrupt zip"
+               score --model ${BIN_BAD}/truncated --ids 1,2 --backend cpu --threads 1)
+bin_error_test(index_missing_shard
+               "missing_shard/pytorch_model-00002-of-00002.bin \\(a shard named by the weight_map of .*pytorch_model.bin.index.json\\): No such file"
+               score --model ${BIN_BAD}/missing_shard --ids 1,2 --backend cpu --threads 1)
+# Both formats: safetensors is read, and the log says the .bin was not.
+foreach(f config.json expected.json model.safetensors)
+  file(CREATE_LINK ${TPGEN_TEST_DATA}/tiny-f32/${f} ${BIN_BAD}/both/${f} SYMBOLIC)
+endforeach()
+file(CREATE_LINK ${BIN_SRC}/evil.bin ${BIN_BAD}/both/pytorch_model.bin SYMBOLIC)
+add_test(NAME bin_both_formats
+         COMMAND $<TARGET_FILE:tpgen> score --model ${BIN_BAD}/both --ids 1,2 --backend cpu --threads 1)
+set_tests_properties(bin_both_formats PROPERTIES LABELS "bin" TIMEOUT 60 PASS_REGULAR_EXPRESSION
+  "checkpoint: .*both/model.safetensors \\(safetensors\\); pytorch_model.bin is also there and was not read")
 bin_error_test(hub_not_found "Nobody/no-such-model.*not in the Hugging Face cache.*huggingface-cli download Nobody/no-such-model"
                score --model Nobody/no-such-model --ids 1,2 --backend cpu --threads 1)
 
