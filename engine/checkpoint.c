@@ -10,7 +10,7 @@
 #include "util/log.h"
 
 struct tp_ckpt {
-    tp_st_model *st;  /* exactly one of st, bin */
+    tp_st_model *st; /* exactly one of st, bin */
     tp_bin_model *bin;
     char describe[4096 + 256];
 };
@@ -37,16 +37,22 @@ tp_ckpt *tp_ckpt_open(const char *path, char *err, size_t err_size) {
                          : ends_with(path, ".bin") || ends_with(path, ".bin.index.json") || ends_with(path, ".pt") ||
                                ends_with(path, ".pth");
     if (is_dir && !have_st && !have_bin) {
-        snprintf(err, err_size, "no model.safetensors or model.safetensors.index.json in %s, and no pytorch_model.bin "
-                 "or pytorch_model.bin.index.json: no checkpoint", path);
+        snprintf(err, err_size,
+                 "no model.safetensors or model.safetensors.index.json in %s, and no pytorch_model.bin "
+                 "or pytorch_model.bin.index.json: no checkpoint",
+                 path);
         free(c);
         return NULL;
     }
     if (use_bin) c->bin = tp_bin_open(path, err, err_size);
     else c->st = tp_st_open(path, err, err_size);
-    if (!c->st && !c->bin) { free(c); return NULL; }
-    const char *file = c->st ? tp_st_at(c->st, 0) ? tp_st_at(c->st, 0)->file : path
-                             : tp_bin_at(c->bin, 0) ? tp_bin_at(c->bin, 0)->file : path;
+    if (!c->st && !c->bin) {
+        free(c);
+        return NULL;
+    }
+    const char *file = c->st                  ? tp_st_at(c->st, 0) ? tp_st_at(c->st, 0)->file : path
+                       : tp_bin_at(c->bin, 0) ? tp_bin_at(c->bin, 0)->file
+                                              : path;
     size_t files = tp_ckpt_file_count(c);
     int n = snprintf(c->describe, sizeof c->describe, "%s%s (%s%s)", files > 1 ? "shards like " : "", file,
                      c->st ? "safetensors" : "torch.save zip", c->bin && tp_bin_zip64(c->bin) ? ", ZIP64" : "");

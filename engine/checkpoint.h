@@ -19,7 +19,7 @@ size_t tp_ckpt_count(const tp_ckpt *c);
 const tp_st_tensor *tp_ckpt_at(const tp_ckpt *c, size_t i);
 size_t tp_ckpt_total_bytes(const tp_ckpt *c);
 size_t tp_ckpt_file_count(const tp_ckpt *c);
-int tp_ckpt_is_bin(const tp_ckpt *c);      /* 1: torch.save .bin, 0: safetensors */
+int tp_ckpt_is_bin(const tp_ckpt *c); /* 1: torch.save .bin, 0: safetensors */
 /* What was read, for the log and `tpgen info`: "DIR/pytorch_model.bin (torch.save zip, ZIP64)",
  * with "; pytorch_model.bin is also there and was not read" when both formats are present. */
 const char *tp_ckpt_describe(const tp_ckpt *c);

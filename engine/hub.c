@@ -78,8 +78,10 @@ char *tp_hub_resolve(const char *model, const char *revision, char *err, size_t 
         return NULL;
     }
     if (!is_dir(repo)) {
-        snprintf(err, err_size, "--model %s is not a local path and not in the Hugging Face cache: looked for %s "
-                 "(cache %s, from %s); tpgen does not download: fetch it with `%s`", model, repo, root, why, fetch);
+        snprintf(err, err_size,
+                 "--model %s is not a local path and not in the Hugging Face cache: looked for %s "
+                 "(cache %s, from %s); tpgen does not download: fetch it with `%s`",
+                 model, repo, root, why, fetch);
         return NULL;
     }
     snprintf(ref, sizeof ref, "%s/refs/%s", repo, rev);
@@ -94,8 +96,10 @@ char *tp_hub_resolve(const char *model, const char *revision, char *err, size_t 
         }
         snprintf(snap, sizeof snap, "%s/snapshots/%s", repo, commit);
         if (!is_dir(snap)) {
-            snprintf(err, err_size, "%s names commit %s, but %s is missing (an interrupted download?): fetch it again "
-                     "with `%s`", ref, commit, snap, fetch);
+            snprintf(err, err_size,
+                     "%s names commit %s, but %s is missing (an interrupted download?): fetch it again "
+                     "with `%s`",
+                     ref, commit, snap, fetch);
             free(commit);
             return NULL;
         }
@@ -104,7 +108,9 @@ char *tp_hub_resolve(const char *model, const char *revision, char *err, size_t 
     }
     snprintf(snap, sizeof snap, "%s/snapshots/%s", repo, rev);
     if (is_dir(snap)) return tp_strdup(snap);
-    snprintf(err, err_size, "%s is in the Hugging Face cache (%s) but revision %s is not: no %s and no snapshots/%s; "
-             "fetch it with `%s`", model, repo, rev, ref, rev, fetch);
+    snprintf(err, err_size,
+             "%s is in the Hugging Face cache (%s) but revision %s is not: no %s and no snapshots/%s; "
+             "fetch it with `%s`",
+             model, repo, rev, ref, rev, fetch);
     return NULL;
 }

@@ -18,7 +18,7 @@
 
 typedef struct {
     char *path;
-    uint8_t *map;      /* [size] our mmap of the file, or NULL for a caller's buffer */
+    uint8_t *map; /* [size] our mmap of the file, or NULL for a caller's buffer */
     size_t size;
     tp_zip zip;
 } bin_file;
@@ -29,9 +29,9 @@ typedef struct {
 } skipped_tensor;
 
 struct tp_bin_model {
-    bin_file *files;         /* [n_files] */
+    bin_file *files; /* [n_files] */
     size_t n_files, cap_files;
-    tp_st_tensor *tensors;   /* [n] file by file, each file's in data order */
+    tp_st_tensor *tensors; /* [n] file by file, each file's in data order */
     size_t n, cap;
     size_t *by_name;         /* [n] tensor indices sorted by name, for tp_bin_find */
     skipped_tensor *skipped; /* [n_skipped] tensors of types tpgen does not load */
@@ -51,12 +51,14 @@ static int fail(char *err, size_t size, const char *fmt, ...) {
     return -1;
 }
 
-static const char *dims_str(const int64_t *d, int n, char *buf, size_t size) { return tp_st_shape_str(d, n, buf, size); }
+static const char *dims_str(const int64_t *d, int n, char *buf, size_t size) {
+    return tp_st_shape_str(d, n, buf, size);
+}
 
 /* Checks one pickled tensor against its storage record and appends it (or sets it aside when
  * its type is not loaded). */
-static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, const tp_pickle_tensor *pt,
-                      char *err, size_t err_size) {
+static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, const tp_pickle_tensor *pt, char *err,
+                      size_t err_size) {
     tp_dtype dt;
     switch (pt->type) {
     case TP_STORE_F32: dt = TP_F32; break;
@@ -64,7 +66,8 @@ static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, co
     case TP_STORE_BF16: dt = TP_BF16; break;
     default:
         if (m->n_skipped == m->cap_skipped)
-            m->skipped = tp_realloc(m->skipped, (m->cap_skipped = m->cap_skipped ? 2 * m->cap_skipped : 16) * sizeof *m->skipped);
+            m->skipped = tp_realloc(m->skipped,
+                                    (m->cap_skipped = m->cap_skipped ? 2 * m->cap_skipped : 16) * sizeof *m->skipped);
         m->skipped[m->n_skipped++] = (skipped_tensor){tp_strdup(pt->name), pt->type};
         return 0;
     }
@@ -77,10 +80,11 @@ static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, co
                     rec_name);
     uint64_t es = tp_store_type_size(pt->type), store_bytes;
     if (__builtin_mul_overflow((uint64_t)pt->storage_numel, es, &store_bytes) || store_bytes > rec->size)
-        return fail(err, err_size, "%s: tensor %s: storage %s should hold %lld elements of %s (%llu bytes) but the "
-                    "record has %llu bytes (truncated or corrupt)", file, name, rec_name, (long long)pt->storage_numel,
-                    tp_store_type_name(pt->type), (unsigned long long)(pt->storage_numel * es),
-                    (unsigned long long)rec->size);
+        return fail(err, err_size,
+                    "%s: tensor %s: storage %s should hold %lld elements of %s (%llu bytes) but the "
+                    "record has %llu bytes (truncated or corrupt)",
+                    file, name, rec_name, (long long)pt->storage_numel, tp_store_type_name(pt->type),
+                    (unsigned long long)(pt->storage_numel * es), (unsigned long long)rec->size);
     /* Contiguous row-major: stride[i] = prod(shape[i+1..]) (any stride for a dim of size 1). */
     uint64_t numel = 1, expect = 1;
     int contiguous = 1;
@@ -95,10 +99,13 @@ static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, co
                         dims_str(pt->shape, pt->ndim, sh, sizeof sh));
     }
     if (!contiguous && numel)
-        return fail(err, err_size, "%s: tensor %s: strides %s for shape %s are not contiguous; tpgen reads only "
-                    "contiguous tensors (save tensor.contiguous())", file, name,
-                    dims_str(pt->stride, pt->ndim, st, sizeof st), dims_str(pt->shape, pt->ndim, sh, sizeof sh));
-    if ((uint64_t)pt->offset > (uint64_t)pt->storage_numel || numel > (uint64_t)pt->storage_numel - (uint64_t)pt->offset)
+        return fail(err, err_size,
+                    "%s: tensor %s: strides %s for shape %s are not contiguous; tpgen reads only "
+                    "contiguous tensors (save tensor.contiguous())",
+                    file, name, dims_str(pt->stride, pt->ndim, st, sizeof st),
+                    dims_str(pt->shape, pt->ndim, sh, sizeof sh));
+    if ((uint64_t)pt->offset > (uint64_t)pt->storage_numel ||
+        numel > (uint64_t)pt->storage_numel - (uint64_t)pt->offset)
         return fail(err, err_size, "%s: tensor %s: elements %lld..%llu of a storage of %lld (%s) are out of range",
                     file, name, (long long)pt->offset, (unsigned long long)(pt->offset + numel),
                     (long long)pt->storage_numel, rec_name);
@@ -128,23 +135,30 @@ static int parse_archive(tp_bin_model *m, bin_file *f, char *err, size_t err_siz
     const char *path = f->path;
     if (f->size == 0) return fail(err, err_size, "%s: empty file", path);
     if (f->size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
-        return fail(err, err_size, "%s: a torch checkpoint in the legacy format of torch < 1.6 (a bare pickle, not a "
+        return fail(err, err_size,
+                    "%s: a torch checkpoint in the legacy format of torch < 1.6 (a bare pickle, not a "
                     "zip archive); tpgen never runs such files: re-save it with torch >= 1.6 "
-                    "(torch.save(torch.load(f), f)) or convert it to safetensors", path);
+                    "(torch.save(torch.load(f), f)) or convert it to safetensors",
+                    path);
     if (f->size < 4 || memcmp(b, "PK\003\004", 4) != 0)
-        return fail(err, err_size, "%s: not a torch.save zip archive (it starts with %02x %02x %02x %02x, not PK\\3\\4)",
-                    path, b[0], f->size > 1 ? b[1] : 0, f->size > 2 ? b[2] : 0, f->size > 3 ? b[3] : 0);
+        return fail(err, err_size,
+                    "%s: not a torch.save zip archive (it starts with %02x %02x %02x %02x, not PK\\3\\4)", path, b[0],
+                    f->size > 1 ? b[1] : 0, f->size > 2 ? b[2] : 0, f->size > 3 ? b[3] : 0);
     if (tp_zip_open(&f->zip, b, f->size, path, err, err_size)) return -1;
     m->zip64 |= f->zip.zip64;
     const tp_zip_entry *pkl = NULL;
     for (size_t i = 0; i < f->zip.n; i++) {
         const char *n = f->zip.entries[i].name, *slash = strchr(n, '/');
         if (slash && strcmp(slash, "/data.pkl") == 0) {
-            if (pkl) return fail(err, err_size, "%s: two data.pkl records (%s, %s): not one torch.save checkpoint", path, pkl->name, n);
+            if (pkl)
+                return fail(err, err_size, "%s: two data.pkl records (%s, %s): not one torch.save checkpoint", path,
+                            pkl->name, n);
             pkl = &f->zip.entries[i];
         }
     }
-    if (!pkl) return fail(err, err_size, "%s: a zip archive without a <name>/data.pkl record: not a torch.save checkpoint", path);
+    if (!pkl)
+        return fail(err, err_size, "%s: a zip archive without a <name>/data.pkl record: not a torch.save checkpoint",
+                    path);
     char prefix[256], rec[300];
     snprintf(prefix, sizeof prefix, "%.*s", (int)(strchr(pkl->name, '/') - pkl->name), pkl->name);
     snprintf(rec, sizeof rec, "%s/byteorder", prefix);
@@ -163,7 +177,8 @@ static int parse_archive(tp_bin_model *m, bin_file *f, char *err, size_t err_siz
 }
 
 static bin_file *new_file(tp_bin_model *m, const char *path) {
-    if (m->n_files == m->cap_files) m->files = tp_realloc(m->files, (m->cap_files = m->cap_files ? 2 * m->cap_files : 8) * sizeof *m->files);
+    if (m->n_files == m->cap_files)
+        m->files = tp_realloc(m->files, (m->cap_files = m->cap_files ? 2 * m->cap_files : 8) * sizeof *m->files);
     bin_file *f = &m->files[m->n_files++];
     memset(f, 0, sizeof *f);
     f->path = tp_strdup(path);
@@ -213,8 +228,9 @@ static int index_names(tp_bin_model *m, char *err, size_t err_size) {
     for (size_t i = 1; i < m->n; i++) {
         const tp_st_tensor *a = &m->tensors[m->by_name[i - 1]], *b = &m->tensors[m->by_name[i]];
         if (strcmp(a->name, b->name) == 0)
-            return a->file == b->file ? fail(err, err_size, "%s: tensor %s appears twice", a->file, a->name)
-                                      : fail(err, err_size, "tensor %s is in two files: %s and %s", a->name, a->file, b->file);
+            return a->file == b->file
+                       ? fail(err, err_size, "%s: tensor %s appears twice", a->file, a->name)
+                       : fail(err, err_size, "tensor %s is in two files: %s and %s", a->name, a->file, b->file);
     }
     return 0;
 }
@@ -267,8 +283,10 @@ static int load_index(tp_bin_model *m, const char *index, const char *dir, char 
             goto done;
         }
         if (!shard_name_ok(v->str)) {
-            fail(err, err_size, "%s: weight_map[\"%s\"] = \"%s\" is absolute or leaves the model directory; shard "
-                 "names must be files inside %s", index, wm->keys[i], v->str, dir);
+            fail(err, err_size,
+                 "%s: weight_map[\"%s\"] = \"%s\" is absolute or leaves the model directory; shard "
+                 "names must be files inside %s",
+                 index, wm->keys[i], v->str, dir);
             goto done;
         }
         names[i] = v->str;
@@ -322,8 +340,10 @@ tp_bin_model *tp_bin_open(const char *path, char *err, size_t err_size) {
         char *single = join_path(path, "pytorch_model.bin"), *index = join_path(path, "pytorch_model.bin.index.json");
         struct stat s;
         if (stat(single, &s) == 0) rc = load_file(m, single, NULL, err, err_size);
-        else if (stat(index, &s) == 0) { rc = load_index(m, index, path, err, err_size); indexed = 1; }
-        else fail(err, err_size, "no pytorch_model.bin or pytorch_model.bin.index.json in %s", path);
+        else if (stat(index, &s) == 0) {
+            rc = load_index(m, index, path, err, err_size);
+            indexed = 1;
+        } else fail(err, err_size, "no pytorch_model.bin or pytorch_model.bin.index.json in %s", path);
         free(single);
         free(index);
     } else if (ends_with(path, ".json")) {
@@ -337,7 +357,10 @@ tp_bin_model *tp_bin_open(const char *path, char *err, size_t err_size) {
         rc = load_file(m, path, NULL, err, err_size);
     }
     if (!rc && !indexed) rc = index_names(m, err, err_size);
-    if (rc) { tp_bin_close(m); return NULL; }
+    if (rc) {
+        tp_bin_close(m);
+        return NULL;
+    }
     return m;
 }
 
@@ -349,7 +372,10 @@ tp_bin_model *tp_bin_open_buffer(const uint8_t *buf, size_t size, const char *wh
     int rc = parse_archive(m, f, err, err_size);
     f->map = NULL; /* not ours to unmap */
     if (!rc) rc = index_names(m, err, err_size);
-    if (rc) { tp_bin_close(m); return NULL; }
+    if (rc) {
+        tp_bin_close(m);
+        return NULL;
+    }
     return m;
 }
 

@@ -35,10 +35,10 @@ tp_bin_model *tp_bin_open_buffer(const uint8_t *buf, size_t size, const char *wh
 
 const tp_st_tensor *tp_bin_find(const tp_bin_model *m, const char *name); /* NULL when absent */
 size_t tp_bin_count(const tp_bin_model *m);
-const tp_st_tensor *tp_bin_at(const tp_bin_model *m, size_t i);  /* file by file, each in data order */
+const tp_st_tensor *tp_bin_at(const tp_bin_model *m, size_t i); /* file by file, each in data order */
 size_t tp_bin_total_bytes(const tp_bin_model *m);
 size_t tp_bin_file_count(const tp_bin_model *m);
-int tp_bin_zip64(const tp_bin_model *m);                          /* 1 when any file used ZIP64 */
+int tp_bin_zip64(const tp_bin_model *m); /* 1 when any file used ZIP64 */
 /* "BoolStorage" when name is in the checkpoint with a type tpgen does not load; else NULL. */
 const char *tp_bin_unsupported(const tp_bin_model *m, const char *name);
 void tp_bin_close(tp_bin_model *m);

@@ -8,24 +8,42 @@
 
 #include "util/log.h"
 
-typedef enum { V_MARK, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_TUPLE, V_LIST, V_DICT, V_GLOBAL, V_STORAGE,
-               V_TENSOR } vkind;
-static const char *kind_name[] = {"mark", "None", "a bool", "an int", "a float", "a string", "a tuple",
-                                  "a list", "a dict", "a class or function", "a storage", "a tensor"};
+typedef enum {
+    V_MARK,
+    V_NONE,
+    V_BOOL,
+    V_INT,
+    V_FLOAT,
+    V_STR,
+    V_TUPLE,
+    V_LIST,
+    V_DICT,
+    V_GLOBAL,
+    V_STORAGE,
+    V_TENSOR
+} vkind;
+static const char *kind_name[] = {"mark",      "None",    "a bool", "an int", "a float",
+                                  "a string",  "a tuple", "a list", "a dict", "a class or function",
+                                  "a storage", "a tensor"};
 
-typedef enum { G_ORDERED_DICT, G_REBUILD_TENSOR_V2, G_REBUILD_PARAMETER, G_REBUILD_PARAMETER_WITH_STATE,
-               G_STORAGE } global_kind;
+typedef enum {
+    G_ORDERED_DICT,
+    G_REBUILD_TENSOR_V2,
+    G_REBUILD_PARAMETER,
+    G_REBUILD_PARAMETER_WITH_STATE,
+    G_STORAGE
+} global_kind;
 
 typedef struct value value;
 struct value {
     vkind k;
-    int64_t i;            /* V_INT, V_BOOL; V_GLOBAL: global_kind; V_STORAGE: numel */
-    char *s;              /* V_STR (NUL-terminated copy); V_STORAGE: key */
+    int64_t i; /* V_INT, V_BOOL; V_GLOBAL: global_kind; V_STORAGE: numel */
+    char *s;   /* V_STR (NUL-terminated copy); V_STORAGE: key */
     size_t slen;
-    value **items;        /* V_TUPLE, V_LIST: [n]; V_DICT: [n] keys and values interleaved */
+    value **items; /* V_TUPLE, V_LIST: [n]; V_DICT: [n] keys and values interleaved */
     size_t n, cap;
-    tp_store_type store;  /* V_GLOBAL of G_STORAGE, V_STORAGE */
-    tp_pickle_tensor t;   /* V_TENSOR (name unset) */
+    tp_store_type store; /* V_GLOBAL of G_STORAGE, V_STORAGE */
+    tp_pickle_tensor t;  /* V_TENSOR (name unset) */
 };
 
 typedef struct {
@@ -34,13 +52,13 @@ typedef struct {
     const char *what;
     char *err;
     size_t err_size;
-    value **all;          /* every value made, for freeing */
+    value **all; /* every value made, for freeing */
     size_t n_all, cap_all;
     value **stack;
     size_t sp, cap_stack;
-    value **memo;         /* [n_memo] NULL where unset */
+    value **memo; /* [n_memo] NULL where unset */
     size_t n_memo;
-    size_t memo_len;      /* entries set: MEMOIZE's index, as len(memo) in Python */
+    size_t memo_len; /* entries set: MEMOIZE's index, as len(memo) in Python */
 } vm;
 
 static value mark_value = {.k = V_MARK};
@@ -56,10 +74,14 @@ static int fail(vm *m, const char *fmt, ...) {
     return -1;
 }
 
-static const struct { tp_store_type t; const char *name; size_t size; } STORES[] = {
-    {TP_STORE_F32, "FloatStorage", 4}, {TP_STORE_F16, "HalfStorage", 2},  {TP_STORE_BF16, "BFloat16Storage", 2},
+static const struct {
+    tp_store_type t;
+    const char *name;
+    size_t size;
+} STORES[] = {
+    {TP_STORE_F32, "FloatStorage", 4},  {TP_STORE_F16, "HalfStorage", 2}, {TP_STORE_BF16, "BFloat16Storage", 2},
     {TP_STORE_F64, "DoubleStorage", 8}, {TP_STORE_I64, "LongStorage", 8}, {TP_STORE_I32, "IntStorage", 4},
-    {TP_STORE_I16, "ShortStorage", 2}, {TP_STORE_I8, "CharStorage", 1},  {TP_STORE_U8, "ByteStorage", 1},
+    {TP_STORE_I16, "ShortStorage", 2},  {TP_STORE_I8, "CharStorage", 1},  {TP_STORE_U8, "ByteStorage", 1},
     {TP_STORE_BOOL, "BoolStorage", 1},
 };
 #define N_STORES (sizeof STORES / sizeof *STORES)
@@ -68,7 +90,8 @@ const char *tp_store_type_name(tp_store_type t) { return (size_t)t < N_STORES ? 
 size_t tp_store_type_size(tp_store_type t) { return (size_t)t < N_STORES ? STORES[t].size : 1; }
 
 static value *new_value(vm *m, vkind k) {
-    if (m->n_all == m->cap_all) m->all = tp_realloc(m->all, (m->cap_all = m->cap_all ? 2 * m->cap_all : 256) * sizeof *m->all);
+    if (m->n_all == m->cap_all)
+        m->all = tp_realloc(m->all, (m->cap_all = m->cap_all ? 2 * m->cap_all : 256) * sizeof *m->all);
     value *v = tp_calloc(1, sizeof *v);
     v->k = k;
     m->all[m->n_all++] = v;
@@ -76,7 +99,8 @@ static value *new_value(vm *m, vkind k) {
 }
 
 static void push(vm *m, value *v) {
-    if (m->sp == m->cap_stack) m->stack = tp_realloc(m->stack, (m->cap_stack = m->cap_stack ? 2 * m->cap_stack : 64) * sizeof *m->stack);
+    if (m->sp == m->cap_stack)
+        m->stack = tp_realloc(m->stack, (m->cap_stack = m->cap_stack ? 2 * m->cap_stack : 64) * sizeof *m->stack);
     m->stack[m->sp++] = v;
 }
 
@@ -87,9 +111,15 @@ static void add_item(value *c, value *v) {
 
 /* Pops one value (not a mark). */
 static value *pop(vm *m) {
-    if (!m->sp) { fail(m, "stack underflow"); return NULL; }
+    if (!m->sp) {
+        fail(m, "stack underflow");
+        return NULL;
+    }
     value *v = m->stack[--m->sp];
-    if (v->k == V_MARK) { fail(m, "unexpected mark"); return NULL; }
+    if (v->k == V_MARK) {
+        fail(m, "unexpected mark");
+        return NULL;
+    }
     return v;
 }
 
@@ -156,12 +186,17 @@ static int push_global(vm *m, const char *module, const char *name) {
         int found = 0;
         if (!strcmp(module, "torch"))
             for (size_t i = 0; i < N_STORES; i++)
-                if (!strcmp(name, STORES[i].name)) { v->i = G_STORAGE; v->store = STORES[i].t; found = 1; }
+                if (!strcmp(name, STORES[i].name)) {
+                    v->i = G_STORAGE;
+                    v->store = STORES[i].t;
+                    found = 1;
+                }
         if (!found) {
             if (m->err && m->err_size)
-                snprintf(m->err, m->err_size, "refusing to load %.100s.%.100s from %s (data.pkl byte %zu): not a tensor "
-                         "(tpgen rebuilds only state dicts of tensors and never runs code from a checkpoint)", module,
-                         name, m->what, m->op_pos);
+                snprintf(m->err, m->err_size,
+                         "refusing to load %.100s.%.100s from %s (data.pkl byte %zu): not a tensor "
+                         "(tpgen rebuilds only state dicts of tensors and never runs code from a checkpoint)",
+                         module, name, m->what, m->op_pos);
             return -1;
         }
     }
@@ -184,7 +219,9 @@ static int op_global(vm *m) {
 
 static int int_items(vm *m, const value *tup, int64_t *out, int *n, const char *what) {
     if (tup->k != V_TUPLE) return fail(m, "_rebuild_tensor_v2: %s is %s, not a tuple", what, kind_name[tup->k]);
-    if (tup->n > TP_PICKLE_MAX_DIMS) return fail(m, "_rebuild_tensor_v2: %s has %zu dims, at most %d are supported", what, tup->n, TP_PICKLE_MAX_DIMS);
+    if (tup->n > TP_PICKLE_MAX_DIMS)
+        return fail(m, "_rebuild_tensor_v2: %s has %zu dims, at most %d are supported", what, tup->n,
+                    TP_PICKLE_MAX_DIMS);
     for (size_t i = 0; i < tup->n; i++) {
         if (tup->items[i]->k != V_INT) return fail(m, "_rebuild_tensor_v2: %s[%zu] is not an int", what, i);
         out[i] = tup->items[i]->i;
@@ -203,18 +240,22 @@ static int op_reduce(vm *m) {
     value **a = args->items;
     switch ((global_kind)fn->i) {
     case G_ORDERED_DICT:
-        if (args->n != 0) return fail(m, "collections.OrderedDict called with %zu arguments; a state dict has none", args->n);
+        if (args->n != 0)
+            return fail(m, "collections.OrderedDict called with %zu arguments; a state dict has none", args->n);
         push(m, new_value(m, V_DICT));
         return 0;
     case G_REBUILD_TENSOR_V2: {
         if (args->n != 6 && args->n != 7) return fail(m, "_rebuild_tensor_v2 takes 6 or 7 arguments, got %zu", args->n);
-        if (a[0]->k != V_STORAGE) return fail(m, "_rebuild_tensor_v2: storage is %s, not a storage", kind_name[a[0]->k]);
-        if (a[1]->k != V_INT || a[1]->i < 0) return fail(m, "_rebuild_tensor_v2: storage offset is not a non-negative int");
+        if (a[0]->k != V_STORAGE)
+            return fail(m, "_rebuild_tensor_v2: storage is %s, not a storage", kind_name[a[0]->k]);
+        if (a[1]->k != V_INT || a[1]->i < 0)
+            return fail(m, "_rebuild_tensor_v2: storage offset is not a non-negative int");
         value *t = new_value(m, V_TENSOR);
         int nd_stride;
         if (int_items(m, a[2], t->t.shape, &t->t.ndim, "size") || int_items(m, a[3], t->t.stride, &nd_stride, "stride"))
             return -1;
-        if (nd_stride != t->t.ndim) return fail(m, "_rebuild_tensor_v2: size has %d dims but stride has %d", t->t.ndim, nd_stride);
+        if (nd_stride != t->t.ndim)
+            return fail(m, "_rebuild_tensor_v2: size has %d dims but stride has %d", t->t.ndim, nd_stride);
         t->t.storage_key = a[0]->s;
         t->t.type = a[0]->store;
         t->t.storage_numel = a[0]->i;
@@ -223,7 +264,8 @@ static int op_reduce(vm *m) {
         return 0;
     }
     case G_REBUILD_PARAMETER:
-        if (args->n != 3 || a[0]->k != V_TENSOR) return fail(m, "_rebuild_parameter takes (tensor, requires_grad, hooks)");
+        if (args->n != 3 || a[0]->k != V_TENSOR)
+            return fail(m, "_rebuild_parameter takes (tensor, requires_grad, hooks)");
         push(m, a[0]);
         return 0;
     case G_REBUILD_PARAMETER_WITH_STATE: /* torch 2: a Parameter with its __dict__, which is not needed */
@@ -232,7 +274,8 @@ static int op_reduce(vm *m) {
         push(m, a[0]);
         return 0;
     case G_STORAGE:
-        return fail(m, "torch.%s is called; a storage type may appear only in a persistent id", tp_store_type_name(fn->store));
+        return fail(m, "torch.%s is called; a storage type may appear only in a persistent id",
+                    tp_store_type_name(fn->store));
     }
     return fail(m, "bad global");
 }
@@ -319,13 +362,31 @@ static int op_tuple(vm *m, int n) {
 
 static const char *opcode_name(uint8_t op) {
     switch (op) {
-    case 'i': return "INST"; case 'o': return "OBJ"; case 0x81: return "NEWOBJ"; case 0x92: return "NEWOBJ_EX";
-    case 0x82: case 0x83: case 0x84: return "EXT"; case 'P': return "PERSID"; case 'I': return "INT";
-    case 'L': return "LONG"; case 'S': return "STRING"; case 'V': return "UNICODE"; case 'F': return "FLOAT";
-    case 'd': return "DICT"; case 'l': return "LIST"; case 'g': return "GET"; case 'p': return "PUT";
-    case 0x8b: return "LONG4"; case 0x8f: return "EMPTY_SET"; case 0x90: return "ADDITEMS";
-    case 0x91: return "FROZENSET"; case 0x96: return "BYTEARRAY8"; case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER"; default: return "unknown";
+    case 'i': return "INST";
+    case 'o': return "OBJ";
+    case 0x81: return "NEWOBJ";
+    case 0x92: return "NEWOBJ_EX";
+    case 0x82:
+    case 0x83:
+    case 0x84: return "EXT";
+    case 'P': return "PERSID";
+    case 'I': return "INT";
+    case 'L': return "LONG";
+    case 'S': return "STRING";
+    case 'V': return "UNICODE";
+    case 'F': return "FLOAT";
+    case 'd': return "DICT";
+    case 'l': return "LIST";
+    case 'g': return "GET";
+    case 'p': return "PUT";
+    case 0x8b: return "LONG4";
+    case 0x8f: return "EMPTY_SET";
+    case 0x90: return "ADDITEMS";
+    case 0x91: return "FROZENSET";
+    case 0x96: return "BYTEARRAY8";
+    case 0x97: return "NEXT_BUFFER";
+    case 0x98: return "READONLY_BUFFER";
+    default: return "unknown";
     }
 }
 
@@ -337,7 +398,8 @@ static int run(vm *m, value **result) {
         switch (op) {
         case 0x80: /* PROTO */
             if (need(m, 1)) return -1;
-            if (m->buf[m->pos] < 2 || m->buf[m->pos] > 5) return fail(m, "pickle protocol %u is not 2..5", m->buf[m->pos]);
+            if (m->buf[m->pos] < 2 || m->buf[m->pos] > 5)
+                return fail(m, "pickle protocol %u is not 2..5", m->buf[m->pos]);
             m->pos++;
             break;
         case 0x95: /* FRAME: a length hint */
@@ -356,8 +418,16 @@ static int run(vm *m, value **result) {
         case 0x86: rc = op_tuple(m, 2); break;
         case 0x87: rc = op_tuple(m, 3); break;
         case 'N': push(m, new_value(m, V_NONE)); break;
-        case 0x88: case 0x89: { value *v = new_value(m, V_BOOL); v->i = op == 0x88; push(m, v); break; }
-        case 'J': case 'K': case 'M': { /* BININT (signed 4), BININT1, BININT2 */
+        case 0x88:
+        case 0x89: {
+            value *v = new_value(m, V_BOOL);
+            v->i = op == 0x88;
+            push(m, v);
+            break;
+        }
+        case 'J':
+        case 'K':
+        case 'M': { /* BININT (signed 4), BININT1, BININT2 */
             int n = op == 'J' ? 4 : op == 'K' ? 1 : 2;
             if (need(m, (size_t)n)) return -1;
             value *v = new_value(m, V_INT);
@@ -385,16 +455,21 @@ static int run(vm *m, value **result) {
             m->pos += 8;
             push(m, new_value(m, V_FLOAT));
             break;
-        case 'X': case 'T': case 'B': /* BINUNICODE, BINSTRING, BINBYTES: u32 length */
+        case 'X':
+        case 'T':
+        case 'B': /* BINUNICODE, BINSTRING, BINBYTES: u32 length */
             if (need(m, 4)) return -1;
             m->pos += 4;
             rc = push_str(m, rd_le(m->buf + m->pos - 4, 4));
             break;
-        case 0x8c: case 'U': case 'C': /* SHORT_BINUNICODE, SHORT_BINSTRING, SHORT_BINBYTES */
+        case 0x8c:
+        case 'U':
+        case 'C': /* SHORT_BINUNICODE, SHORT_BINSTRING, SHORT_BINBYTES */
             if (need(m, 1)) return -1;
             rc = push_str(m, m->buf[m->pos++]);
             break;
-        case 0x8d: case 0x8e: { /* BINUNICODE8, BINBYTES8 */
+        case 0x8d:
+        case 0x8e: { /* BINUNICODE8, BINBYTES8 */
             if (need(m, 8)) return -1;
             uint64_t n = rd_le(m->buf + m->pos, 8);
             m->pos += 8;
@@ -410,14 +485,41 @@ static int run(vm *m, value **result) {
             rc = push_global(m, module->s, name->s);
             break;
         }
-        case 'q': if (need(m, 1)) return -1; rc = memo_put(m, m->buf[m->pos++]); break;
-        case 'r': if (need(m, 4)) return -1; m->pos += 4; rc = memo_put(m, rd_le(m->buf + m->pos - 4, 4)); break;
+        case 'q':
+            if (need(m, 1)) return -1;
+            rc = memo_put(m, m->buf[m->pos++]);
+            break;
+        case 'r':
+            if (need(m, 4)) return -1;
+            m->pos += 4;
+            rc = memo_put(m, rd_le(m->buf + m->pos - 4, 4));
+            break;
         case 0x94: rc = memo_put(m, m->memo_len); break; /* MEMOIZE: the next index */
-        case 'h': if (need(m, 1)) return -1; rc = memo_get(m, m->buf[m->pos++]); break;
-        case 'j': if (need(m, 4)) return -1; m->pos += 4; rc = memo_get(m, rd_le(m->buf + m->pos - 4, 4)); break;
-        case '0': if (!pop(m)) return -1; break; /* POP */
-        case '1': { long mk = find_mark(m); if (mk < 0) return -1; m->sp = (size_t)mk; break; } /* POP_MARK */
-        case '2': { value *v = pop(m); if (!v) return -1; push(m, v); push(m, v); break; } /* DUP */
+        case 'h':
+            if (need(m, 1)) return -1;
+            rc = memo_get(m, m->buf[m->pos++]);
+            break;
+        case 'j':
+            if (need(m, 4)) return -1;
+            m->pos += 4;
+            rc = memo_get(m, rd_le(m->buf + m->pos - 4, 4));
+            break;
+        case '0':
+            if (!pop(m)) return -1;
+            break; /* POP */
+        case '1': {
+            long mk = find_mark(m);
+            if (mk < 0) return -1;
+            m->sp = (size_t)mk;
+            break;
+        } /* POP_MARK */
+        case '2': {
+            value *v = pop(m);
+            if (!v) return -1;
+            push(m, v);
+            push(m, v);
+            break;
+        } /* DUP */
         case 'R': rc = op_reduce(m); break;
         case 'Q': rc = op_persid(m); break;
         case 'b': { /* BUILD: the state of an OrderedDict (_metadata) or a tensor is not needed */
@@ -431,8 +533,7 @@ static int run(vm *m, value **result) {
         case 'u': rc = op_setitems(m, 1); break;
         case 'a': rc = op_appends(m, 0); break;
         case 'e': rc = op_appends(m, 1); break;
-        default:
-            return fail(m, "pickle opcode 0x%02x (%s) is not allowed in a state dict", op, opcode_name(op));
+        default: return fail(m, "pickle opcode 0x%02x (%s) is not allowed in a state dict", op, opcode_name(op));
         }
         if (rc) return -1;
     }
@@ -452,9 +553,9 @@ int tp_unpickle_state_dict(const uint8_t *buf, size_t size, const char *what, tp
         for (size_t i = 0; i + 1 < root->n && !rc; i += 2) {
             value *k = root->items[i], *v = root->items[i + 1];
             if (k->k != V_STR || strlen(k->s) != k->slen || !k->slen)
-                rc = fail(&m, "state dict key %zu is %s, not a tensor name", i / 2, k->k == V_STR ? "a string with a NUL" : kind_name[k->k]);
-            else if (v->k != V_TENSOR)
-                rc = fail(&m, "state dict entry %s is %s, not a tensor", k->s, kind_name[v->k]);
+                rc = fail(&m, "state dict key %zu is %s, not a tensor name", i / 2,
+                          k->k == V_STR ? "a string with a NUL" : kind_name[k->k]);
+            else if (v->k != V_TENSOR) rc = fail(&m, "state dict entry %s is %s, not a tensor", k->s, kind_name[v->k]);
             else {
                 tp_pickle_tensor *t = &out->tensors[out->n++];
                 *t = v->t;

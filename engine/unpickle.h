@@ -22,16 +22,24 @@
 
 /* Element type of a storage, from its torch.<T>Storage class. */
 typedef enum {
-    TP_STORE_F32, TP_STORE_F16, TP_STORE_BF16,               /* the ones tpgen loads */
-    TP_STORE_F64, TP_STORE_I64, TP_STORE_I32, TP_STORE_I16, TP_STORE_I8, TP_STORE_U8, TP_STORE_BOOL,
+    TP_STORE_F32,
+    TP_STORE_F16,
+    TP_STORE_BF16, /* the ones tpgen loads */
+    TP_STORE_F64,
+    TP_STORE_I64,
+    TP_STORE_I32,
+    TP_STORE_I16,
+    TP_STORE_I8,
+    TP_STORE_U8,
+    TP_STORE_BOOL,
 } tp_store_type;
 
 const char *tp_store_type_name(tp_store_type t); /* "FloatStorage", ... */
-size_t tp_store_type_size(tp_store_type t);       /* bytes per element */
+size_t tp_store_type_size(tp_store_type t);      /* bytes per element */
 
 typedef struct {
-    char *name;            /* state-dict key */
-    char *storage_key;     /* archive record "<prefix>/data/<storage_key>" */
+    char *name;        /* state-dict key */
+    char *storage_key; /* archive record "<prefix>/data/<storage_key>" */
     tp_store_type type;
     int64_t storage_numel; /* elements the persistent id says the storage holds */
     int64_t offset;        /* storage offset, elements */

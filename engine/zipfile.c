@@ -10,19 +10,21 @@
 
 #include "util/log.h"
 
-#define SIG_LOCAL 0x04034b50u
-#define SIG_CENTRAL 0x02014b50u
-#define SIG_END 0x06054b50u
-#define SIG_END64 0x06064b50u
-#define SIG_LOC64 0x07064b50u
-#define END_SIZE 22    /* end of central directory record, without its comment */
-#define LOC64_SIZE 20  /* ZIP64 end locator */
-#define END64_SIZE 56  /* ZIP64 end record, without extensible data */
+#define SIG_LOCAL    0x04034b50u
+#define SIG_CENTRAL  0x02014b50u
+#define SIG_END      0x06054b50u
+#define SIG_END64    0x06064b50u
+#define SIG_LOC64    0x07064b50u
+#define END_SIZE     22 /* end of central directory record, without its comment */
+#define LOC64_SIZE   20 /* ZIP64 end locator */
+#define END64_SIZE   56 /* ZIP64 end record, without extensible data */
 #define CENTRAL_SIZE 46
-#define LOCAL_SIZE 30
+#define LOCAL_SIZE   30
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 static uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
 static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -54,14 +56,16 @@ static int read_zip64_extra(const uint8_t *extra, size_t n, uint64_t *usize, uin
                             const char *what, const char *name, char *err, size_t err_size) {
     for (size_t i = 0; i + 4 <= n;) {
         uint16_t id = rd16(extra + i), len = rd16(extra + i + 2);
-        if (i + 4 + len > n) return fail(err, err_size, "%s: corrupt zip: extra field of entry %s overruns", what, name);
+        if (i + 4 + len > n)
+            return fail(err, err_size, "%s: corrupt zip: extra field of entry %s overruns", what, name);
         if (id == 1) {
             const uint8_t *p = extra + i + 4, *end = p + len;
             uint64_t *fields[3] = {usize, csize, off};
             for (int k = 0; k < 3; k++) {
                 if (*fields[k] != 0xffffffffu) continue;
                 if (end - p < 8)
-                    return fail(err, err_size, "%s: corrupt zip: ZIP64 extra field of entry %s is too short", what, name);
+                    return fail(err, err_size, "%s: corrupt zip: ZIP64 extra field of entry %s is too short", what,
+                                name);
                 *fields[k] = rd64(p);
                 p += 8;
             }
@@ -81,10 +85,15 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
     size_t lo = size - END_SIZE > 65535 ? size - END_SIZE - 65535 : 0, end = 0;
     int found = 0;
     for (size_t p = size - END_SIZE + 1; p-- > lo;)
-        if (rd32(buf + p) == SIG_END && p + END_SIZE + rd16(buf + p + 20) <= size) { end = p; found = 1; break; }
+        if (rd32(buf + p) == SIG_END && p + END_SIZE + rd16(buf + p + 20) <= size) {
+            end = p;
+            found = 1;
+            break;
+        }
     if (!found)
-        return fail(err, err_size, "%s: truncated or corrupt zip: no end-of-central-directory record in the last %zu bytes",
-                    what, size - lo);
+        return fail(err, err_size,
+                    "%s: truncated or corrupt zip: no end-of-central-directory record in the last %zu bytes", what,
+                    size - lo);
     const uint8_t *e = buf + end;
     if (rd16(e + 4) != 0 || rd16(e + 6) != 0)
         return fail(err, err_size, "%s: multi-disk zip archives are not supported", what);
@@ -92,8 +101,9 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
     if (end >= LOC64_SIZE && rd32(buf + end - LOC64_SIZE) == SIG_LOC64) {
         uint64_t off64 = rd64(buf + end - LOC64_SIZE + 8);
         if (!inside(off64, END64_SIZE, end) || rd32(buf + off64) != SIG_END64)
-            return fail(err, err_size, "%s: corrupt zip: the ZIP64 locator points at byte %llu, not at a ZIP64 end record",
-                        what, (unsigned long long)off64);
+            return fail(err, err_size,
+                        "%s: corrupt zip: the ZIP64 locator points at byte %llu, not at a ZIP64 end record", what,
+                        (unsigned long long)off64);
         const uint8_t *e64 = buf + off64;
         count = rd64(e64 + 32);
         cd_size = rd64(e64 + 40);
@@ -101,8 +111,9 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
         z->zip64 = 1;
     }
     if (!inside(cd_off, cd_size, size))
-        return fail(err, err_size, "%s: truncated zip: central directory at byte %llu (+%llu) is past the end (%zu bytes)",
-                    what, (unsigned long long)cd_off, (unsigned long long)cd_size, size);
+        return fail(err, err_size,
+                    "%s: truncated zip: central directory at byte %llu (+%llu) is past the end (%zu bytes)", what,
+                    (unsigned long long)cd_off, (unsigned long long)cd_size, size);
     if (count > cd_size / CENTRAL_SIZE)
         return fail(err, err_size, "%s: corrupt zip: %llu entries cannot fit a %llu-byte central directory", what,
                     (unsigned long long)count, (unsigned long long)cd_size);
@@ -110,7 +121,8 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
     const uint8_t *c = buf + cd_off, *cend = c + cd_size;
     for (uint64_t i = 0; i < count; i++) {
         if (cend - c < CENTRAL_SIZE || rd32(c) != SIG_CENTRAL) {
-            fail(err, err_size, "%s: corrupt zip: central directory entry %llu is malformed", what, (unsigned long long)i);
+            fail(err, err_size, "%s: corrupt zip: central directory entry %llu is malformed", what,
+                 (unsigned long long)i);
             goto bad;
         }
         uint16_t flags = rd16(c + 8), method = rd16(c + 10), nlen = rd16(c + 28), xlen = rd16(c + 30),
@@ -126,12 +138,20 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
         name[nlen] = 0;
         tp_zip_entry *ze = &z->entries[z->n++];
         ze->name = name;
-        if (strlen(name) != nlen) { fail(err, err_size, "%s: corrupt zip: an entry name contains a NUL byte", what); goto bad; }
+        if (strlen(name) != nlen) {
+            fail(err, err_size, "%s: corrupt zip: an entry name contains a NUL byte", what);
+            goto bad;
+        }
         if (read_zip64_extra(c + CENTRAL_SIZE + nlen, xlen, &usize, &csize, &loff, what, name, err, err_size)) goto bad;
-        if (flags & 1) { fail(err, err_size, "%s: entry %s is encrypted", what, name); goto bad; }
+        if (flags & 1) {
+            fail(err, err_size, "%s: entry %s is encrypted", what, name);
+            goto bad;
+        }
         if (method != 0 || csize != usize) {
-            fail(err, err_size, "%s: entry %s is compressed (method %u); torch.save stores entries uncompressed, "
-                 "and tpgen reads only stored entries", what, name, method);
+            fail(err, err_size,
+                 "%s: entry %s is compressed (method %u); torch.save stores entries uncompressed, "
+                 "and tpgen reads only stored entries",
+                 what, name, method);
             goto bad;
         }
         ze->size = usize;

@@ -19,8 +19,8 @@
 #include <stdint.h>
 
 typedef struct {
-    const char *name;     /* NUL-terminated copy of the entry's name */
-    const uint8_t *data;  /* [size] the stored bytes, inside the buffer */
+    const char *name;    /* NUL-terminated copy of the entry's name */
+    const uint8_t *data; /* [size] the stored bytes, inside the buffer */
     uint64_t size;
     uint64_t local_offset; /* of its local header */
 } tp_zip_entry;
@@ -28,7 +28,7 @@ typedef struct {
 typedef struct {
     tp_zip_entry *entries; /* [n] central-directory order */
     size_t n;
-    int zip64;             /* 1 when the archive has a ZIP64 end record */
+    int zip64; /* 1 when the archive has a ZIP64 end record */
 } tp_zip;
 
 /* Parses the archive in buf[0, size). what names it in messages (the file path). Returns 0, or

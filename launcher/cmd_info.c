@@ -51,8 +51,8 @@ static int64_t rank_elements(const tp_config *c, const tp_shard *s) {
 static int model_tensor(const char *name, int n_layer) {
     static const char *top[] = {"transformer.wte.weight", "transformer.ln_f.weight", "transformer.ln_f.bias",
                                 "lm_head.weight", "lm_head.bias"};
-    static const char *layer[] = {"ln_1.weight", "ln_1.bias", "attn.qkv_proj.weight", "attn.out_proj.weight",
-                                  "mlp.fc_in.weight", "mlp.fc_in.bias", "mlp.fc_out.weight", "mlp.fc_out.bias"};
+    static const char *layer[] = {"ln_1.weight",      "ln_1.bias",      "attn.qkv_proj.weight", "attn.out_proj.weight",
+                                  "mlp.fc_in.weight", "mlp.fc_in.bias", "mlp.fc_out.weight",    "mlp.fc_out.bias"};
     for (size_t i = 0; i < sizeof top / sizeof *top; i++)
         if (!strcmp(name, top[i])) return 1;
     int l, off = 0;
@@ -83,8 +83,11 @@ static const char *config_dtype(const char *path) {
     const json_value *v = root && root->type == JSON_OBJECT ? json_get(root, "torch_dtype") : NULL;
     const char *r = NULL;
     if (v && v->type == JSON_STRING) {
-        snprintf(out, sizeof out, "%s", !strcmp(v->str, "float16") ? "F16" : !strcmp(v->str, "bfloat16") ? "BF16"
-                                         : !strcmp(v->str, "float32") ? "F32" : "?");
+        snprintf(out, sizeof out, "%s",
+                 !strcmp(v->str, "float16")    ? "F16"
+                 : !strcmp(v->str, "bfloat16") ? "BF16"
+                 : !strcmp(v->str, "float32")  ? "F32"
+                                               : "?");
         r = out;
     }
     json_free(root);
@@ -113,7 +116,10 @@ static int model_info(const char *model, const char *revision, double memory, co
     char *dir = tp_hub_resolve(model, revision, err, sizeof err);
     if (!dir) return info_error(1, "%s", err);
     tp_config c;
-    if (tp_config_load(dir, &c, err, sizeof err)) { free(dir); return info_error(1, "%s", err); }
+    if (tp_config_load(dir, &c, err, sizeof err)) {
+        free(dir);
+        return info_error(1, "%s", err);
+    }
     printf("\nmodel: %s%s%s\n", model, strcmp(dir, model) ? " -> " : "", strcmp(dir, model) ? dir : "");
     printf("config: %d layers, n_embd %d, %d heads of %d (rotary_dim %d), n_inner %d, vocab %d, n_positions %d\n",
            c.n_layer, c.n_embd, c.n_head, c.head_dim, c.rotary_dim, c.n_inner, c.vocab_size, c.n_positions);
@@ -129,7 +135,10 @@ static int model_info(const char *model, const char *revision, double memory, co
         stored = config_dtype(dir);
         printf("checkpoint: none (a config file); torch_dtype %s\n", stored ? stored : "not given");
     } else if (!(ck = tp_ckpt_open(dir, err, sizeof err))) {
-        if (!strstr(err, ": no checkpoint")) { free(dir); return info_error(1, "%s", err); }
+        if (!strstr(err, ": no checkpoint")) {
+            free(dir);
+            return info_error(1, "%s", err);
+        }
         stored = config_dtype(dir); /* config.json alone still answers "will it fit" */
         printf("checkpoint: none (%s); torch_dtype %s\n", err, stored ? stored : "not given");
     }
@@ -151,7 +160,8 @@ static int model_info(const char *model, const char *revision, double memory, co
                 if (!stored || count[d] > count[0]) stored = tp_dtype_name((tp_dtype)d);
             }
         printf("\n  %" PRId64 " of the elements are model weights%s\n", used,
-               used == params ? " (= the parameters of config.json)" : " (config.json implies other shapes or tensors)");
+               used == params ? " (= the parameters of config.json)"
+                              : " (config.json implies other shapes or tensors)");
         tp_ckpt_close(ck);
     }
 
@@ -163,7 +173,10 @@ static int model_info(const char *model, const char *revision, double memory, co
     if (memory > 0) snprintf(why, sizeof why, "--memory");
     else memory = default_memory(why, sizeof why);
     printf("per rank, weights and KV cache in %s (%s), %s per rank (%s):\n", dt,
-           dtype_flag ? "--dtype" : gpu ? "the CUDA backend's default" : "the CPU backend", human(memory, b1, sizeof b1), why);
+           dtype_flag ? "--dtype"
+           : gpu      ? "the CUDA backend's default"
+                      : "the CPU backend",
+           human(memory, b1, sizeof b1), why);
     printf("  %-3s %16s %20s %22s\n", "TP", "weights/rank", "KV bytes/token/rank", "KV tokens that fit");
     for (int tp = 1; tp <= 8; tp *= 2) {
         tp_shard s;
@@ -181,8 +194,7 @@ static int model_info(const char *model, const char *revision, double memory, co
         double kv = 2.0 * c.n_layer * (double)(c.n_head / tp) * c.head_dim * es; /* K and V of every layer */
         if (w >= memory)
             printf("  %-3d %16s %20.0f %22s\n", tp, human(w, b1, sizeof b1), kv, "none: weights do not fit");
-        else
-            printf("  %-3d %16s %20.0f %22.0f\n", tp, human(w, b2, sizeof b2), kv, floor((memory - w) / kv));
+        else printf("  %-3d %16s %20.0f %22.0f\n", tp, human(w, b2, sizeof b2), kv, floor((memory - w) / kv));
     }
     printf("(KV tokens: memory left after the weights, before activations; summed over every sequence)\n");
     if (stored) printf("stored dtype: %s\n", stored);
@@ -212,10 +224,14 @@ int tp_cmd_info(int argc, char **argv) {
                     return info_error(2, "--memory expects GiB per rank, a number > 0, got \"%s\"", v);
             }
         } else
-            return info_error(2, "unknown flag %s (`tpgen info` takes no flags other than --model DIR|ORG/NAME|CONFIG.json, "
-                              "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32)", f);
+            return info_error(
+                2,
+                "unknown flag %s (`tpgen info` takes no flags other than --model DIR|ORG/NAME|CONFIG.json, "
+                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32)",
+                f);
     }
-    if (!model && (revision || dtype || memory > 0)) return info_error(2, "--revision, --memory and --dtype need --model");
+    if (!model && (revision || dtype || memory > 0))
+        return info_error(2, "--revision, --memory and --dtype need --model");
     printf("backends: cpu%s\n", tp_backend_cuda_compiled() ? ", cuda" : "");
     printf("cpu cores: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     if (tp_backend_cuda_compiled()) printf("cuda devices: %d\n", tp_backend_cuda_device_count());

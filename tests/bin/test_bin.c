@@ -26,15 +26,15 @@
 static int g_failed, g_checks;
 static const char *g_tmp, *g_cases, *g_data;
 
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        g_checks++;                                                                       \
-        if (!(cond)) {                                                                    \
-            g_failed++;                                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fputc('\n', stderr);                                                          \
-        }                                                                                 \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        g_checks++;                                                                                                    \
+        if (!(cond)) {                                                                                                 \
+            g_failed++;                                                                                                \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                            \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
     } while (0)
 
 static char *path_of(const char *dir, const char *fmt, ...) {
@@ -51,12 +51,18 @@ static char *path_of(const char *dir, const char *fmt, ...) {
 
 static uint8_t *read_all(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
-    if (!f) { perror(path); exit(1); }
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
     uint8_t *b = malloc((size_t)len + 1);
-    if (fread(b, 1, (size_t)len, f) != (size_t)len) { perror(path); exit(1); }
+    if (fread(b, 1, (size_t)len, f) != (size_t)len) {
+        perror(path);
+        exit(1);
+    }
     fclose(f);
     *n = (size_t)len;
     return b;
@@ -64,17 +70,26 @@ static uint8_t *read_all(const char *path, size_t *n) {
 
 static void write_all(const char *path, const void *p, size_t n) {
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) { perror(path); exit(1); }
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
 }
 
 static void mkdir_fresh(const char *path) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", path, path);
-    if (system(cmd) != 0) { fprintf(stderr, "cannot make %s\n", path); exit(1); }
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot make %s\n", path);
+        exit(1);
+    }
 }
 
 static void symlink_to(const char *target, const char *link) {
-    if (symlink(target, link) != 0) { perror(link); exit(1); }
+    if (symlink(target, link) != 0) {
+        perror(link);
+        exit(1);
+    }
 }
 
 /* Opening path must fail with an error containing every string of the NULL-terminated list. */
@@ -85,7 +100,8 @@ static void expect_fail(const char *path, ...) {
     tp_bin_close(m);
     va_list ap;
     va_start(ap, path);
-    for (const char *s; (s = va_arg(ap, const char *));) CHECK(strstr(err, s), "error for %s lacks \"%s\": %s", path, s, err);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        CHECK(strstr(err, s), "error for %s lacks \"%s\": %s", path, s, err);
     va_end(ap);
     printf("ok: %s -> %s\n", path, err);
 }
@@ -93,7 +109,10 @@ static void expect_fail(const char *path, ...) {
 /* Every loadable tensor of reference.txt, with its values. */
 static void check_reference(const tp_bin_model *m, const char *what) {
     FILE *f = fopen(path_of(g_cases, "reference.txt"), "r");
-    if (!f) { perror("reference.txt"); exit(1); }
+    if (!f) {
+        perror("reference.txt");
+        exit(1);
+    }
     char line[8192];
     int n_lines = 0;
     while (fgets(line, sizeof line, f)) {
@@ -101,12 +120,16 @@ static void check_reference(const tp_bin_model *m, const char *what) {
         char name[64], dt[8];
         int ndim, off, k;
         long long numel;
-        if (sscanf(line, "%63s %7s %d%n", name, dt, &ndim, &off) != 3) { fprintf(stderr, "bad reference line\n"); exit(1); }
+        if (sscanf(line, "%63s %7s %d%n", name, dt, &ndim, &off) != 3) {
+            fprintf(stderr, "bad reference line\n");
+            exit(1);
+        }
         n_lines++;
         const tp_st_tensor *t = tp_bin_find(m, name);
         CHECK(t, "%s: tensor %s missing", what, name);
         if (!t) continue;
-        CHECK(!strcmp(tp_dtype_name(t->dtype), dt), "%s: %s dtype %s, expected %s", what, name, tp_dtype_name(t->dtype), dt);
+        CHECK(!strcmp(tp_dtype_name(t->dtype), dt), "%s: %s dtype %s, expected %s", what, name, tp_dtype_name(t->dtype),
+              dt);
         CHECK(t->ndim == ndim, "%s: %s ndim %d, expected %d", what, name, t->ndim, ndim);
         char *p = line + off;
         for (int i = 0; i < ndim; i++) {
@@ -134,12 +157,15 @@ static void test_cases(void) {
     CHECK(m, "dtypes.bin: %s", err);
     if (m) {
         check_reference(m, "dtypes.bin");
-        const tp_st_tensor *big = tp_bin_find(m, "big"), *row = tp_bin_find(m, "view_row"), *tail = tp_bin_find(m, "view_tail");
+        const tp_st_tensor *big = tp_bin_find(m, "big"), *row = tp_bin_find(m, "view_row"),
+                           *tail = tp_bin_find(m, "view_tail");
         CHECK(big && row && tail && row->data == big->data + 10 * 4 && tail->data == big->data + 5 * 4,
               "views must point into the shared storage, not at copies");
-        CHECK(!tp_bin_find(m, "mask") && tp_bin_unsupported(m, "mask") && !strcmp(tp_bin_unsupported(m, "mask"), "BoolStorage"),
+        CHECK(!tp_bin_find(m, "mask") && tp_bin_unsupported(m, "mask") &&
+                  !strcmp(tp_bin_unsupported(m, "mask"), "BoolStorage"),
               "a bool tensor is set aside as BoolStorage");
-        CHECK(tp_bin_unsupported(m, "count") && !strcmp(tp_bin_unsupported(m, "count"), "LongStorage"), "int64 set aside");
+        CHECK(tp_bin_unsupported(m, "count") && !strcmp(tp_bin_unsupported(m, "count"), "LongStorage"),
+              "int64 set aside");
         CHECK(tp_bin_count(m) == 7, "7 loadable tensors, got %zu", tp_bin_count(m));
         tp_bin_close(m);
     }
@@ -173,7 +199,8 @@ static void test_cases(void) {
     CHECK(access("tpgen_pwned_marker", F_OK) != 0, "the marker file exists: something ran the pickle");
     expect_fail(path_of(g_cases, "badop.bin"), "badop.bin", "opcode 0x69 (INST) is not allowed", NULL);
     CHECK(access("tpgen_pwned_marker", F_OK) != 0, "the marker file exists: something ran the pickle");
-    expect_fail(path_of(g_cases, "nostorage.bin"), "nostorage.bin", "tensor f16", "storage record", "data/1 is missing", NULL);
+    expect_fail(path_of(g_cases, "nostorage.bin"), "nostorage.bin", "tensor f16", "storage record", "data/1 is missing",
+                NULL);
     expect_fail(path_of(g_cases, "noncontig.bin"), "noncontig.bin", "tensor transposed", "strides [1, 3]",
                 "shape [3, 2]", "not contiguous", NULL);
 
@@ -206,28 +233,49 @@ static void test_cases(void) {
 
     /* the pickle VM alone, on hand-written programs */
 #define P(s) s, sizeof(s) - 1
-    static const struct { const char *pkl; size_t n; const char *err; } vm_cases[] = {
+    static const struct {
+        const char *pkl;
+        size_t n;
+        const char *err;
+    } vm_cases[] = {
         /* string pieces split where a hex escape would swallow the next letter */
-        {P("\x80\x02}."), NULL},                                            /* an empty state dict */
-        {P("\x80\x02]q\x00."), "not a state dict"},                       /* a list */
-        {P("\x80\x02}(X\x01\x00\x00\x00" "aK\x01u."), "entry a is an int, not a tensor"},
-        {P("\x80\x02" "c__builtin__\neval\n."), "refusing to load __builtin__.eval"},
+        {P("\x80\x02}."), NULL},                    /* an empty state dict */
+        {P("\x80\x02]q\x00."), "not a state dict"}, /* a list */
+        {P("\x80\x02}(X\x01\x00\x00\x00"
+           "aK\x01u."),
+         "entry a is an int, not a tensor"},
+        {P("\x80\x02"
+           "c__builtin__\neval\n."),
+         "refusing to load __builtin__.eval"},
         {P("\x80\x02\x8c\x02os\x8c\x06system\x93."), "refusing to load os.system"}, /* STACK_GLOBAL */
-        {P("\x80\x02" "ccollections\nOrderedDict\n)R"), "no STOP"},
+        {P("\x80\x02"
+           "ccollections\nOrderedDict\n)R"),
+         "no STOP"},
         {P("\x80\x02h\x05."), "memo index 5 was never set"},
         {P("\x80\x02t."), "no mark"},
         {P("\x80\x02\x81."), "0x81 (NEWOBJ) is not allowed"},
-        {P("\x80\x02" "ctorch\nFloatStorage\n)R."), "a storage type may appear only in a persistent id"},
-        {P("\x80\x02}(X\x01\x00\x00\x00" "a" "ctorch._utils\n_rebuild_tensor_v2\n" "(" "(X\x07\x00\x00\x00" "storage"
-           "ctorch\nFloatStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x04tQK\x00K\x02\x85K\x01\x85\x89Nt"
-           "Ru."), NULL},                                                     /* one tensor, hand-written */
+        {P("\x80\x02"
+           "ctorch\nFloatStorage\n)R."),
+         "a storage type may appear only in a persistent id"},
+        {P("\x80\x02}(X\x01\x00\x00\x00"
+           "a"
+           "ctorch._utils\n_rebuild_tensor_v2\n"
+           "("
+           "(X\x07\x00\x00\x00"
+           "storage"
+           "ctorch\nFloatStorage\nX\x01\x00\x00\x00"
+           "0X\x03\x00\x00\x00"
+           "cpuK\x04tQK\x00K\x02\x85K\x01\x85\x89Nt"
+           "Ru."),
+         NULL}, /* one tensor, hand-written */
     };
     for (size_t i = 0; i < sizeof vm_cases / sizeof *vm_cases; i++) {
         tp_pickle_dict d;
         int rc = tp_unpickle_state_dict((const uint8_t *)vm_cases[i].pkl, vm_cases[i].n, "case", &d, err, sizeof err);
         if (!vm_cases[i].err) CHECK(rc == 0 && d.n == (i ? 1u : 0u), "vm case %zu: %s", i, rc ? err : "wrong count");
-        else CHECK(rc != 0 && strstr(err, vm_cases[i].err), "vm case %zu: expected \"%s\", got %s", i, vm_cases[i].err,
-                   rc ? err : "success");
+        else
+            CHECK(rc != 0 && strstr(err, vm_cases[i].err), "vm case %zu: expected \"%s\", got %s", i, vm_cases[i].err,
+                  rc ? err : "success");
         if (!rc) tp_pickle_dict_free(&d);
     }
 }
@@ -261,14 +309,16 @@ static void test_dirs(void) {
     CHECK(c && !tp_ckpt_is_bin(c), "both formats: %s", c ? tp_ckpt_describe(c) : err);
     if (c) {
         CHECK(strstr(tp_ckpt_describe(c), "model.safetensors (safetensors)") &&
-              strstr(tp_ckpt_describe(c), "pytorch_model.bin is also there and was not read"), "%s", tp_ckpt_describe(c));
+                  strstr(tp_ckpt_describe(c), "pytorch_model.bin is also there and was not read"),
+              "%s", tp_ckpt_describe(c));
         printf("ok: both formats -> %s\n", tp_ckpt_describe(c));
     }
     tp_ckpt_close(c);
     d = path_of(g_tmp, "empty");
     mkdir_fresh(d);
     c = tp_ckpt_open(d, err, sizeof err);
-    CHECK(!c && strstr(err, "no model.safetensors or") && strstr(err, "no pytorch_model.bin"), "empty dir: %s", c ? "opened" : err);
+    CHECK(!c && strstr(err, "no model.safetensors or") && strstr(err, "no pytorch_model.bin"), "empty dir: %s",
+          c ? "opened" : err);
     tp_ckpt_close(c);
 }
 
@@ -279,7 +329,11 @@ static void test_fixture(const char *name, int want_files) {
     CHECK(st, "%s: %s", name, err);
     tp_ckpt *bin = tp_ckpt_open(path_of(g_data, "bin/%s", name), err, sizeof err);
     CHECK(bin, "bin/%s: %s", name, err);
-    if (!st || !bin) { tp_ckpt_close(st); tp_ckpt_close(bin); return; }
+    if (!st || !bin) {
+        tp_ckpt_close(st);
+        tp_ckpt_close(bin);
+        return;
+    }
     CHECK(tp_ckpt_is_bin(bin) && tp_ckpt_file_count(bin) == (size_t)want_files, "bin/%s: %zu files", name,
           tp_ckpt_file_count(bin));
     size_t same = 0;
@@ -288,7 +342,8 @@ static void test_fixture(const char *name, int want_files) {
         CHECK(b, "bin/%s lacks %s", name, a->name);
         if (!b) continue;
         int ok = a->dtype == b->dtype && a->ndim == b->ndim && a->nbytes == b->nbytes &&
-                 !memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->ndim) && !memcmp(a->data, b->data, a->nbytes);
+                 !memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->ndim) &&
+                 !memcmp(a->data, b->data, a->nbytes);
         CHECK(ok, "bin/%s: %s differs from the safetensors tensor", name, a->name);
         same += ok;
     }
@@ -298,11 +353,20 @@ static void test_fixture(const char *name, int want_files) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) { fprintf(stderr, "usage: test_bin TMPDIR CASES_DIR DATA_DIR\n"); return 2; }
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_bin TMPDIR CASES_DIR DATA_DIR\n");
+        return 2;
+    }
     mkdir_fresh(argv[1]);
     g_tmp = realpath(argv[1], NULL), g_cases = realpath(argv[2], NULL), g_data = realpath(argv[3], NULL);
-    if (!g_tmp || !g_cases || !g_data) { perror("realpath"); return 1; }
-    if (chdir(g_tmp) != 0) { perror(g_tmp); return 1; }
+    if (!g_tmp || !g_cases || !g_data) {
+        perror("realpath");
+        return 1;
+    }
+    if (chdir(g_tmp) != 0) {
+        perror(g_tmp);
+        return 1;
+    }
     test_cases();
     test_dirs();
     test_fixture("tiny-f32", 1);
