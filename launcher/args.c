@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "engine/hub.h"
 
 static const char *USAGE =
     "usage:\n"
@@ -15,6 +16,7 @@ static const char *USAGE =
     "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
+    "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
     "  common: [--backend cpu|cuda] [--dtype f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats]\n"
@@ -88,6 +90,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         int ok = 1;
         if (IS("--help") || IS("-h")) tp_die_all("%s", USAGE);
         else if (IS("--model")) a->model = VAL();
+        else if (IS("--revision")) a->revision = VAL();
         else if (IS("--backend")) a->backend = VAL();
         else if (IS("--dtype")) a->dtype = VAL();
         else if (IS("--comm")) a->comm = VAL();
@@ -142,4 +145,10 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         tp_die_all("--comm must be mpi or nccl, got \"%s\"", a->comm);
     if (a->max_batch > a->max_batch_tokens)
         tp_die_all("--max-batch %d exceeds --max-batch-tokens %d", a->max_batch, a->max_batch_tokens);
+    if (a->model) { /* an ORG/NAME that is not a local path: its snapshot in the HF cache */
+        char err[2048];
+        char *dir = tp_hub_resolve(a->model, a->revision, err, sizeof err);
+        if (!dir) tp_die_all("%s", err);
+        a->model = dir; /* lives as long as the process */
+    } else if (a->revision) tp_die_all("--revision needs --model ORG/NAME");
 }

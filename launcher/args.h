@@ -10,7 +10,8 @@
 typedef struct {
     const char *cmd; /* "generate", "score", "bench" */
     /* model and placement */
-    const char *model;       /* --model DIR */
+    const char *model;       /* --model DIR (an ORG/NAME from the HF cache is resolved to its snapshot) */
+    const char *revision;    /* --revision R of a hub name (NULL: main) */
     const char *config;      /* --config FILE (bench) */
     int random_weights;      /* --random-weights (bench) */
     const char *backend;     /* --backend cpu|cuda (NULL: cuda when a GPU is present) */
