@@ -16,6 +16,7 @@ static const char *USAGE =
     "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
+    "         [--prefill 128,512,2048 | --prefill 0] [--prefill-runs N] [--json]\n"
     "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
     "  common: [--backend cpu|cuda] [--dtype f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
@@ -76,6 +77,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     a->batches = "1,8,32";
     a->context = 512;
     a->steps = 32;
+    a->prefill = "128,512,2048";
+    a->prefill_runs = 3;
     int gen = strcmp(cmd, "generate") == 0, score = strcmp(cmd, "score") == 0, bench = strcmp(cmd, "bench") == 0;
     for (int i = 0; i < argc; i++) {
         char *f = argv[i], *v = NULL, flag[64];
@@ -127,6 +130,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--batch") && bench) a->batches = VAL();
         else if (IS("--context") && bench) a->context = (int)parse_long(flag, VAL(), 0, 1 << 20);
         else if (IS("--steps") && bench) a->steps = (int)parse_long(flag, VAL(), 1, 100000);
+        else if (IS("--prefill") && bench) a->prefill = VAL();
+        else if (IS("--prefill-runs") && bench) a->prefill_runs = (int)parse_long(flag, VAL(), 1, 1000);
         else ok = 0;
         if (!ok) tp_die_all("unknown flag %s for `tpgen %s`\n%s", flag, cmd, USAGE);
 #undef IS
