@@ -4,6 +4,8 @@
 # /usr/local/cuda, is picked up by CMake; nothing here installs it.)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libpcre2-dev)
+# tools/fuzz.sh: clang with libFuzzer and the sanitizer runtimes; libomp for OpenMP under clang.
+pkgs+=(clang libclang-rt-14-dev libomp-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,12 +5,14 @@
  * k best raw logits and the log-sum-exp, as the step gathers them), else full logits.
  * The sampler must return, with an id in [0, V) and its top log-probabilities' ids in [0, V).
  *
- * Known defects (issue 9 part 1, fixed on branch harden): a non-finite logit makes the sampler
- * return -1 or loop for ever, and an odd V misaligns its double scratch. Until that lands,
- * TPGEN_FUZZ_SAMPLER_KNOWN=1 keeps the inputs away from them (non-finite logits become +-FLT_MAX
- * or 0; V is rounded down to even); the inputs that found them are kept in
- * tests/fuzz/regress/sampler/ and replay harmlessly. Set it to 0 once the fix is merged. */
-#include <float.h>
+ * Known defects (issue 9 part 1, being fixed on branch harden): a non-finite logit makes the
+ * sampler return -1 or loop for ever, and an odd V misaligns its double scratch. A finite but huge
+ * logit does the same once the repetition penalty overflows it to inf in float (1e37 / 1e-3):
+ * the non-finite check must look at the processed logits, not only the raw ones. Until the fix
+ * lands, TPGEN_FUZZ_SAMPLER_KNOWN=1 keeps the inputs away from them (NaN becomes 0 and every
+ * logit is clamped to +-1e30, so that no penalty reaches inf; V is rounded down to even); the
+ * inputs that found them are kept in tests/fuzz/regress/sampler/ and replay harmlessly. Set it to
+ * 0 once the fix is merged: then they must replay without a crash or hang. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     float *logits = malloc(nv * sizeof *logits);
     memcpy(logits, data + at, nv * sizeof *logits);
     for (int v = 0; TPGEN_FUZZ_SAMPLER_KNOWN && v < V; v++)
-        if (!isfinite(logits[v])) logits[v] = isnan(logits[v]) ? 0 : logits[v] > 0 ? FLT_MAX : -FLT_MAX;
+        logits[v] = isnan(logits[v]) ? 0 : logits[v] > 1e30f ? 1e30f : logits[v] < -1e30f ? -1e30f : logits[v];
 
     tp_rng rng;
     tp_rng_seed(&rng, seed, 0);
