@@ -13,7 +13,9 @@ secs=${1:-30}
 shift || true
 build=${TPGEN_FUZZ_BUILD:-build-fuzz}
 CC=${CC_FUZZ:-clang}
-cmake -S . -B "$build" -DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPGEN_CUDA=OFF \
+# -O1 -g without -DNDEBUG: asserts stay on, stacks stay readable.
+cmake -S . -B "$build" -DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DTPGEN_CUDA=OFF \
       -DTPGEN_FUZZ=ON >/dev/null
 cmake --build "$build" -j"$(nproc)" --target fuzzers >/dev/null
 targets=("$@")
