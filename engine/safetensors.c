@@ -534,8 +534,9 @@ tp_st_model *tp_st_open_memory(const void *data, size_t size, const char *name, 
     f->borrowed = 1;
     int ok = 0;
     if (size < 8)
-        seterr(err, err_size, "%s: %zu bytes, shorter than the 8-byte header length: not a safetensors file", name,
-               size);
+        seterr(err, err_size, /* the words of load_file */
+               "%s: file is %zu bytes, shorter than the 8-byte header length: not a safetensors file (truncated?)",
+               name, size);
     else ok = load_header(m, f, err, err_size);
     if (!ok) { tp_st_close(m); return NULL; }
     return m;
@@ -562,7 +563,8 @@ size_t tp_st_file_count(const tp_st_model *m) { return m->n_files; }
 void tp_st_close(tp_st_model *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n_files; i++) {
-        if (m->files[i].map && !m->files[i].borrowed) munmap(m->files[i].map, m->files[i].size); /* cannot fail for a mapping we made */
+        if (m->files[i].map && !m->files[i].borrowed)
+            munmap(m->files[i].map, m->files[i].size); /* cannot fail for a mapping we made */
         free(m->files[i].path);
     }
     for (size_t i = 0; i < m->n_tensors; i++) free((char *)m->tensors[i].name);
