@@ -1,7 +1,7 @@
 /* Fuzz target: the tokenizer (tokenizer/) on the committed CodeGen files (vocab.json + merges.txt)
  * and the small tokenizer.json. The first byte picks the tokenizer and the direction:
  *   encode: the other bytes as text. Valid UTF-8 encodes (and with the CodeGen files decodes back
- *     to itself); invalid UTF-8
+ *     to itself and gives the same ids through the heap BPE with an empty word cache); invalid UTF-8
  *     is refused with a message naming the byte offset an independent check finds.
  *   decode: the other bytes as ids (int32, little-endian; bit 3 of the first byte maps each into
  *     [0, vocab + 2) so most are valid). All ids valid: the text is valid UTF-8, NUL-terminated,
@@ -13,8 +13,9 @@
 #include <string.h>
 
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_internal.h" /* bpe_small_max, tpk_cache_clear: the heap BPE path */
 
-static tp_tokenizer *g_tok[2];
+static tp_tokenizer *g_tok[2], *g_heap; /* g_heap: the CodeGen files, every word through the heap BPE */
 
 /* Offset of the first byte that does not start a valid UTF-8 character (RFC 3629), or n. */
 static size_t first_invalid(const uint8_t *s, size_t n) {
@@ -44,6 +45,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
             abort();
         }
     }
+    char err[512];
+    if (!(g_heap = tp_tokenizer_load(dirs[0], err, sizeof err))) abort();
+    g_heap->bpe_small_max = 0;
     return 0;
 }
 
@@ -72,6 +76,17 @@ static void fuzz_encode(tp_tokenizer *t, const uint8_t *s, size_t n, int round_t
             abort();
         }
         free(text);
+        if (round_trip) {
+            int32_t *ids2 = NULL;
+            size_t n_ids2 = 0;
+            tpk_cache_clear(g_heap);
+            if (tp_tokenizer_encode(g_heap, (const char *)s, n, &ids2, &n_ids2, err, sizeof err) || n_ids2 != n_ids ||
+                (n_ids && memcmp(ids, ids2, n_ids * sizeof *ids))) {
+                fprintf(stderr, "the heap BPE without the word cache gives other ids\n");
+                abort();
+            }
+            free(ids2);
+        }
     }
     free(ids);
 }
