@@ -21,6 +21,7 @@ typedef struct {
     size_t size;
     const uint8_t *data;   /* [data_size] the data area, after the header */
     size_t data_size;
+    int borrowed;          /* map is the caller's buffer (tp_st_open_memory): not unmapped */
 } st_file;
 
 struct tp_st_model {
@@ -254,9 +255,9 @@ static int by_offset(const void *a, const void *b) {
 
 /* Sorts tensors [first, n) of one file by offset and rejects overlapping byte ranges. */
 static int check_overlap(tp_st_model *m, size_t first, char *err, size_t err_size) {
-    tp_st_tensor *t = m->tensors + first;
     size_t n = m->n_tensors - first;
-    if (n < 2) return 1;
+    if (n < 2) return 1; /* before the pointer: tensors is NULL while no tensor has been seen */
+    tp_st_tensor *t = m->tensors + first;
     qsort(t, n, sizeof *t, by_offset);
     const tp_st_tensor *last = NULL; /* the non-empty tensor reaching furthest so far */
     for (size_t i = 0; i < n; i++) {
@@ -283,6 +284,8 @@ static void add_tensor_slot(tp_st_model *m) {
     }
     memset(&m->tensors[m->n_tensors], 0, sizeof *m->tensors);
 }
+
+static int load_header(tp_st_model *m, st_file *f, char *err, size_t err_size);
 
 /* mmaps path, validates its header and appends its tensors. named_by: why this file is read
  * (for the open error), or NULL. */
@@ -337,7 +340,12 @@ static int load_file(tp_st_model *m, const char *path, const char *named_by, cha
     }
     f->map = map;
     f->size = (size_t)st.st_size;
+    return load_header(m, f, err, err_size);
+}
 
+/* Validates the header of f (mapped, at least 8 bytes) and appends its tensors. */
+static int load_header(tp_st_model *m, st_file *f, char *err, size_t err_size) {
+    const char *path = f->path;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i]; /* little-endian u64 */
     if (hlen > TP_ST_MAX_HEADER) {
@@ -404,13 +412,11 @@ static char *join_path(const char *dir, const char *name) {
     return p;
 }
 
-static int load_index(tp_st_model *m, const char *index, const char *dir, char *err, size_t err_size) {
-    size_t len;
-    char *text = tp_read_file(index, &len);
-    if (!text) { seterr(err, err_size, "%s: cannot read: %s", index, strerror(errno)); return 0; }
+/* The index's text (read from the file named index) names shards in dir. */
+static int load_index_text(tp_st_model *m, const char *text, size_t len, const char *index, const char *dir,
+                           char *err, size_t err_size) {
     char jerr[160];
     json_value *root = json_parse(text, len, jerr, sizeof jerr);
-    free(text);
     if (!root) { seterr(err, err_size, "%s: not valid JSON: %s", index, jerr); return 0; }
 
     int ok = 0;
@@ -467,6 +473,15 @@ done:
     return ok;
 }
 
+static int load_index(tp_st_model *m, const char *index, const char *dir, char *err, size_t err_size) {
+    size_t len;
+    char *text = tp_read_file(index, &len);
+    if (!text) { seterr(err, err_size, "%s: cannot read: %s", index, strerror(errno)); return 0; }
+    int ok = load_index_text(m, text, len, index, dir, err, err_size);
+    free(text);
+    return ok;
+}
+
 /* ---- public ---- */
 
 static int ends_with(const char *s, const char *suffix) {
@@ -507,6 +522,34 @@ tp_st_model *tp_st_open(const char *path, char *err, size_t err_size) {
     return m;
 }
 
+tp_st_model *tp_st_open_memory(const void *data, size_t size, const char *name, char *err, size_t err_size) {
+    tp_st_model *m = tp_calloc(1, sizeof *m);
+    rehash(m, 0, 0);
+    m->files = tp_calloc(1, sizeof *m->files);
+    m->cap_files = m->n_files = 1;
+    st_file *f = &m->files[0];
+    f->path = tp_strdup(name);
+    f->map = (uint8_t *)data; /* read only: nothing writes through map */
+    f->size = size;
+    f->borrowed = 1;
+    int ok = 0;
+    if (size < 8)
+        seterr(err, err_size, /* the words of load_file */
+               "%s: file is %zu bytes, shorter than the 8-byte header length: not a safetensors file (truncated?)",
+               name, size);
+    else ok = load_header(m, f, err, err_size);
+    if (!ok) { tp_st_close(m); return NULL; }
+    return m;
+}
+
+tp_st_model *tp_st_open_index_text(const char *text, size_t len, const char *index, const char *dir, char *err,
+                                   size_t err_size) {
+    tp_st_model *m = tp_calloc(1, sizeof *m);
+    rehash(m, 0, 0);
+    if (!load_index_text(m, text, len, index, dir, err, err_size)) { tp_st_close(m); return NULL; }
+    return m;
+}
+
 const tp_st_tensor *tp_st_find(const tp_st_model *m, const char *name) {
     size_t s = *slot_of(m, name);
     return s ? &m->tensors[s - 1] : NULL;
@@ -520,7 +563,8 @@ size_t tp_st_file_count(const tp_st_model *m) { return m->n_files; }
 void tp_st_close(tp_st_model *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n_files; i++) {
-        if (m->files[i].map) munmap(m->files[i].map, m->files[i].size); /* cannot fail for a mapping we made */
+        if (m->files[i].map && !m->files[i].borrowed)
+            munmap(m->files[i].map, m->files[i].size); /* cannot fail for a mapping we made */
         free(m->files[i].path);
     }
     for (size_t i = 0; i < m->n_tensors; i++) free((char *)m->tensors[i].name);

@@ -42,6 +42,13 @@ typedef struct tp_st_model tp_st_model;
  * header completely. Returns NULL with a message in err that names the file (and tensor) on any
  * problem. */
 tp_st_model *tp_st_open(const char *path, char *err, size_t err_size);
+/* The same checks on bytes already in memory (for tests and fuzzing). tp_st_open_memory: one
+ * .safetensors file of size bytes, named name in messages; tensors point into data, which must
+ * outlive the model. tp_st_open_index_text: the text of an index file (named index in messages)
+ * whose shards are read from dir. */
+tp_st_model *tp_st_open_memory(const void *data, size_t size, const char *name, char *err, size_t err_size);
+tp_st_model *tp_st_open_index_text(const char *text, size_t len, const char *index, const char *dir, char *err,
+                                   size_t err_size);
 const tp_st_tensor *tp_st_find(const tp_st_model *m, const char *name); /* NULL when absent */
 size_t tp_st_count(const tp_st_model *m);
 const tp_st_tensor *tp_st_at(const tp_st_model *m, size_t i);     /* i < tp_st_count */

@@ -74,8 +74,8 @@ static int decide(const tp_sampling *s, double u, const tp_cand *c, int m, int n
 static int draw(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, double *prob) {
     if (s->temperature <= 0) return 0;
     if (s->top_k > 0 && s->top_k < n) n = s->top_k;
-    double mx = c[0].logit / s->temperature, total = 0;
-    for (int i = 0; i < n; i++) total += exp(c[i].logit / s->temperature - mx);
+    double T = s->temperature, mx = c[0].logit / T, total = 0; /* in double: a float logit / 1e-6 can overflow */
+    for (int i = 0; i < n; i++) total += exp(c[i].logit / T - mx);
     return decide(s, tp_rng_uniform(rng), c, n, n, mx, total, prob);
 }
 

@@ -56,6 +56,8 @@ const char *tp_prompt_where(const tp_args *a, const tp_prompt *p, char *buf, siz
     return buf;
 }
 
+static int no_ids(const char *where);
+
 static int encode(tp_tokenizer *tok, const char *text, size_t len, tp_prompt *p, const char *where) {
     if (!tok) {
         fprintf(stderr, "tpgen: error: %s is text, but the model directory has no tokenizer (vocab.json + "
@@ -69,7 +71,7 @@ static int encode(tp_tokenizer *tok, const char *text, size_t len, tp_prompt *p,
         return -1;
     }
     p->n = (int)n;
-    return 0;
+    return n ? 0 : no_ids(where); /* "" or a JSON "" line: nothing to generate from */
 }
 
 static int no_ids(const char *where) {
@@ -93,7 +95,7 @@ static int parse_id_list(const char *s, size_t len, tp_prompt *p, const char *wh
         }
         long x = 0;
         while (s < e && *s >= '0' && *s <= '9' && x < 1000000000) x = x * 10 + (*s++ - '0');
-        if (s < e && *s >= '0' && *s <= '9') {
+        if ((s < e && *s >= '0' && *s <= '9') || x > INT32_MAX) { /* ten digits can pass int32 */
             fprintf(stderr, "tpgen: error: %s: token id too large\n", where);
             return -1;
         }
@@ -141,6 +143,7 @@ int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out) {
         int rc = a->prompt ? encode(tok, a->prompt, strlen(a->prompt), ps, "--prompt")
              : a->prompt_ids[0] == '[' ? parse_id_array(a->prompt_ids, strlen(a->prompt_ids), ps, "--prompt-ids")
                                        : parse_id_list(a->prompt_ids, strlen(a->prompt_ids), ps, "--prompt-ids");
+        if (rc) { free(ps->ids); free(ps); ps = NULL; }
         *out = ps;
         return rc ? -1 : 1;
     }
@@ -179,6 +182,11 @@ int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out) {
     if (!rc && n == 0) {
         fprintf(stderr, "tpgen: error: --prompts-file %s holds no prompt\n", a->prompts_file);
         rc = -1;
+    }
+    if (rc) { /* nothing half-made goes back */
+        for (int i = 0; i < n; i++) free(ps[i].ids);
+        free(ps);
+        ps = NULL;
     }
     *out = ps;
     return rc ? -1 : n;

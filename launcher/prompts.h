@@ -14,8 +14,8 @@ typedef struct {
     int line; /* its line in --prompts-file; 0 for --prompt / --prompt-ids */
 } tp_prompt;
 
-/* Returns the number of prompts (in *out), or -1 after printing an error naming the prompt
- * (and file line). tok may be NULL when no text is involved; a text prompt without it is an
+/* Returns the number of prompts (in *out), or -1 (and NULL in *out) after printing an error
+ * naming the prompt (and file line). tok may be NULL when no text is involved; a text prompt without it is an
  * error. --prompts-file lines: `[1, 2, 3]` (a JSON array of ids), `"..."` (a JSON string, for
  * prompts with newlines), `1,2,3` (ids) or anything else (the line is the text). Empty lines
  * are skipped; an id list with no ids is an error (tpgen adds no BOS token). --prompt-ids is

@@ -1,5 +1,6 @@
 #include "util/json.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,9 +137,9 @@ static int parse_number(parser *p, json_value *v) {
     tmp[n] = 0;
     v->type = JSON_NUMBER;
     v->number = strtod(tmp, NULL);
-    if (integer && n <= 19) {
-        char *endp;
-        long long x = strtoll(tmp, &endp, 10);
+    errno = 0;
+    long long x = integer && n <= 20 ? strtoll(tmp, NULL, 10) : 0;
+    if (integer && n <= 20 && errno != ERANGE) { /* 20: "-" and 19 digits; ERANGE: beyond int64 */
         v->is_integer = 1;
         v->integer = x;
     } else if (integer) {

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the fuzz targets into tests/fuzz/corpus/<target>/ (committed; small).
+
+Seeds are valid inputs that reach deep into each parser plus a few near misses; the fuzzer
+mutates from there. Rerun after changing a harness's input layout:  python3 tests/fuzz/make_corpus.py
+"""
+import json
+import os
+import shutil
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+OUT = os.path.join(HERE, "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def st_file(tensors, meta=None, pad_header=0):
+    """A safetensors file: tensors = [(name, dtype, shape, data bytes)]."""
+    header, blob = {}, b""
+    if meta is not None:
+        header["__metadata__"] = meta
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(blob), len(blob) + len(data)]}
+        blob += data
+    h = json.dumps(header, separators=(",", ":")).encode() + b" " * pad_header
+    return struct.pack("<Q", len(h)) + h + blob
+
+
+def json_seeds():
+    with open(os.path.join(ROOT, "tests/data/tiny-f32/config.json"), "rb") as f:
+        put("json", "config", f.read())
+    put("json", "numbers", "[0, -0, 1.5e300, -2E-5, 9223372036854775807, -9223372036854775807, 1e999, 0.1, 123456789012345678901]")
+    put("json", "strings", r'{"a\u00e9\ud83d\ude00": "x\n\t\"\\\/\b\f\r", "": "", "lone": "\ud800", "nul": "a\u0000b"}')
+    put("json", "nested", "[[[[[{\"k\": [true, false, null, {}]}]]]]]")
+    put("json", "dup_keys", '{"a": 1, "a": 2, "b": {"a": 3}}')
+    put("json", "bad_trailing", '{"a": 1},')
+    put("json", "bad_escape", '"\\x41"')
+    put("json", "deep", "[" * 300 + "]" * 300)
+
+
+def safetensors_seeds():
+    f32 = struct.pack("<4f", 1, 2, 3, 4)
+    put("safetensors", "two", st_file([("w", "F32", [2, 2], f32), ("b", "BF16", [2], b"\x80\x3f\x00\x40")]))
+    put("safetensors", "meta_scalar", st_file([("s", "F16", [], b"\x00\x3c")], meta={"format": "pt"}))
+    put("safetensors", "empty_tensor", st_file([("e", "F32", [0, 3], b""), ("x", "F32", [1], b"\0\0\0\0")]))
+    put("safetensors", "padded_header", st_file([("w", "F32", [1], b"\0\0\x80\x3f")], pad_header=7))
+    put("safetensors", "empty_header", st_file([]))
+    put("safetensors", "unsupported_dtype", st_file([("i", "I64", [1], b"\0" * 8)]))
+    bad = st_file([("w", "F32", [2], b"\0" * 8)])
+    put("safetensors", "truncated", bad[:-3])
+    with open(os.path.join(ROOT, "tests/safetensors/reference.safetensors"), "rb") as f:
+        put("safetensors", "reference", f.read())
+
+
+def index_seeds():
+    # shard files made by fuzz_safetensors_index.c: a (x, y), b (z), bad
+    def idx(wm, **extra):
+        d = dict(extra)
+        d["weight_map"] = wm
+        return json.dumps(d, indent=1)
+    put("safetensors_index", "two_shards",
+        idx({"x": "a.safetensors", "y": "a.safetensors", "z": "b.safetensors"}, metadata={"total_size": 18}))
+    put("safetensors_index", "one_shard", idx({"z": "b.safetensors"}))
+    put("safetensors_index", "missing_tensor", idx({"q": "a.safetensors"}))
+    put("safetensors_index", "bad_shard", idx({"x": "a.safetensors", "w": "bad.safetensors"}))
+    put("safetensors_index", "no_file", idx({"x": "nothere.safetensors"}))
+    put("safetensors_index", "wrong_file", idx({"x": "b.safetensors"}))
+
+
+def tokenizer_seeds():
+    # first byte: bit 0 tokenizer (codegen / small), bit 1 decode, bit 2 skip special, bit 3 ids mod vocab
+    texts = {
+        "code": "def hello(x):\n    return x  + 1  # ok\n\n\tif  y:\r\n        pass\n",
+        "unicode": "caf\u00e9 \u4e2d\u6587 \U0001f600 \u00a0\u2028x's 'll<|endoftext|>",
+        "spaces": " " * 40 + "\t" * 9 + "a",
+    }
+    for i, (name, text) in enumerate(texts.items()):
+        put("tokenizer", "enc_" + name, bytes([i & 1]) + text.encode())
+    put("tokenizer", "enc_invalid", b"\x00ab\xe2\x82 \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80")
+    ids = [31373, 995, 50256, 50260, 50300, 220, 197, 128, 200, 33]
+    put("tokenizer", "dec_codegen", b"\x02" + struct.pack("<%di" % len(ids), *ids))
+    put("tokenizer", "dec_codegen_skip", b"\x06" + struct.pack("<%di" % len(ids), *ids))
+    put("tokenizer", "dec_small_mod", b"\x0b" + bytes(range(0, 64)))
+    put("tokenizer", "dec_out_of_range", b"\x02" + struct.pack("<3i", 5, -1, 1 << 30))
+
+
+def prompts_seeds():
+    # first byte: bit 0 set = the rest is a --prompts-file, else the rest is --prompt-ids
+    put("prompts", "ids_flag", b"\x00" + b"5, 17,9")
+    put("prompts", "ids_flag_json", b"\x00" + b"[1, 2, 3]")
+    put("prompts", "ids_flag_big", b"\x00" + b"1,2147483647")
+    put("prompts", "ids_flag_bad", b"\x00" + b"1,,2")
+    put("prompts", "file_mixed",
+        b"\x01" + b'[1, 2, 3]\n4,5 ,6\r\n\n"a \\"quoted\\"\\nprompt"\nplain text line\n  leading space\n[]\n')
+    put("prompts", "file_ids", b"\x01" + b"1\n2,3\n[4]\n")
+    put("prompts", "file_bad_json", b"\x01" + b'["x"]\n"unterminated\n')
+
+
+def sampler_seeds():
+    # [mode][temperature idx][top_k][top_p][penalty idx][logprobs][seed][n_hist] hist(u16) logits(f32)
+    logits = [0.5, 2.0, 2.0, -1.0, 3.5, 0.0, -30.0, 1e-8]
+    lb = struct.pack("<%df" % len(logits), *logits)
+    hist = struct.pack("<3H", 1, 4, 4)
+    put("sampler", "greedy_full", bytes([0, 0, 0, 0, 0, 5, 1, 0]) + lb)
+    put("sampler", "topk_cand", bytes([1, 8, 3, 0, 0, 2, 7, 0]) + lb)
+    put("sampler", "topp_full", bytes([0, 7, 0, 200, 0, 0, 3, 0]) + lb)
+    put("sampler", "penalty_topk_topp", bytes([0, 6, 5, 180, 4, 3, 9, 3]) + hist + lb)
+    put("sampler", "ties", bytes([0, 9, 0, 250, 0, 8, 2, 0]) + struct.pack("<6f", *[1.0] * 6))
+    put("sampler", "huge", bytes([1, 3, 2, 0, 0, 4, 5, 0]) + struct.pack("<4f", 3e38, -3e38, 3e38, 1e-45))
+    put("sampler", "nonfinite", bytes([0, 8, 0, 100, 0, 2, 1, 0]) + struct.pack("<4f", 1.0, float("inf"), float("nan"), 2.0))
+
+
+if __name__ == "__main__":
+    shutil.rmtree(OUT, ignore_errors=True)
+    json_seeds()
+    safetensors_seeds()
+    index_seeds()
+    tokenizer_seeds()
+    prompts_seeds()
+    sampler_seeds()
+    n = sum(len(fs) for _, _, fs in os.walk(OUT))
+    print("wrote %d seeds under %s" % (n, OUT))
