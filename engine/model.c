@@ -25,7 +25,10 @@ void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int
     a->max_tokens = T;
     a->max_rows = max_rows;
     a->max_seqs = max_seqs;
-    a->max_blocks = (c->n_positions + block_size - 1) / block_size;
+    /* A sequence holds at most n_positions tokens and at most the whole cache: the block table is
+     * sized by the smaller (n_positions alone may be huge; it is only a limit). */
+    long pos_blocks = ((long)c->n_positions + block_size - 1) / block_size;
+    a->max_blocks = (int)(pos_blocks < kv_blocks ? pos_blocks : kv_blocks);
 
     /* Size table: one arena for every activation buffer. */
     struct { void **p; size_t bytes; } table[] = {
