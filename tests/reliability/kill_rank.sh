@@ -27,8 +27,11 @@ job=$!
 
 # the ranks: processes running tpgen whose environment holds this job's rank numbers
 find_rank() { # find_rank R -> pid
-    for p in $(pgrep -f -- "$tmp/prompts.txt"); do
+    local d p
+    for d in /proc/[0-9]*; do # (no pgrep: procps is not on every fresh machine)
+        p=${d#/proc/}
         [ "$p" = "$job" ] && continue
+        tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -qF -- "$tmp/prompts.txt" || continue
         if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
             [ "$(readlink "/proc/$p/exe")" = "$(readlink -f "$tpgen")" ] && { echo "$p"; return; }
         fi
