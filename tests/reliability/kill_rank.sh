@@ -31,8 +31,8 @@ find_rank() { # find_rank R -> pid
     for d in /proc/[0-9]*; do # (no pgrep: procps is not on every fresh machine)
         p=${d#/proc/}
         [ "$p" = "$job" ] && continue
-        tr '\0' ' ' < "$d/cmdline" 2>/dev/null | grep -qF -- "$tmp/prompts.txt" || continue
-        if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+        tr '\0' ' ' 2>/dev/null < "$d/cmdline" | grep -qF -- "$tmp/prompts.txt" || continue
+        if tr '\0' '\n' 2>/dev/null < "/proc/$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
             [ "$(readlink "/proc/$p/exe")" = "$(readlink -f "$tpgen")" ] && { echo "$p"; return; }
         fi
     done
@@ -63,9 +63,20 @@ for _ in $(seq 1 100); do # 10 s
 done
 secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 [ -n "$status" ] || die "the launcher still runs 10 s after rank $victim was killed"
-left=
-for p in $ranks; do kill -0 "$p" 2>/dev/null && [ "$p" != "$vpid" ] && left="$left $p"; done
-[ -z "$left" ] || die "ranks still alive after the launcher exited: pids$left"
+# every other rank gone (a zombie waiting to be reaped counts as gone) within the same 10 s
+alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* ([^)]*) [ZX]' "/proc/$1/stat" 2>/dev/null; }
+while :; do
+    left=
+    for p in $ranks; do [ "$p" != "$vpid" ] && alive "$p" && left="$left $p"; done
+    [ -z "$left" ] && break
+    awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a > 10) }' && break
+    sleep 0.1
+done
+secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+if [ -n "$left" ]; then
+    for p in $left; do echo "rank process $p: $(cat "/proc/$p/stat" 2>/dev/null | cut -d' ' -f1-3)"; done
+    die "ranks still alive 10 s after rank $victim was killed: pids$left"
+fi
 [ "$status" -ne 0 ] || die "the launcher exited with status 0 after rank $victim was killed"
 grep -Eq "rank $victim\b|process rank $victim " "$tmp/err" || die "the output does not name the lost rank $victim"
 echo "ok: rank $victim of $np killed; every rank gone and status $status after ${secs} s; lost rank named:"
