@@ -2,7 +2,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "commands.h"
 #include "engine/generate.h"
@@ -50,8 +49,8 @@ int tp_cmd_score(int argc, char **argv) {
                             "id %d): the model gave no distribution to score against (inf/NaN weights, or a bad "
                             "config)\n", bad, ids[bad]);
             failed = 1;
+            goto done;
         }
-        if (failed) goto done;
         if (a.json) {
             printf("{\"ids\": ");
             tp_json_ids(stdout, ids, n);

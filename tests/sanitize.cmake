@@ -24,3 +24,19 @@ foreach(c IN LISTS canaries)
   set_tests_properties(sanitize_catches_${kind} PROPERTIES LABELS sanitize TIMEOUT 30
                        PASS_REGULAR_EXPRESSION "${regex}")
 endforeach()
+
+# Sanitized code runs several times slower (LeakSanitizer's exit check alone costs seconds per
+# MPI process): every test's TIMEOUT is scaled once all test areas have been added. The
+# bounds inside the test scripts (timeout 60 per command) are left as they are.
+set(TPGEN_SANITIZE_TIMEOUT_SCALE 4 CACHE STRING "Factor applied to test timeouts in a sanitizer build")
+function(tpgen_scale_timeouts)
+  get_property(all DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY TESTS)
+  foreach(t IN LISTS all)
+    get_test_property(${t} TIMEOUT to)
+    if(to)
+      math(EXPR to "${to} * ${TPGEN_SANITIZE_TIMEOUT_SCALE}")
+      set_tests_properties(${t} PROPERTIES TIMEOUT ${to})
+    endif()
+  endforeach()
+endfunction()
+cmake_language(DEFER CALL tpgen_scale_timeouts)
