@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,11 @@ int tp_config_load(const char *path_in, tp_config *c, char *err, size_t err_size
     const json_value *eps = json_get(root, "layer_norm_epsilon");
     c->layer_norm_epsilon = 1e-5f;
     if (eps && eps->type == JSON_NUMBER) c->layer_norm_epsilon = (float)eps->number;
+    if (!(c->layer_norm_epsilon > 0) || !isfinite(c->layer_norm_epsilon)) { /* sqrt(var + eps) of a negative */
+        snprintf(err, err_size, "%s: layer_norm_epsilon %g must be a positive finite number", path,
+                 eps && eps->type == JSON_NUMBER ? eps->number : (double)c->layer_norm_epsilon);
+        goto out;
+    }
     const json_value *tie = json_get(root, "tie_word_embeddings");
     c->tie_word_embeddings = tie && tie->type == JSON_BOOL && tie->boolean;
 
@@ -78,6 +84,21 @@ int tp_config_load(const char *path_in, tp_config *c, char *err, size_t err_size
         snprintf(err, err_size, "%s: n_embd, n_head, n_layer, vocab_size and n_positions must be positive", path);
         goto out;
     }
+    /* Limits far above any CodeGen (16B: E=6144, L=34, V=51200), checked before any size is
+     * computed from them, so size arithmetic (64-bit) cannot overflow and an absurd config is
+     * refused before anything is allocated or listed. n_positions is only a limit on sequence
+     * length: nothing is sized by it. */
+    const struct { const char *name; long value, limit; } lim[] = {
+        {"n_embd", c->n_embd, TP_MAX_EMBD},     {"n_layer", c->n_layer, TP_MAX_LAYERS},
+        {"n_head", c->n_head, TP_MAX_HEADS},    {"vocab_size", c->vocab_size, TP_MAX_VOCAB},
+        {"n_inner", inner, TP_MAX_INNER},
+    };
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+        if (lim[i].value > lim[i].limit) {
+            snprintf(err, err_size, "%s: %s %ld is above tpgen's limit %ld", path, lim[i].name, lim[i].value,
+                     lim[i].limit);
+            goto out;
+        }
     if (c->n_embd % c->n_head) {
         snprintf(err, err_size, "%s: n_embd %d is not divisible by n_head %d", path, c->n_embd, c->n_head);
         goto out;
@@ -93,7 +114,13 @@ int tp_config_load(const char *path_in, tp_config *c, char *err, size_t err_size
                  c->head_dim);
         goto out;
     }
-    c->n_inner = inner > 0 ? inner : 4 * c->n_embd;
+    long n_inner = inner > 0 ? inner : 4L * c->n_embd;
+    if (n_inner > TP_MAX_INNER) {
+        snprintf(err, err_size, "%s: the MLP width %ld (n_inner, or 4 * n_embd) is above tpgen's limit %ld", path,
+                 n_inner, (long)TP_MAX_INNER);
+        goto out;
+    }
+    c->n_inner = (int)n_inner;
     rc = 0;
 out:
     json_free(root);

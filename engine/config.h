@@ -19,6 +19,13 @@ typedef struct {
     int tie_word_embeddings;
 } tp_config;
 
+/* Limits a config must respect (far above any CodeGen); see tp_config_load. */
+#define TP_MAX_EMBD 65536L
+#define TP_MAX_LAYERS 4096L
+#define TP_MAX_HEADS 4096L
+#define TP_MAX_VOCAB (1L << 24)
+#define TP_MAX_INNER (1L << 20)
+
 /* Reads DIR/config.json (or a config file path). Returns 0, or -1 with a message naming the
  * file and field in err. */
 int tp_config_load(const char *path, tp_config *c, char *err, size_t err_size);

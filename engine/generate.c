@@ -1,6 +1,7 @@
 #include "generate.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,16 +152,23 @@ long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *
         for (int i = 0; i < R; i++) {
             tp_request *r = row_req[i];
             tp_sample smp;
-            if (lr.mode == TP_LOGITS_FULL)
-                tp_sample_full(&r->sampling, &r->rng, out.full + (size_t)i * V, V, r->history, r->n_prompt + r->n_ids,
-                               work, &smp);
-            else
-                tp_sample_candidates(&r->sampling, &r->rng, out.rows[i].c, out.rows[i].n, out.rows[i].lse, &smp);
-            record(r, &smp);
-            int stop = hooks->on_token ? hooks->on_token(hooks->ctx, r) : 0;
+            int bad = lr.mode == TP_LOGITS_FULL
+                        ? tp_sample_full(&r->sampling, &r->rng, out.full + (size_t)i * V, V, r->history,
+                                         r->n_prompt + r->n_ids, work, &smp)
+                        : tp_sample_candidates(&r->sampling, &r->rng, out.rows[i].c, out.rows[i].n, out.rows[i].lse,
+                                               &smp);
             const char *reason = NULL;
-            if (stop || (!r->ignore_eos && smp.id == m->cfg.eos_token_id)) reason = "stop";
-            else if (r->n_ids >= r->max_new_tokens || r->n_prompt + r->n_ids >= m->cfg.n_positions) reason = "length";
+            if (bad) { /* this request fails; the others go on */
+                snprintf(r->error, sizeof r->error, "non-finite logits (inf or NaN) at step %d, position %d: the "
+                         "model gave no distribution to sample from (inf/NaN weights, or a bad config)",
+                         r->n_ids, r->n_prompt + r->n_ids);
+                reason = "error";
+            } else {
+                record(r, &smp);
+                int stop = hooks->on_token ? hooks->on_token(hooks->ctx, r) : 0;
+                if (stop || (!r->ignore_eos && smp.id == m->cfg.eos_token_id)) reason = "stop";
+                else if (r->n_ids >= r->max_new_tokens || r->n_prompt + r->n_ids >= m->cfg.n_positions) reason = "length";
+            }
             if (reason) {
                 finish(r, reason, &pool);
                 running[r->slot] = NULL;
@@ -175,7 +183,8 @@ long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *
     return steps;
 }
 
-void tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps) {
+int tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps) {
+    int bad = 0;
     tp_acts *a = &m->a;
     int MB = a->max_blocks, bs = m->kv.block_size;
     int need = (n + bs - 1) / bs;
@@ -204,6 +213,7 @@ void tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, in
             int i = t0 + t + 1;
             const tp_row_result *rr = &out.rows[t];
             logprobs[i] = rr->target_logit - rr->lse;
+            if (!bad && (!isfinite(rr->lse) || isnan(rr->target_logit) || rr->target_logit == INFINITY)) bad = i;
             for (int j = 0; j < k; j++) {
                 top_ids[(size_t)i * k + j] = j < rr->n ? rr->c[j].id : -1;
                 top_lps[(size_t)i * k + j] = j < rr->n ? rr->c[j].logit - rr->lse : NAN;
@@ -212,4 +222,5 @@ void tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, in
     }
     tp_step_output_free(&out);
     free(table); free(pos); free(seq); free(rows); free(targets);
+    return bad;
 }

@@ -5,7 +5,9 @@
  * is never preempted. Each step packs one decode token of every running sequence, then prefill
  * chunks of newly admitted ones, up to the step's token budget; a sequence that finishes frees
  * its blocks for the next waiting request. A sequence stops ("length") at max_new_tokens or
- * when it holds n_positions tokens; a prompt that already does gets no tokens.
+ * when it holds n_positions tokens; a prompt that already does gets no tokens. A request whose
+ * logits are not finite (inf or NaN) fails alone ("error", r->error names the step and
+ * position); no token is drawn from them.
  */
 #ifndef TPGEN_GENERATE_H
 #define TPGEN_GENERATE_H
@@ -32,7 +34,8 @@ struct tp_request {
     int32_t *top_ids;     /* [n_ids, sampling.logprobs] */
     float *top_lps;       /* [n_ids, sampling.logprobs] */
     int n_ids;
-    const char *finish_reason; /* "length" | "stop" */
+    const char *finish_reason; /* "length" | "stop" | "error" */
+    char error[192];      /* why, when finish_reason is "error" (e.g. non-finite logits) */
 
     /* scheduler state */
     int state;            /* 0 waiting, 1 running, 2 done */
@@ -63,8 +66,9 @@ int tp_request_tokens(const tp_model *m, const tp_request *r);
 int tp_request_blocks(const tp_model *m, const tp_request *r);
 
 /* Rank 0: scores ids[0..n): logprobs[i] = log p(ids[i] | ids[:i]) for i >= 1 (logprobs[0] = NaN)
- * and the k best alternatives of each position into top_ids/top_lps [n, k]. */
-void tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps);
+ * and the k best alternatives of each position into top_ids/top_lps [n, k]. Returns 0, or the
+ * first position whose logits were not finite (inf or NaN: no log-probability there). */
+int tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps);
 
 void tp_request_free(tp_request *r);
 

@@ -24,7 +24,15 @@ long tp_model_plan(const tp_model *m, const tp_plan_args *pa, size_t avail, tp_m
     const size_t wb = m->w.arena ? m->w.arena_bytes : tp_model_weights_bytes(m);
     tp_mem_plan_add(p, "weights", wb, m->w.arena ? TP_MEM_HELD : TP_MEM_DEVICE, "%d layers, %d heads, %d MLP rows, %d vocab rows",
                     c->n_layer, m->sh.n_heads, m->sh.n_inner, m->sh.n_vocab);
-    tp_mem_plan_add(p, "activations", tp_model_acts_bytes(m, pa->max_tokens, pa->max_rows, pa->max_seqs, pa->block_size),
+    /* The block table (in the activations) is sized by the KV blocks, which are known only after
+     * the activations are: plan with an upper bound of the blocks, then shrink the entry to the
+     * blocks taken (what tp_model_alloc asks for). */
+    const int bs = pa->block_size;
+    const size_t per_block = tp_kv_bytes_per_token(b, c->n_layer, m->sh.n_heads, c->head_dim) * (size_t)bs;
+    long kv_bound = pa->kv_tokens > 0 ? (pa->kv_tokens + bs - 1) / bs : (long)(avail / per_block) + 1;
+    if (kv_bound > 2000000000L) kv_bound = 2000000000L;
+    tp_mem_plan_add(p, "activations",
+                    tp_model_acts_bytes(m, pa->max_tokens, pa->max_rows, pa->max_seqs, kv_bound, pa->block_size),
                     TP_MEM_DEVICE, "%d tokens per step, %d logits rows, %d sequences", pa->max_tokens, pa->max_rows,
                     pa->max_seqs);
     tp_step_limits lim;
@@ -32,8 +40,6 @@ long tp_model_plan(const tp_model *m, const tp_plan_args *pa, size_t avail, tp_m
     if (b->plan_scratch) b->plan_scratch(b, &lim, p);
 
     /* KV blocks: what is left, shared between the ranks on this device */
-    const int bs = pa->block_size;
-    const size_t per_block = tp_kv_bytes_per_token(b, c->n_layer, m->sh.n_heads, c->head_dim) * (size_t)bs;
     const size_t share = avail / (size_t)(pa->sharing > 0 ? pa->sharing : 1);
     const size_t others = tp_mem_plan_needed(p);
     const size_t left = share > others ? share - others : 0;
@@ -45,6 +51,11 @@ long tp_model_plan(const tp_model *m, const tp_plan_args *pa, size_t avail, tp_m
         if (pa->kv_tokens_needed > 0 && blocks > need) blocks = need;
         if (blocks > 2000000000L) blocks = 2000000000L;
     }
+    if (blocks >= 1 && blocks < kv_bound)
+        for (int i = 0; i < p->n; i++)
+            if (strcmp(p->item[i].name, "activations") == 0)
+                p->item[i].bytes =
+                    tp_model_acts_bytes(m, pa->max_tokens, pa->max_rows, pa->max_seqs, blocks, pa->block_size);
     tp_mem_plan_add(p, "KV cache", (size_t)blocks * per_block, TP_MEM_DEVICE, "%ld blocks of %d tokens, %zu bytes per token",
                     blocks, bs, per_block / (size_t)bs);
     const size_t need = tp_mem_plan_needed(p);

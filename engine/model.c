@@ -19,7 +19,7 @@ static size_t align_up(size_t x) { return (x + ACT_ALIGN - 1) / ACT_ALIGN * ACT_
 /* Lays out the activation arena for these limits in a (pointers relative to base); returns its size.
  * tp_model_acts_bytes (the memory plan) and tp_model_alloc share it. */
 static size_t acts_layout(const tp_model *m, tp_acts *a, char *base, int max_tokens, int max_rows, int max_seqs,
-                          int block_size) {
+                          long kv_blocks, int block_size) {
     const tp_backend *b = m->b;
     const tp_config *c = &m->cfg;
     size_t es = tp_dtype_size(b->act);
@@ -27,7 +27,10 @@ static size_t acts_layout(const tp_model *m, tp_acts *a, char *base, int max_tok
     a->max_tokens = T;
     a->max_rows = max_rows;
     a->max_seqs = max_seqs;
-    a->max_blocks = (c->n_positions + block_size - 1) / block_size;
+    /* A sequence holds at most n_positions tokens and at most the whole cache: the block table is
+     * sized by the smaller (n_positions alone may be huge; it is only a limit). */
+    long pos_blocks = ((long)c->n_positions + block_size - 1) / block_size;
+    a->max_blocks = (int)(pos_blocks < kv_blocks ? pos_blocks : kv_blocks);
 
     /* Size table: one arena for every activation buffer. */
     struct { void **p; size_t bytes; } table[] = {
@@ -53,9 +56,10 @@ static size_t acts_layout(const tp_model *m, tp_acts *a, char *base, int max_tok
     return off;
 }
 
-size_t tp_model_acts_bytes(const tp_model *m, int max_tokens, int max_rows, int max_seqs, int block_size) {
+size_t tp_model_acts_bytes(const tp_model *m, int max_tokens, int max_rows, int max_seqs, long kv_blocks,
+                           int block_size) {
     tp_acts a;
-    return acts_layout(m, &a, NULL, max_tokens, max_rows, max_seqs, block_size);
+    return acts_layout(m, &a, NULL, max_tokens, max_rows, max_seqs, kv_blocks, block_size);
 }
 
 void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int kv_blocks, int block_size) {
@@ -63,9 +67,9 @@ void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int
     const tp_config *c = &m->cfg;
     tp_acts *a = &m->a;
     int T = max_tokens, Hl = m->sh.n_heads, D = c->head_dim;
-    const size_t total = tp_model_acts_bytes(m, max_tokens, max_rows, max_seqs, block_size);
+    const size_t total = tp_model_acts_bytes(m, max_tokens, max_rows, max_seqs, kv_blocks, block_size);
     a->arena = b->alloc(b, total, "activations");
-    acts_layout(m, a, (char *)a->arena, max_tokens, max_rows, max_seqs, block_size);
+    acts_layout(m, a, (char *)a->arena, max_tokens, max_rows, max_seqs, kv_blocks, block_size);
     tp_kv_cache_init(&m->kv, b, c->n_layer, Hl, D, block_size, kv_blocks);
     tp_log0("memory per rank: weights %.1f MiB, activations %.1f MiB (%d tokens/step), KV cache %.1f MiB\n",
             m->w.arena_bytes / 1048576.0, total / 1048576.0, T,

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_path.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -437,6 +438,11 @@ static int load_index_text(tp_st_model *m, const char *text, size_t len, const c
         const json_value *v = &wm->items[i];
         if (v->type != JSON_STRING || v->str_len == 0 || v->str_len != strlen(v->str)) {
             seterr(err, err_size, "%s: weight_map[\"%s\"] is not a file name", index, wm->keys[i]);
+            goto done;
+        }
+        char why[320];
+        if (tp_ckpt_path_check(v->str, why, sizeof why)) {
+            seterr(err, err_size, "%s: weight_map[\"%s\"]: %s", index, wm->keys[i], why);
             goto done;
         }
         names[i] = v->str;

@@ -74,7 +74,7 @@ static int decide(const tp_sampling *s, double u, const tp_cand *c, int m, int n
 static int draw(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, double *prob) {
     if (s->temperature <= 0) return 0;
     if (s->top_k > 0 && s->top_k < n) n = s->top_k;
-    double T = s->temperature, mx = c[0].logit / T, total = 0; /* in double: a float logit / 1e-6 can overflow */
+    double T = s->temperature, mx = c[0].logit / T, total = 0; /* in double: a tiny T must not overflow */
     for (int i = 0; i < n; i++) total += exp(c[i].logit / T - mx);
     return decide(s, tp_rng_uniform(rng), c, n, n, mx, total, prob);
 }
@@ -106,8 +106,14 @@ static void sort_best(tp_cand *c, int n, int m) {
     qsort(c, m, sizeof *c, cand_cmp);
 }
 
-void tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, float lse, tp_sample *out) {
+/* +inf or NaN: what no distribution can be drawn from (-inf is a token of probability 0). */
+static int bad_logit(float x) { return isnan(x) || x == INFINITY; }
+
+int tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, float lse, tp_sample *out) {
     double prob[TP_MAX_CANDIDATES];
+    if (n < 1 || !isfinite(lse)) return -1;
+    for (int k = 0; k < n; k++)
+        if (bad_logit(c[k].logit)) return -1;
     int i = draw(s, rng, c, n, prob);
     out->id = c[i].id;
     out->logprob = c[i].logit - lse;
@@ -116,6 +122,7 @@ void tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, i
         out->top_ids[k] = c[k].id;
         out->top_lps[k] = c[k].logit - lse;
     }
+    return 0;
 }
 
 float tp_logsumexp(const float *x, int n) {
@@ -128,12 +135,15 @@ float tp_logsumexp(const float *x, int n) {
 
 size_t tp_sample_full_work_bytes(int V) { return (size_t)V * (sizeof(float) + sizeof(double) + sizeof(tp_cand)); }
 
-void tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
-                    int n_hist, void *work, tp_sample *out) {
-    float *proc = work;                       /* [V] processed logits */
-    double *prob = (double *)(proc + V);      /* [V] */
+int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
+                   int n_hist, void *work, tp_sample *out) {
+    /* widest alignment first: with an odd V a float array before the doubles misaligns them */
+    double *prob = work;                      /* [V] */
     tp_cand *c = (tp_cand *)(prob + V);       /* [V] */
+    float *proc = (float *)(c + V);           /* [V] processed logits */
     const float lse = tp_logsumexp(logits, V); /* for the reported log-probabilities */
+    /* NaN when any logit is NaN or +inf, -inf when all are -inf (tp_logsumexp): nothing to draw */
+    if (!isfinite(lse)) return -1;
 
     memcpy(proc, logits, (size_t)V * sizeof *proc);
     if (s->repetition_penalty != 1.0f)
@@ -182,4 +192,5 @@ void tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int 
         out->top_lps[k] = logits[v];
     }
     for (int k = 0; k < out->n_top; k++) out->top_lps[k] -= lse;
+    return 0;
 }

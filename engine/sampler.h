@@ -48,12 +48,17 @@ int tp_cand_before(const tp_cand *a, const tp_cand *b);
 /* log(sum_i exp(x[i])) over n raw logits, the max subtracted, the sum in double. */
 float tp_logsumexp(const float *x, int n);
 
-/* c: n candidates sorted by tp_cand_before; lse: log-sum-exp of all V raw logits. */
-void tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, float lse, tp_sample *out);
+/* Both samplers return 0, or -1 when the logits are not a distribution (a NaN or +inf logit,
+ * a non-finite log-sum-exp, no candidate): then out is untouched and no id is chosen; the
+ * caller reports the request as failed (never a silent id, never a crash or a hang).
+ *
+ * c: n candidates sorted by tp_cand_before; lse: log-sum-exp of all V raw logits (NaN when
+ * any rank's slice held a NaN or +inf). */
+int tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, float lse, tp_sample *out);
 /* logits: the V raw logits of the row; history: the sequence so far (for the penalty);
- * work: scratch of 2*V floats + V tp_cand. */
-void tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
-                    int n_hist, void *work, tp_sample *out);
+ * work: tp_sample_full_work_bytes(V) of scratch, aligned for double. */
+int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
+                   int n_hist, void *work, tp_sample *out);
 size_t tp_sample_full_work_bytes(int V);
 
 #endif

@@ -123,7 +123,12 @@ static void run_local(tp_model *m, const tp_step_host *s, int mode, int k, const
     for (int r = 0; r < R; r++) {
         tp_row_result *o = &out->rows[r];
         float M = -INFINITY;
-        for (int p = 0; p < c->size; p++) M = fmaxf(M, slice_at(sc->all, (size_t)p * R + r, k)->mx);
+        int bad = 0; /* a NaN or +inf logit in some slice: fmaxf and "se > 0" below would skip it */
+        for (int p = 0; p < c->size; p++) {
+            const slice_stats *st = slice_at(sc->all, (size_t)p * R + r, k);
+            M = fmaxf(M, st->mx);
+            bad |= isnan(st->mx) || st->mx == INFINITY || isnan(st->se) || st->se == INFINITY;
+        }
         double S = 0;
         o->target_logit = NAN;
         o->n = 0;
@@ -142,7 +147,7 @@ static void run_local(tp_model *m, const tp_step_host *s, int mode, int k, const
             memcpy(o->c, merged, n * sizeof *merged);
             o->n = n;
         }
-        o->lse = M + (float)log(S);
+        o->lse = bad ? NAN : M + (float)log(S);
     }
 }
 

@@ -50,9 +50,14 @@ int32_t *tp_parse_id_list(const char *s, int *n, const char *what) {
         char *end;
         errno = 0;
         long x = strtol(p, &end, 10);
-        if (end == p || errno || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+        if (end == p || (errno && errno != ERANGE) || *p == '-' || *p == '+' || *p == ' ' || (*end && *end != ',')) {
             free(ids);
             tp_die_all("%s: \"%s\" is not a comma-separated list of non-negative integers (like 5,17,9)", what, s);
+        }
+        if (errno == ERANGE || x > INT32_MAX) { /* never wrapped into another number: named as written */
+            free(ids);
+            tp_die_all("%s: %.*s at position %d is too large (at most %d)", what, (int)(end - p < 40 ? end - p : 40), p,
+                       k, INT32_MAX);
         }
         if (k == cap) ids = tp_realloc(ids, (cap *= 2) * sizeof *ids);
         ids[k++] = (int32_t)x;

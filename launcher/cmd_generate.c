@@ -32,6 +32,8 @@ typedef struct {
     int n, next_print;
     int stream; /* plain output of one prompt: print text as it becomes final */
     size_t streamed;
+    const tp_prompt *ps; /* where each prompt came from, for messages */
+    int n_failed;        /* requests that ended in "error" */
 } gen_ctx;
 
 static void text_append(req_text *t, const char *s, size_t n) {
@@ -72,6 +74,13 @@ static int on_token(void *ctx, tp_request *r) {
 static void print_result(gen_ctx *g, tp_request *r) {
     const tp_args *a = g->a;
     req_text *t = &g->texts[r->index];
+    int failed = strcmp(r->finish_reason, "error") == 0;
+    if (failed) { /* on stderr, naming the prompt; JSON output keeps a line for it */
+        char where[4200];
+        fprintf(stderr, "tpgen: error: %s: %s\n", tp_prompt_where(a, &g->ps[r->index], where, sizeof where), r->error);
+        fflush(stderr);
+        if (!a->json) return;
+    }
     if (!a->json) {
         if (g->tok) {
             if (!g->stream) fwrite(t->text, 1, t->text_len, stdout);
@@ -99,6 +108,10 @@ static void print_result(gen_ctx *g, tp_request *r) {
         tp_json_top(stdout, r->top_ids + (size_t)i * k, r->top_lps + (size_t)i * k, k);
     }
     printf("], \"finish_reason\": \"%s\"", r->finish_reason);
+    if (failed) {
+        printf(", \"error\": ");
+        tp_json_string(stdout, r->error, strlen(r->error));
+    }
     if (g->tok) {
         printf(", \"text\": ");
         tp_json_string(stdout, t->text, t->text_len);
@@ -131,6 +144,7 @@ static void on_done(void *ctx, tp_request *r) {
         stream_out(g, t);
     }
     t->done = 1;
+    g->n_failed += strcmp(r->finish_reason, "error") == 0;
     /* print in input order */
     while (g->next_print < g->n && g->texts[g->next_print].done) print_result(g, &g->reqs[g->next_print++]);
 }
@@ -150,11 +164,23 @@ static int check_requests(const tp_args *a, const tp_model *m, tp_request *reqs,
             return -1;
         }
         for (int j = 0; j < r->n_prompt; j++)
-            if (r->prompt[j] >= m->cfg.vocab_size) {
+            if (r->prompt[j] < 0 || r->prompt[j] >= m->cfg.vocab_size) { /* ids from the tokenizer */
                 fprintf(stderr, "tpgen: error: token id %d at position %d of %s is >= vocab_size %d\n", r->prompt[j], j,
                         where, m->cfg.vocab_size);
                 return -1;
             }
+        /* an explicit KV budget is known before the weights are read (--kv-cache-mem is checked
+         * after tp_job_alloc) */
+        if (a->kv_cache_tokens) {
+            long bs = a->block_size, need = (tp_request_tokens(m, r) + bs - 1) / bs,
+                 have = (a->kv_cache_tokens + bs - 1) / bs;
+            if (need > have) {
+                fprintf(stderr, "tpgen: error: %s needs %ld tokens of KV cache (prompt + --max-new-tokens - 1, in blocks "
+                                "of %ld) but the budget is %ld tokens; raise --kv-cache-tokens or --kv-cache-mem, or "
+                                "lower --max-new-tokens\n", where, need * bs, bs, have * bs);
+                return -1;
+            }
+        }
     }
     return 0;
 }
@@ -177,8 +203,10 @@ int tp_cmd_generate(int argc, char **argv) {
         tp_die_all("--prompt is text, which needs a tokenizer in %s (vocab.json + merges.txt, or tokenizer.json); "
                    "give --prompt-ids instead", a.model);
 
+    /* the config is all the requests are checked against: a bad request is reported before the
+     * weights are read */
     tp_job job;
-    tp_job_open(&job, mpi, &a);
+    tp_job_config(&job, mpi, &a);
     tp_model *m = &job.m;
 
     /* rank 0: tokenizer, prompts, requests */
@@ -193,7 +221,7 @@ int tp_cmd_generate(int argc, char **argv) {
             g.tok = tp_tokenizer_load(a.model, err, sizeof err);
             if (!g.tok) { fprintf(stderr, "tpgen: error: %s\n", err); ok = 0; }
         }
-        int n = ok ? tp_prompts_read(&a, g.tok, &ps) : -1;
+        int n = ok ? tp_prompts_read(&a, g.tok, m->cfg.vocab_size, &ps) : -1;
         if (n < 0) ok = 0;
         else {
             g.n = n;
@@ -221,6 +249,7 @@ int tp_cmd_generate(int argc, char **argv) {
             kv_need += (tp_request_tokens(m, &g.reqs[i]) + a.block_size - 1) / a.block_size * (long)a.block_size;
     }
     tp_job_agree(mpi, ok);
+    tp_job_load(&job, &a);
     tp_job_alloc(&job, &a, kv_need);
 
     if (mpi->rank == 0) {
@@ -239,7 +268,7 @@ int tp_cmd_generate(int argc, char **argv) {
         }
     }
     tp_job_agree(mpi, ok);
-    free(ps);
+    g.ps = ps;
 
     double t0 = tp_now_seconds();
     if (mpi->rank == 0) {
@@ -261,11 +290,14 @@ int tp_cmd_generate(int argc, char **argv) {
         }
         free(g.reqs);
         free(g.texts);
+        free(ps);
         if (g.tok) tp_tokenizer_free(g.tok);
     } else {
         tp_step_worker_loop(m);
     }
     tp_job_close(&job);
+    /* a failed request (reported above) makes the job's status non-zero, on every rank */
+    int failed = mpi->allreduce_max_int(mpi, g.n_failed > 0);
     tp_comm_finalize(mpi);
-    return 0;
+    return failed ? 1 : 0;
 }

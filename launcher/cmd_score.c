@@ -19,26 +19,38 @@ int tp_cmd_score(int argc, char **argv) {
     if (n == 0) tp_die_all("--ids is empty");
 
     tp_job job;
-    tp_job_open(&job, mpi, &a);
+    tp_job_config(&job, mpi, &a);
     tp_model *m = &job.m;
-    /* every rank has the ids, so these checks are the same everywhere */
+    /* every rank has the ids, so these checks are the same everywhere; before the weights are read */
     if (n > m->cfg.n_positions)
         tp_die_all("--ids has %d tokens, longer than the model's n_positions=%d", n, m->cfg.n_positions);
     for (int i = 0; i < n; i++)
         if (ids[i] >= m->cfg.vocab_size)
             tp_die_all("token id %d at position %d of --ids is >= vocab_size %d", ids[i], i, m->cfg.vocab_size);
+    if (a.kv_cache_tokens && (a.kv_cache_tokens + a.block_size - 1) / a.block_size * a.block_size < n)
+        tp_die_all("scoring %d tokens needs %d tokens of KV cache but the budget is %ld; raise --kv-cache-tokens", n,
+                   n, (a.kv_cache_tokens + a.block_size - 1) / a.block_size * a.block_size);
+    tp_job_load(&job, &a);
     tp_job_alloc(&job, &a, n);
     if ((long)m->kv.n_blocks * m->kv.block_size < n)
         tp_die_all("scoring %d tokens needs %d tokens of KV cache but the budget is %d; raise --kv-cache-tokens", n,
                    n, m->kv.n_blocks * m->kv.block_size);
 
+    int failed = 0;
     if (mpi->rank == 0) {
         int k = a.logprobs;
         float *lps = tp_malloc(n * sizeof(float));
         int32_t *top_ids = tp_malloc((size_t)n * (k ? k : 1) * sizeof(int32_t));
         float *top_lps = tp_malloc((size_t)n * (k ? k : 1) * sizeof(float));
-        tp_score(m, ids, n, k, lps, top_ids, top_lps);
+        int bad = tp_score(m, ids, n, k, lps, top_ids, top_lps);
         tp_step_stop(m);
+        if (bad) { /* the workers have left their loop: every rank ends with status 1 */
+            fprintf(stderr, "tpgen: error: non-finite logits (inf or NaN) at position %d of --ids (predicting token "
+                            "id %d): the model gave no distribution to score against (inf/NaN weights, or a bad "
+                            "config)\n", bad, ids[bad]);
+            failed = 1;
+            goto done;
+        }
         if (a.json) {
             printf("{\"ids\": ");
             tp_json_ids(stdout, ids, n);
@@ -67,6 +79,7 @@ int tp_cmd_score(int argc, char **argv) {
                    n > 1 ? exp(-total / (n - 1)) : NAN);
         }
         fflush(stdout);
+    done:
         free(lps);
         free(top_ids);
         free(top_lps);
@@ -75,6 +88,7 @@ int tp_cmd_score(int argc, char **argv) {
     }
     free(ids);
     tp_job_close(&job);
+    failed = mpi->allreduce_max_int(mpi, failed);
     tp_comm_finalize(mpi);
-    return 0;
+    return failed ? 1 : 0;
 }

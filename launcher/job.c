@@ -80,13 +80,24 @@ static long job_plan(tp_job *j, const tp_args *a, long kv_tokens_needed, int pri
     return blocks;
 }
 
-void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a) {
+void tp_job_config(tp_job *j, tp_comm *mpi, const tp_args *a) {
     memset(j, 0, sizeof *j);
     j->mpi = mpi;
     tp_model *m = &j->m;
     char err[1024];
     if (tp_config_load(a->model ? a->model : a->config, &m->cfg, err, sizeof err)) tp_die_all("%s", err);
     if (tp_shard_plan(&m->cfg, mpi->size, mpi->rank, &m->sh, err, sizeof err)) tp_die_all("%s", err);
+}
+
+void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a) {
+    tp_job_config(j, mpi, a);
+    tp_job_load(j, a);
+}
+
+void tp_job_load(tp_job *j, const tp_args *a) {
+    tp_comm *mpi = j->mpi;
+    tp_model *m = &j->m;
+    char err[1024];
     j->b = tp_job_backend(a, mpi);
     tp_comm_mpi_set_backend(mpi, j->b);
     j->comm = mpi;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/ids.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -29,10 +30,29 @@ static int next_line(char *text, size_t len, size_t *at, char **line, size_t *n)
     return 1;
 }
 
+/* --prompts-file is read once (it may be a pipe, /dev/stdin): the first reader keeps the text
+ * until tp_prompts_read has parsed it. */
+static struct {
+    char *text;
+    size_t len;
+    int tried, err; /* read attempted; its errno when it failed */
+} g_file;
+
+static char *prompts_text(const char *path, size_t *len) {
+    if (!g_file.tried) {
+        g_file.tried = 1;
+        g_file.text = tp_read_file(path, &g_file.len);
+        g_file.err = g_file.text ? 0 : errno;
+    }
+    errno = g_file.err;
+    *len = g_file.len;
+    return g_file.text;
+}
+
 /* Number of the first line that is text (not ids, not empty), or 0. */
 static int first_text_line(const char *path) {
     size_t len, at = 0, n;
-    char *text = tp_read_file(path, &len), *line;
+    char *text = prompts_text(path, &len), *line;
     if (!text) return 0; /* reported by tp_prompts_read */
     int line_no = 0, found = 0;
     while (!found && next_line(text, len, &at, &line, &n)) {
@@ -40,7 +60,6 @@ static int first_text_line(const char *path) {
         if (n == 0 || line[0] == '[' || is_id_list(line, n)) continue;
         found = line_no;
     }
-    free(text);
     return found;
 }
 
@@ -80,37 +99,15 @@ static int no_ids(const char *where) {
 }
 
 /* "1,2,3", spaces around the commas allowed; an empty item ("1,,2", "1,2,") is an error. */
-static int parse_id_list(const char *s, size_t len, tp_prompt *p, const char *where) {
-    p->ids = tp_malloc((len / 2 + 1) * sizeof(int32_t));
-    p->n = 0;
-    const char *e = s + len;
-    while (e > s && e[-1] == ' ') e--;
-    if (s == e) return no_ids(where);
-    for (;;) {
-        while (s < e && *s == ' ') s++;
-        if (s >= e || *s < '0' || *s > '9') {
-            fprintf(stderr, "tpgen: error: %s: expected a token id at \"%.20s\" (ids are written 5,17,9)\n", where,
-                    s < e ? s : "<end>");
-            return -1;
-        }
-        long x = 0;
-        while (s < e && *s >= '0' && *s <= '9' && x < 1000000000) x = x * 10 + (*s++ - '0');
-        if ((s < e && *s >= '0' && *s <= '9') || x > INT32_MAX) { /* ten digits can pass int32 */
-            fprintf(stderr, "tpgen: error: %s: token id too large\n", where);
-            return -1;
-        }
-        p->ids[p->n++] = (int32_t)x;
-        while (s < e && *s == ' ') s++;
-        if (s == e) return 0;
-        if (*s++ != ',') {
-            fprintf(stderr, "tpgen: error: %s: expected ',' between token ids at \"%.20s\"\n", where, s - 1);
-            return -1;
-        }
-    }
+static int parse_id_list(const char *s, size_t len, int64_t vocab, tp_prompt *p, const char *where) {
+    char err[512];
+    if (tp_ids_parse_list(s, len, vocab, where, &p->ids, &p->n, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "tpgen: error: %s\n", err);
+    return -1;
 }
 
 /* "[1, 2, 3]": a JSON array of token ids. */
-static int parse_id_array(const char *s, size_t len, tp_prompt *p, const char *where) {
+static int parse_id_array(const char *s, size_t len, int64_t vocab, tp_prompt *p, const char *where) {
     char jerr[128];
     json_value *v = json_parse(s, len, jerr, sizeof jerr);
     if (!v || v->type != JSON_ARRAY) {
@@ -123,9 +120,15 @@ static int parse_id_array(const char *s, size_t len, tp_prompt *p, const char *w
     p->n = 0;
     for (size_t i = 0; i < v->n; i++) {
         const json_value *x = &v->items[i];
-        if (x->type != JSON_NUMBER || !x->is_integer || x->integer < 0 || x->integer > INT32_MAX) {
-            fprintf(stderr, "tpgen: error: %s: item %zu of the array is not a token id (a non-negative integer)\n",
-                    where, i + 1);
+        char err[512];
+        if (x->type != JSON_NUMBER || !x->is_integer) {
+            fprintf(stderr, "tpgen: error: %s: item %zu of the array is not a token id (an integer below vocab_size "
+                            "%lld)\n", where, i + 1, (long long)vocab);
+            json_free(v);
+            return -1;
+        }
+        if (tp_ids_check(x->integer, vocab, (int)i, where, err, sizeof err)) {
+            fprintf(stderr, "tpgen: error: %s\n", err);
             json_free(v);
             return -1;
         }
@@ -135,20 +138,20 @@ static int parse_id_array(const char *s, size_t len, tp_prompt *p, const char *w
     return p->n ? 0 : no_ids(where);
 }
 
-int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out) {
+int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, int64_t vocab, tp_prompt **out) {
     tp_prompt *ps = NULL;
     int n = 0, cap = 0;
     if (a->prompt || a->prompt_ids) {
         ps = tp_calloc(1, sizeof *ps);
         int rc = a->prompt ? encode(tok, a->prompt, strlen(a->prompt), ps, "--prompt")
-             : a->prompt_ids[0] == '[' ? parse_id_array(a->prompt_ids, strlen(a->prompt_ids), ps, "--prompt-ids")
-                                       : parse_id_list(a->prompt_ids, strlen(a->prompt_ids), ps, "--prompt-ids");
+             : a->prompt_ids[0] == '[' ? parse_id_array(a->prompt_ids, strlen(a->prompt_ids), vocab, ps, "--prompt-ids")
+                                       : parse_id_list(a->prompt_ids, strlen(a->prompt_ids), vocab, ps, "--prompt-ids");
         if (rc) { free(ps->ids); free(ps); ps = NULL; }
         *out = ps;
         return rc ? -1 : 1;
     }
     size_t len;
-    char *text = tp_read_file(a->prompts_file, &len);
+    char *text = prompts_text(a->prompts_file, &len);
     if (!text) {
         fprintf(stderr, "tpgen: error: cannot read --prompts-file %s: %s\n", a->prompts_file, strerror(errno));
         return -1;
@@ -174,11 +177,12 @@ int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out) {
                 rc = -1;
             } else rc = encode(tok, v->str, v->str_len, p, where);
             json_free(v);
-        } else if (line[0] == '[') rc = parse_id_array(line, ln, p, where);
-        else if (is_id_list(line, ln)) rc = parse_id_list(line, ln, p, where);
+        } else if (line[0] == '[') rc = parse_id_array(line, ln, vocab, p, where);
+        else if (is_id_list(line, ln)) rc = parse_id_list(line, ln, vocab, p, where);
         else rc = encode(tok, line, ln, p, where);
     }
     free(text);
+    g_file.text = NULL;
     if (!rc && n == 0) {
         fprintf(stderr, "tpgen: error: --prompts-file %s holds no prompt\n", a->prompts_file);
         rc = -1;

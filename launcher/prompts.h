@@ -19,8 +19,10 @@ typedef struct {
  * error. --prompts-file lines: `[1, 2, 3]` (a JSON array of ids), `"..."` (a JSON string, for
  * prompts with newlines), `1,2,3` (ids) or anything else (the line is the text). Empty lines
  * are skipped; an id list with no ids is an error (tpgen adds no BOS token). --prompt-ids is
- * `1,2,3` (spaces around commas allowed; empty items are not). */
-int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, tp_prompt **out);
+ * `1,2,3` (spaces around commas allowed; empty items are not). Every id must be < vocab (the
+ * model's vocab_size): ids are checked as written, before the weights are read. A
+ * --prompts-file is read once (it may be a pipe). */
+int tp_prompts_read(const tp_args *a, tp_tokenizer *tok, int64_t vocab, tp_prompt **out);
 
 /* Nonzero when the prompt sources need the tokenizer (text given): for --prompts-file, the
  * number of its first text line. Rank 0 decides (only it needs to read the file). */

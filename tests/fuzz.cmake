@@ -50,8 +50,8 @@ endfunction()
 
 # One line per target; tools/fuzz.sh runs every fuzz_<name> it finds in build-fuzz/fuzz/.
 tpgen_fuzz_target(json LIBS tpgen_util)
-tpgen_fuzz_target(safetensors SOURCES engine/safetensors.c LIBS tpgen_util)
-tpgen_fuzz_target(safetensors_index SOURCES engine/safetensors.c LIBS tpgen_util)
+tpgen_fuzz_target(safetensors SOURCES engine/safetensors.c engine/ckpt_path.c LIBS tpgen_util)
+tpgen_fuzz_target(safetensors_index SOURCES engine/safetensors.c engine/ckpt_path.c LIBS tpgen_util)
 tpgen_fuzz_target(tokenizer LIBS tpgen_tokenizer)
 tpgen_fuzz_target(prompts SOURCES launcher/prompts.c LIBS tpgen_tokenizer)
 tpgen_fuzz_target(sampler SOURCES engine/sampler.c LIBS ${MATH_LIB})

@@ -1,8 +1,8 @@
 /* Fuzz target: launcher/prompts.c, the prompt sources as the user writes them. The first byte
  * picks --prompt-ids (the rest as the flag's value, up to a NUL) or --prompts-file (the rest as
  * the file, through a memfd; text lines are encoded with the small tokenizer.json). Either
- * prompts come back, each holding at least one token id, all ids non-negative (an id becomes an
- * index into the embedding), or the call fails (-1) after printing an error.
+ * prompts come back, each holding at least one token id, every id in [0, vocab) (an id becomes an
+ * index into the embedding; vocab comes from the first byte's upper bits), or the call fails (-1) after printing an error.
  * Thin on purpose: only tp_prompts_read and the tp_prompt fields are used. */
 #include <stdint.h>
 #include <stdio.h>
@@ -44,11 +44,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         a.prompt_ids = flag;
     }
     tp_prompt *ps = NULL;
-    int n = tp_prompts_read(&a, g_tok, &ps);
+    const int64_t vocab = 1 + (int64_t)(data[0] >> 1) * 400;
+    int n = tp_prompts_read(&a, g_tok, vocab, &ps);
     for (int i = 0; i < n; i++) {
         if (ps[i].n < 1 || !ps[i].ids) abort();
         for (int j = 0; j < ps[i].n; j++)
-            if (ps[i].ids[j] < 0) {
+            if (ps[i].ids[j] < 0 || ps[i].ids[j] >= vocab) {
                 fprintf(stderr, "prompt %d: id %d accepted\n", i, (int)ps[i].ids[j]);
                 abort();
             }

@@ -5,14 +5,10 @@
  * k best raw logits and the log-sum-exp, as the step gathers them), else full logits.
  * The sampler must return, with an id in [0, V) and its top log-probabilities' ids in [0, V).
  *
- * Known defects (issue 9 part 1, being fixed on branch harden): a non-finite logit makes the
- * sampler return -1 or loop for ever, and an odd V misaligns its double scratch. A finite but huge
- * logit does the same once the repetition penalty overflows it to inf in float (1e37 / 1e-3):
- * the non-finite check must look at the processed logits, not only the raw ones. Until the fix
- * lands, TPGEN_FUZZ_SAMPLER_KNOWN=1 keeps the inputs away from them (NaN becomes 0 and every
- * logit is clamped to +-1e30, so that no penalty reaches inf; V is rounded down to even); the
- * inputs that found them are kept in tests/fuzz/regress/sampler/ and replay harmlessly. Set it to
- * 0 once the fix is merged: then they must replay without a crash or hang. */
+ * A row that is not a distribution (NaN, +inf, or a penalty that overflows a huge finite logit to
+ * inf) must be refused (-1), never loop or read out of bounds; the inputs that found those defects
+ * (issue 9 part 1) replay from tests/fuzz/regress/sampler/. TPGEN_FUZZ_SAMPLER_KNOWN=1 (off by
+ * default) restores the old input filter: NaN to 0, logits clamped to +-1e30, V rounded to even. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,7 +18,7 @@
 #include "engine/sampler.h"
 
 #ifndef TPGEN_FUZZ_SAMPLER_KNOWN
-#define TPGEN_FUZZ_SAMPLER_KNOWN 1
+#define TPGEN_FUZZ_SAMPLER_KNOWN 0
 #endif
 
 #define HEAD 8
@@ -61,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tp_rng_seed(&rng, seed, 0);
     tp_sample out;
     memset(&out, 0, sizeof out);
-    int k = tp_sampling_candidates(&s);
+    int k = tp_sampling_candidates(&s), rc;
     if ((data[0] & 1) && k > 0) {
         tp_cand *c = malloc(nv * sizeof *c);
         for (int v = 0; v < V; v++) c[v] = (tp_cand){v, logits[v]};
@@ -69,13 +65,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (k > V) k = V;
         tp_cand *best = malloc((size_t)k * sizeof *best); /* exact size: ASan sees a read past it */
         memcpy(best, c, (size_t)k * sizeof *best);
-        tp_sample_candidates(&s, &rng, best, k, tp_logsumexp(logits, V), &out);
+        rc = tp_sample_candidates(&s, &rng, best, k, tp_logsumexp(logits, V), &out);
         free(best);
         free(c);
     } else {
         void *work = malloc(tp_sample_full_work_bytes(V));
-        tp_sample_full(&s, &rng, logits, V, hist, (int)n_hist, work, &out);
+        rc = tp_sample_full(&s, &rng, logits, V, hist, (int)n_hist, work, &out);
         free(work);
+    }
+    if (rc < 0) { /* refused: the row (after processing) was not finite; nothing was chosen */
+        free(logits);
+        return 0;
     }
     if (out.id < 0 || out.id >= V) {
         fprintf(stderr, "sampler chose id %d of V = %d\n", (int)out.id, V);

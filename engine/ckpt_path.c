@@ -1,0 +1,30 @@
+#include "ckpt_path.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int tp_ckpt_path_check(const char *name, char *err, size_t err_size) {
+    if (!*name) {
+        snprintf(err, err_size, "an empty file name");
+        return -1;
+    }
+    if (name[0] == '/') {
+        snprintf(err, err_size, "\"%.200s\" is an absolute path; shard files must be inside the model directory", name);
+        return -1;
+    }
+    int depth = 0; /* directories below the model directory, walking the components */
+    for (const char *p = name; *p;) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0) {
+                snprintf(err, err_size, "\"%.200s\" leaves the model directory (\"..\"); shard files must be inside it",
+                         name);
+                return -1;
+            }
+        } else if (n > 0 && !(n == 1 && p[0] == '.')) depth++;
+        p += n;
+        while (*p == '/') p++;
+    }
+    return 0;
+}

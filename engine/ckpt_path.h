@@ -1,0 +1,15 @@
+/* File names a checkpoint's index gives (safetensors "weight_map", the .bin index) must stay
+ * inside the model directory: an index is data from the internet and must not make tpgen open
+ * /etc/... or ../../x. Checked lexically, as HF resolves them (os.path.join(snapshot, name)):
+ * a shard that is a symlink inside an HF cache snapshot (to ../../blobs/...) is fine, because
+ * the name the index gives stays in the snapshot; only the name is judged, never its target. */
+#ifndef TPGEN_CKPT_PATH_H
+#define TPGEN_CKPT_PATH_H
+
+#include <stddef.h>
+
+/* 0 when name is a relative path whose "."/".." components never climb above the directory
+ * it is joined to; -1 (absolute, empty, or climbing out) with the reason in err. */
+int tp_ckpt_path_check(const char *name, char *err, size_t err_size);
+
+#endif

@@ -1,0 +1,42 @@
+# Sanitizer canaries (label sanitize), only in a build configured with TPGEN_SANITIZE (see
+# tools/test-sanitize.sh): each runs a deliberate bug and passes only when the sanitizer reports
+# it, so a sanitized suite that passes is known to have run with the checks on.
+if(NOT TPGEN_SANITIZE)
+  return()
+endif()
+add_executable(sanitize_canary ${CMAKE_CURRENT_SOURCE_DIR}/sanitize/canary.c)
+set(canaries "overflow|3|AddressSanitizer: heap-buffer-overflow"
+             "leak|3|LeakSanitizer: detected memory leaks"
+             "misaligned|3|runtime error: store to misaligned address"
+             "overflow_int|7|runtime error: signed integer overflow")
+foreach(c IN LISTS canaries)
+  string(REPLACE "|" ";" parts "${c}")
+  list(GET parts 0 kind)
+  list(GET parts 1 arg)
+  list(GET parts 2 regex)
+  if(kind MATCHES "overflow$|leak" AND NOT TPGEN_SANITIZE MATCHES "address")
+    continue()
+  endif()
+  if(kind MATCHES "misaligned|overflow_int" AND NOT TPGEN_SANITIZE MATCHES "undefined")
+    continue()
+  endif()
+  add_test(NAME sanitize_catches_${kind} COMMAND sanitize_canary ${kind} ${arg})
+  set_tests_properties(sanitize_catches_${kind} PROPERTIES LABELS sanitize TIMEOUT 30
+                       PASS_REGULAR_EXPRESSION "${regex}")
+endforeach()
+
+# Sanitized code runs several times slower (LeakSanitizer's exit check alone costs seconds per
+# MPI process): every test's TIMEOUT is scaled once all test areas have been added. The
+# bounds inside the test scripts (timeout 60 per command) are left as they are.
+set(TPGEN_SANITIZE_TIMEOUT_SCALE 4 CACHE STRING "Factor applied to test timeouts in a sanitizer build")
+function(tpgen_scale_timeouts)
+  get_property(all DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY TESTS)
+  foreach(t IN LISTS all)
+    get_test_property(${t} TIMEOUT to)
+    if(to)
+      math(EXPR to "${to} * ${TPGEN_SANITIZE_TIMEOUT_SCALE}")
+      set_tests_properties(${t} PROPERTIES TIMEOUT ${to})
+    endif()
+  endforeach()
+endfunction()
+cmake_language(DEFER CALL tpgen_scale_timeouts)
