@@ -44,12 +44,22 @@ long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *
 }
 
 void tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps) {
+    int bs = m->kv.block_size;
+    int need = (n + bs - 1) / bs;
+    if (need > m->kv.n_blocks) tp_die("internal: score needs %d KV blocks, cache has %d", need, m->kv.n_blocks);
+    int32_t *blocks = tp_malloc((need > 0 ? need : 1) * sizeof(int32_t));
+    for (int b = 0; b < need; b++) blocks[b] = b;
+    tp_score_in(m, ids, n, k, blocks, logprobs, top_ids, top_lps);
+    free(blocks);
+}
+
+void tp_score_in(tp_model *m, const int32_t *ids, int n, int k, const int32_t *blocks, float *logprobs,
+                 int32_t *top_ids, float *top_lps) {
     tp_acts *a = &m->a;
     int MB = a->max_blocks, bs = m->kv.block_size;
     int need = (n + bs - 1) / bs;
-    if (need > m->kv.n_blocks) tp_die("internal: score needs %d KV blocks, cache has %d", need, m->kv.n_blocks);
     int32_t *table = tp_malloc(MB * sizeof(int32_t));
-    for (int b = 0; b < MB; b++) table[b] = b < need ? b : -1;
+    for (int b = 0; b < MB; b++) table[b] = b < need ? blocks[b] : -1;
     int chunk = a->max_tokens < a->max_rows ? a->max_tokens : a->max_rows;
     int32_t *pos = tp_malloc(chunk * sizeof(int32_t)), *seq = tp_calloc(chunk, sizeof(int32_t));
     int32_t *rows = tp_malloc(chunk * sizeof(int32_t)), *targets = tp_malloc(chunk * sizeof(int32_t));

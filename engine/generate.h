@@ -70,6 +70,10 @@ int tp_request_blocks(const tp_model *m, const tp_request *r);
  * and the k best alternatives of each position into top_ids/top_lps [n, k]. */
 void tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps);
 
+/* The same on the KV blocks given ([ceil(n / block_size)], from the scheduler's pool). */
+void tp_score_in(tp_model *m, const int32_t *ids, int n, int k, const int32_t *blocks, float *logprobs,
+                 int32_t *top_ids, float *top_lps);
+
 void tp_request_free(tp_request *r);
 
 #endif

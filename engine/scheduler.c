@@ -251,3 +251,15 @@ int tp_sched_step(tp_sched *s) {
     }
     return 1;
 }
+
+int tp_sched_score(tp_sched *s, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps) {
+    int need = (n + s->m->kv.block_size - 1) / s->m->kv.block_size;
+    if (need > s->pool.n_free) return -1;
+    int32_t *blocks = tp_malloc((need > 0 ? need : 1) * sizeof(int32_t));
+    for (int b = 0; b < need; b++) blocks[b] = tp_kv_blocks_take(&s->pool);
+    tp_score_in(s->m, ids, n, k, blocks, logprobs, top_ids, top_lps);
+    for (int b = 0; b < need; b++) tp_kv_blocks_give(&s->pool, blocks[b]);
+    free(blocks);
+    s->steps++;
+    return 0;
+}

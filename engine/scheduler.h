@@ -30,6 +30,10 @@ void tp_sched_cancel(tp_sched *s, tp_request *r);
  * runs nothing, when no request is waiting or running. */
 int tp_sched_step(tp_sched *s);
 
+/* tp_score (generate.h) on blocks borrowed from the pool, between steps: for a request's prompt
+ * logprobs (echo). Returns -1, running nothing, while the pool lacks the blocks. */
+int tp_sched_score(tp_sched *s, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps);
+
 int tp_sched_running(const tp_sched *s);
 int tp_sched_waiting(const tp_sched *s);
 int tp_sched_kv_free(const tp_sched *s);  /* free KV blocks */
