@@ -34,7 +34,7 @@ struct tp_comm {
     int (*allreduce_max_int)(tp_comm *c, int v);
     void (*barrier)(tp_comm *c);
     /* bcast for a message the other ranks may wait on for long (a server idle between
-     * requests): they spin briefly, then poll with growing sleeps (up to 1 ms), so an idle rank
+     * requests): they spin briefly, then poll with growing sleeps (up to 5 ms), so an idle rank
      * costs well under 1% of a core and a busy one no latency. Every rank must call this (not
      * bcast) for the same message. */
     void (*bcast_idle)(tp_comm *c, void *buf, size_t bytes, int root);

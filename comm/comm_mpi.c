@@ -98,11 +98,14 @@ static void mpi_bcast_idle(tp_comm *c, void *buf, size_t bytes, int root) {
         int done = 0;
         MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
         if (done) return;
-        /* spin for the first 2 ms (steps follow each other that fast), then sleep */
-        if (MPI_Wtime() - t0 < 2e-3) continue;
+        /* spin for the first 2 ms (steps follow each other that fast), then sleep: up to 1 ms
+         * at a time, 5 ms once idle for 0.2 s (each wake-up costs a progress poll of MPI) */
+        double idle = MPI_Wtime() - t0;
+        if (idle < 2e-3) continue;
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000) sleep_ns *= 2;
+        long cap = idle < 0.2 ? 1000000 : 5000000;
+        sleep_ns = sleep_ns * 2 < cap ? sleep_ns * 2 : cap;
     }
 }
 

@@ -1,0 +1,17 @@
+# tpgen serve (label server): the OpenAI-compatible server end to end with the real `openai`
+# client and curl, at TP 1 and 2 (tests/server/serve_test.py says what each part checks). The
+# setup test installs the Python client when it is missing (tools/requirements-test.txt).
+add_test(NAME server_python_deps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/server/ensure_python_deps.sh)
+set_tests_properties(server_python_deps PROPERTIES LABELS "server" TIMEOUT 300 FIXTURES_SETUP server_deps)
+foreach(np 1 2)
+  add_test(NAME server_api_tp${np}
+           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/serve_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} ${np}
+                   ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen
+                   ${CMAKE_CURRENT_BINARY_DIR}/server/api-tp${np} api)
+  set_tests_properties(server_api_tp${np} PROPERTIES LABELS "server;mpi" TIMEOUT 180 FIXTURES_REQUIRED server_deps)
+endforeach()
+add_test(NAME server_limits
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/serve_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 1
+                 ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen
+                 ${CMAKE_CURRENT_BINARY_DIR}/server/limits limits)
+set_tests_properties(server_limits PROPERTIES LABELS "server" TIMEOUT 120 FIXTURES_REQUIRED server_deps)
