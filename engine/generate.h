@@ -34,7 +34,8 @@ struct tp_request {
     int32_t *top_ids;     /* [n_ids, sampling.logprobs] */
     float *top_lps;       /* [n_ids, sampling.logprobs] */
     int n_ids;
-    const char *finish_reason; /* "length" | "stop" */
+    const char *finish_reason; /* "length" | "stop" | "cancelled" | "error" (error says why) */
+    const char *error;         /* static message when finish_reason is "error" */
 
     /* scheduler state */
     int state;            /* 0 waiting, 1 running, 2 done */

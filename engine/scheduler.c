@@ -178,6 +178,25 @@ static const float *adjust(tp_sched *s, const tp_request *r, const float *logits
     return s->adjusted;
 }
 
+/* Row i of the step's output can be sampled: no NaN or +inf among its logits (-inf is a masked
+ * token), so the log-sum-exp is finite. */
+static int row_usable(const tp_sched *s, const tp_logits_request *lr, int i) {
+    if (lr->mode == TP_LOGITS_FULL) {
+        int V = s->m->cfg.vocab_size, finite = 0;
+        const float *l = s->out.full + (size_t)i * V;
+        for (int v = 0; v < V; v++) {
+            if (isnan(l[v]) || l[v] == INFINITY) return 0;
+            finite |= l[v] != -INFINITY;
+        }
+        return finite;
+    }
+    const tp_row_result *rr = &s->out.rows[i];
+    if (!isfinite(rr->lse) || rr->n < 1) return 0;
+    for (int j = 0; j < rr->n; j++)
+        if (isnan(rr->c[j].logit) || rr->c[j].logit == INFINITY) return 0;
+    return 1;
+}
+
 int tp_sched_step(tp_sched *s) {
     tp_model *m = s->m;
     tp_acts *a = &m->a;
@@ -232,6 +251,14 @@ int tp_sched_step(tp_sched *s) {
     for (int i = 0; i < R; i++) {
         tp_request *r = s->row_req[i];
         tp_sample smp;
+        if (!row_usable(s, &lr, i)) {
+            /* this request's logits are unusable (NaN or +inf): it ends, the others go on */
+            r->error = "the model's logits for this request are not finite (NaN or inf); no token could be sampled";
+            s->running[r->slot] = NULL;
+            s->n_running--;
+            done(s, r, "error");
+            continue;
+        }
         if (lr.mode == TP_LOGITS_FULL) {
             const float *l = s->out.full + (size_t)i * V;
             if (needs_adjust(r)) l = adjust(s, r, l);

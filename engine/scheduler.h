@@ -26,8 +26,9 @@ int tp_sched_submit(tp_sched *s, tp_request *r);
 /* Ends r now, waiting or running (finish_reason "cancelled"): its KV blocks are free when this
  * returns; on_done is called. No-op for a finished request. Call between steps only. */
 void tp_sched_cancel(tp_sched *s, tp_request *r);
-/* Admits what fits, runs one step on every rank, samples, finishes what is done. Returns 0, and
- * runs nothing, when no request is waiting or running. */
+/* Admits what fits, runs one step on every rank, samples, finishes what is done. A request whose
+ * logits cannot be sampled (not finite) ends alone with finish_reason "error" (r->error says
+ * why); the others go on. Returns 0, and runs nothing, when no request is waiting or running. */
 int tp_sched_step(tp_sched *s);
 
 /* tp_score (generate.h) on blocks borrowed from the pool, between steps: for a request's prompt

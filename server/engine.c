@@ -237,8 +237,12 @@ void tp_server_run(tp_server *s, tp_model *m) {
             if (j->scored && j->n_done == j->n_choices) {
                 *pp = j->next;
                 j->next = NULL;
-                int gen = 0;
-                for (int i = 0; i < j->n_choices; i++) gen += j->ch[i].r.n_ids;
+                int gen = 0, cancelled = 0;
+                for (int i = 0; i < j->n_choices; i++) {
+                    gen += j->ch[i].r.n_ids;
+                    cancelled |= strcmp(j->ch[i].finish, "cancelled") == 0;
+                }
+                s->met.cancelled += cancelled;
                 if (j->t_first > 0) {
                     srv_hist_add(&s->met.ttft, j->t_first - j->t_arrival);
                     if (gen > j->n_choices)

@@ -199,10 +199,13 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
             }
         }
         jbuf b = {0};
-        srv_render_completion(s, j, &b);
+        const char *failed = srv_job_error(j);
+        int status = failed ? 500 : 200;
+        if (failed) srv_error_json(&b, failed, "server_error", NULL, "engine_error");
+        else srv_render_completion(s, j, &b);
         srv_job_release(s, j);
         pthread_mutex_unlock(&s->mu);
-        return send_json(s, c, 200, &b);
+        return send_json(s, c, status, &b);
     }
     pthread_mutex_unlock(&s->mu);
     stream_ctx *st = tp_calloc(1, sizeof *st);

@@ -55,6 +55,7 @@ struct srv_job {
     srv_prompt *prompts;
     srv_choice *ch;
     int stream, include_usage, echo, logprobs; /* logprobs: -1 none, else 0..5 */
+    int return_token_ids; /* vLLM's extension: prompt_token_ids and token_ids in each choice */
     char *stops[16];
     int n_stops;
     /* under mu */
@@ -92,6 +93,7 @@ void srv_job_free(srv_job *j);
 void srv_error_json(jbuf *b, const char *message, const char *type, const char *param, const char *code);
 /* Response renderers (HTTP thread, under mu). */
 void srv_render_completion(tp_server *s, srv_job *j, jbuf *b);
+const char *srv_job_error(const srv_job *j); /* a choice failed in the engine: why, else NULL */
 /* Appends SSE events for what is new since the last call; returns 1 when every choice's last
  * chunk is out. Per choice progress of this stream: sent_tok, sent_text, flags (1: finished,
  * 2: echo sent). */

@@ -36,6 +36,9 @@ void srv_metrics_render(const srv_metrics *m, jbuf *b) {
               "# TYPE tpgen_requests_total counter\n");
     for (int i = 0; i < SRV_STATUS_SLOTS && m->status[i]; i++)
         jb_printf(b, "tpgen_requests_total{status=\"%d\"} %ld\n", m->status[i], m->status_count[i]);
+    jb_printf(b, "# HELP tpgen_requests_cancelled_total Requests cancelled: the client went away, or the drain "
+                 "timed out.\n# TYPE tpgen_requests_cancelled_total counter\ntpgen_requests_cancelled_total %ld\n",
+              m->cancelled);
     jb_printf(b, "# HELP tpgen_requests_running Sequences in the running batch.\n# TYPE tpgen_requests_running gauge\n"
                  "tpgen_requests_running %d\n", m->running);
     jb_printf(b, "# HELP tpgen_requests_waiting Sequences waiting for KV blocks or a batch slot.\n"

@@ -16,6 +16,7 @@ typedef struct {
     int status[SRV_STATUS_SLOTS];   /* HTTP statuses seen, in first-seen order */
     long status_count[SRV_STATUS_SLOTS];
     long prompt_tokens, generation_tokens;
+    long cancelled;                 /* requests ended early: client gone, or the drain timed out */
     int running, waiting, kv_total, kv_free;
     srv_hist ttft, tpot, e2e;
 } srv_metrics;

@@ -213,7 +213,7 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
         return fail(e, 400, "logit_bias", NULL, "'logit_bias' is not supported");
     long long max_tokens = 16, n = 1, best_of = -1, logprobs = -1, top_k = 0, min_tokens = 0, seed = -1;
     double temperature = 1, top_p = 1, rep = 1, presence = 0, frequency = 0;
-    int stream = 0, echo = 0, ignore_eos = 0, include_usage = 0, seeded = 0;
+    int stream = 0, echo = 0, ignore_eos = 0, include_usage = 0, seeded = 0, return_ids = 0;
     if (get_int(e, root, "max_tokens", 0, 1 << 24, &max_tokens) < 0) return NULL;
     if (get_int(e, root, "n", 1, SRV_MAX_N, &n) < 0) return NULL;
     if (get_int(e, root, "best_of", 1, SRV_MAX_N, &best_of) < 0) return NULL;
@@ -233,7 +233,7 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
         return fail(e, 400, "min_tokens", NULL, "'min_tokens' (%lld) exceeds 'max_tokens' (%lld)", min_tokens,
                     max_tokens);
     if (get_bool(e, root, "stream", &stream) < 0 || get_bool(e, root, "echo", &echo) < 0 ||
-        get_bool(e, root, "ignore_eos", &ignore_eos) < 0)
+        get_bool(e, root, "ignore_eos", &ignore_eos) < 0 || get_bool(e, root, "return_token_ids", &return_ids) < 0)
         return NULL;
     const json_value *so = json_get(root, "stream_options");
     if (so && so->type != JSON_NULL) {
@@ -258,6 +258,7 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     j->include_usage = include_usage;
     j->echo = echo;
     j->logprobs = (int)logprobs;
+    j->return_token_ids = return_ids;
     j->n = (int)n;
     j->scored = !(echo && logprobs >= 0);
 #define BAIL(...) do { fail(e, __VA_ARGS__); srv_job_free(j); return NULL; } while (0)
@@ -438,7 +439,21 @@ static void usage(srv_job *j, jbuf *b) {
     jb_printf(b, "{\"prompt_tokens\": %ld, \"completion_tokens\": %ld, \"total_tokens\": %ld}", pt, ct, pt + ct);
 }
 
+static void ids_field(jbuf *b, const char *name, const int32_t *ids, int n) {
+    jb_printf(b, ", \"%s\": [", name);
+    for (int i = 0; i < n; i++) jb_printf(b, "%s%d", i ? ", " : "", ids[i]);
+    jb_str(b, "]");
+}
+
 static const char *finish_name(const char *f) { return strcmp(f, "cancelled") == 0 ? "abort" : f; }
+
+/* A choice that failed in the engine: the error the whole response becomes (NULL if none). */
+const char *srv_job_error(const srv_job *j) {
+    for (int i = 0; i < j->n_choices; i++)
+        if (j->ch[i].finish && strcmp(j->ch[i].finish, "error") == 0)
+            return j->ch[i].r.error ? j->ch[i].r.error : "the engine failed on this request";
+    return NULL;
+}
 
 void srv_render_completion(tp_server *s, srv_job *j, jbuf *b) {
     head(s, j, b);
@@ -455,6 +470,10 @@ void srv_render_completion(tp_server *s, srv_job *j, jbuf *b) {
         jb_str(b, ", \"logprobs\": ");
         if (j->logprobs >= 0) render_logprobs(s, j, c, 0, c->r.n_ids, j->echo, b);
         else jb_str(b, "null");
+        if (j->return_token_ids) {
+            ids_field(b, "prompt_token_ids", p->ids, p->n);
+            ids_field(b, "token_ids", c->r.ids, c->r.n_ids);
+        }
         jb_printf(b, ", \"finish_reason\": \"%s\"}", finish_name(c->finish));
     }
     jb_str(b, "], \"usage\": ");
@@ -473,6 +492,14 @@ int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text
         int ntok = c->n_pub - sent_tok[i];
         size_t ntext = c->text.n - sent_text[i];
         if (!ntok && !ntext && !c->done && !echo_now) continue;
+        if (c->done && strcmp(c->finish, "error") == 0) { /* the engine failed on it: an error event */
+            jb_str(b, "data: ");
+            srv_error_json(b, c->r.error ? c->r.error : "the engine failed on this request", "server_error", NULL,
+                           "engine_error");
+            jb_str(b, "\n\n");
+            flags[i] |= 3;
+            continue;
+        }
         const srv_prompt *p = &j->prompts[c->prompt];
         jb_str(b, "data: ");
         head(s, j, b);
@@ -485,6 +512,10 @@ int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text
         jb_str(b, ", \"logprobs\": ");
         if (j->logprobs >= 0) render_logprobs(s, j, c, sent_tok[i], c->n_pub, echo_now, b);
         else jb_str(b, "null");
+        if (j->return_token_ids) {
+            if (!(flags[i] & 2)) ids_field(b, "prompt_token_ids", p->ids, p->n); /* first chunk */
+            ids_field(b, "token_ids", c->r.ids + sent_tok[i], ntok);
+        }
         if (c->done) jb_printf(b, ", \"finish_reason\": \"%s\"}]", finish_name(c->finish));
         else jb_str(b, ", \"finish_reason\": null}]");
         if (j->include_usage) jb_str(b, ", \"usage\": null");

@@ -3,8 +3,8 @@
 # tools/requirements-test.txt with pip when it is not. Fails (never skips) when it cannot.
 set -euo pipefail
 req="$(cd "$(dirname "$0")/../.." && pwd)/tools/requirements-test.txt"
-if python3 -c 'import openai' 2>/dev/null; then
-  echo "openai $(python3 -c 'import openai; print(openai.__version__)') present"
+if python3 -c 'import openai; print("openai", openai.__version__, "present")' 2>/dev/null; then
+  command -v curl >/dev/null || { echo "FAIL: curl is missing (tools/install-deps.sh installs it)"; exit 1; }
   exit 0
 fi
 echo "installing $req"

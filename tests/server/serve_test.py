@@ -9,13 +9,15 @@ PART "api": one server with the CodeGen tokenizer: greedy == `tpgen generate` (i
   gone mid-stream (cancelled, KV blocks all free again), worker idle CPU < 5% of a core over 5 s
   (/proc), metrics; then SIGTERM with requests in flight: all complete, every rank exits 0.
 PART "limits": a server on the fixture without a tokenizer, with --api-key (from TPGEN_API_KEY),
-  --max-body-bytes and --max-queue small: 401, 413, 503 + Retry-After, text without a tokenizer.
+  --max-body-bytes and --max-queue small: 401, 413, 503 + Retry-After, text without a tokenizer;
+  then a model with NaN logits: each request fails alone (500 / an SSE error event).
 """
 import http.client
 import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -479,8 +481,45 @@ def part_limits():
     check(srv.p.wait(40) == 0, "exit 0 after SIGTERM")
 
 
+def part_engine_error():
+    """A request the engine cannot sample (NaN logits: the fixture with its lm_head bias set to NaN,
+    written here without any package) gets a 500 error object, or an SSE error event; the server
+    stays up."""
+    model = os.path.join(WORK, "tiny-nan")
+    os.makedirs(model, exist_ok=True)
+    subprocess.run(["cp", os.path.join(FIXTURE, "config.json"), model], check=True)
+    b = bytearray(open(os.path.join(FIXTURE, "model.safetensors"), "rb").read())
+    n = struct.unpack("<Q", b[:8])[0]
+    a, e = json.loads(b[8:8 + n])["lm_head.bias"]["data_offsets"]
+    for off in range(8 + n + a, 8 + n + e, 4):
+        b[off:off + 4] = struct.pack("<f", float("nan"))
+    open(os.path.join(model, "model.safetensors"), "wb").write(bytes(b))
+    srv = Server(model)
+    for extra in ({"temperature": 0}, {"temperature": 0.7, "top_p": 0.9}):
+        st, text, _ = srv.request("POST", "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4, **extra})
+        err = json.loads(text).get("error", {})
+        check(st == 500 and err.get("code") == "engine_error" and "finite" in err.get("message", ""),
+              "NaN logits %s -> %d %s" % (extra, st, text))
+        st, text, _ = srv.request("POST", "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4, "stream": True,
+                                                              **extra})
+        events = [l[6:] for l in text.splitlines() if l.startswith("data: ")]
+        check(st == 200 and len(events) == 2 and "engine_error" in events[0] and events[1] == "[DONE]",
+              "streamed NaN logits: an error event, then [DONE]: %s" % events)
+    st, _, _ = srv.request("GET", "/health")
+    check(st == 200, "the server is up after engine errors")
+    m = srv.metrics()
+    check(m["tpgen_kv_blocks_free"] == m["tpgen_kv_blocks_total"], "blocks of failed requests are free")
+    os.kill(srv.rank_pids()[0], signal.SIGTERM)
+    check(srv.p.wait(40) == 0, "exit 0 after SIGTERM")
+    ok("engine errors (NaN logits) are per-request errors: 500 engine_error / SSE error event, server stays up")
+
+
 os.makedirs(WORK, exist_ok=True)
-{"api": part_api, "limits": part_limits}[PART]()
+if PART == "limits":
+    part_limits()
+    part_engine_error()
+else:
+    part_api()
 if FAILS:
     print("%d checks failed" % len(FAILS))
     sys.exit(1)
