@@ -125,6 +125,10 @@ static int parse_ids(tp_server *s, errctx *e, const json_value *a, int which, sr
             fail(e, 400, "prompt", NULL, "prompt %d: token %zu is a %s, not an integer id", which, i, type_of(v));
             return -1;
         }
+        if (!v->is_integer && v->number == floor(v->number) && v->number >= 0 && v->number < s->vocab) {
+            p->ids[i] = (int32_t)v->number; /* written with an exponent, like 1e2 */
+            continue;
+        }
         if (!v->is_integer) {
             if (v->number == floor(v->number))
                 fail(e, 400, "prompt", NULL, "prompt %d: token id %.0f at position %zu is out of range [0, %d)", which,
