@@ -5,8 +5,9 @@ measured in the same run, and throughput with 64 concurrent clients.
 usage: tools/bench_serve.py [--tpgen build/bin/tpgen] [--config configs/codegen-350M.json] [--np 1]
        [--prompt 160] [--tokens 64] [--clients 64] [--client-prompt 64] [--client-tokens 32] [--runs 3]
 Random weights (--random-weights), the CPU backend, token-id prompts (no tokenizer needed).
-Inter-token latency of a stream: (time of its last token - time of its first) / (tokens - 1),
-tokens counted from `return_token_ids`, so chunks that carry several tokens count right.
+Inter-token latency of a stream: the median time between its tokens as the client receives them
+(a chunk of k tokens, counted from `return_token_ids`, stands for k gaps of 1/k of the time since
+the previous chunk), the same statistic as the median step time of `tpgen bench`.
 Prints one JSON line per figure; medians of --runs runs.
 """
 import argparse
@@ -63,6 +64,20 @@ threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
 rng = random.Random(1)
 
 
+def stop_server():
+    """SIGTERM to rank 0 (it drains and stops the workers)."""
+    if a.np == 1:
+        p.send_signal(signal.SIGTERM)
+    for d in os.listdir("/proc") if a.np > 1 else []:
+        try:
+            if d.isdigit() and b"OMPI_COMM_WORLD_RANK=0" in open("/proc/%s/environ" % d, "rb").read() and \
+               "PPid:\t%d\n" % p.pid in open("/proc/%s/status" % d).read():
+                os.kill(int(d), signal.SIGTERM)
+        except OSError:
+            pass
+    p.wait(120)
+
+
 def stream(n_prompt, n_tokens):
     ids = [rng.randrange(50000) for _ in range(n_prompt)]
     c = http.client.HTTPConnection(host, port, timeout=600)
@@ -71,56 +86,54 @@ def stream(n_prompt, n_tokens):
     t0 = time.perf_counter()
     c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     r = c.getresponse()
-    times = []
+    times, gaps, last = [], [], None
     for line in r:
         if line.startswith(b"data: {"):
             now = time.perf_counter()
             ch = json.loads(line[6:])["choices"]
-            times += [now] * len(ch[0]["token_ids"]) if ch else []
+            k = len(ch[0]["token_ids"]) if ch else 0
+            if k and last is not None:
+                gaps += [(now - last) / k] * k  # a chunk of k tokens: k steps since the last one
+            if k:
+                last = now
+            times += [now] * k
     c.close()
-    return t0, times
+    return t0, times, gaps
 
 
-itl = []
-for _ in range(a.runs):
-    t0, times = stream(a.prompt, a.tokens)
-    assert len(times) == a.tokens, len(times)
-    itl.append((times[-1] - times[0]) / (len(times) - 1))
-step = bench["ms_per_step"] / 1e3
-print(json.dumps({"figure": "itl_batch1", "tp": a.np, "prompt": a.prompt, "tokens": a.tokens,
-                  "itl_ms": round(statistics.median(itl) * 1e3, 3), "bench_step_ms": round(step * 1e3, 3),
-                  "ratio": round(statistics.median(itl) / step, 4), "itl_runs_ms": [round(x * 1e3, 3) for x in itl]}),
-      flush=True)
+try:
+    itl = []
+    for _ in range(a.runs):
+        t0, times, gaps = stream(a.prompt, a.tokens)
+        assert len(times) == a.tokens, len(times)
+        itl.append(statistics.median(gaps))
+    step = bench["ms_per_step"] / 1e3
+    print(json.dumps({"figure": "itl_batch1", "tp": a.np, "prompt": a.prompt, "tokens": a.tokens,
+                      "itl_ms": round(statistics.median(itl) * 1e3, 3), "bench_step_ms": round(step * 1e3, 3),
+                      "ratio": round(statistics.median(itl) / step, 4), "itl_runs_ms": [round(x * 1e3, 3) for x in itl]}),
+          flush=True)
 
-sat = []
-for _ in range(max(1, a.runs - 1)):
-    res = [None] * a.clients
+    sat = []
+    for _ in range(max(1, a.runs - 1)):
+        res = [None] * a.clients
 
-    def one(i):
-        res[i] = stream(a.client_prompt, a.client_tokens)
+        def one(i):
+            res[i] = stream(a.client_prompt, a.client_tokens)[:2]
 
-    t0 = time.perf_counter()
-    th = [threading.Thread(target=one, args=(i,)) for i in range(a.clients)]
-    for t in th:
-        t.start()
-    for t in th:
-        t.join()
-    dt = time.perf_counter() - t0
-    assert all(len(r[1]) == a.client_tokens for r in res)
-    ttft = statistics.median(r[1][0] - r[0] for r in res)
-    sat.append((dt, ttft))
-dt = statistics.median(s[0] for s in sat)
-print(json.dumps({"figure": "saturation", "tp": a.np, "clients": a.clients, "prompt": a.client_prompt,
-                  "tokens": a.client_tokens, "seconds": round(dt, 3), "req_per_s": round(a.clients / dt, 3),
-                  "output_tokens_per_s": round(a.clients * a.client_tokens / dt, 2),
-                  "median_ttft_s": round(statistics.median(s[1] for s in sat), 3)}), flush=True)
-p.send_signal(signal.SIGTERM) if a.np == 1 else None
-if a.np > 1:
-    for d in os.listdir("/proc"):
-        try:
-            if d.isdigit() and b"OMPI_COMM_WORLD_RANK=0" in open("/proc/%s/environ" % d, "rb").read() and \
-               "PPid:\t%d\n" % p.pid in open("/proc/%s/status" % d).read():
-                os.kill(int(d), signal.SIGTERM)
-        except OSError:
-            pass
-p.wait(120)
+        t0 = time.perf_counter()
+        th = [threading.Thread(target=one, args=(i,)) for i in range(a.clients)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        dt = time.perf_counter() - t0
+        assert all(len(r[1]) == a.client_tokens for r in res)
+        ttft = statistics.median(r[1][0] - r[0] for r in res)
+        sat.append((dt, ttft))
+    dt = statistics.median(s[0] for s in sat)
+    print(json.dumps({"figure": "saturation", "tp": a.np, "clients": a.clients, "prompt": a.client_prompt,
+                      "tokens": a.client_tokens, "seconds": round(dt, 3), "req_per_s": round(a.clients / dt, 3),
+                      "output_tokens_per_s": round(a.clients * a.client_tokens / dt, 2),
+                      "median_ttft_s": round(statistics.median(s[1] for s in sat), 3)}), flush=True)
+finally:
+    stop_server()

@@ -429,7 +429,8 @@ def part_api():
 
 def part_limits():
     key = "sekret-123"
-    srv = Server(FIXTURE, ["--max-body-bytes", "1024", "--max-queue", "1", "--served-model-name", "tiny"],
+    srv = Server(FIXTURE, ["--max-body-bytes", "1024", "--max-queue", "1", "--served-model-name", "tiny",
+                           "--drain-timeout", "0"],
                  env={"TPGEN_API_KEY": key})
     check(srv.name == "tiny", "--served-model-name")
     auth = {"Content-Type": "application/json", "Authorization": "Bearer " + key}
@@ -477,8 +478,23 @@ def part_limits():
     st, _, _ = srv.request("POST", "/v1/completions", body, headers=auth)
     check(st == 200, "a good request after the queue was full")
     ok("--max-queue 1: %d of 12 got 503 + Retry-After" % len(full))
+
+    # --drain-timeout 0: SIGTERM cancels what is running; it still gets its answer ("abort")
+    res = []
+    th = threading.Thread(target=lambda: res.append(srv.request(
+        "POST", "/v1/completions", {"prompt": [1, 2], "max_tokens": 120, "n": 16, "ignore_eos": True}, headers=auth)))
+    th.start()
+    deadline = time.time() + 20
+    while time.time() < deadline and srv.metrics()["tpgen_requests_running"] == 0:
+        time.sleep(0.005)
     os.kill(srv.rank_pids()[0], signal.SIGTERM)
+    th.join(30)
     check(srv.p.wait(40) == 0, "exit 0 after SIGTERM")
+    st, text = res[0][0], res[0][1]
+    fins = [c["finish_reason"] for c in json.loads(text)["choices"]] if st == 200 else []
+    check(st == 200 and "abort" in fins and all(f in ("abort", "length") for f in fins),
+          "request cut by the drain timeout: %d %s" % (st, fins))
+    ok("--drain-timeout 0: the running request ends with finish_reason abort, exit 0")
 
 
 def part_engine_error():
