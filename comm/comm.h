@@ -33,6 +33,11 @@ struct tp_comm {
     void (*allgather)(tp_comm *c, const void *send, void *recv, size_t bytes);
     int (*allreduce_max_int)(tp_comm *c, int v);
     void (*barrier)(tp_comm *c);
+    /* bcast for a message the other ranks may wait on for long (a server idle between
+     * requests): they spin briefly, then poll with growing sleeps (up to 5 ms), so an idle rank
+     * costs well under 1% of a core and a busy one no latency. Every rank must call this (not
+     * bcast) for the same message. */
+    void (*bcast_idle)(tp_comm *c, void *buf, size_t bytes, int root);
 
     /* Optional (NULL: no effect, as for MPI): a collective not done after `seconds` (0: never)
      * ends the job, naming the rank and the collective. NCCL: default 300 s (--comm-timeout). */

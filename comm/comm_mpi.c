@@ -88,6 +88,27 @@ static void mpi_bcast(tp_comm *c, void *buf, size_t bytes, int root) {
     MPI_CHECK(MPI_Bcast(buf, checked_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
 }
 
+static void mpi_bcast_idle(tp_comm *c, void *buf, size_t bytes, int root) {
+    if (c->size == 1) return;
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibcast(buf, checked_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &req));
+    double t0 = MPI_Wtime();
+    long sleep_ns = 20000;
+    for (;;) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        /* spin for the first 2 ms (steps follow each other that fast), then sleep: up to 1 ms
+         * at a time, 5 ms once idle for 0.2 s (each wake-up costs a progress poll of MPI) */
+        double idle = MPI_Wtime() - t0;
+        if (idle < 2e-3) continue;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        long cap = idle < 0.2 ? 1000000 : 5000000;
+        sleep_ns = sleep_ns * 2 < cap ? sleep_ns * 2 : cap;
+    }
+}
+
 static void mpi_gather(tp_comm *c, const void *send, void *recv, size_t bytes, int root) {
     if (c->size == 1) {
         if (recv != send) memmove(recv, send, bytes);
@@ -152,6 +173,7 @@ tp_comm *tp_comm_mpi_init(int *argc, char ***argv) {
 
     c->allreduce_sum = mpi_allreduce_sum;
     c->bcast = mpi_bcast;
+    c->bcast_idle = mpi_bcast_idle;
     c->gather = mpi_gather;
     c->allgather = mpi_allgather;
     c->allreduce_max_int = mpi_allreduce_max_int;

@@ -222,6 +222,10 @@ static void nccl_bcast(tp_comm *c, void *buf, size_t bytes, int root) {
     tp_comm *m = ((nccl_impl *)c->impl)->mpi;
     m->bcast(m, buf, bytes, root);
 }
+static void nccl_bcast_idle(tp_comm *c, void *buf, size_t bytes, int root) {
+    tp_comm *m = ((nccl_impl *)c->impl)->mpi;
+    m->bcast_idle(m, buf, bytes, root);
+}
 static void nccl_gather(tp_comm *c, const void *send, void *recv, size_t bytes, int root) {
     tp_comm *m = ((nccl_impl *)c->impl)->mpi;
     m->gather(m, send, recv, bytes, root);
@@ -319,6 +323,7 @@ tp_comm *tp_comm_nccl_create(tp_comm *mpi, tp_backend *b, char *err, size_t err_
     c->local_size = mpi->local_size;
     c->allreduce_sum = nccl_allreduce_sum;
     c->bcast = nccl_bcast;
+    c->bcast_idle = nccl_bcast_idle;
     c->gather = nccl_gather;
     c->allgather = nccl_allgather;
     c->allreduce_max_int = nccl_allreduce_max_int;

@@ -1,13 +1,9 @@
 /* Generation and scoring jobs, driven by rank 0 over tp_step_run.
  *
- * Scheduling (continuous batching): requests are admitted in order while the KV cache has
- * blocks for their whole length (tp_request_tokens), reserved up front so a running sequence
- * is never preempted. Each step packs one decode token of every running sequence, then prefill
- * chunks of newly admitted ones, up to the step's token budget; a sequence that finishes frees
- * its blocks for the next waiting request. A sequence stops ("length") at max_new_tokens or
- * when it holds n_positions tokens; a prompt that already does gets no tokens. A request whose
- * logits are not finite (inf or NaN) fails alone ("error", r->error names the step and
- * position); no token is drawn from them.
+ * Requests run on the online scheduler (scheduler.h); tp_generate is the batch job over it. A
+ * sequence stops ("length") at max_new_tokens or when it holds n_positions tokens; a prompt that
+ * already does gets no tokens. A request whose logits are not finite (inf or NaN) fails alone
+ * ("error", r->error names the step and position); no token is drawn from them.
  */
 #ifndef TPGEN_GENERATE_H
 #define TPGEN_GENERATE_H
@@ -27,6 +23,11 @@ struct tp_request {
     tp_sampling sampling;
     uint64_t seed;
     int ignore_eos;
+    /* OpenAI's additive penalties on the generated tokens' logits (0: off) and vLLM's
+     * min_tokens (EOS masked until that many tokens are out). Any of them makes the step fetch
+     * full logits, and the reported log-probabilities are then those of the adjusted logits. */
+    float presence_penalty, frequency_penalty;
+    int min_tokens;
 
     /* results */
     int32_t *ids;         /* [n_ids] generated */
@@ -34,8 +35,8 @@ struct tp_request {
     int32_t *top_ids;     /* [n_ids, sampling.logprobs] */
     float *top_lps;       /* [n_ids, sampling.logprobs] */
     int n_ids;
-    const char *finish_reason; /* "length" | "stop" | "error" */
-    char error[192];      /* why, when finish_reason is "error" (e.g. non-finite logits) */
+    const char *finish_reason; /* "length" | "stop" | "cancelled" | "error" */
+    char error[192];           /* why, when finish_reason is "error" (e.g. non-finite logits at step S) */
 
     /* scheduler state */
     int state;            /* 0 waiting, 1 running, 2 done */
@@ -45,19 +46,21 @@ struct tp_request {
     int slot;             /* row of the step's block table */
     tp_rng rng;
     int32_t *history;     /* prompt + generated, for the repetition penalty */
+    tp_request *next;     /* waiting queue */
 };
 
 typedef struct {
     /* Called on rank 0 after each new token of r; returns 1 to stop r now ("stop", e.g. a
      * stop string matched). May be NULL. */
     int (*on_token)(void *ctx, tp_request *r);
-    /* Called on rank 0 once r is finished, in completion order. */
+    /* Called on rank 0 once r is finished (or cancelled), in completion order. */
     void (*on_done)(void *ctx, tp_request *r);
     void *ctx;
 } tp_generate_hooks;
 
-/* Rank 0: runs all requests to completion, then stops the workers. Other ranks call
- * tp_step_worker_loop instead. Returns the number of steps run. */
+/* Rank 0: runs all requests to completion on the scheduler (the caller stops the workers with
+ * tp_step_stop; other ranks are in tp_step_worker_loop). Every request must fit the KV cache
+ * (tp_request_blocks <= its blocks). Returns the number of steps run. */
 long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *hooks);
 
 /* Tokens of KV cache a request may fill (prompt + max_new_tokens - 1: the last generated token
@@ -69,6 +72,10 @@ int tp_request_blocks(const tp_model *m, const tp_request *r);
  * and the k best alternatives of each position into top_ids/top_lps [n, k]. Returns 0, or the
  * first position whose logits were not finite (inf or NaN: no log-probability there). */
 int tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps);
+
+/* The same on the KV blocks given ([ceil(n / block_size)], from the scheduler's pool). */
+int tp_score_in(tp_model *m, const int32_t *ids, int n, int k, const int32_t *blocks, float *logprobs,
+                 int32_t *top_ids, float *top_lps);
 
 void tp_request_free(tp_request *r);
 

@@ -153,7 +153,9 @@ static void run_local(tp_model *m, const tp_step_host *s, int mode, int k, const
 
 static void bcast_step(tp_comm *c, step_header *h, const tp_step_host *s, const int32_t *targets) {
     step_scratch *sc = &g_scratch;
-    c->bcast(c, h, sizeof *h, 0);
+    /* the header may be long in coming (a server waiting for requests): the workers wait for it
+     * without spinning */
+    c->bcast_idle(c, h, sizeof *h, 0);
     if (h->cmd != CMD_STEP) return;
     size_t n = 3 * (size_t)h->n_tokens + (size_t)h->n_seqs * h->max_blocks + (size_t)h->n_rows * (1 + h->has_targets);
     if (n > sc->payload_cap) sc->payload = tp_realloc(sc->payload, (sc->payload_cap = n) * sizeof(int32_t));
@@ -181,7 +183,7 @@ void tp_step_run(tp_model *m, const tp_step_host *s, const tp_logits_request *re
 
 void tp_step_stop(tp_model *m) {
     step_header h = {CMD_STOP, 0, 0, 0, 0, 0, 0, 0};
-    m->comm->bcast(m->comm, &h, sizeof h, 0);
+    m->comm->bcast_idle(m->comm, &h, sizeof h, 0);
     scratch_free();
 }
 

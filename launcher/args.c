@@ -18,6 +18,9 @@ static const char *USAGE =
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
     "         [--prefill 128,512,2048 | --prefill 0] [--prefill-runs N] [--json]\n"
     "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
+    "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
+    "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
+    "         [--drain-timeout 30]   (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats]\n"
@@ -84,7 +87,13 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     a->steps = 32;
     a->prefill = "128,512,2048";
     a->prefill_runs = 3;
+    a->host = "127.0.0.1";
+    a->port = 8000;
+    a->max_queue = 256;
+    a->max_body_bytes = 8388608;
+    a->drain_timeout = 30;
     int gen = strcmp(cmd, "generate") == 0, score = strcmp(cmd, "score") == 0, bench = strcmp(cmd, "bench") == 0;
+    int serve = strcmp(cmd, "serve") == 0;
     for (int i = 0; i < argc; i++) {
         char *f = argv[i], *v = NULL, flag[64];
         if (strncmp(f, "--", 2) != 0) tp_die_all("unexpected argument \"%s\"\n%s", f, USAGE);
@@ -130,8 +139,16 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
             if (!*a->stop[a->n_stop]) tp_die_all("--stop needs a non-empty string");
             a->n_stop++;
         } else if (IS("--ids") && score) a->ids = VAL();
-        else if (IS("--config") && bench) a->config = VAL();
-        else if (IS("--random-weights") && bench) a->random_weights = 1;
+        else if (IS("--config") && (bench || serve)) a->config = VAL();
+        else if (IS("--random-weights") && (bench || serve)) a->random_weights = 1;
+        else if (IS("--seed") && serve) a->seed = (uint64_t)parse_long(flag, VAL(), 0, LONG_MAX);
+        else if (IS("--host") && serve) a->host = VAL();
+        else if (IS("--port") && serve) a->port = (int)parse_long(flag, VAL(), 0, 65535);
+        else if (IS("--served-model-name") && serve) a->served_name = VAL();
+        else if (IS("--api-key") && serve) a->api_key = VAL();
+        else if (IS("--max-queue") && serve) a->max_queue = (int)parse_long(flag, VAL(), 1, 1 << 20);
+        else if (IS("--max-body-bytes") && serve) a->max_body_bytes = parse_long(flag, VAL(), 64, 1L << 32);
+        else if (IS("--drain-timeout") && serve) a->drain_timeout = parse_double(flag, VAL(), 0, 86400);
         else if (IS("--batch") && bench) a->batches = VAL();
         else if (IS("--context") && bench) a->context = (int)parse_long(flag, VAL(), 0, 1 << 20);
         else if (IS("--steps") && bench) a->steps = (int)parse_long(flag, VAL(), 1, 100000);
@@ -142,8 +159,12 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
 #undef IS
 #undef VAL
     }
-    if (!a->model && !(bench && a->config && a->random_weights))
-        tp_die_all("--model DIR is required%s", bench ? " (or --config FILE --random-weights)" : "");
+    if (!a->model && !((bench || serve) && a->config && a->random_weights))
+        tp_die_all("--model DIR is required%s", bench || serve ? " (or --config FILE --random-weights)" : "");
+    if (serve && !a->api_key) {
+        const char *k = getenv("TPGEN_API_KEY");
+        if (k && *k) a->api_key = k;
+    }
     if (gen && !!a->prompt + !!a->prompt_ids + !!a->prompts_file != 1)
         tp_die_all("give exactly one of --prompt, --prompt-ids, --prompts-file");
     if (score && !a->ids) tp_die_all("`tpgen score` needs --ids 5,17,9,...");

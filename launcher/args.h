@@ -8,7 +8,7 @@
 #define TP_MAX_STOP 16
 
 typedef struct {
-    const char *cmd; /* "generate", "score", "bench" */
+    const char *cmd; /* "generate", "score", "bench", "serve" */
     /* model and placement */
     const char *model;       /* --model DIR (an ORG/NAME from the HF cache is resolved to its snapshot) */
     const char *revision;    /* --revision R of a hub name (NULL: main) */
@@ -46,6 +46,14 @@ typedef struct {
     int context, steps;
     const char *prefill;     /* --prefill 128,512,2048 (prompt lengths; "0": none) */
     int prefill_runs;        /* --prefill-runs N: timed runs per length (median) */
+    /* serve */
+    const char *host;        /* --host (127.0.0.1) */
+    int port;                /* --port (8000; 0: a free port) */
+    const char *served_name; /* --served-model-name (the model dir's base name) */
+    const char *api_key;     /* --api-key, else $TPGEN_API_KEY */
+    int max_queue;           /* --max-queue */
+    long max_body_bytes;     /* --max-body-bytes */
+    double drain_timeout;    /* --drain-timeout seconds */
 } tp_args;
 
 /* Parses argv (after the subcommand). Bad input: tp_die_all with the flag named. */

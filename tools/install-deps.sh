@@ -9,6 +9,7 @@ pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-de
 pkgs+=(slurm-wlm munge libpmix-dev)
 # tools/fuzz.sh: clang with libFuzzer and the sanitizer runtimes; libomp for OpenMP under clang.
 pkgs+=(clang libclang-rt-14-dev libomp-dev)
+pkgs+=(libmicrohttpd-dev curl python3-pip) # tpgen serve, and its tests
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,4 +19,9 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Python packages of the tests (the openai client for the server tests)
+if ! python3 -c 'import openai' 2>/dev/null; then
+  req="$(dirname "$0")/requirements-test.txt"
+  python3 -m pip install -q -r "$req" 2>/dev/null || python3 -m pip install -q --break-system-packages -r "$req"
 fi

@@ -1,0 +1,298 @@
+#include "scheduler.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "step.h"
+#include "util/log.h"
+
+struct tp_sched {
+    tp_model *m;
+    tp_generate_hooks hooks;
+    tp_kv_blocks pool;
+    tp_request *wait_head, *wait_tail; /* FIFO of waiting requests */
+    int n_waiting, n_running;
+    tp_request **running;              /* [max_seqs] by slot; NULL = free slot */
+    long steps;
+    /* step scratch */
+    int32_t *ids, *pos, *seq;          /* [max_tokens] */
+    int32_t *rows;                     /* [max_rows] */
+    int32_t *table;                    /* [max_seqs, max_blocks] */
+    tp_request **row_req;              /* [max_rows] */
+    tp_step_output out;
+    void *work;                        /* tp_sample_full scratch */
+    float *adjusted;                   /* [V] a row's logits after penalties / min_tokens */
+    int32_t *counts;                   /* [V] generated-token counts, zero between uses */
+};
+
+tp_sched *tp_sched_new(tp_model *m, const tp_generate_hooks *hooks) {
+    tp_acts *a = &m->a;
+    int V = m->cfg.vocab_size;
+    tp_sched *s = tp_calloc(1, sizeof *s);
+    s->m = m;
+    if (hooks) s->hooks = *hooks;
+    tp_kv_blocks_init(&s->pool, m->kv.n_blocks);
+    s->running = tp_calloc(a->max_seqs, sizeof *s->running);
+    s->ids = tp_malloc(a->max_tokens * sizeof(int32_t));
+    s->pos = tp_malloc(a->max_tokens * sizeof(int32_t));
+    s->seq = tp_malloc(a->max_tokens * sizeof(int32_t));
+    s->rows = tp_malloc(a->max_rows * sizeof(int32_t));
+    s->table = tp_malloc((size_t)a->max_seqs * a->max_blocks * sizeof(int32_t));
+    s->row_req = tp_malloc(a->max_rows * sizeof *s->row_req);
+    tp_step_output_init(&s->out, m);
+    s->work = tp_malloc(tp_sample_full_work_bytes(V));
+    s->adjusted = tp_malloc((size_t)V * sizeof(float));
+    s->counts = tp_calloc(V, sizeof(int32_t));
+    return s;
+}
+
+void tp_sched_free(tp_sched *s) {
+    if (!s) return;
+    tp_step_output_free(&s->out);
+    free(s->work); free(s->ids); free(s->pos); free(s->seq); free(s->rows); free(s->table); free(s->row_req);
+    free(s->running); free(s->adjusted); free(s->counts);
+    tp_kv_blocks_free_all(&s->pool);
+    free(s);
+}
+
+int tp_sched_running(const tp_sched *s) { return s->n_running; }
+int tp_sched_waiting(const tp_sched *s) { return s->n_waiting; }
+int tp_sched_kv_free(const tp_sched *s) { return s->pool.n_free; }
+int tp_sched_kv_total(const tp_sched *s) { return s->pool.n_blocks; }
+long tp_sched_steps(const tp_sched *s) { return s->steps; }
+
+static void done(tp_sched *s, tp_request *r, const char *reason) {
+    r->finish_reason = reason;
+    r->state = 2;
+    for (int i = 0; i < r->n_blocks; i++) tp_kv_blocks_give(&s->pool, r->blocks[i]);
+    r->n_blocks = 0;
+    if (s->hooks.on_done) s->hooks.on_done(s->hooks.ctx, r);
+}
+
+int tp_sched_submit(tp_sched *s, tp_request *r) {
+    tp_model *m = s->m;
+    if (tp_request_blocks(m, r) > s->pool.n_blocks) return -1;
+    int k = r->sampling.logprobs;
+    size_t cap = r->max_new_tokens > 0 ? r->max_new_tokens : 1;
+    r->ids = tp_malloc(cap * sizeof(int32_t));
+    r->logprobs = tp_malloc(cap * sizeof(float));
+    r->top_ids = tp_malloc(cap * (k ? k : 1) * sizeof(int32_t));
+    r->top_lps = tp_malloc(cap * (k ? k : 1) * sizeof(float));
+    r->blocks = tp_malloc(m->a.max_blocks * sizeof(int32_t));
+    r->history = tp_malloc((r->n_prompt + cap) * sizeof(int32_t));
+    memcpy(r->history, r->prompt, r->n_prompt * sizeof(int32_t));
+    tp_rng_seed(&r->rng, r->seed, (uint64_t)r->index);
+    r->n_ids = 0;
+    r->n_blocks = 0;
+    r->next = NULL;
+    /* nothing to generate, or the prompt already fills n_positions (one more token would make
+     * the sequence longer than the model allows) */
+    if (r->max_new_tokens == 0 || r->n_prompt >= m->cfg.n_positions) {
+        done(s, r, "length");
+        return 0;
+    }
+    r->state = 0;
+    if (s->wait_tail) s->wait_tail->next = r;
+    else s->wait_head = r;
+    s->wait_tail = r;
+    s->n_waiting++;
+    return 0;
+}
+
+void tp_sched_cancel(tp_sched *s, tp_request *r) {
+    if (r->state == 2) return;
+    if (r->state == 0) { /* unlink from the queue */
+        tp_request *prev = NULL;
+        for (tp_request *q = s->wait_head; q; prev = q, q = q->next)
+            if (q == r) {
+                if (prev) prev->next = r->next;
+                else s->wait_head = r->next;
+                if (s->wait_tail == r) s->wait_tail = prev;
+                s->n_waiting--;
+                break;
+            }
+        r->next = NULL;
+    } else {
+        s->running[r->slot] = NULL;
+        s->n_running--;
+    }
+    done(s, r, "cancelled");
+}
+
+/* Admits waiting requests, in order, while blocks and slots last (the head waits for room
+ * rather than being overtaken, so a long request is never starved). */
+static void admit(tp_sched *s) {
+    tp_acts *a = &s->m->a;
+    int slot = 0;
+    while (s->wait_head) {
+        tp_request *r = s->wait_head;
+        int need = tp_request_blocks(s->m, r);
+        while (slot < a->max_seqs && s->running[slot]) slot++;
+        if (slot == a->max_seqs || s->pool.n_free < need) break;
+        s->wait_head = r->next;
+        if (!s->wait_head) s->wait_tail = NULL;
+        r->next = NULL;
+        s->n_waiting--;
+        for (int b = 0; b < need; b++) r->blocks[b] = tp_kv_blocks_take(&s->pool);
+        r->n_blocks = need;
+        r->slot = slot;
+        r->state = 1;
+        r->n_cached = 0;
+        s->running[slot] = r;
+        s->n_running++;
+    }
+}
+
+static void record(tp_request *r, const tp_sample *smp) {
+    int k = r->sampling.logprobs, i = r->n_ids;
+    r->ids[i] = smp->id;
+    r->logprobs[i] = smp->logprob;
+    for (int j = 0; j < k; j++) {
+        r->top_ids[i * k + j] = j < smp->n_top ? smp->top_ids[j] : -1;
+        r->top_lps[i * k + j] = j < smp->n_top ? smp->top_lps[j] : NAN;
+    }
+    r->history[r->n_prompt + i] = smp->id;
+    r->n_ids++;
+}
+
+static int needs_adjust(const tp_request *r) {
+    return r->presence_penalty != 0 || r->frequency_penalty != 0 || r->n_ids < r->min_tokens;
+}
+
+/* OpenAI's penalties, over the tokens generated so far: l[j] -= c[j] * frequency + (c[j] > 0) *
+ * presence; and EOS masked while fewer than min_tokens are out (a large finite negative, not
+ * -inf, so the log-sum-exp stays finite). */
+static const float *adjust(tp_sched *s, const tp_request *r, const float *logits) {
+    int V = s->m->cfg.vocab_size;
+    memcpy(s->adjusted, logits, (size_t)V * sizeof(float));
+    for (int i = 0; i < r->n_ids; i++) s->counts[r->ids[i]]++;
+    for (int i = 0; i < r->n_ids; i++) {
+        int32_t id = r->ids[i];
+        if (!s->counts[id]) continue;
+        s->adjusted[id] -= s->counts[id] * r->frequency_penalty + r->presence_penalty;
+        s->counts[id] = 0;
+    }
+    int eos = s->m->cfg.eos_token_id;
+    if (r->n_ids < r->min_tokens && eos >= 0 && eos < V) s->adjusted[eos] = -1e30f;
+    return s->adjusted;
+}
+
+/* Row i of the step's output can be sampled: no NaN or +inf among its logits (-inf is a masked
+ * token), so the log-sum-exp is finite. */
+static int row_usable(const tp_sched *s, const tp_logits_request *lr, int i) {
+    if (lr->mode == TP_LOGITS_FULL) {
+        int V = s->m->cfg.vocab_size, finite = 0;
+        const float *l = s->out.full + (size_t)i * V;
+        for (int v = 0; v < V; v++) {
+            if (isnan(l[v]) || l[v] == INFINITY) return 0;
+            finite |= l[v] != -INFINITY;
+        }
+        return finite;
+    }
+    const tp_row_result *rr = &s->out.rows[i];
+    if (!isfinite(rr->lse) || rr->n < 1) return 0;
+    for (int j = 0; j < rr->n; j++)
+        if (isnan(rr->c[j].logit) || rr->c[j].logit == INFINITY) return 0;
+    return 1;
+}
+
+int tp_sched_step(tp_sched *s) {
+    tp_model *m = s->m;
+    tp_acts *a = &m->a;
+    int MB = a->max_blocks, V = m->cfg.vocab_size;
+    admit(s);
+    if (s->n_running == 0) return 0;
+    /* pack the step: decode tokens first, then prefill chunks */
+    int T = 0, R = 0, S = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int sl = 0; sl < a->max_seqs; sl++) {
+            tp_request *r = s->running[sl];
+            if (!r) continue;
+            int decoding = r->n_cached >= r->n_prompt;
+            if (decoding != (pass == 0)) continue;
+            int len = r->n_prompt + r->n_ids; /* tokens known so far */
+            int take = len - r->n_cached;
+            if (take > a->max_tokens - T) take = a->max_tokens - T;
+            if (take <= 0 || R >= a->max_rows) continue;
+            for (int j = 0; j < take; j++) {
+                int p = r->n_cached + j;
+                s->ids[T] = r->history[p];
+                s->pos[T] = p;
+                s->seq[T] = sl;
+                T++;
+            }
+            r->n_cached += take;
+            if (r->n_cached == len) { /* its last known token is in: sample the next one */
+                s->rows[R] = T - 1;
+                s->row_req[R++] = r;
+            }
+        }
+    for (int sl = 0; sl < a->max_seqs; sl++) {
+        int32_t *row = s->table + (size_t)sl * MB;
+        tp_request *r = s->running[sl];
+        for (int b = 0; b < MB; b++) row[b] = r && b < r->n_blocks ? r->blocks[b] : -1;
+        if (r) S = sl + 1;
+    }
+    if (T == 0) tp_die("internal: scheduler made an empty step");
+    /* one logits form for the whole step: candidates unless a row needs full logits */
+    tp_logits_request lr = {TP_LOGITS_CANDIDATES, 1, NULL};
+    for (int i = 0; i < R; i++) {
+        tp_request *r = s->row_req[i];
+        int k = tp_sampling_candidates(&r->sampling);
+        if (k == 0 || needs_adjust(r)) lr.mode = TP_LOGITS_FULL;
+        else if (k > lr.k) lr.k = k;
+        if (r->sampling.logprobs > lr.k) lr.k = r->sampling.logprobs;
+    }
+    tp_step_host st = {T, s->ids, s->pos, s->seq, S, MB, s->table, R, s->rows};
+    tp_step_run(m, &st, &lr, &s->out);
+    s->steps++;
+
+    for (int i = 0; i < R; i++) {
+        tp_request *r = s->row_req[i];
+        tp_sample smp;
+        int bad = !row_usable(s, &lr, i);
+        if (!bad && lr.mode == TP_LOGITS_FULL) {
+            const float *l = s->out.full + (size_t)i * V;
+            if (needs_adjust(r)) l = adjust(s, r, l);
+            bad = tp_sample_full(&r->sampling, &r->rng, l, V, r->history, r->n_prompt + r->n_ids, s->work, &smp);
+        } else if (!bad)
+            bad = tp_sample_candidates(&r->sampling, &r->rng, s->out.rows[i].c, s->out.rows[i].n, s->out.rows[i].lse,
+                                       &smp);
+        if (bad) { /* no distribution to sample from (NaN or inf, raw or after the penalties): this request ends,
+                    * the others go on */
+            snprintf(r->error, sizeof r->error,
+                     "non-finite logits (inf or NaN) at step %d, position %d: the model gave no distribution to "
+                     "sample from (inf/NaN weights, or a bad config)",
+                     r->n_ids, r->n_prompt + r->n_ids);
+            s->running[r->slot] = NULL;
+            s->n_running--;
+            done(s, r, "error");
+            continue;
+        }
+        record(r, &smp);
+        int stop = s->hooks.on_token ? s->hooks.on_token(s->hooks.ctx, r) : 0;
+        const char *reason = NULL;
+        if (stop || (!r->ignore_eos && smp.id == m->cfg.eos_token_id)) reason = "stop";
+        else if (r->n_ids >= r->max_new_tokens || r->n_prompt + r->n_ids >= m->cfg.n_positions) reason = "length";
+        if (reason) {
+            s->running[r->slot] = NULL;
+            s->n_running--;
+            done(s, r, reason);
+        }
+    }
+    return 1;
+}
+
+int tp_sched_score(tp_sched *s, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps) {
+    int need = (n + s->m->kv.block_size - 1) / s->m->kv.block_size;
+    if (need > s->pool.n_free) return -1;
+    int32_t *blocks = tp_malloc((need > 0 ? need : 1) * sizeof(int32_t));
+    for (int b = 0; b < need; b++) blocks[b] = tp_kv_blocks_take(&s->pool);
+    tp_score_in(s->m, ids, n, k, blocks, logprobs, top_ids, top_lps);
+    for (int b = 0; b < need; b++) tp_kv_blocks_give(&s->pool, blocks[b]);
+    free(blocks);
+    s->steps++;
+    return 0;
+}

@@ -1,0 +1,44 @@
+/* The online scheduler (continuous batching), rank 0. Both `tpgen generate` (all requests known
+ * at start) and `tpgen serve` (requests arriving while others decode) run on it: one code path.
+ *
+ * Requests wait in a FIFO queue and are admitted in order, between steps, while the KV cache has
+ * blocks for their whole length (tp_request_tokens), reserved up front so a running sequence is
+ * never preempted. Each step packs one decode token of every running sequence, then prefill
+ * chunks of newly admitted ones, up to the step's token budget. A sequence that finishes, stops
+ * or is cancelled gives its blocks back at once, for the next waiting request.
+ *
+ * Not thread-safe: one thread (the one that makes the MPI calls) owns a tp_sched.
+ */
+#ifndef TPGEN_SCHEDULER_H
+#define TPGEN_SCHEDULER_H
+
+#include "generate.h"
+
+typedef struct tp_sched tp_sched;
+
+tp_sched *tp_sched_new(tp_model *m, const tp_generate_hooks *hooks);
+void tp_sched_free(tp_sched *s); /* the requests stay the caller's */
+
+/* Queues r: allocates its result arrays and seeds its generator (stream r->index). A request with
+ * nothing to generate finishes at once ("length", on_done called). Returns -1, r untouched, when
+ * r needs more KV blocks than the whole cache holds (it could never run). */
+int tp_sched_submit(tp_sched *s, tp_request *r);
+/* Ends r now, waiting or running (finish_reason "cancelled"): its KV blocks are free when this
+ * returns; on_done is called. No-op for a finished request. Call between steps only. */
+void tp_sched_cancel(tp_sched *s, tp_request *r);
+/* Admits what fits, runs one step on every rank, samples, finishes what is done. A request whose
+ * logits cannot be sampled (not finite) ends alone with finish_reason "error" (r->error says
+ * why); the others go on. Returns 0, and runs nothing, when no request is waiting or running. */
+int tp_sched_step(tp_sched *s);
+
+/* tp_score (generate.h) on blocks borrowed from the pool, between steps: for a request's prompt
+ * logprobs (echo). Returns -1, running nothing, while the pool lacks the blocks. */
+int tp_sched_score(tp_sched *s, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps);
+
+int tp_sched_running(const tp_sched *s);
+int tp_sched_waiting(const tp_sched *s);
+int tp_sched_kv_free(const tp_sched *s);  /* free KV blocks */
+int tp_sched_kv_total(const tp_sched *s);
+long tp_sched_steps(const tp_sched *s);
+
+#endif

@@ -1,0 +1,264 @@
+/* The engine thread of the server (rank 0's main thread): takes jobs from the inbox, submits
+ * their sequences to the scheduler, runs steps while anything is in flight, cancels what the
+ * clients abandoned, publishes tokens and text to the HTTP threads (hooks), and drains on
+ * SIGTERM/SIGINT. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "util/log.h"
+
+volatile sig_atomic_t srv_stop_signal;
+
+/* under mu */
+void srv_job_release(tp_server *s, srv_job *j) {
+    (void)s;
+    if (--j->refs == 0) srv_job_free(j);
+}
+
+static void text_add(srv_choice *c, const char *t, size_t n) {
+    if (!c->stops) {
+        if (n) jb_put(&c->text, t, n);
+        return;
+    }
+    char *final = NULL;
+    size_t fn = 0;
+    tp_stop_matcher_feed(c->stops, t ? t : "", n, &final, &fn);
+    if (fn) jb_put(&c->text, final, fn);
+    free(final);
+}
+
+/* The job a choice belongs to: choices are allocated in one array per job, and each request
+ * knows its index in it. */
+static srv_job *job_of(srv_choice *c, srv_job *active) {
+    for (srv_job *j = active; j; j = j->next)
+        if (c >= j->ch && c < j->ch + j->n_choices) return j;
+    return NULL;
+}
+
+typedef struct {
+    tp_server *s;
+    srv_job *active; /* the engine's list of jobs in flight */
+} engine;
+
+static int on_token(void *ctx, tp_request *r) {
+    engine *e = ctx;
+    tp_server *s = e->s;
+    srv_choice *c = (srv_choice *)r;
+    srv_job *j = job_of(c, e->active);
+    int stop = 0;
+    pthread_mutex_lock(&s->mu);
+    int i = r->n_ids - 1;
+    c->tok_off[i] = c->dlen;
+    if (c->detok) {
+        char *chunk = NULL;
+        size_t n = 0;
+        tp_detok_stream_push(c->detok, r->ids[i], &chunk, &n);
+        c->dlen += n;
+        if (c->stops) {
+            char *final = NULL;
+            size_t fn = 0;
+            stop = tp_stop_matcher_feed(c->stops, chunk ? chunk : "", n, &final, &fn);
+            if (fn) jb_put(&c->text, final, fn);
+            free(final);
+        } else if (n) jb_put(&c->text, chunk, n);
+        free(chunk);
+    }
+    c->n_pub = r->n_ids;
+    s->met.generation_tokens++;
+    if (j) {
+        if (j->t_first == 0) j->t_first = tp_now_seconds();
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return stop;
+}
+
+static void on_done(void *ctx, tp_request *r) {
+    engine *e = ctx;
+    tp_server *s = e->s;
+    srv_choice *c = (srv_choice *)r;
+    srv_job *j = job_of(c, e->active);
+    pthread_mutex_lock(&s->mu);
+    if (c->detok && strcmp(r->finish_reason, "stop") != 0) {
+        /* ended without a stop string: release what was held back */
+        char *rest = NULL;
+        size_t n = 0;
+        tp_detok_stream_flush(c->detok, &rest, &n);
+        c->dlen += n;
+        text_add(c, rest, n);
+        free(rest);
+        if (c->stops) {
+            char *final = NULL;
+            size_t fn = 0;
+            tp_stop_matcher_finish(c->stops, &final, &fn);
+            if (fn) jb_put(&c->text, final, fn);
+            free(final);
+        }
+    }
+    c->n_pub = r->n_ids;
+    c->finish = r->finish_reason;
+    c->done = 1;
+    if (j) {
+        /* its last sequence: the job no longer counts against --max-queue (its client may
+         * send the next request as soon as it has this answer) */
+        if (++j->n_done == j->n_choices) s->n_jobs--;
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void cancel_job(tp_sched *sc, srv_job *j) {
+    for (int i = 0; i < j->n_choices; i++)
+        if (j->ch[i].r.state != 2) tp_sched_cancel(sc, &j->ch[i].r);
+}
+
+/* Scores the prompts of an echo + logprobs job; 0 when done, -1 to retry after a step. */
+static int score_prompts(tp_sched *sc, srv_job *j) {
+    int k = j->logprobs;
+    for (int i = 0; i < j->n_prompts; i++) {
+        srv_prompt *p = &j->prompts[i];
+        if (p->lps) continue;
+        float *lps = tp_malloc(p->n * sizeof(float));
+        int32_t *ti = tp_malloc((size_t)p->n * (k ? k : 1) * sizeof(int32_t));
+        float *tl = tp_malloc((size_t)p->n * (k ? k : 1) * sizeof(float));
+        if (tp_sched_score(sc, p->ids, p->n, k, lps, ti, tl)) {
+            free(lps); free(ti); free(tl);
+            return -1;
+        }
+        p->lps = lps;
+        p->top_ids = ti;
+        p->top_lps = tl;
+    }
+    return 0;
+}
+
+void tp_server_run(tp_server *s, tp_model *m) {
+    engine e = {s, NULL};
+    tp_generate_hooks hooks = {on_token, on_done, &e};
+    tp_sched *sc = tp_sched_new(m, &hooks);
+    pthread_mutex_lock(&s->mu);
+    s->vocab = m->cfg.vocab_size;
+    s->n_positions = m->cfg.n_positions;
+    s->kv_block_size = m->kv.block_size;
+    s->eos = m->cfg.eos_token_id;
+    s->met.kv_total = s->met.kv_free = tp_sched_kv_total(sc);
+    s->ready = 1;
+    pthread_mutex_unlock(&s->mu);
+    fprintf(stderr, "tpgen: serving %s on http://%s:%d\n", s->o.name, s->o.host, s->port);
+    fflush(stderr);
+
+    srv_job *pending = NULL; /* taken from the inbox, prompts not scored yet */
+    double deadline = 0;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        if (srv_stop_signal && !s->draining) {
+            s->draining = 1;
+            deadline = tp_now_seconds() + s->o.drain_timeout;
+            fprintf(stderr, "tpgen: draining: %d requests in flight, %.0f s to finish them\n", s->n_jobs,
+                    s->o.drain_timeout);
+        }
+        int busy = tp_sched_running(sc) || tp_sched_waiting(sc) || pending;
+        int cancels = 0;
+        for (srv_job *j = e.active; j; j = j->next) cancels |= j->cancel && j->n_done < j->n_choices;
+        if (!busy && !s->inbox && !cancels) {
+            if (s->draining && !e.active && s->open_requests == 0) {
+                pthread_mutex_unlock(&s->mu);
+                break;
+            }
+            if (s->draining && !e.active && tp_now_seconds() > deadline + 5) { /* responses stuck in clients */
+                pthread_mutex_unlock(&s->mu);
+                break;
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&s->engine_cv, &s->mu, &ts);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        srv_job *fresh = s->inbox;
+        s->inbox = s->inbox_tail = NULL;
+        for (srv_job *j = fresh; j; j = j->next)
+            for (int i = 0; i < j->n_prompts; i++) s->met.prompt_tokens += (long)j->prompts[i].n * j->n;
+        pthread_mutex_unlock(&s->mu);
+
+        /* new jobs: to the active list (the hooks find them there), score or submit */
+        while (fresh) {
+            srv_job *j = fresh;
+            fresh = j->next;
+            j->next = e.active;
+            e.active = j;
+            if (!j->scored) continue; /* scored below, then submitted */
+            for (int i = 0; i < j->n_choices; i++)
+                if (tp_sched_submit(sc, &j->ch[i].r)) tp_die("internal: a validated request does not fit the KV cache");
+        }
+        for (srv_job *j = e.active; j; j = j->next) {
+            if (j->scored || j->cancel) continue;
+            if (score_prompts(sc, j)) continue;
+            pthread_mutex_lock(&s->mu);
+            j->scored = 1;
+            pthread_cond_broadcast(&j->cv);
+            pthread_mutex_unlock(&s->mu);
+            for (int i = 0; i < j->n_choices; i++)
+                if (tp_sched_submit(sc, &j->ch[i].r)) tp_die("internal: a validated request does not fit the KV cache");
+        }
+        pending = NULL;
+        int drain_over = s->draining && tp_now_seconds() > deadline;
+        for (srv_job *j = e.active; j; j = j->next) {
+            pthread_mutex_lock(&s->mu);
+            int cancel = j->cancel;
+            pthread_mutex_unlock(&s->mu);
+            if (cancel || drain_over) {
+                if (!j->scored) { /* never submitted: finish its choices by hand */
+                    pthread_mutex_lock(&s->mu);
+                    for (int i = 0; i < j->n_choices; i++) {
+                        j->ch[i].done = 1;
+                        j->ch[i].finish = "cancelled";
+                    }
+                    j->n_done = j->n_choices;
+                    s->n_jobs--;
+                    j->scored = 1;
+                    pthread_cond_broadcast(&j->cv);
+                    pthread_mutex_unlock(&s->mu);
+                } else cancel_job(sc, j);
+            }
+            if (!j->scored) pending = j;
+        }
+
+        tp_sched_step(sc);
+
+        /* finished jobs leave the active list */
+        pthread_mutex_lock(&s->mu);
+        double now = tp_now_seconds();
+        for (srv_job **pp = &e.active; *pp;) {
+            srv_job *j = *pp;
+            if (j->scored && j->n_done == j->n_choices) {
+                *pp = j->next;
+                j->next = NULL;
+                int gen = 0, cancelled = 0;
+                for (int i = 0; i < j->n_choices; i++) {
+                    gen += j->ch[i].r.n_ids;
+                    cancelled |= strcmp(j->ch[i].finish, "cancelled") == 0;
+                }
+                s->met.cancelled += cancelled;
+                if (j->t_first > 0) {
+                    srv_hist_add(&s->met.ttft, j->t_first - j->t_arrival);
+                    if (gen > j->n_choices)
+                        srv_hist_add(&s->met.tpot, (now - j->t_first) / ((double)gen / j->n_choices - 1));
+                }
+                srv_hist_add(&s->met.e2e, now - j->t_arrival);
+                srv_job_release(s, j);
+            } else pp = &j->next;
+        }
+        s->met.running = tp_sched_running(sc);
+        s->met.waiting = tp_sched_waiting(sc);
+        s->met.kv_free = tp_sched_kv_free(sc);
+        pthread_mutex_unlock(&s->mu);
+    }
+    tp_sched_free(sc);
+}

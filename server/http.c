@@ -1,0 +1,473 @@
+/* HTTP with libmicrohttpd, one thread per connection: routes, auth, body limits, error objects,
+ * and the waiting side of completions (a whole JSON body, or SSE chunks as tokens come). */
+#include <errno.h>
+#include <stdarg.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "internal.h"
+#include "util/json.h"
+#include "util/log.h"
+
+typedef struct {
+    jbuf body;
+    int too_big;
+} req_ctx;
+
+static void on_signal(int sig) {
+    (void)sig;
+    srv_stop_signal = 1;
+}
+
+void tp_serve_install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static void deadline_in(struct timespec *ts, long ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += ms * 1000000L;
+    while (ts->tv_nsec >= 1000000000L) { ts->tv_sec++; ts->tv_nsec -= 1000000000L; }
+}
+
+/* The client closed its end (a read would see EOF): its request is abandoned. */
+static int peer_gone(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    char b;
+    ssize_t r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int status, const char *type, jbuf *b,
+                                 int count) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(b->n, b->s ? b->s : "", MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    pthread_mutex_lock(&s->mu);
+    if (s->draining) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (count) srv_metrics_status(&s->met, status);
+    pthread_mutex_unlock(&s->mu);
+    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST");
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    jb_free(b);
+    return ok;
+}
+
+static enum MHD_Result send_json(tp_server *s, struct MHD_Connection *c, int status, jbuf *b) {
+    return send_body(s, c, status, "application/json", b, 1);
+}
+
+static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int status, const char *type,
+                                  const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int status, const char *type,
+                                  const char *code, const char *param, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    jbuf b = {0};
+    srv_error_json(&b, msg, type, param, code);
+    return send_json(s, c, status, &b);
+}
+
+/* ---- completions ---- */
+
+typedef struct {
+    tp_server *s;
+    srv_job *j;
+    struct MHD_Connection *conn;
+    int *sent_tok, *flags;
+    size_t *sent_text;
+    jbuf pend;
+    size_t off;
+    int ended;
+} stream_ctx;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_ctx *st = cls;
+    tp_server *s = st->s;
+    if (st->off >= st->pend.n) {
+        if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        st->pend.n = 0;
+        st->off = 0;
+        pthread_mutex_lock(&s->mu);
+        for (;;) {
+            int all = srv_render_stream(s, st->j, st->sent_tok, st->sent_text, st->flags, &st->pend);
+            if (all) {
+                if (st->j->include_usage) srv_render_usage_chunk(s, st->j, &st->pend);
+                jb_str(&st->pend, "data: [DONE]\n\n");
+                st->ended = 1;
+                break;
+            }
+            if (st->pend.n) break;
+            struct timespec ts;
+            deadline_in(&ts, 100);
+            pthread_cond_timedwait(&st->j->cv, &s->mu, &ts);
+            if (peer_gone(st->conn)) {
+                pthread_mutex_unlock(&s->mu);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    size_t n = st->pend.n - st->off < max ? st->pend.n - st->off : max;
+    memcpy(buf, st->pend.s + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+/* The stream is over (sent, or the client went away): an unfinished job is cancelled. */
+static void stream_free(void *cls) {
+    stream_ctx *st = cls;
+    tp_server *s = st->s;
+    pthread_mutex_lock(&s->mu);
+    if (!st->ended) {
+        st->j->cancel = 1;
+        pthread_cond_signal(&s->engine_cv);
+    }
+    srv_job_release(s, st->j);
+    pthread_mutex_unlock(&s->mu);
+    free(st->sent_tok);
+    free(st->sent_text);
+    free(st->flags);
+    jb_free(&st->pend);
+    free(st);
+}
+
+static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
+    double t0 = tp_now_seconds();
+    pthread_mutex_lock(&s->mu);
+    int ready = s->ready, draining = s->draining || srv_stop_signal; /* the signal counts at once */
+    pthread_mutex_unlock(&s->mu);
+    if (!ready) return send_error(s, c, 503, "server_error", "loading", NULL, "the model is still loading; retry");
+    if (draining) return send_error(s, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+    int status = 400;
+    jbuf err = {0};
+    srv_job *j = srv_parse_completion(s, rc->body.s ? rc->body.s : "", rc->body.n, &status, &err);
+    if (!j) return send_json(s, c, status, &err);
+    static unsigned long counter;
+    snprintf(j->id, sizeof j->id, "cmpl-%08lx%012lx", (unsigned long)time(NULL),
+             __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    j->created = (long)time(NULL);
+    j->t_arrival = t0;
+
+    pthread_mutex_lock(&s->mu);
+    if (s->draining || srv_stop_signal || s->n_jobs >= s->o.max_queue) {
+        int full = !(s->draining || srv_stop_signal);
+        srv_job_release(s, j);
+        pthread_mutex_unlock(&s->mu);
+        if (full)
+            return send_error(s, c, 503, "server_error", "queue_full", NULL,
+                              "the server has %d requests in flight (--max-queue); retry later", s->o.max_queue);
+        return send_error(s, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+    }
+    j->refs = 2; /* this thread and the engine */
+    if (s->inbox_tail) s->inbox_tail->next = j;
+    else s->inbox = j;
+    s->inbox_tail = j;
+    s->n_jobs++;
+    pthread_cond_signal(&s->engine_cv);
+
+    if (!j->stream) {
+        while (!(j->scored && j->n_done == j->n_choices)) {
+            struct timespec ts;
+            deadline_in(&ts, 100);
+            pthread_cond_timedwait(&j->cv, &s->mu, &ts);
+            if (!(j->scored && j->n_done == j->n_choices) && peer_gone(c)) {
+                j->cancel = 1;
+                pthread_cond_signal(&s->engine_cv);
+                srv_job_release(s, j);
+                pthread_mutex_unlock(&s->mu);
+                return MHD_NO;
+            }
+        }
+        jbuf b = {0};
+        const char *failed = srv_job_error(j);
+        int status = failed ? 500 : 200;
+        if (failed) srv_error_json(&b, failed, "server_error", NULL, "engine_error");
+        else srv_render_completion(s, j, &b);
+        srv_job_release(s, j);
+        pthread_mutex_unlock(&s->mu);
+        return send_json(s, c, status, &b);
+    }
+    pthread_mutex_unlock(&s->mu);
+    stream_ctx *st = tp_calloc(1, sizeof *st);
+    st->s = s;
+    st->j = j;
+    st->conn = c;
+    st->sent_tok = tp_calloc(j->n_choices, sizeof(int));
+    st->flags = tp_calloc(j->n_choices, sizeof(int));
+    st->sent_text = tp_calloc(j->n_choices, sizeof(size_t));
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, st, stream_free);
+    if (!r) {
+        stream_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    pthread_mutex_lock(&s->mu);
+    srv_metrics_status(&s->met, 200);
+    pthread_mutex_unlock(&s->mu);
+    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+/* ---- small routes ---- */
+
+static enum MHD_Result tokenize(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
+    char perr[256];
+    json_value *root = json_parse(rc->body.s ? rc->body.s : "", rc->body.n, perr, sizeof perr);
+    if (!root) return send_error(s, c, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON: %s", perr);
+    const json_value *p = root->type == JSON_OBJECT ? json_get(root, "prompt") : NULL;
+    if (!p || p->type != JSON_STRING) {
+        json_free(root);
+        return send_error(s, c, 400, "invalid_request_error", NULL, "prompt", "'prompt' must be a string");
+    }
+    if (!s->tok) {
+        json_free(root);
+        return send_error(s, c, 400, "invalid_request_error", NULL, "prompt",
+                          "the model directory has no tokenizer (vocab.json + merges.txt, or tokenizer.json)");
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char err[256];
+    pthread_mutex_lock(&s->tok_mu);
+    int bad = tp_tokenizer_encode(s->tok, p->str, p->str_len, &ids, &n, err, sizeof err);
+    pthread_mutex_unlock(&s->tok_mu);
+    json_free(root);
+    if (bad) return send_error(s, c, 400, "invalid_request_error", NULL, "prompt", "%s", err);
+    jbuf b = {0};
+    jb_str(&b, "{\"tokens\": [");
+    for (size_t i = 0; i < n; i++) jb_printf(&b, "%s%d", i ? ", " : "", ids[i]);
+    jb_printf(&b, "], \"count\": %zu", n);
+    if (s->ready) jb_printf(&b, ", \"max_model_len\": %d", s->n_positions);
+    jb_str(&b, "}");
+    free(ids);
+    return send_json(s, c, 200, &b);
+}
+
+static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
+    char perr[256];
+    json_value *root = json_parse(rc->body.s ? rc->body.s : "", rc->body.n, perr, sizeof perr);
+    if (!root) return send_error(s, c, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON: %s", perr);
+    const json_value *t = root->type == JSON_OBJECT ? json_get(root, "tokens") : NULL;
+    if (!t || t->type != JSON_ARRAY) {
+        json_free(root);
+        return send_error(s, c, 400, "invalid_request_error", NULL, "tokens", "'tokens' must be an array of token ids");
+    }
+    if (!s->tok) {
+        json_free(root);
+        return send_error(s, c, 400, "invalid_request_error", NULL, "tokens",
+                          "the model directory has no tokenizer (vocab.json + merges.txt, or tokenizer.json)");
+    }
+    long long lim = tp_tokenizer_vocab_size(s->tok);
+    if (s->ready && s->vocab < lim) lim = s->vocab;
+    int32_t *ids = tp_malloc((t->n ? t->n : 1) * sizeof(int32_t));
+    for (size_t i = 0; i < t->n; i++) {
+        const json_value *v = &t->items[i];
+        if (v->type != JSON_NUMBER || !v->is_integer || v->integer < 0 || v->integer >= lim) {
+            char what[64];
+            if (v->type != JSON_NUMBER) snprintf(what, sizeof what, "a %s", json_type_name(v->type));
+            else if (v->is_integer) snprintf(what, sizeof what, "%lld", (long long)v->integer);
+            else snprintf(what, sizeof what, "%.17g", v->number);
+            free(ids);
+            json_free(root);
+            return send_error(s, c, 400, "invalid_request_error", NULL, "tokens",
+                              "token %zu is %s, not a token id in [0, %lld)", i, what, lim);
+        }
+        ids[i] = (int32_t)v->integer;
+    }
+    char *text = NULL, err[256];
+    size_t len = 0;
+    int bad = tp_tokenizer_decode(s->tok, ids, t->n, 1, &text, &len, err, sizeof err);
+    free(ids);
+    json_free(root);
+    if (bad) return send_error(s, c, 400, "invalid_request_error", NULL, "tokens", "%s", err);
+    jbuf b = {0};
+    jb_str(&b, "{\"prompt\": ");
+    jb_json(&b, text, len);
+    jb_str(&b, "}");
+    free(text);
+    return send_json(s, c, 200, &b);
+}
+
+static enum MHD_Result models(tp_server *s, struct MHD_Connection *c) {
+    jbuf b = {0};
+    jb_str(&b, "{\"object\": \"list\", \"data\": [{\"id\": ");
+    jb_json(&b, s->o.name, strlen(s->o.name));
+    jb_printf(&b, ", \"object\": \"model\", \"created\": %ld, \"owned_by\": \"tpgen\", \"root\": ", (long)time(NULL));
+    jb_json(&b, s->o.name, strlen(s->o.name));
+    if (s->ready) jb_printf(&b, ", \"max_model_len\": %d}]}", s->n_positions);
+    else jb_str(&b, ", \"max_model_len\": null}]}");
+    return send_json(s, c, 200, &b);
+}
+
+static int is_engine_route(const char *url) {
+    const char *pre = "/v1/engines/", *suf = "/completions";
+    size_t np = strlen(pre), ns = strlen(suf), n = strlen(url);
+    if (n <= np + ns || strncmp(url, pre, np) || strcmp(url + n - ns, suf)) return 0;
+    return memchr(url + np, '/', n - np - ns) == NULL;
+}
+
+static int authorized(tp_server *s, struct MHD_Connection *c) {
+    if (!s->o.api_key || !*s->o.api_key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    h += 7;
+    while (*h == ' ') h++;
+    /* compare every byte, whatever matches first */
+    size_t n = strlen(h), k = strlen(s->o.api_key);
+    unsigned diff = n != k;
+    for (size_t i = 0; i < k; i++) diff |= (unsigned char)s->o.api_key[i] ^ (unsigned char)(i < n ? h[i] : 0);
+    return diff == 0;
+}
+
+static enum MHD_Result route(tp_server *s, struct MHD_Connection *c, const char *url, const char *method,
+                             req_ctx *rc) {
+    int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    enum { NONE, HEALTH, METRICS, MODELS, COMPLETIONS, TOKENIZE, DETOKENIZE } what = NONE;
+    int want_post = 1;
+    if (strcmp(url, "/health") == 0) what = HEALTH, want_post = 0;
+    else if (strcmp(url, "/metrics") == 0) what = METRICS, want_post = 0;
+    else if (strcmp(url, "/v1/models") == 0) what = MODELS, want_post = 0;
+    else if (strcmp(url, "/v1/completions") == 0 || is_engine_route(url)) what = COMPLETIONS;
+    else if (strcmp(url, "/tokenize") == 0) what = TOKENIZE;
+    else if (strcmp(url, "/detokenize") == 0) what = DETOKENIZE;
+    if (what == NONE)
+        return send_error(s, c, 404, "invalid_request_error", "not_found", NULL, "no route %s %s (see docs/SERVING.md)",
+                          method, url);
+    if (want_post ? !post : !get)
+        return send_error(s, c, 405, "invalid_request_error", "method_not_allowed", NULL, "%s %s: use %s", method, url,
+                          want_post ? "POST" : "GET");
+    if (what == HEALTH) {
+        pthread_mutex_lock(&s->mu);
+        int ready = s->ready, draining = s->draining || srv_stop_signal; /* the signal counts at once */
+        pthread_mutex_unlock(&s->mu);
+        jbuf b = {0};
+        jb_printf(&b, "{\"status\": \"%s\"}", draining ? "draining" : ready ? "ok" : "loading");
+        return send_body(s, c, ready && !draining ? 200 : 503, "application/json", &b, 0);
+    }
+    if (what == METRICS) {
+        jbuf b = {0};
+        pthread_mutex_lock(&s->mu);
+        srv_metrics_render(&s->met, &b);
+        pthread_mutex_unlock(&s->mu);
+        return send_body(s, c, 200, "text/plain; version=0.0.4", &b, 0);
+    }
+    if (!authorized(s, c))
+        return send_error(s, c, 401, "invalid_request_error", "invalid_api_key", NULL,
+                          "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
+    if (rc->too_big)
+        return send_error(s, c, 413, "invalid_request_error", "request_too_large", NULL,
+                          "the request body is over the limit of %ld bytes (--max-body-bytes)", s->o.max_body_bytes);
+    if (what == MODELS) return models(s, c);
+    if (what == TOKENIZE) return tokenize(s, c, rc);
+    if (what == DETOKENIZE) return detokenize(s, c, rc);
+    return completions(s, c, rc);
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    tp_server *s = cls;
+    req_ctx *rc = *con_cls;
+    if (!rc) {
+        rc = tp_calloc(1, sizeof *rc);
+        *con_cls = rc;
+        pthread_mutex_lock(&s->mu);
+        s->open_requests++;
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!rc->too_big) {
+            if (rc->body.n + *upload_size > (size_t)s->o.max_body_bytes) {
+                rc->too_big = 1;
+                jb_free(&rc->body);
+            } else jb_put(&rc->body, upload, *upload_size);
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return route(s, c, url, method, rc);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode code) {
+    (void)c;
+    (void)code;
+    tp_server *s = cls;
+    req_ctx *rc = *con_cls;
+    if (!rc) return;
+    jb_free(&rc->body);
+    free(rc);
+    *con_cls = NULL;
+    pthread_mutex_lock(&s->mu);
+    s->open_requests--;
+    pthread_cond_signal(&s->engine_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+tp_server *tp_server_start(const tp_serve_opts *o, tp_tokenizer *tok, char *err, size_t err_size) {
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    int rc = getaddrinfo(o->host, port, &hints, &ai);
+    if (rc) {
+        snprintf(err, err_size, "--host %s: %s", o->host, gai_strerror(rc));
+        return NULL;
+    }
+    tp_server *s = tp_calloc(1, sizeof *s);
+    s->o = *o;
+    s->tok = tok;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->tok_mu, NULL);
+    pthread_cond_init(&s->engine_cv, NULL);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT, 1024u,
+                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        snprintf(err, err_size, "cannot listen on %s port %d (in use, or not an address of this machine?)", o->host,
+                 o->port);
+        free(s);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : o->port;
+    return s;
+}
+
+int tp_server_port(const tp_server *s) { return s->port; }
+
+void tp_server_free(tp_server *s) {
+    if (!s) return;
+    MHD_stop_daemon(s->d);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->tok_mu);
+    pthread_cond_destroy(&s->engine_cv);
+    free(s);
+}

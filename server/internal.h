@@ -1,0 +1,106 @@
+/* The server's shared state. Threads: libmicrohttpd runs one thread per connection (HTTP
+ * threads: parse, validate, tokenize, enqueue, then wait and write); rank 0's main thread is the
+ * engine thread (the only one that touches the model and makes MPI calls). They meet in
+ * tp_server.mu: the inbox of new jobs, each job's published tokens/text and its condition
+ * variable, the metrics. */
+#ifndef TPGEN_SERVER_INTERNAL_H
+#define TPGEN_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <signal.h>
+
+#include "engine/scheduler.h"
+#include "jbuf.h"
+#include "metrics.h"
+#include "serve.h"
+#include "tokenizer/tokenizer.h"
+
+#define SRV_MAX_N 16       /* choices per prompt */
+#define SRV_MAX_PROMPTS 64 /* prompts per request */
+#define SRV_MAX_LOGPROBS 5
+
+/* One generated sequence. r comes first: the engine's hooks get &r and cast back. */
+typedef struct {
+    tp_request r;          /* engine thread's while in flight; results readable up to n_pub */
+    int prompt;            /* index into job->prompts */
+    tp_detok_stream *detok;
+    tp_stop_matcher *stops;
+    /* published under mu */
+    jbuf text;             /* final text (a stop string and what follows never in it) */
+    size_t *tok_off;       /* [max_tokens] decoded bytes before each generated token */
+    size_t dlen;           /* decoded bytes so far */
+    int n_pub;             /* tokens the HTTP thread may read */
+    int done;
+    const char *finish;
+} srv_choice;
+
+typedef struct {
+    int32_t *ids;
+    int n;
+    char *text;            /* the prompt as text (for echo): as given, or decoded */
+    size_t text_len;
+    size_t *tok_off;       /* [n] bytes of text before each prompt token */
+    /* echo with logprobs: scored by the engine thread before the choices run */
+    float *lps;            /* [n], lps[0] = NaN */
+    int32_t *top_ids;      /* [n, k] */
+    float *top_lps;
+} srv_prompt;
+
+typedef struct srv_job srv_job;
+struct srv_job {
+    char id[48];
+    long created;
+    double t_arrival, t_first;
+    int n_prompts, n_choices, n; /* n choices per prompt */
+    srv_prompt *prompts;
+    srv_choice *ch;
+    int stream, include_usage, echo, logprobs; /* logprobs: -1 none, else 0..5 */
+    int return_token_ids; /* vLLM's extension: prompt_token_ids and token_ids in each choice */
+    char *stops[16];
+    int n_stops;
+    /* under mu */
+    pthread_cond_t cv;
+    int n_done;
+    int cancel;           /* the client went away */
+    int scored;           /* prompts scored (echo + logprobs), or not needed */
+    int refs;             /* HTTP thread + engine thread */
+    int status;           /* HTTP status it ended with (metrics) */
+    srv_job *next;        /* inbox / the engine's active list */
+};
+
+struct tp_server {
+    tp_serve_opts o;
+    tp_tokenizer *tok;    /* NULL: ids only */
+    pthread_mutex_t tok_mu; /* encode updates the tokenizer's cache */
+    struct MHD_Daemon *d;
+    int port;
+    pthread_mutex_t mu;
+    pthread_cond_t engine_cv; /* new job or cancel */
+    int ready, draining;
+    int vocab, n_positions, kv_block_size, eos;
+    srv_job *inbox, *inbox_tail;
+    int n_jobs;           /* enqueued and not finished (for --max-queue) */
+    int open_requests;    /* HTTP requests not yet fully answered (drain waits for them) */
+    srv_metrics met;
+};
+
+extern volatile sig_atomic_t srv_stop_signal;
+
+/* openai.c: the completions request (HTTP thread). Returns a job (refs 1) or NULL with the
+ * status and OpenAI error written into err (a full error JSON body). */
+srv_job *srv_parse_completion(tp_server *s, const char *body, size_t n, int *status, jbuf *err);
+void srv_job_free(srv_job *j);
+void srv_error_json(jbuf *b, const char *message, const char *type, const char *param, const char *code);
+/* Response renderers (HTTP thread, under mu). */
+void srv_render_completion(tp_server *s, srv_job *j, jbuf *b);
+const char *srv_job_error(const srv_job *j); /* a choice failed in the engine: why, else NULL */
+/* Appends SSE events for what is new since the last call; returns 1 when every choice's last
+ * chunk is out. Per choice progress of this stream: sent_tok, sent_text, flags (1: finished,
+ * 2: echo sent). */
+int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text, int *flags, jbuf *b);
+void srv_render_usage_chunk(tp_server *s, srv_job *j, jbuf *b);
+
+/* engine.c */
+void srv_job_release(tp_server *s, srv_job *j); /* under mu */
+
+#endif

@@ -1,0 +1,22 @@
+/* A growable byte buffer for building JSON and SSE text. */
+#ifndef TPGEN_SERVER_JBUF_H
+#define TPGEN_SERVER_JBUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char *s;     /* NUL-terminated */
+    size_t n, cap;
+} jbuf;
+
+void jb_free(jbuf *b);
+void jb_put(jbuf *b, const char *s, size_t n);
+void jb_str(jbuf *b, const char *s); /* raw text */
+void jb_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A JSON string literal of n bytes; invalid UTF-8 bytes become \ufffd. */
+void jb_json(jbuf *b, const char *s, size_t n);
+/* A JSON number that round-trips a float; NaN/inf as null. */
+void jb_float(jbuf *b, float x);
+
+#endif

@@ -1,0 +1,540 @@
+/* The OpenAI completions API: the request (validated into a job) and the response bodies. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "util/json.h"
+#include "util/log.h"
+
+void srv_error_json(jbuf *b, const char *message, const char *type, const char *param, const char *code) {
+    jb_str(b, "{\"error\": {\"message\": ");
+    jb_json(b, message, strlen(message));
+    jb_str(b, ", \"type\": ");
+    jb_json(b, type, strlen(type));
+    jb_str(b, ", \"param\": ");
+    if (param) jb_json(b, param, strlen(param));
+    else jb_str(b, "null");
+    jb_str(b, ", \"code\": ");
+    if (code) jb_json(b, code, strlen(code));
+    else jb_str(b, "null");
+    jb_str(b, "}}");
+}
+
+void srv_job_free(srv_job *j) {
+    if (!j) return;
+    for (int i = 0; i < j->n_choices; i++) {
+        srv_choice *c = &j->ch[i];
+        tp_request_free(&c->r);
+        if (c->detok) tp_detok_stream_free(c->detok);
+        if (c->stops) tp_stop_matcher_free(c->stops);
+        jb_free(&c->text);
+        free(c->tok_off);
+    }
+    for (int i = 0; i < j->n_prompts; i++) {
+        srv_prompt *p = &j->prompts[i];
+        free(p->ids); free(p->text); free(p->tok_off); free(p->lps); free(p->top_ids); free(p->top_lps);
+    }
+    for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
+    free(j->ch);
+    free(j->prompts);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+/* A 400 (or other) with the message; returns NULL so parse can `return bad(...)`. */
+typedef struct {
+    int *status;
+    jbuf *err;
+} errctx;
+
+static srv_job *fail(errctx *e, int status, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static srv_job *fail(errctx *e, int status, const char *param, const char *code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    *e->status = status;
+    srv_error_json(e->err, msg, status == 503 ? "server_error" : "invalid_request_error", param, code);
+    return NULL;
+}
+
+static const char *type_of(const json_value *v) {
+    if (v->type == JSON_NUMBER) return v->is_integer ? "integer" : "number";
+    return json_type_name(v->type);
+}
+
+/* Optional typed fields: 0 absent or null (default kept), 1 set, -1 wrong type (error written). */
+static int get_number(errctx *e, const json_value *root, const char *key, double lo, double hi, int lo_open,
+                      double *out) {
+    const json_value *v = json_get(root, key);
+    if (!v || v->type == JSON_NULL) return 0;
+    if (v->type != JSON_NUMBER) {
+        fail(e, 400, key, NULL, "'%s' must be a number, got %s", key, type_of(v));
+        return -1;
+    }
+    if (!(lo_open ? v->number > lo : v->number >= lo) || !(v->number <= hi)) {
+        fail(e, 400, key, NULL, "'%s' must be in %s%g, %g], got %g", key, lo_open ? "(" : "[", lo, hi, v->number);
+        return -1;
+    }
+    *out = v->number;
+    return 1;
+}
+
+static int get_int(errctx *e, const json_value *root, const char *key, long long lo, long long hi, long long *out) {
+    const json_value *v = json_get(root, key);
+    if (!v || v->type == JSON_NULL) return 0;
+    if (v->type != JSON_NUMBER || !v->is_integer) {
+        fail(e, 400, key, NULL, "'%s' must be an integer, got %s", key, type_of(v));
+        return -1;
+    }
+    if (v->integer < lo || v->integer > hi) {
+        fail(e, 400, key, NULL, "'%s' must be in [%lld, %lld], got %lld", key, lo, hi, (long long)v->integer);
+        return -1;
+    }
+    *out = v->integer;
+    return 1;
+}
+
+static int get_bool(errctx *e, const json_value *root, const char *key, int *out) {
+    const json_value *v = json_get(root, key);
+    if (!v || v->type == JSON_NULL) return 0;
+    if (v->type != JSON_BOOL) {
+        fail(e, 400, key, NULL, "'%s' must be a boolean, got %s", key, type_of(v));
+        return -1;
+    }
+    *out = v->boolean;
+    return 1;
+}
+
+/* An array of token ids: 64-bit integers, each in [0, vocab). */
+static int parse_ids(tp_server *s, errctx *e, const json_value *a, int which, srv_prompt *p) {
+    if (a->n == 0) {
+        fail(e, 400, "prompt", NULL, "prompt %d is an empty list of token ids", which);
+        return -1;
+    }
+    p->ids = tp_malloc(a->n * sizeof(int32_t));
+    for (size_t i = 0; i < a->n; i++) {
+        const json_value *v = &a->items[i];
+        if (v->type != JSON_NUMBER) {
+            fail(e, 400, "prompt", NULL, "prompt %d: token %zu is a %s, not an integer id", which, i, type_of(v));
+            return -1;
+        }
+        if (!v->is_integer && v->number == floor(v->number) && v->number >= 0 && v->number < s->vocab) {
+            p->ids[i] = (int32_t)v->number; /* written with an exponent, like 1e2 */
+            continue;
+        }
+        if (!v->is_integer) {
+            if (v->number == floor(v->number))
+                fail(e, 400, "prompt", NULL, "prompt %d: token id %.0f at position %zu is out of range [0, %d)", which,
+                     v->number, i, s->vocab);
+            else
+                fail(e, 400, "prompt", NULL, "prompt %d: token %zu is %.17g, not an integer id", which, i, v->number);
+            return -1;
+        }
+        if (v->integer < 0 || v->integer >= s->vocab) {
+            fail(e, 400, "prompt", NULL, "prompt %d: token id %lld at position %zu is out of range [0, %d)", which,
+                 (long long)v->integer, i, s->vocab);
+            return -1;
+        }
+        p->ids[i] = (int32_t)v->integer;
+    }
+    p->n = (int)a->n;
+    return 0;
+}
+
+static int parse_text(tp_server *s, errctx *e, const json_value *v, int which, srv_prompt *p) {
+    if (!s->tok) {
+        fail(e, 400, "prompt", NULL, "prompt %d is text, but the model directory has no tokenizer "
+                                     "(vocab.json + merges.txt, or tokenizer.json); send token ids", which);
+        return -1;
+    }
+    if (v->str_len == 0) {
+        fail(e, 400, "prompt", NULL, "prompt %d is empty (tpgen adds no BOS token)", which);
+        return -1;
+    }
+    char err[256];
+    int32_t *ids = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&s->tok_mu);
+    int rc = tp_tokenizer_encode(s->tok, v->str, v->str_len, &ids, &n, err, sizeof err);
+    pthread_mutex_unlock(&s->tok_mu);
+    if (rc) {
+        fail(e, 400, "prompt", NULL, "prompt %d: %s", which, err);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= s->vocab) {
+            fail(e, 400, "prompt", NULL, "prompt %d encodes to token id %d, out of the model's vocab_size %d", which,
+                 ids[i], s->vocab);
+            free(ids);
+            return -1;
+        }
+    p->ids = ids;
+    p->n = (int)n;
+    p->text = tp_malloc(v->str_len + 1);
+    memcpy(p->text, v->str, v->str_len + 1);
+    p->text_len = v->str_len;
+    return 0;
+}
+
+/* Text of a prompt for echo, and the offset of each of its tokens in it. */
+static void prompt_offsets(tp_server *s, srv_prompt *p) {
+    p->tok_off = tp_calloc(p->n, sizeof(size_t));
+    if (!s->tok) return;
+    tp_detok_stream *d = tp_detok_stream_new(s->tok, 1);
+    char *out = NULL;
+    size_t len = 0;
+    for (int i = 0; i < p->n; i++) {
+        p->tok_off[i] = len;
+        tp_detok_stream_push(d, p->ids[i], &out, &len);
+    }
+    tp_detok_stream_flush(d, &out, &len);
+    tp_detok_stream_free(d);
+    if (!p->text) {
+        p->text = out ? out : tp_strdup("");
+        p->text_len = out ? len : 0;
+    } else free(out);
+}
+
+static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
+    if (root->type != JSON_OBJECT) return fail(e, 400, NULL, NULL, "the request body must be a JSON object");
+    const json_value *v;
+    if ((v = json_get(root, "model")) && v->type != JSON_NULL) {
+        if (v->type != JSON_STRING) return fail(e, 400, "model", NULL, "'model' must be a string, got %s", type_of(v));
+        if (strcmp(v->str, s->o.name) != 0)
+            return fail(e, 404, "model", "model_not_found", "The model '%s' does not exist; this server serves '%s'",
+                        v->str, s->o.name);
+    }
+    if ((v = json_get(root, "suffix")) && v->type != JSON_NULL)
+        return fail(e, 400, "suffix", NULL, "'suffix' is not supported: CodeGen has no fill-in-the-middle");
+    if ((v = json_get(root, "logit_bias")) && v->type != JSON_NULL && !(v->type == JSON_OBJECT && v->n == 0))
+        return fail(e, 400, "logit_bias", NULL, "'logit_bias' is not supported");
+    long long max_tokens = 16, n = 1, best_of = -1, logprobs = -1, top_k = 0, min_tokens = 0, seed = -1;
+    double temperature = 1, top_p = 1, rep = 1, presence = 0, frequency = 0;
+    int stream = 0, echo = 0, ignore_eos = 0, include_usage = 0, seeded = 0, return_ids = 0;
+    if (get_int(e, root, "max_tokens", 0, 1 << 24, &max_tokens) < 0) return NULL;
+    if (get_int(e, root, "n", 1, SRV_MAX_N, &n) < 0) return NULL;
+    if (get_int(e, root, "best_of", 1, SRV_MAX_N, &best_of) < 0) return NULL;
+    if (best_of >= 0 && best_of != n)
+        return fail(e, 400, "best_of", NULL, "'best_of' must equal 'n' (%lld): tpgen returns every sequence it makes, "
+                                             "got best_of=%lld", n, best_of);
+    if (get_int(e, root, "logprobs", 0, SRV_MAX_LOGPROBS, &logprobs) < 0) return NULL;
+    if (get_number(e, root, "temperature", 0, 100, 0, &temperature) < 0) return NULL;
+    if (get_number(e, root, "top_p", 0, 1, 1, &top_p) < 0) return NULL;
+    if (get_int(e, root, "top_k", -1, 1 << 24, &top_k) < 0) return NULL;
+    if (top_k < 0) top_k = 0;
+    if (get_number(e, root, "repetition_penalty", 0, 100, 1, &rep) < 0) return NULL;
+    if (get_number(e, root, "presence_penalty", -2, 2, 0, &presence) < 0) return NULL;
+    if (get_number(e, root, "frequency_penalty", -2, 2, 0, &frequency) < 0) return NULL;
+    if (get_int(e, root, "min_tokens", 0, 1 << 24, &min_tokens) < 0) return NULL;
+    if (min_tokens > max_tokens)
+        return fail(e, 400, "min_tokens", NULL, "'min_tokens' (%lld) exceeds 'max_tokens' (%lld)", min_tokens,
+                    max_tokens);
+    if (get_bool(e, root, "stream", &stream) < 0 || get_bool(e, root, "echo", &echo) < 0 ||
+        get_bool(e, root, "ignore_eos", &ignore_eos) < 0 || get_bool(e, root, "return_token_ids", &return_ids) < 0)
+        return NULL;
+    const json_value *so = json_get(root, "stream_options");
+    if (so && so->type != JSON_NULL) {
+        if (so->type != JSON_OBJECT)
+            return fail(e, 400, "stream_options", NULL, "'stream_options' must be an object, got %s", type_of(so));
+        if (!stream) return fail(e, 400, "stream_options", NULL, "'stream_options' is only allowed with 'stream': true");
+        if (get_bool(e, so, "include_usage", &include_usage) < 0) return NULL;
+    }
+    if ((v = json_get(root, "seed")) && v->type != JSON_NULL) {
+        if (v->type != JSON_NUMBER || !v->is_integer)
+            return fail(e, 400, "seed", NULL, "'seed' must be an integer, got %s", type_of(v));
+        seed = v->integer;
+        seeded = 1;
+    }
+    if ((v = json_get(root, "user")) && v->type != JSON_NULL && v->type != JSON_STRING)
+        return fail(e, 400, "user", NULL, "'user' must be a string, got %s", type_of(v));
+
+    srv_job *j = tp_calloc(1, sizeof *j);
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 1;
+    j->stream = stream;
+    j->include_usage = include_usage;
+    j->echo = echo;
+    j->logprobs = (int)logprobs;
+    j->return_token_ids = return_ids;
+    j->n = (int)n;
+    j->scored = !(echo && logprobs >= 0);
+#define BAIL(...) do { fail(e, __VA_ARGS__); srv_job_free(j); return NULL; } while (0)
+    const json_value *st = json_get(root, "stop");
+    if (st && st->type != JSON_NULL) {
+        if (st->type == JSON_STRING) st = st; /* one string */
+        else if (st->type != JSON_ARRAY) BAIL(400, "stop", NULL, "'stop' must be a string or an array of strings");
+        size_t ns = st->type == JSON_STRING ? 1 : st->n;
+        if (ns > 16) BAIL(400, "stop", NULL, "at most 16 stop strings, got %zu", ns);
+        for (size_t i = 0; i < ns; i++) {
+            const json_value *x = st->type == JSON_STRING ? st : &st->items[i];
+            if (x->type != JSON_STRING) BAIL(400, "stop", NULL, "stop %zu is a %s, not a string", i, type_of(x));
+            if (x->str_len == 0) BAIL(400, "stop", NULL, "stop %zu is an empty string", i);
+            if (strlen(x->str) != x->str_len) BAIL(400, "stop", NULL, "stop %zu holds a NUL character", i);
+            j->stops[j->n_stops++] = tp_strdup(x->str);
+        }
+        if (j->n_stops && !s->tok)
+            BAIL(400, "stop", NULL, "'stop' needs a tokenizer in the model directory to match text");
+    }
+
+    const json_value *p = json_get(root, "prompt");
+    if (!p || p->type == JSON_NULL) BAIL(400, "prompt", NULL, "'prompt' is required");
+    if (p->type == JSON_STRING) {
+        j->prompts = tp_calloc(1, sizeof *j->prompts);
+        j->n_prompts = 1;
+        if (parse_text(s, e, p, 0, &j->prompts[0])) { srv_job_free(j); return NULL; }
+    } else if (p->type == JSON_ARRAY) {
+        if (p->n == 0) BAIL(400, "prompt", NULL, "'prompt' is an empty array");
+        json_type t0 = p->items[0].type;
+        if (t0 == JSON_NUMBER) { /* one prompt of ids */
+            j->prompts = tp_calloc(1, sizeof *j->prompts);
+            j->n_prompts = 1;
+            if (parse_ids(s, e, p, 0, &j->prompts[0])) { srv_job_free(j); return NULL; }
+        } else {
+            if (p->n > SRV_MAX_PROMPTS) BAIL(400, "prompt", NULL, "at most %d prompts per request, got %zu",
+                                             SRV_MAX_PROMPTS, p->n);
+            j->prompts = tp_calloc(p->n, sizeof *j->prompts);
+            for (size_t i = 0; i < p->n; i++) {
+                const json_value *x = &p->items[i];
+                j->n_prompts = (int)i + 1;
+                int rc;
+                if (x->type == JSON_STRING) rc = parse_text(s, e, x, (int)i, &j->prompts[i]);
+                else if (x->type == JSON_ARRAY) rc = parse_ids(s, e, x, (int)i, &j->prompts[i]);
+                else BAIL(400, "prompt", NULL, "prompt %zu is a %s; 'prompt' must be a string, an array of strings, "
+                                               "an array of token ids or an array of arrays of token ids", i, type_of(x));
+                if (rc) { srv_job_free(j); return NULL; }
+            }
+        }
+    } else
+        BAIL(400, "prompt", NULL, "'prompt' must be a string, an array of strings, an array of token ids or an array "
+                                  "of arrays of token ids, got %s", type_of(p));
+
+    for (int i = 0; i < j->n_prompts; i++) {
+        srv_prompt *q = &j->prompts[i];
+        if (q->n + max_tokens > s->n_positions)
+            BAIL(400, "max_tokens", NULL, "This model's maximum context length is %d tokens, however you requested %lld "
+                 "tokens (%d in prompt %d, %lld for the completion); reduce the prompt or max_tokens",
+                 s->n_positions, q->n + max_tokens, q->n, i, max_tokens);
+        prompt_offsets(s, q);
+    }
+
+    j->n_choices = j->n_prompts * j->n;
+    j->ch = tp_calloc(j->n_choices, sizeof *j->ch);
+    static unsigned long counter;
+    uint64_t base_seed = seeded ? (uint64_t)seed
+                                : (uint64_t)time(NULL) * 6364136223846793005ULL + __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < j->n_choices; i++) {
+        srv_choice *c = &j->ch[i];
+        srv_prompt *q = &j->prompts[i / j->n];
+        tp_request *r = &c->r;
+        c->prompt = i / j->n;
+        r->index = i; /* the generator's stream: as `tpgen generate` with each prompt repeated n times */
+        r->prompt = tp_malloc(q->n * sizeof(int32_t));
+        memcpy(r->prompt, q->ids, q->n * sizeof(int32_t));
+        r->n_prompt = q->n;
+        r->max_new_tokens = (int)max_tokens;
+        r->sampling = (tp_sampling){(float)temperature, (int)top_k, (float)top_p, (float)rep,
+                                    logprobs > 0 ? (int)logprobs : 0};
+        r->seed = base_seed;
+        r->ignore_eos = ignore_eos;
+        r->presence_penalty = (float)presence;
+        r->frequency_penalty = (float)frequency;
+        r->min_tokens = (int)min_tokens;
+        long blocks = ((long)q->n + max_tokens - 1 + s->kv_block_size - 1) / s->kv_block_size;
+        if (blocks > s->met.kv_total)
+            BAIL(400, "max_tokens", NULL, "prompt %d with max_tokens %lld needs %ld tokens of KV cache, more than the "
+                 "server's %d; lower max_tokens", c->prompt, max_tokens, blocks * s->kv_block_size,
+                 s->met.kv_total * s->kv_block_size);
+        c->tok_off = tp_calloc(max_tokens > 0 ? max_tokens : 1, sizeof(size_t));
+        if (s->tok) {
+            c->detok = tp_detok_stream_new(s->tok, 1);
+            if (j->n_stops) c->stops = tp_stop_matcher_new((const char *const *)j->stops, j->n_stops);
+        }
+    }
+#undef BAIL
+    return j;
+}
+
+srv_job *srv_parse_completion(tp_server *s, const char *body, size_t n, int *status, jbuf *err) {
+    errctx e = {status, err};
+    char perr[256];
+    json_value *root = json_parse(body, n, perr, sizeof perr);
+    if (!root) return fail(&e, 400, NULL, NULL, "the request body is not valid JSON: %s", perr);
+    srv_job *j = parse(s, root, &e);
+    json_free(root);
+    return j;
+}
+
+/* ---- responses ---- */
+
+static void token_str(tp_server *s, int32_t id, jbuf *b) {
+    char *t = NULL;
+    size_t len = 0;
+    char err[64];
+    if (s->tok && tp_tokenizer_decode(s->tok, &id, 1, 0, &t, &len, err, sizeof err) == 0) {
+        jb_json(b, t, len);
+        free(t);
+    } else jb_printf(b, "\"token_id:%d\"", id);
+}
+
+static void top_obj(tp_server *s, jbuf *b, const int32_t *ids, const float *lps, int k) {
+    jb_str(b, "{");
+    int first = 1;
+    for (int i = 0; i < k; i++) {
+        if (ids[i] < 0) continue;
+        if (!first) jb_str(b, ", ");
+        first = 0;
+        token_str(s, ids[i], b);
+        jb_str(b, ": ");
+        jb_float(b, lps[i]);
+    }
+    jb_str(b, "}");
+}
+
+/* logprobs of generated tokens [a, b) of c (and of the prompt first when with_prompt). */
+static void render_logprobs(tp_server *s, srv_job *j, srv_choice *c, int a, int b, int with_prompt, jbuf *o) {
+    const srv_prompt *p = &j->prompts[c->prompt];
+    const tp_request *r = &c->r;
+    int k = j->logprobs, np = with_prompt && p->lps ? p->n : 0; /* no lps: cancelled before scoring */
+    size_t base = j->echo ? p->text_len : 0;
+    jb_str(o, "{\"tokens\": [");
+    for (int i = 0; i < np; i++) { if (i) jb_str(o, ", "); token_str(s, p->ids[i], o); }
+    for (int i = a; i < b; i++) { if (np || i > a) jb_str(o, ", "); token_str(s, r->ids[i], o); }
+    jb_str(o, "], \"token_logprobs\": [");
+    for (int i = 0; i < np; i++) { if (i) jb_str(o, ", "); jb_float(o, p->lps[i]); }
+    for (int i = a; i < b; i++) { if (np || i > a) jb_str(o, ", "); jb_float(o, r->logprobs[i]); }
+    jb_str(o, "], \"top_logprobs\": [");
+    for (int i = 0; i < np; i++) {
+        if (i) jb_str(o, ", ");
+        if (i == 0) jb_str(o, "null");
+        else if (k == 0) top_obj(s, o, &p->ids[i], &p->lps[i], 1);
+        else top_obj(s, o, p->top_ids + (size_t)i * k, p->top_lps + (size_t)i * k, k);
+    }
+    for (int i = a; i < b; i++) {
+        if (np || i > a) jb_str(o, ", ");
+        if (k == 0) top_obj(s, o, &r->ids[i], &r->logprobs[i], 1);
+        else top_obj(s, o, r->top_ids + (size_t)i * k, r->top_lps + (size_t)i * k, k);
+    }
+    jb_str(o, "], \"text_offset\": [");
+    for (int i = 0; i < np; i++) { if (i) jb_str(o, ", "); jb_printf(o, "%zu", p->tok_off[i]); }
+    for (int i = a; i < b; i++) {
+        if (np || i > a) jb_str(o, ", ");
+        size_t off = c->tok_off[i] < c->text.n ? c->tok_off[i] : c->text.n;
+        jb_printf(o, "%zu", base + off);
+    }
+    jb_str(o, "]}");
+}
+
+static void head(tp_server *s, srv_job *j, jbuf *b) {
+    jb_printf(b, "{\"id\": \"%s\", \"object\": \"text_completion\", \"created\": %ld, \"model\": ", j->id, j->created);
+    jb_json(b, s->o.name, strlen(s->o.name));
+}
+
+static void usage(srv_job *j, jbuf *b) {
+    long pt = 0, ct = 0;
+    for (int i = 0; i < j->n_prompts; i++) pt += j->prompts[i].n;
+    for (int i = 0; i < j->n_choices; i++) ct += j->ch[i].r.n_ids;
+    jb_printf(b, "{\"prompt_tokens\": %ld, \"completion_tokens\": %ld, \"total_tokens\": %ld}", pt, ct, pt + ct);
+}
+
+static void ids_field(jbuf *b, const char *name, const int32_t *ids, int n) {
+    jb_printf(b, ", \"%s\": [", name);
+    for (int i = 0; i < n; i++) jb_printf(b, "%s%d", i ? ", " : "", ids[i]);
+    jb_str(b, "]");
+}
+
+static const char *finish_name(const char *f) { return strcmp(f, "cancelled") == 0 ? "abort" : f; }
+
+/* A choice that failed in the engine: the error the whole response becomes (NULL if none). */
+const char *srv_job_error(const srv_job *j) {
+    for (int i = 0; i < j->n_choices; i++)
+        if (j->ch[i].finish && strcmp(j->ch[i].finish, "error") == 0)
+            return j->ch[i].r.error[0] ? j->ch[i].r.error : "the engine failed on this request";
+    return NULL;
+}
+
+void srv_render_completion(tp_server *s, srv_job *j, jbuf *b) {
+    head(s, j, b);
+    jb_str(b, ", \"choices\": [");
+    for (int i = 0; i < j->n_choices; i++) {
+        srv_choice *c = &j->ch[i];
+        const srv_prompt *p = &j->prompts[c->prompt];
+        jb_printf(b, "%s{\"index\": %d, \"text\": ", i ? ", " : "", i);
+        jbuf t = {0};
+        if (j->echo) jb_put(&t, p->text ? p->text : "", p->text_len);
+        jb_put(&t, c->text.s ? c->text.s : "", c->text.n);
+        jb_json(b, t.s ? t.s : "", t.n);
+        jb_free(&t);
+        jb_str(b, ", \"logprobs\": ");
+        if (j->logprobs >= 0) render_logprobs(s, j, c, 0, c->r.n_ids, j->echo, b);
+        else jb_str(b, "null");
+        if (j->return_token_ids) {
+            ids_field(b, "prompt_token_ids", p->ids, p->n);
+            ids_field(b, "token_ids", c->r.ids, c->r.n_ids);
+        }
+        jb_printf(b, ", \"finish_reason\": \"%s\"}", finish_name(c->finish));
+    }
+    jb_str(b, "], \"usage\": ");
+    usage(j, b);
+    jb_str(b, "}");
+}
+
+int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text, int *flags, jbuf *b) {
+    int all = 1;
+    for (int i = 0; i < j->n_choices; i++) {
+        srv_choice *c = &j->ch[i];
+        if (flags[i] & 1) continue; /* its last chunk is out */
+        if (!c->done) all = 0;
+        int echo_now = j->echo && !(flags[i] & 2) && j->scored; /* the prompt goes first, once */
+        if (j->echo && !(flags[i] & 2) && !echo_now) continue;
+        int ntok = c->n_pub - sent_tok[i];
+        size_t ntext = c->text.n - sent_text[i];
+        if (!ntok && !ntext && !c->done && !echo_now) continue;
+        if (c->done && strcmp(c->finish, "error") == 0) { /* the engine failed on it: an error event */
+            jb_str(b, "data: ");
+            srv_error_json(b, c->r.error[0] ? c->r.error : "the engine failed on this request", "server_error", NULL,
+                           "engine_error");
+            jb_str(b, "\n\n");
+            flags[i] |= 3;
+            continue;
+        }
+        const srv_prompt *p = &j->prompts[c->prompt];
+        jb_str(b, "data: ");
+        head(s, j, b);
+        jb_printf(b, ", \"choices\": [{\"index\": %d, \"text\": ", i);
+        jbuf t = {0};
+        if (echo_now) jb_put(&t, p->text ? p->text : "", p->text_len);
+        jb_put(&t, c->text.s ? c->text.s + sent_text[i] : "", ntext);
+        jb_json(b, t.s ? t.s : "", t.n);
+        jb_free(&t);
+        jb_str(b, ", \"logprobs\": ");
+        if (j->logprobs >= 0) render_logprobs(s, j, c, sent_tok[i], c->n_pub, echo_now, b);
+        else jb_str(b, "null");
+        if (j->return_token_ids) {
+            if (!(flags[i] & 2)) ids_field(b, "prompt_token_ids", p->ids, p->n); /* first chunk */
+            ids_field(b, "token_ids", c->r.ids + sent_tok[i], ntok);
+        }
+        if (c->done) jb_printf(b, ", \"finish_reason\": \"%s\"}]", finish_name(c->finish));
+        else jb_str(b, ", \"finish_reason\": null}]");
+        if (j->include_usage) jb_str(b, ", \"usage\": null");
+        jb_str(b, "}\n\n");
+        sent_tok[i] = c->n_pub;
+        sent_text[i] = c->text.n;
+        flags[i] |= 2 | (c->done ? 1 : 0);
+    }
+    return all;
+}
+
+void srv_render_usage_chunk(tp_server *s, srv_job *j, jbuf *b) {
+    jb_str(b, "data: ");
+    head(s, j, b);
+    jb_str(b, ", \"choices\": [], \"usage\": ");
+    usage(j, b);
+    jb_str(b, "}\n\n");
+}

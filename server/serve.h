@@ -1,0 +1,38 @@
+/* tpgen serve: an OpenAI-compatible completions server on rank 0 (routes and fields:
+ * docs/SERVING.md). HTTP threads (libmicrohttpd, one per connection) parse, validate, tokenize
+ * and enqueue; rank 0's main thread runs the online scheduler (engine/scheduler.h) and is the
+ * only one that touches the model. */
+#ifndef TPGEN_SERVER_SERVE_H
+#define TPGEN_SERVER_SERVE_H
+
+#include <stddef.h>
+
+#include "engine/model.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    const char *host;     /* numeric address or name to bind */
+    int port;             /* 0: a free port */
+    const char *name;     /* served model name */
+    const char *api_key;  /* NULL: no auth */
+    int max_queue;        /* requests in flight before 503 */
+    long max_body_bytes;
+    double drain_timeout; /* seconds */
+} tp_serve_opts;
+
+typedef struct tp_server tp_server;
+
+/* SIGTERM and SIGINT set a flag instead of killing (every rank: workers leave the shutdown to
+ * rank 0, which drains and then stops them). SIGPIPE is ignored. */
+void tp_serve_install_signals(void);
+
+/* Rank 0: starts listening (health answers 503 until tp_server_run). tok may be NULL (ids only).
+ * NULL with the reason in err when the address cannot be bound. */
+tp_server *tp_server_start(const tp_serve_opts *o, tp_tokenizer *tok, char *err, size_t err_size);
+int tp_server_port(const tp_server *s);
+/* Rank 0: prints the ready line, serves until SIGTERM/SIGINT, drains (running requests finish
+ * within the drain timeout, the rest are cancelled), and returns; the caller stops the workers. */
+void tp_server_run(tp_server *s, tp_model *m);
+void tp_server_free(tp_server *s); /* stops listening */
+
+#endif

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Serving benchmark: streaming inter-token latency at batch 1 against `tpgen bench`'s decode step,
+measured in the same run, and throughput with 64 concurrent clients.
+
+usage: tools/bench_serve.py [--tpgen build/bin/tpgen] [--config configs/codegen-350M.json] [--np 1]
+       [--prompt 160] [--tokens 64] [--clients 64] [--client-prompt 64] [--client-tokens 32] [--runs 3]
+Random weights (--random-weights), the CPU backend, token-id prompts (no tokenizer needed).
+Inter-token latency of a stream: the median time between its tokens as the client receives them
+(a chunk of k tokens, counted from `return_token_ids`, stands for k gaps of 1/k of the time since
+the previous chunk), the same statistic as the median step time of `tpgen bench`.
+Prints one JSON line per figure; medians of --runs runs.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import threading
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--tpgen", default="build/bin/tpgen")
+ap.add_argument("--mpiexec", default="mpiexec")
+ap.add_argument("--config", default="configs/codegen-350M.json")
+ap.add_argument("--np", type=int, default=1)
+ap.add_argument("--prompt", type=int, default=160)
+ap.add_argument("--tokens", type=int, default=64)
+ap.add_argument("--clients", type=int, default=64)
+ap.add_argument("--client-prompt", type=int, default=64)
+ap.add_argument("--client-tokens", type=int, default=32)
+ap.add_argument("--runs", type=int, default=3)
+ap.add_argument("--threads", type=int, default=0)
+a = ap.parse_args()
+
+
+def cmd(args):
+    c = [a.tpgen] + args + ["--backend", "cpu"] + (["--threads", str(a.threads)] if a.threads else [])
+    if a.np > 1:
+        c = [a.mpiexec, "--oversubscribe", "--allow-run-as-root", "-np", str(a.np)] + c
+    return c
+
+
+# decode step of `tpgen bench` at batch 1, context = the middle of the streamed positions
+ctx = a.prompt + a.tokens // 2
+out = subprocess.run(cmd(["bench", "--config", a.config, "--random-weights", "--batch", "1", "--context", str(ctx),
+                          "--steps", "32", "--prefill", "0", "--json"]), capture_output=True, text=True,
+          check=True).stdout
+bench = [r for r in (json.loads(l) for l in out.splitlines() if l.startswith("{")) if r.get("kind", "decode") == "decode"][0]
+
+p = subprocess.Popen(cmd(["serve", "--config", a.config, "--random-weights", "--port", "0", "--max-batch",
+                          str(max(a.clients, 1)), "--kv-cache-tokens",
+                          str(a.clients * (a.client_prompt + a.client_tokens) + 2 * (a.prompt + a.tokens))]),
+                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+port = None
+for line in p.stderr:
+    m = re.match(r"tpgen: serving \S+ on http://([^:]+):(\d+)", line)
+    if m:
+        host, port = m.group(1), int(m.group(2))
+        break
+threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
+rng = random.Random(1)
+
+
+def stop_server():
+    """SIGTERM to rank 0 (it drains and stops the workers)."""
+    if a.np == 1:
+        p.send_signal(signal.SIGTERM)
+    for d in os.listdir("/proc") if a.np > 1 else []:
+        try:
+            if d.isdigit() and b"OMPI_COMM_WORLD_RANK=0" in open("/proc/%s/environ" % d, "rb").read() and \
+               "PPid:\t%d\n" % p.pid in open("/proc/%s/status" % d).read():
+                os.kill(int(d), signal.SIGTERM)
+        except OSError:
+            pass
+    p.wait(120)
+
+
+def stream(n_prompt, n_tokens):
+    ids = [rng.randrange(50000) for _ in range(n_prompt)]
+    c = http.client.HTTPConnection(host, port, timeout=600)
+    body = {"prompt": ids, "max_tokens": n_tokens, "temperature": 0, "ignore_eos": True, "stream": True,
+            "return_token_ids": True}
+    t0 = time.perf_counter()
+    c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    times, gaps, last = [], [], None
+    for line in r:
+        if line.startswith(b"data: {"):
+            now = time.perf_counter()
+            ch = json.loads(line[6:])["choices"]
+            k = len(ch[0]["token_ids"]) if ch else 0
+            if k and last is not None:
+                gaps += [(now - last) / k] * k  # a chunk of k tokens: k steps since the last one
+            if k:
+                last = now
+            times += [now] * k
+    c.close()
+    return t0, times, gaps
+
+
+try:
+    itl = []
+    for _ in range(a.runs):
+        t0, times, gaps = stream(a.prompt, a.tokens)
+        assert len(times) == a.tokens, len(times)
+        itl.append(statistics.median(gaps))
+    step = bench["ms_per_step"] / 1e3
+    print(json.dumps({"figure": "itl_batch1", "tp": a.np, "prompt": a.prompt, "tokens": a.tokens,
+                      "itl_ms": round(statistics.median(itl) * 1e3, 3), "bench_step_ms": round(step * 1e3, 3),
+                      "ratio": round(statistics.median(itl) / step, 4), "itl_runs_ms": [round(x * 1e3, 3) for x in itl]}),
+          flush=True)
+
+    sat = []
+    for _ in range(max(1, a.runs - 1)):
+        res = [None] * a.clients
+
+        def one(i):
+            res[i] = stream(a.client_prompt, a.client_tokens)[:2]
+
+        t0 = time.perf_counter()
+        th = [threading.Thread(target=one, args=(i,)) for i in range(a.clients)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        dt = time.perf_counter() - t0
+        assert all(len(r[1]) == a.client_tokens for r in res)
+        ttft = statistics.median(r[1][0] - r[0] for r in res)
+        sat.append((dt, ttft))
+    dt = statistics.median(s[0] for s in sat)
+    print(json.dumps({"figure": "saturation", "tp": a.np, "clients": a.clients, "prompt": a.client_prompt,
+                      "tokens": a.client_tokens, "seconds": round(dt, 3), "req_per_s": round(a.clients / dt, 3),
+                      "output_tokens_per_s": round(a.clients * a.client_tokens / dt, 2),
+                      "median_ttft_s": round(statistics.median(s[1] for s in sat), 3)}), flush=True)
+finally:
+    stop_server()
