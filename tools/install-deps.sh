@@ -5,6 +5,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libpcre2-dev)
 pkgs+=(libmicrohttpd-dev curl python3-pip) # tpgen serve, and its tests
+pkgs+=(python3-venv libpython3.11) # Triton tests: tools/install-triton.sh's venv; the Python-backend stub embeds Debian 12's libpython3.11
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

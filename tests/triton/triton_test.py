@@ -104,6 +104,7 @@ def sse_events(port, path, body):
 
 class Triton:
     def __init__(self, repo, log_path):
+        self.repo = repo
         self.http, self.grpc, self.metrics = free_port(), free_port(), free_port()
         tdir = subprocess.run([os.path.join(VENV, "bin", "python"), "-c",
                                "import os, pytriton; print(os.path.join(os.path.dirname(pytriton.__file__), 'tritonserver'))"],
@@ -155,7 +156,7 @@ def generate(model, prompts, flags):
 
 
 VALUES = {"tp_size": str(NP), "tpgen_bin": TPGEN, "mpirun": MPIEXEC, "mpirun_flags": "--oversubscribe --allow-run-as-root",
-          "tpgen_flags": "--backend cpu --threads 1", "drain_timeout_s": "5", "load_timeout_s": "60"}
+          "tpgen_flags": "--backend cpu --threads 1", "drain_timeout_s": "5", "load_timeout_s": "60", "tpgen_url": ""}
 
 
 def make_repo(model):
@@ -172,6 +173,8 @@ def make_repo(model):
         check(n == 1, "config.pbtxt has parameter %s" % k)
     with open(cfg_path, "w") as f:
         f.write(cfg)
+    # a second model that attaches to the first one's tpgen (tpgen_url, given when it is loaded)
+    shutil.copytree(os.path.join(repo, "tpgen"), os.path.join(repo, "tpgen_attach"))
     return repo, cfg
 
 
@@ -369,6 +372,20 @@ def run(tr, model, greedy, cfg):
             check(st == 200 and json.loads(text)["text_output"] == greedy[1]["text"], "good request after %s: %s" % (name, text))
     ok("bad sampling_parameters -> Triton errors with tpgen's message; the next request works")
 
+    # attach mode: a model with tpgen_url forwards to a running tpgen, and leaves it running
+    st, text = tr.get("/v2/models/tpgen/config")
+    att = json.loads(text) if st == 200 else {}
+    att.pop("name", None)
+    att["parameters"] = {"tpgen_url": {"string_value": "http://127.0.0.1:%d" % tport}}
+    st, text = tr.post("/v2/repository/models/tpgen_attach/load", {"parameters": {"config": json.dumps(att)}})
+    check(st == 200, "load tpgen_attach: %d %s" % (st, text))
+    st, text = tr.post("/v2/models/tpgen_attach/generate", good)
+    check(st == 200 and json.loads(text)["text_output"] == greedy[1]["text"], "generate through tpgen_attach: %s" % text)
+    st, text = tr.post("/v2/repository/models/tpgen_attach/unload", {})
+    check(st == 200 and wait_for(lambda: tr.get("/v2/models/tpgen_attach/ready")[0] != 200, 10), "unload tpgen_attach")
+    check(sorted(tpgen_ranks()) == sorted(ranks), "the attached model's unload leaves tpgen running")
+    ok("tpgen_url: a second model attached to the running tpgen, its unload leaves tpgen running")
+
     # 7. unload (explicit model control): every tpgen rank exits; load again; SIGTERM tritonserver
     t = time.time()
     st, text = tr.post("/v2/repository/models/tpgen/unload", {})
@@ -388,6 +405,21 @@ def run(tr, model, greedy, cfg):
     check(rc is not None, "tritonserver exits after SIGTERM")
     check(wait_for(lambda: not tpgen_ranks(), 10), "tpgen ranks left after tritonserver stopped: %s" % tpgen_ranks())
     ok("SIGTERM to tritonserver: exit %s, no tpgen rank left (%.1f s)" % (rc, time.time() - t))
+
+    # 8. tritonserver killed (SIGKILL: no finalize): the stub dies, mpirun gets SIGTERM (parent-death
+    # signal) and takes the ranks with it
+    tr2 = Triton(tr.repo, os.path.join(WORK, "tritonserver-2.log"))
+    try:
+        st, text = tr2.post("/v2/repository/models/tpgen/load", {})
+        check(st == 200 and len(tpgen_ranks()) == NP, "load in a second tritonserver: %d %s" % (st, text))
+        t = time.time()
+        tr2.p.kill()
+        tr2.p.wait(10)
+        check(wait_for(lambda: not tpgen_ranks(), 30), "tpgen ranks left after tritonserver was killed: %s" % tpgen_ranks())
+        ok("SIGKILL to tritonserver: no tpgen rank left (%.1f s)" % (time.time() - t))
+    finally:
+        if tr2.p.poll() is None:
+            tr2.p.kill()
 
 
 if __name__ == "__main__":

@@ -82,7 +82,9 @@ def _rank0(root):
 class TritonPythonModel:
     def initialize(self, args):
         cfg = json.loads(args["model_config"])
+        # $VARIABLES expand from tritonserver's environment; one that is not set counts as empty
         p = {k: os.path.expandvars(v["string_value"]) for k, v in cfg.get("parameters", {}).items()}
+        p = {k: "" if re.fullmatch(r"\$\{?\w+\}?", v) else v for k, v in p.items()}
         self.name = args.get("model_name", "tpgen")
         self.proc = None
         self.lines = []  # tpgen's stderr, kept for load errors
@@ -112,10 +114,10 @@ class TritonPythonModel:
 
     def _start(self, p):
         model = p.get("model") or ""
-        if not model or model.startswith("$"):
+        if not model:
             raise pb_utils.TritonModelException(
-                "parameter `model` (a tpgen model directory or hub name) is empty or unset (%r): set it in "
-                "config.pbtxt or its environment variable, or set `tpgen_url`" % model)
+                "parameter `model` (a tpgen model directory or hub name) is empty: set it in config.pbtxt "
+                "(or $TPGEN_MODEL in tritonserver's environment), or set `tpgen_url` ($TPGEN_URL)")
         try:
             tp = int(p.get("tp_size") or 1)
             load_s = float(p.get("load_timeout_s") or 900)
