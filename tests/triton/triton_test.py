@@ -206,6 +206,7 @@ def main():
 
 
 def run(tr, model, greedy, cfg):
+    """Each numbered part depends on the ones before (one tritonserver, loads and unloads)."""
     # 1. a load that fails: tpgen's own error in Triton's answer and log; the load returns (bounded)
     params = dict(VALUES, model=os.path.join(WORK, "no-such-model"))
     bad = {"backend": "python", "model_transaction_policy": {"decoupled": True},
@@ -218,17 +219,23 @@ def run(tr, model, greedy, cfg):
     check("no-such-model" in tr.log(), "tpgen's error is in Triton's log")
     check(wait_for(lambda: not tpgen_ranks(), 10), "no tpgen rank left after the failed load")
     ok("a bad model fails the load with tpgen's error (%.1f s)" % dt)
+    # a tpgen that is not ready within load_timeout_s: the load fails (bounded), nothing left running
+    slow = dict(bad, parameters={k: {"string_value": v} for k, v in dict(VALUES, model=model, load_timeout_s="0.05").items()})
+    st, text = tr.post("/v2/repository/models/tpgen/load", {"parameters": {"config": json.dumps(slow)}})
+    check(st == 400 and "not ready after load_timeout_s=0.05" in text, "load timeout: %d %s" % (st, text))
+    check(wait_for(lambda: not tpgen_ranks(), 10), "no tpgen rank left after the load timed out")
+    ok("load_timeout_s: the load fails in time, no rank left")
 
     # 2. load the real one
     t = time.time()
     st, text = tr.post("/v2/repository/models/tpgen/load", {})
     check(st == 200, "load: %d %s" % (st, text))
     check(tr.get("/v2/models/tpgen/ready")[0] == 200, "model ready")
-    m = re.search(r"tpgen: serving \S+ on http://127\.0\.0\.1:(\d+)", tr.log())
-    check(m is not None, "tpgen's ready line is in Triton's log")
-    if m is None:
+    m = re.findall(r"tpgen: serving \S+ on http://127\.0\.0\.1:(\d+)", tr.log())  # the last load's
+    check(bool(m), "tpgen's ready line is in Triton's log")
+    if not m:
         return
-    tport = int(m.group(1))
+    tport = int(m[-1])
     ranks = tpgen_ranks()
     check(len(ranks) == NP, "%d tpgen ranks run, found %s" % (NP, ranks))
     ok("loaded in %.1f s: TP %d, tpgen on port %d" % (time.time() - t, NP, tport))
