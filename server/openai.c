@@ -401,7 +401,7 @@ static void top_obj(tp_server *s, jbuf *b, const int32_t *ids, const float *lps,
 static void render_logprobs(tp_server *s, srv_job *j, srv_choice *c, int a, int b, int with_prompt, jbuf *o) {
     const srv_prompt *p = &j->prompts[c->prompt];
     const tp_request *r = &c->r;
-    int k = j->logprobs, np = with_prompt ? p->n : 0;
+    int k = j->logprobs, np = with_prompt && p->lps ? p->n : 0; /* no lps: cancelled before scoring */
     size_t base = j->echo ? p->text_len : 0;
     jb_str(o, "{\"tokens\": [");
     for (int i = 0; i < np; i++) { if (i) jb_str(o, ", "); token_str(s, p->ids[i], o); }
