@@ -11,3 +11,18 @@ add_test(NAME triton_serve_tp2
                  $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 2 ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen
                  ${CMAKE_CURRENT_BINARY_DIR}/triton/tp2 ${TPGEN_TRITON_VENV})
 set_tests_properties(triton_serve_tp2 PROPERTIES LABELS "triton;mpi" TIMEOUT 240 FIXTURES_REQUIRED triton_venv)
+
+# launcher/tpgen-triton.sbatch on the one-node test Slurm cluster of tests/slurm.cmake (its fixture
+# and lock); reported SKIPPED where that cluster cannot run (no root, no slurm-wlm).
+if(TEST slurm_cluster_start)
+  add_test(NAME triton_slurm
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/triton/slurm_triton.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
+                   ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen
+                   ${CMAKE_CURRENT_BINARY_DIR}/triton/slurm ${TPGEN_TRITON_VENV})
+  set_tests_properties(triton_slurm PROPERTIES LABELS "triton;slurm;mpi" TIMEOUT 180
+                       FIXTURES_REQUIRED "slurm_cluster;triton_venv" RESOURCE_LOCK slurm_cluster
+                       ENVIRONMENT "SLURM_CONF=${TPGEN_SLURM_DIR}/etc/slurm.conf")
+else()
+  add_test(NAME triton_slurm COMMAND sh -c "echo 'SKIPPED: needs the Slurm test cluster (root, slurm-wlm + munge)'; exit 77")
+  set_tests_properties(triton_slurm PROPERTIES LABELS "triton;slurm" SKIP_RETURN_CODE 77)
+endif()
