@@ -152,6 +152,13 @@ class TritonPythonModel:
                     found.append(m.group(2))
                     ready.set()
             ready.set()  # EOF: tpgen is gone
+            if found and not self.stopping:
+                try:
+                    rc = self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    rc = "unknown"
+                log("tpgen exited (status %s) while the model was loaded: requests fail until the model "
+                    "is loaded again (repository API) or tritonserver restarts" % rc)
 
         threading.Thread(target=reader, daemon=True).start()
         deadline = time.monotonic() + load_s
@@ -334,7 +341,7 @@ class TritonPythonModel:
     # ---- shutdown -------------------------------------------------------------------------
 
     def finalize(self):
-        self.stopping = True
+        self.stopping = True  # before the SIGTERM: tpgen's exit is expected from here on
         self._stop()
 
     def _stop(self, kill=False):
