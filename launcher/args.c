@@ -16,6 +16,7 @@ static const char *USAGE =
     "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
+    "         [--prefill 128,512,2048 | --prefill 0] [--prefill-runs N] [--json]\n"
     "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
@@ -79,6 +80,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     a->batches = "1,8,32";
     a->context = 512;
     a->steps = 32;
+    a->prefill = "128,512,2048";
+    a->prefill_runs = 3;
     a->host = "127.0.0.1";
     a->port = 8000;
     a->max_queue = 256;
@@ -144,6 +147,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--batch") && bench) a->batches = VAL();
         else if (IS("--context") && bench) a->context = (int)parse_long(flag, VAL(), 0, 1 << 20);
         else if (IS("--steps") && bench) a->steps = (int)parse_long(flag, VAL(), 1, 100000);
+        else if (IS("--prefill") && bench) a->prefill = VAL();
+        else if (IS("--prefill-runs") && bench) a->prefill_runs = (int)parse_long(flag, VAL(), 1, 1000);
         else ok = 0;
         if (!ok) tp_die_all("unknown flag %s for `tpgen %s`\n%s", flag, cmd, USAGE);
 #undef IS

@@ -44,6 +44,8 @@ typedef struct {
     /* bench */
     const char *batches;     /* --batch 1,8,32 */
     int context, steps;
+    const char *prefill;     /* --prefill 128,512,2048 (prompt lengths; "0": none) */
+    int prefill_runs;        /* --prefill-runs N: timed runs per length (median) */
     /* serve */
     const char *host;        /* --host (127.0.0.1) */
     int port;                /* --port (8000; 0: a free port) */

@@ -16,7 +16,7 @@ void tp_job_agree(tp_comm *c, int ok) {
     }
 }
 
-static tp_backend *make_backend(const tp_args *a, tp_comm *mpi) {
+tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi) {
     const char *name = a->backend;
     if (!name) name = tp_backend_cuda_device_count() > 0 ? "cuda" : "cpu";
     if (strcmp(name, "cpu") == 0) {
@@ -87,7 +87,7 @@ void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a) {
     char err[1024];
     if (tp_config_load(a->model ? a->model : a->config, &m->cfg, err, sizeof err)) tp_die_all("%s", err);
     if (tp_shard_plan(&m->cfg, mpi->size, mpi->rank, &m->sh, err, sizeof err)) tp_die_all("%s", err);
-    j->b = make_backend(a, mpi);
+    j->b = tp_job_backend(a, mpi);
     tp_comm_mpi_set_backend(mpi, j->b);
     j->comm = mpi;
     int want_nccl = a->comm ? strcmp(a->comm, "nccl") == 0 : strcmp(j->b->name, "cuda") == 0 && mpi->size > 1;

@@ -117,6 +117,11 @@ BW_JSON=$(grep '^{"device"' "$LOG" | tail -1)
 stage "bench codegen-16B f16" 160 5 "$BUILD/bin/tpgen" bench --config configs/codegen-16B.json --random-weights \
     --backend cuda --dtype f16 --batch 1,8,32 --context 512 --steps 32 --json
 grep '^{"batch"' "$LOG" > "$RES/bench.jsonl" || true
+grep '^{"prefill_tokens"' "$LOG" > "$RES/prefill.jsonl" || true
+# the MPI communicator's staged all-reduce of device buffers, 2 ranks sharing the GPU, sums checked
+stage "bench-comm TP=2 cuda mpi" 30 5 mpirun --oversubscribe --allow-run-as-root -np 2 "$BUILD/bin/tpgen" \
+    bench-comm --backend cuda --comm mpi --sizes 8:16M --iters 5 --json
+grep '^{"op": "allreduce"' "$LOG" > "$RES/bench_comm.jsonl" || true
 echo "$BW_JSON" > "$RES/bw_copy.json"
 
 echo
