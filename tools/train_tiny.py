@@ -281,8 +281,9 @@ def main():
     step, wall_before = 0, 0.0
     if os.path.exists(ckpt):
         st = torch.load(ckpt, weights_only=False)
-        now = {k: v for k, v in vars(a).items() if k not in ("ckpt", "allow_steps_change")}
-        old = {k: v for k, v in st["args"].items() if k not in ("allow_steps_change",)}
+        ignore = ("ckpt", "allow_steps_change", "out")     # where it writes does not matter
+        now = {k: v for k, v in vars(a).items() if k not in ignore}
+        old = {k: v for k, v in st["args"].items() if k not in ignore}
         if a.allow_steps_change and old["steps"] != a.steps:
             # A shorter (or longer) run than planned, continuing from the checkpoint: the lr
             # schedule follows the new --steps from here on; the log records where it changed.
