@@ -10,4 +10,4 @@ foreach(np 1 2 4)
 endforeach()
 add_test(NAME tiny_demo_completion
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/tiny/demo_check.sh $<TARGET_FILE:tpgen>)
-set_tests_properties(tiny_demo_completion PROPERTIES LABELS "tiny;mpi;launcher" TIMEOUT 120)
+set_tests_properties(tiny_demo_completion PROPERTIES LABELS "tiny;mpi;launcher" TIMEOUT 300)
