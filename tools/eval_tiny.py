@@ -129,8 +129,8 @@ def main():
     ap.add_argument("--mpiexec", default="mpirun")
     ap.add_argument("--np", type=int, default=1, help="TP size (ranks)")
     ap.add_argument("--threads", type=int, default=2, help="CPU threads per rank")
-    ap.add_argument("--windows", type=int, default=8, help="held-out windows to score")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--windows", type=int, default=4, help="held-out windows to score")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     a = ap.parse_args()
     from transformers import AutoTokenizer
