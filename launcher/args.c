@@ -15,7 +15,7 @@ static const char *USAGE =
     "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
-    "  common: [--backend cpu|cuda] [--dtype f16|bf16] [--comm mpi|nccl] [--threads N]\n"
+    "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats]\n"
     "          [--verbose] [--comm-timeout SECONDS (NCCL; default 300, 0: none)]\n"
@@ -137,7 +137,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     if (a->backend && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda"))
         tp_die_all("--backend must be cpu or cuda, got \"%s\"", a->backend);
     if (a->dtype && strcmp(a->dtype, "f16") && strcmp(a->dtype, "bf16") && strcmp(a->dtype, "f32"))
-        tp_die_all("--dtype must be f16 or bf16 (cuda) or f32 (cpu), got \"%s\"", a->dtype);
+        tp_die_all("--dtype must be f16 or bf16 (cuda) or f32|bf16 (cpu), got \"%s\"", a->dtype);
     if (a->comm && strcmp(a->comm, "mpi") && strcmp(a->comm, "nccl"))
         tp_die_all("--comm must be mpi or nccl, got \"%s\"", a->comm);
     if (a->max_batch > a->max_batch_tokens)
