@@ -11,3 +11,25 @@ foreach(isa c avx2 avx512bf16)
 endforeach()
 add_test(NAME bf16_ops_3threads COMMAND test_bf16_ops 3 c blas)
 set_tests_properties(bf16_ops_3threads PROPERTIES LABELS "unit;bf16" SKIP_RETURN_CODE 77 TIMEOUT 120)
+foreach(np 1 2)
+  foreach(ref hf-bf16 hf-f32)
+    add_test(NAME parity_cpu_bf16_${ref}_tp${np}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cpu_bf16/parity_bf16.sh --np ${np} --ref ${ref} --build ${CMAKE_BINARY_DIR})
+    set_tests_properties(parity_cpu_bf16_${ref}_tp${np} PROPERTIES LABELS "parity;mpi;bf16" TIMEOUT 300)
+  endforeach()
+endforeach()
+# Bad input (label errors), through tests/errors/expect_error.sh: a clear message, once, non-zero.
+set(BF16_ERR bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh)
+set(BF16_RUN ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate --model ${TPGEN_TEST_DATA}/tiny-f32
+    --prompt-ids 1,2 --max-new-tokens 2 --backend cpu --threads 1)
+add_test(NAME errors_cpu_dtype_f16 COMMAND ${BF16_ERR} "--dtype f16: the CPU backend computes in f32 \\(default\\) or bf16"
+         ${BF16_RUN} --dtype f16)
+add_test(NAME errors_cpu_bf16_isa COMMAND ${BF16_ERR} "TPGEN_CPU_ISA=sse9: expected avx512bf16, avx2 or c"
+         ${BF16_RUN} --dtype bf16)
+set_tests_properties(errors_cpu_bf16_isa PROPERTIES ENVIRONMENT "TPGEN_CPU_ISA=sse9;OMPI_MCA_odls_base_sigkill_timeout=0")
+set(bf16_err_tests errors_cpu_dtype_f16 errors_cpu_bf16_isa)
+if(NOT (DNNL_INCLUDE_DIR AND DNNL_LIBRARY) OR TPGEN_DNNL STREQUAL "OFF")
+  add_test(NAME errors_cpu_bf16_no_onednn COMMAND ${BF16_ERR} "--dtype bf16 on the CPU needs oneDNN" ${BF16_RUN} --dtype bf16)
+  list(APPEND bf16_err_tests errors_cpu_bf16_no_onednn)
+endif()
+set_tests_properties(${bf16_err_tests} PROPERTIES LABELS "errors;mpi;bf16" TIMEOUT 90)
