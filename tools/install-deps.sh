@@ -7,6 +7,8 @@ pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-de
 # Slurm tests (tests/slurm): a one-node cluster. libpmix-dev: Slurm's mpi/pmix plugin dlopens the
 # unversioned libpmix.so, which only the -dev package ships (without it `srun --mpi=pmix` fails).
 pkgs+=(slurm-wlm munge libpmix-dev)
+# oneDNN: the CPU backend's --dtype bf16 (batched GEMMs); the build works without it (f32 only).
+pkgs+=(libdnnl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
