@@ -163,7 +163,7 @@ static void rows_c(const float *xf, const bf16 *W, int T, int K, int n0, int n1,
     rows_f32x_body(xf, W, T, K, n0, n1, e);
 }
 
-static void widen(float *dst, const bf16 *src, size_t n) {
+CPU_SIMD_CLONES static void widen(float *dst, const bf16 *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = tp_bf16_to_f32(src[i]);
 }
 
