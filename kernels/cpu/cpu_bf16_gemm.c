@@ -190,8 +190,9 @@ static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
 }
 
 /* No oneDNN: per thread, panels of PANEL rows of W widened to f32, then sgemm into an f32 tile
+ * (256 rows: OpenBLAS packs x again for every call, which at 64 rows cost half the rate)
  * and the epilogue. x is widened once. */
-#define PANEL 64
+#define PANEL 256
 static void blas_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
     const int nt = cpu_threads(b);
     float *xf = tp_malloc((size_t)T * K * sizeof(float));

@@ -238,9 +238,9 @@ int main(int argc, char **argv) {
         return 77;
     }
     /* shape classes: GEMV (T <= 16: 1, tails of the 4-token group, odd N for the row pair, K
-     * tails of 8 and 32) and batched (T > 16; N = 150: several 64-row panels and a tail) */
+     * tails of 8 and 32) and batched (T > 16; N = 150: several 256-row panels and a tail) */
     static const int shapes[][3] = {{1, 64, 128}, {1, 33, 37}, {2, 7, 31}, {3, 50, 72}, {4, 16, 40}, {5, 9, 65}, {16, 70, 100},
-                                    {1, 1, 1}, {17, 64, 96}, {40, 130, 200}, {33, 5, 8}, {64, 64, 64}, {20, 150, 24}};
+                                    {1, 1, 1}, {17, 64, 96}, {40, 130, 200}, {33, 5, 8}, {64, 64, 64}, {20, 600, 24}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int T = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
         test_matmul(b, T, N, K, 0, 0, 0, 0);
