@@ -31,7 +31,7 @@ static tp_backend *make_backend(const tp_args *a, tp_comm *mpi) {
         if (a->dtype && strcmp(a->dtype, "bf16") == 0) {
             char err[512];
             tp_backend *b = tp_backend_cpu_bf16_create(threads, a->verbose, err, sizeof err);
-            if (!b) tp_die_all("--dtype bf16: %s", err);
+            if (!b) tp_die_all("%s", err);
             return b;
         }
         return tp_backend_cpu_create(threads);
