@@ -142,6 +142,9 @@ struct tp_backend {
 
 /* Backends compiled into this build. NULL + message in err when not available. */
 tp_backend *tp_backend_cpu_create(int n_threads);
+/* The CPU backend in bf16 (kernels/cpu/cpu_bf16.h); NULL + message when this build lacks oneDNN.
+ * verbose: print which path each op takes. */
+tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, size_t err_size);
 /* dtype: TP_F16 or TP_BF16; device: CUDA device ordinal. */
 tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t err_size);
 int tp_backend_cuda_compiled(void);   /* 1 when this binary has the CUDA backend */

@@ -21,7 +21,7 @@ static const char *USAGE =
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
     "         [--drain-timeout 30]   (docs/SERVING.md)\n"
-    "  common: [--backend cpu|cuda] [--dtype f16|bf16] [--comm mpi|nccl] [--threads N]\n"
+    "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats]\n"
     "          [--verbose] [--comm-timeout SECONDS (NCCL; default 300, 0: none)]\n"
@@ -171,7 +171,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     if (a->backend && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda"))
         tp_die_all("--backend must be cpu or cuda, got \"%s\"", a->backend);
     if (a->dtype && strcmp(a->dtype, "f16") && strcmp(a->dtype, "bf16") && strcmp(a->dtype, "f32"))
-        tp_die_all("--dtype must be f16 or bf16 (cuda) or f32 (cpu), got \"%s\"", a->dtype);
+        tp_die_all("--dtype must be f16 or bf16 (cuda) or f32|bf16 (cpu), got \"%s\"", a->dtype);
     if (a->comm && strcmp(a->comm, "mpi") && strcmp(a->comm, "nccl"))
         tp_die_all("--comm must be mpi or nccl, got \"%s\"", a->comm);
     if (a->max_batch > a->max_batch_tokens)

@@ -20,13 +20,19 @@ tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi) {
     const char *name = a->backend;
     if (!name) name = tp_backend_cuda_device_count() > 0 ? "cuda" : "cpu";
     if (strcmp(name, "cpu") == 0) {
-        if (a->dtype && strcmp(a->dtype, "f32") != 0)
-            tp_die_all("--dtype %s: the CPU backend computes in f32 (it converts any checkpoint dtype)", a->dtype);
+        if (a->dtype && strcmp(a->dtype, "f32") != 0 && strcmp(a->dtype, "bf16") != 0)
+            tp_die_all("--dtype %s: the CPU backend computes in f32 (default) or bf16", a->dtype);
         int threads = a->threads;
         if (threads <= 0) { /* share the node's cores among its ranks */
             long cores = sysconf(_SC_NPROCESSORS_ONLN);
             threads = (int)(cores / mpi->local_size);
             if (threads < 1) threads = 1;
+        }
+        if (a->dtype && strcmp(a->dtype, "bf16") == 0) {
+            char err[512];
+            tp_backend *b = tp_backend_cpu_bf16_create(threads, a->verbose, err, sizeof err);
+            if (!b) tp_die_all("%s", err);
+            return b;
         }
         return tp_backend_cpu_create(threads);
     }

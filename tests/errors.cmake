@@ -124,10 +124,10 @@ error_test(flag_without_value "--seed needs a value"
            ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --seed)
 error_test(bad_backend "--backend must be cpu or cuda, got \"gpu\""
            ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 --backend gpu)
-error_test(bad_dtype "--dtype must be f16 or bf16 \\(cuda\\) or f32 \\(cpu\\), got \"fp8\""
+error_test(bad_dtype "--dtype must be f16 or bf16 \\(cuda\\) or f32\\|bf16 \\(cpu\\), got \"fp8\""
            ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --dtype fp8)
-error_test(dtype_on_cpu "--dtype bf16: the CPU backend computes in f32"
-           ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --dtype bf16)
+error_test(dtype_on_cpu "--dtype f16: the CPU backend computes in f32 \\(default\\) or bf16"
+           ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --dtype f16)
 error_test(bad_comm "--comm must be mpi or nccl, got \"tcp\""
            ARGS generate --model ${ERR_TINY} --prompt-ids 1,2 ${ERR_CPU} --comm tcp)
 error_test(nccl_on_cpu "--comm nccl needs --backend cuda"

@@ -11,6 +11,8 @@ pkgs+=(slurm-wlm munge libpmix-dev)
 pkgs+=(clang libclang-rt-14-dev libomp-dev)
 pkgs+=(libmicrohttpd-dev curl python3-pip) # tpgen serve, and its tests
 pkgs+=(python3-venv libpython3.11) # Triton tests: tools/install-triton.sh's venv; the Python-backend stub embeds Debian 12's libpython3.11
+# oneDNN: the CPU backend's --dtype bf16 (batched GEMMs); the build works without it (f32 only).
+pkgs+=(libdnnl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

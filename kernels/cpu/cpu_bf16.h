@@ -1,0 +1,70 @@
+/* The CPU backend in bf16 (`--dtype bf16`): internals shared by cpu_bf16_ops.c, cpu_bf16_gemm.c
+ * and cpu_dnnl.c.
+ *
+ * Weights, activations and the KV cache hold bf16 (uint16_t bit patterns); every op converts to
+ * f32, computes in f32 and rounds its output once (kernels/common/tp_round.h, nearest even), at
+ * the points the CUDA backend's bf16 path rounds: each GEMM output after bias, accumulate and
+ * GELU (its fused f32 epilogue), layer norm output, the residual add, rotary q/k, the attention
+ * output (scores, softmax and the P.V sum stay f32). Logits stay f32.
+ *
+ * Linear weights: a matrix buffer is [N, K] bf16 (HF layout, K contiguous) that the GEMV kernels
+ * stream, followed, when oneDNN is in use, by oneDNN's own blocked copy of W^T (reordered once,
+ * at matrix_upload, or at first use after fill_random), which the batched GEMMs read. */
+#ifndef TPGEN_CPU_BF16_H
+#define TPGEN_CPU_BF16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+/* GEMV kernel families, chosen by CPUID at creation; TPGEN_CPU_ISA=avx512bf16|avx2|c forces one
+ * (tests run each in turn). */
+typedef enum { BF16_ISA_C = 0, BF16_ISA_AVX2 = 1, BF16_ISA_AVX512BF16 = 2 } bf16_isa;
+
+typedef struct tp_dnnl tp_dnnl; /* cpu_dnnl.c; NULL when oneDNN is not used */
+
+typedef struct {
+    int n_threads; /* first member: cpu_threads() of cpu_internal.h reads it */
+    int verbose;
+    bf16_isa isa;
+    int few_tokens;   /* T <= this: the GEMV kernels (W streamed once per step) */
+    tp_dnnl *dnnl;    /* batched GEMMs (T > few_tokens) when set; OpenBLAS on f32 panels otherwise */
+    unsigned printed; /* bit per (op, path) already reported under --verbose */
+} tp_cpu_bf16;
+
+static inline tp_cpu_bf16 *bf16_impl(tp_backend *b) { return (tp_cpu_bf16 *)b->impl; }
+/* --verbose: one line the first time an op takes a path (bit: a distinct id per op and path). */
+void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path);
+
+const char *bf16_isa_name(bf16_isa isa);
+/* The best ISA this CPU runs (CPUID), then TPGEN_CPU_ISA if set (dies when the CPU lacks it). */
+bf16_isa bf16_isa_pick(void);
+
+/* cpu_bf16_gemm.c: the GEMM entry points (tp_backend signatures) and matrix layout. */
+size_t bf16_matrix_bytes(tp_backend *b, int rows, int cols);
+void bf16_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols);
+void bf16_ready_clear(void); /* forget which matrices hold their blocked copy (destroy) */
+void bf16_matmul(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
+                 int accumulate);
+void bf16_matmul_f32out(tp_backend *b, float *y, const void *x, const void *W, const void *bias, int T, int N,
+                        int K);
+void bf16_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K);
+
+/* cpu_dnnl.c (stubs when built without oneDNN). */
+int tp_dnnl_compiled(void);
+/* NULL (reason in err) when oneDNN cannot run bf16 matmul here, or only through its reference
+ * implementation (unless force). */
+tp_dnnl *tp_dnnl_create(int n_threads, int force, char *err, size_t err_size);
+void tp_dnnl_destroy(tp_dnnl *d);
+const char *tp_dnnl_impl(tp_dnnl *d); /* implementation oneDNN chose, e.g. "brg:avx512_core_amx" */
+/* Bytes of the blocked copy of W^T ([K, N] logical) oneDNN asks for. */
+size_t tp_dnnl_weights_bytes(tp_dnnl *d, int N, int K);
+/* Reorders plain W [N, K] bf16 into dst (tp_dnnl_weights_bytes of it). */
+void tp_dnnl_reorder(tp_dnnl *d, void *dst, const uint16_t *W, int N, int K);
+/* y[T,N] = epilogue(x[T,K] @ W^T) with Wb the blocked copy: out_f32 -> f32 y (+ bias); else
+ * bf16 y = round((accumulate ? y : 0) + x W^T + bias), GELU after when gelu. bias bf16 or NULL. */
+void tp_dnnl_matmul(tp_dnnl *d, void *y, const uint16_t *x, const void *Wb, const uint16_t *bias, int T, int N,
+                    int K, int accumulate, int gelu, int out_f32);
+
+#endif

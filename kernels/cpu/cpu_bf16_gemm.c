@@ -1,0 +1,299 @@
+/* bf16 GEMMs: y[T,N] = epilogue(x[T,K] @ W^T), W [N, K] bf16, f32 accumulation, one rounding.
+ *
+ * By T (tokens of the step):
+ *  - T <= few_tokens (decode batches): GEMV-style kernels that stream each W row once per step
+ *    for every token (2 rows x 4 tokens per register block), chosen by CPUID:
+ *      avx512bf16: vdpbf16ps on bf16 x and W (32 products per instruction, f32 sums);
+ *      avx2:       W widened to f32 in registers (a shift), FMA on f32 x (x86-64-v3 build);
+ *      c:          the same C, baseline build (any x86-64 or other CPU).
+ *  - larger T (batched steps, prefill): oneDNN matmul on its reordered copy of W (bf16 in, f32
+ *    accumulation, bias/sum/GELU in its f32 post-ops), when oneDNN runs bf16 natively here;
+ *    otherwise OpenBLAS sgemm on f32 panels of W widened per thread (the CPU has no bf16 units).
+ * Epilogue (all paths, in f32): v = x.w (+ y when accumulating) (+ bias); GELU; round to bf16 --
+ * the CUDA backend's fused epilogue. matmul_f32out keeps f32 (logits). */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "kernels/common/tp_act.h"
+#include "kernels/cpu/cpu_bf16.h"
+#include "kernels/cpu/cpu_internal.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+typedef uint16_t bf16;
+
+const char *bf16_isa_name(bf16_isa isa) {
+    return isa == BF16_ISA_AVX512BF16 ? "avx512bf16 (vdpbf16ps)" : isa == BF16_ISA_AVX2 ? "avx2 (FMA on widened bf16)"
+                                                                                      : "c (portable fallback)";
+}
+
+static bf16_isa isa_detect(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw")) return BF16_ISA_AVX512BF16;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return BF16_ISA_AVX2;
+#endif
+    return BF16_ISA_C;
+}
+
+bf16_isa bf16_isa_pick(void) {
+    const bf16_isa best = isa_detect();
+    const char *e = getenv("TPGEN_CPU_ISA");
+    if (!e || !*e) return best;
+    bf16_isa want;
+    if (strcmp(e, "avx512bf16") == 0) want = BF16_ISA_AVX512BF16;
+    else if (strcmp(e, "avx2") == 0) want = BF16_ISA_AVX2;
+    else if (strcmp(e, "c") == 0) want = BF16_ISA_C;
+    else tp_die_all("TPGEN_CPU_ISA=%s: expected avx512bf16, avx2 or c", e);
+    if (want > best) tp_die_all("TPGEN_CPU_ISA=%s: this CPU does not support it (best here: %s)", e, bf16_isa_name(best));
+    return want;
+}
+
+/* ---- epilogue ---- */
+typedef struct {
+    void *y;          /* [T, N] bf16, or f32 when out_f32 */
+    const bf16 *bias; /* [N] or NULL */
+    int N, accumulate, gelu, out_f32;
+} epi;
+
+static inline void epi_store(const epi *e, int t, int n, float v) {
+    const size_t i = (size_t)t * e->N + n;
+    if (e->accumulate) v += tp_bf16_to_f32(((const bf16 *)e->y)[i]);
+    if (e->bias) v += tp_bf16_to_f32(e->bias[n]);
+    if (e->out_f32) { ((float *)e->y)[i] = v; return; }
+    if (e->gelu) v = tp_gelu_new(v);
+    ((bf16 *)e->y)[i] = tp_f32_to_bf16(v);
+}
+
+/* ---- GEMV kernels: rows [n0, n1) of W for all T tokens ---- */
+typedef uint16_t v8u16 __attribute__((vector_size(16)));
+typedef uint32_t v8u32 __attribute__((vector_size(32)));
+V8_INLINE v8f v8_bf16(const bf16 *p) { /* 8 bf16 -> 8 f32: zero-extend, shift into the high half */
+    v8u16 h;
+    __builtin_memcpy(&h, p, sizeof h);
+    const v8u32 u = __builtin_convertvector(h, v8u32) << 16;
+    v8f f;
+    __builtin_memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* xf: x widened to f32 [T, K]. The body of the avx2 and c kernels (one source, two builds). */
+V8_INLINE void rows_f32x_body(const float *xf, const bf16 *W, int T, int K, int n0, int n1, const epi *e) {
+    const int K8 = K & ~7;
+    for (int n = n0; n < n1; n += 2) {
+        const int two = n + 1 < n1;
+        const bf16 *w0 = W + (size_t)n * K, *w1 = two ? w0 + K : w0;
+        for (int t0 = 0; t0 < T; t0 += 4) {
+            const int m = T - t0 < 4 ? T - t0 : 4; /* tokens in this group; missing ones repeat x0 */
+            const float *x0 = xf + (size_t)t0 * K;
+            const float *xs[4] = {x0, m > 1 ? x0 + K : x0, m > 2 ? x0 + 2 * (size_t)K : x0,
+                                  m > 3 ? x0 + 3 * (size_t)K : x0};
+            v8f a0 = v8_splat(0), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+            for (int k = 0; k < K8; k += 8) {
+                const v8f wa = v8_bf16(w0 + k), wb = v8_bf16(w1 + k);
+                v8f xv = v8_load(xs[0] + k);
+                a0 += wa * xv; c0 += wb * xv;
+                xv = v8_load(xs[1] + k);
+                a1 += wa * xv; c1 += wb * xv;
+                xv = v8_load(xs[2] + k);
+                a2 += wa * xv; c2 += wb * xv;
+                xv = v8_load(xs[3] + k);
+                a3 += wa * xv; c3 += wb * xv;
+            }
+            float ra[4] = {v8_sum(a0), v8_sum(a1), v8_sum(a2), v8_sum(a3)};
+            float rb[4] = {v8_sum(c0), v8_sum(c1), v8_sum(c2), v8_sum(c3)};
+            for (int k = K8; k < K; k++)
+                for (int i = 0; i < 4; i++) {
+                    ra[i] += tp_bf16_to_f32(w0[k]) * xs[i][k];
+                    rb[i] += tp_bf16_to_f32(w1[k]) * xs[i][k];
+                }
+            for (int i = 0; i < m; i++) {
+                epi_store(e, t0 + i, n, ra[i]);
+                if (two) epi_store(e, t0 + i, n + 1, rb[i]);
+            }
+        }
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("arch=x86-64-v3"))) static void rows_avx2(const float *xf, const bf16 *W, int T, int K, int n0,
+                                                                 int n1, const epi *e) {
+    rows_f32x_body(xf, W, T, K, n0, n1, e);
+}
+
+/* vdpbf16ps: each lane sums two bf16 products into f32. x and W stay bf16; the K tail (K % 32)
+ * is a masked load (zeros contribute nothing). */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows_avx512bf16(const bf16 *x, const bf16 *W,
+                                                                                   int T, int K, int n0, int n1,
+                                                                                   const epi *e) {
+    for (int n = n0; n < n1; n += 2) {
+        const int two = n + 1 < n1;
+        const bf16 *w0 = W + (size_t)n * K, *w1 = two ? w0 + K : w0;
+        for (int t0 = 0; t0 < T; t0 += 4) {
+            const int m = T - t0 < 4 ? T - t0 : 4;
+            const bf16 *x0 = x + (size_t)t0 * K;
+            const bf16 *xs[4] = {x0, m > 1 ? x0 + K : x0, m > 2 ? x0 + 2 * (size_t)K : x0,
+                                 m > 3 ? x0 + 3 * (size_t)K : x0};
+            __m512 a[4], c[4];
+            for (int i = 0; i < 4; i++) a[i] = c[i] = _mm512_setzero_ps();
+            for (int k = 0; k < K; k += 32) {
+                const __mmask32 mk = K - k >= 32 ? 0xffffffffu : (__mmask32)((1u << (K - k)) - 1);
+                const __m512bh wa = (__m512bh)_mm512_maskz_loadu_epi16(mk, w0 + k);
+                const __m512bh wb = (__m512bh)_mm512_maskz_loadu_epi16(mk, w1 + k);
+                for (int i = 0; i < 4; i++) {
+                    const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(mk, xs[i] + k);
+                    a[i] = _mm512_dpbf16_ps(a[i], xv, wa);
+                    c[i] = _mm512_dpbf16_ps(c[i], xv, wb);
+                }
+            }
+            for (int i = 0; i < m; i++) {
+                epi_store(e, t0 + i, n, _mm512_reduce_add_ps(a[i]));
+                if (two) epi_store(e, t0 + i, n + 1, _mm512_reduce_add_ps(c[i]));
+            }
+        }
+    }
+}
+#endif
+
+static void rows_c(const float *xf, const bf16 *W, int T, int K, int n0, int n1, const epi *e) {
+    rows_f32x_body(xf, W, T, K, n0, n1, e);
+}
+
+CPU_SIMD_CLONES static void widen(float *dst, const bf16 *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = tp_bf16_to_f32(src[i]);
+}
+
+static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
+    tp_cpu_bf16 *c = bf16_impl(b);
+    const int nt = c->n_threads;
+    float *xf = NULL;
+    if (c->isa != BF16_ISA_AVX512BF16) {
+        xf = tp_malloc((size_t)T * K * sizeof(float));
+        widen(xf, x, (size_t)T * K);
+    }
+    const int chunk = ((N + nt - 1) / nt + 15) & ~15;
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        const int n1 = N - n0 < chunk ? N : n0 + chunk;
+#if defined(__x86_64__)
+        if (c->isa == BF16_ISA_AVX512BF16) rows_avx512bf16(x, W, T, K, n0, n1, e);
+        else if (c->isa == BF16_ISA_AVX2) rows_avx2(xf, W, T, K, n0, n1, e);
+        else
+#endif
+            rows_c(xf, W, T, K, n0, n1, e);
+    }
+    free(xf);
+}
+
+/* No oneDNN: per thread, panels of PANEL rows of W widened to f32, then sgemm into an f32 tile
+ * (256 rows: OpenBLAS packs x again for every call, which at 64 rows cost half the rate)
+ * and the epilogue. x is widened once. */
+#define PANEL 256
+static void blas_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
+    const int nt = cpu_threads(b);
+    float *xf = tp_malloc((size_t)T * K * sizeof(float));
+    widen(xf, x, (size_t)T * K);
+    #pragma omp parallel num_threads(nt)
+    {
+        float *wf = tp_malloc((size_t)PANEL * K * sizeof(float)), *tile = tp_malloc((size_t)T * PANEL * sizeof(float));
+        #pragma omp for schedule(dynamic, 1)
+        for (int n0 = 0; n0 < N; n0 += PANEL) {
+            const int nn = N - n0 < PANEL ? N - n0 : PANEL;
+            widen(wf, W + (size_t)n0 * K, (size_t)nn * K);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xf, K, wf, K, 0.0f, tile, PANEL);
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < nn; j++) epi_store(e, t, n0 + j, tile[(size_t)t * PANEL + j]);
+        }
+        free(wf);
+        free(tile);
+    }
+    free(xf);
+}
+
+/* ---- matrix layout: [N, K] bf16, then (oneDNN) its blocked W^T at a 4 KiB-aligned offset ---- */
+static size_t plain_bytes(int N, int K) { return ((size_t)N * K * 2 + 4095) & ~(size_t)4095; }
+
+size_t bf16_matrix_bytes(tp_backend *b, int rows, int cols) {
+    tp_cpu_bf16 *c = bf16_impl(b);
+    return plain_bytes(rows, cols) + (c->dnnl ? tp_dnnl_weights_bytes(c->dnnl, rows, cols) : 0);
+}
+
+/* Blocked copies made so far, by matrix address: matrix_upload reorders at once; a matrix
+ * filled by fill_random (bench) is reordered at its first batched GEMM, once. */
+typedef struct {
+    const void **p;
+    size_t n, cap;
+} ptr_set;
+static ptr_set g_ready; /* one process, one backend at a time */
+static int ready_has(const void *p) {
+    for (size_t i = 0; i < g_ready.n; i++)
+        if (g_ready.p[i] == p) return 1;
+    return 0;
+}
+static void ready_add(const void *p) {
+    if (g_ready.n == g_ready.cap) {
+        g_ready.cap = g_ready.cap ? 2 * g_ready.cap : 256;
+        g_ready.p = tp_realloc(g_ready.p, g_ready.cap * sizeof *g_ready.p);
+    }
+    g_ready.p[g_ready.n++] = p;
+}
+
+void bf16_ready_clear(void) {
+    free(g_ready.p);
+    memset(&g_ready, 0, sizeof g_ready);
+}
+
+void bf16_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols) {
+    b->upload(b, dst, src_host, st, (size_t)rows * cols);
+    tp_cpu_bf16 *c = bf16_impl(b);
+    if (c->dnnl) {
+        tp_dnnl_reorder(c->dnnl, (char *)dst + plain_bytes(rows, cols), dst, rows, cols);
+        if (!ready_has(dst)) ready_add(dst);
+    }
+}
+
+static void gemm(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
+                 int accumulate, int gelu, int out_f32, unsigned bit, const char *op) {
+    if (T <= 0 || N <= 0) return;
+    tp_cpu_bf16 *c = bf16_impl(b);
+    const epi e = {y, bias, N, accumulate, gelu, out_f32};
+    char path[160];
+    if (T <= c->few_tokens || K <= 0) {
+        snprintf(path, sizeof path, "GEMV %s (T <= %d)", bf16_isa_name(c->isa), c->few_tokens);
+        bf16_report(b, bit, op, path);
+        if (K <= 0) {
+            for (int t = 0; t < T; t++)
+                for (int n = 0; n < N; n++) epi_store(&e, t, n, 0.0f);
+            return;
+        }
+        gemv_path(b, x, W, T, N, K, &e);
+    } else if (c->dnnl) {
+        snprintf(path, sizeof path, "oneDNN matmul %s (T > %d)", tp_dnnl_impl(c->dnnl), c->few_tokens);
+        bf16_report(b, bit + 1, op, path);
+        if (!ready_has(W)) {
+            tp_dnnl_reorder(c->dnnl, (char *)W + plain_bytes(N, K), W, N, K);
+            ready_add(W);
+        }
+        tp_dnnl_matmul(c->dnnl, y, x, (const char *)W + plain_bytes(N, K), bias, T, N, K, accumulate, gelu, out_f32);
+    } else {
+        snprintf(path, sizeof path, "OpenBLAS sgemm on widened bf16 panels (T > %d)", c->few_tokens);
+        bf16_report(b, bit + 2, op, path);
+        blas_path(b, x, W, T, N, K, &e);
+    }
+}
+
+void bf16_matmul(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
+                 int accumulate) {
+    gemm(b, y, x, W, bias, T, N, K, accumulate, 0, 0, 4, "matmul");
+}
+void bf16_matmul_f32out(tp_backend *b, float *y, const void *x, const void *W, const void *bias, int T, int N,
+                        int K) {
+    gemm(b, y, x, W, bias, T, N, K, 0, 0, 1, 8, "matmul_f32out (logits)");
+}
+void bf16_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K) {
+    gemm(b, y, x, W, bias, T, N, K, 0, 1, 0, 12, "matmul_gelu (fc_in)");
+}

@@ -1,0 +1,249 @@
+/* The CPU backend in bf16: creation, upload, fill_random and every op except the GEMMs
+ * (cpu_bf16_gemm.c). Each op reads bf16, computes in f32 and rounds its output once, where the
+ * CUDA backend's bf16 path rounds (kernels/cpu/cpu_bf16.h). Built with -ffp-contract=off
+ * (kernels/CMakeLists.txt): fill_random, gelu_new and the rotary must give the CUDA backend's
+ * bits before rounding. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "kernels/common/tp_act.h"
+#include "kernels/common/tp_rng.h"
+#include "kernels/common/tp_rotary.h"
+#include "kernels/cpu/cpu_bf16.h"
+#include "kernels/cpu/cpu_internal.h"
+
+typedef uint16_t bf16;
+static inline float b2f(bf16 h) { return tp_bf16_to_f32(h); }
+static inline bf16 f2b(float f) { return tp_f32_to_bf16(f); }
+
+void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path) {
+    tp_cpu_bf16 *c = bf16_impl(b);
+    if (!c->verbose || (c->printed & (1u << bit))) return;
+    c->printed |= 1u << bit;
+    tp_log0("cpu bf16: %s -> %s\n", op, path);
+}
+
+/* n elements of st -> bf16 (f16 and f32 through f32, which holds both exactly). */
+static void bf16_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, size_t n) {
+    bf16 *d = dst;
+    if (st == TP_BF16) { memcpy(d, src_host, n * 2); return; }
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float f;
+        if (st == TP_F32) f = ((const float *)src_host)[i];
+        else f = tp_f16_to_f32(((const uint16_t *)src_host)[i]);
+        d[i] = f2b(f);
+    }
+}
+
+/* The f32 backend's draws (a pure function of seed and index, kernels/common/tp_rng.h), rounded:
+ * the bits the CUDA backend's bf16 fill gives. */
+CPU_SIMD_CLONES static void bf16_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean,
+                                             float std) {
+    bf16 *d = dst;
+    const uint64_t key = tp_rng_key(seed);
+    const size_t n_pairs = (n + 1) / 2;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
+    for (size_t j = 0; j < n_pairs; j++) {
+        float x0, x1;
+        tp_fill_random_pair(key, (uint64_t)j, mean, std, &x0, &x1);
+        d[2 * j] = f2b(x0);
+        if (2 * j + 1 < n) d[2 * j + 1] = f2b(x1);
+    }
+}
+
+static void bf16_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E) {
+    bf16 *xo = x;
+    const bf16 *w = wte;
+    for (int t = 0; t < T; t++) memcpy(xo + (size_t)t * E, w + (size_t)ids[t] * E, (size_t)E * 2);
+    (void)b;
+}
+
+/* Statistics in double as the f32 backend (two passes), y in f32, rounded once. */
+CPU_SIMD_CLONES static void bf16_layernorm(tp_backend *b, void *y, const void *x, const void *g, const void *beta,
+                                           int T, int E, float eps) {
+    bf16 *yo = y;
+    const bf16 *xi = x, *gg = g, *bb = beta;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * E >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        const bf16 *xr = xi + (size_t)t * E;
+        bf16 *yr = yo + (size_t)t * E;
+        double s = 0.0, v = 0.0;
+        for (int e = 0; e < E; e++) s += b2f(xr[e]);
+        const double mean = s / E;
+        for (int e = 0; e < E; e++) {
+            const double d = b2f(xr[e]) - mean;
+            v += d * d;
+        }
+        const float m = (float)mean, rstd = (float)(1.0 / sqrt(v / E + (double)eps));
+        for (int e = 0; e < E; e++) yr[e] = f2b((b2f(xr[e]) - m) * rstd * b2f(gg[e]) + b2f(bb[e]));
+    }
+}
+
+static void bf16_gelu_new(tp_backend *b, void *x, size_t n) {
+    bf16 *v = x;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) v[i] = f2b(tp_gelu_new(b2f(v[i])));
+}
+
+CPU_SIMD_CLONES static void bf16_add(tp_backend *b, void *y, const void *x, size_t n) {
+    bf16 *yo = y;
+    const bf16 *xi = x;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) yo[i] = f2b(b2f(yo[i]) + b2f(xi[i]));
+}
+
+/* As the f32 backend: in order on one thread when compacting in place (rows[i] >= i). */
+static void bf16_gather_rows(tp_backend *b, void *dst, const void *src, const int32_t *rows_host, int n, int E) {
+    bf16 *d = dst;
+    const bf16 *s = src;
+    const size_t row = (size_t)E * 2;
+    (void)b;
+    for (int i = 0; i < n; i++)
+        if (d != s || rows_host[i] != i) memmove(d + (size_t)i * E, s + (size_t)rows_host[i] * E, row);
+}
+
+static inline size_t cache_slot(const tp_step *st, int seq, int pos) {
+    const int32_t blk = st->block_table[(size_t)seq * st->max_blocks + pos / st->block_size];
+    return (size_t)blk * st->block_size + (size_t)(pos % st->block_size);
+}
+
+/* q and k rotated in f32 (kernels/common/tp_rotary.h) and rounded back; k and v into the cache. */
+static void bf16_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl,
+                                 int D, int R) {
+    bf16_report(b, 0, "rotary_kv_write", "c (f32 rotation, bf16 cache)");
+    const int T = st->n_tokens, half = R / 2;
+    const size_t HD = (size_t)Hl * D;
+    bf16 *base = qkv, *kc = k_cache, *vc = v_cache;
+    float inv_freq[half > 0 ? half : 1];
+    for (int i = 0; i < half; i++) inv_freq[i] = tp_rope_inv_freq(i, R);
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * HD >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        const int pos = st->pos[t];
+        float cs[half > 0 ? half : 1], sn[half > 0 ? half : 1];
+        for (int i = 0; i < half; i++) tp_rope_sincos(tp_rope_angle(pos, inv_freq[i]), &sn[i], &cs[i]);
+        bf16 *q = base + (size_t)t * 3 * HD, *k = q + HD, *v = k + HD;
+        for (int h = 0; h < 2 * Hl; h++) { /* q heads then k heads: adjacent */
+            bf16 *x = q + (size_t)h * D;
+            for (int i = 0; i < half; i++) {
+                float x0 = b2f(x[2 * i]), x1 = b2f(x[2 * i + 1]);
+                tp_rope_rotate(&x0, &x1, cs[i], sn[i]);
+                x[2 * i] = f2b(x0);
+                x[2 * i + 1] = f2b(x1);
+            }
+        }
+        const size_t slot = cache_slot(st, st->seq[t], pos);
+        memcpy(kc + slot * HD, k, HD * 2);
+        memcpy(vc + slot * HD, v, HD * 2);
+    }
+}
+
+/* One (token, head): scores q.k / sqrt(D) in f32 over the bf16 cache, softmax in f32 (max
+ * subtracted), the P.V sum in f32, rounded once. sc: [P] scratch, qf/acc: [D]. */
+CPU_SIMD_CLONES static void attend_one(const bf16 *qkv, const bf16 *kc, const bf16 *vc, bf16 *out, const tp_step *st,
+                                       int tok, int h, int Hl, int D, float *sc, float *qf, float *acc) {
+    const size_t HD = (size_t)Hl * D, hoff = (size_t)h * D;
+    const int P = st->pos[tok] + 1, bs = st->block_size;
+    const int32_t *bt = st->block_table + (size_t)st->seq[tok] * st->max_blocks;
+    const bf16 *q = qkv + (size_t)tok * 3 * HD + hoff;
+    const float scale = sqrtf((float)D);
+    for (int d = 0; d < D; d++) qf[d] = b2f(q[d]), acc[d] = 0.0f;
+    float mx = -INFINITY;
+    for (int p = 0; p < P; p++) {
+        const bf16 *k = kc + ((size_t)bt[p / bs] * bs + (size_t)(p % bs)) * HD + hoff;
+        float s = 0.0f;
+        for (int d = 0; d < D; d++) s += qf[d] * b2f(k[d]);
+        sc[p] = s / scale;
+        mx = sc[p] > mx ? sc[p] : mx;
+    }
+    float sum = 0.0f;
+    for (int p = 0; p < P; p++) sum += sc[p] = expf(sc[p] - mx);
+    for (int p = 0; p < P; p++) {
+        const bf16 *v = vc + ((size_t)bt[p / bs] * bs + (size_t)(p % bs)) * HD + hoff;
+        const float w = sc[p];
+        for (int d = 0; d < D; d++) acc[d] += w * b2f(v[d]);
+    }
+    bf16 *o = out + (size_t)tok * HD + hoff;
+    const float inv = 1.0f / sum;
+    for (int d = 0; d < D; d++) o[d] = f2b(acc[d] * inv);
+}
+
+static void bf16_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
+                           const tp_step *st, int Hl, int D) {
+    bf16_report(b, 1, "attention", "c (bf16 K/V, f32 scores and softmax)");
+    const int T = st->n_tokens;
+    if (T <= 0 || Hl <= 0) return;
+    const long n_items = (long)T * Hl;
+    #pragma omp parallel num_threads(cpu_threads(b)) if (n_items > 1)
+    {
+        float *sc = tp_malloc(((size_t)st->max_pos + 1 + 2 * (size_t)D) * sizeof(float));
+        #pragma omp for schedule(dynamic, 1)
+        for (long w = 0; w < n_items; w++)
+            attend_one(qkv, k_cache, v_cache, out, st, (int)(w / Hl), (int)(w % Hl), Hl, D, sc,
+                       sc + st->max_pos + 1, sc + st->max_pos + 1 + D);
+        free(sc);
+    }
+}
+
+static void bf16_destroy(tp_backend *b) {
+    if (!b) return;
+    tp_dnnl_destroy(bf16_impl(b)->dnnl);
+    bf16_ready_clear();
+    free(b->impl);
+    free(b);
+}
+
+tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, size_t err_size) {
+    if (!tp_dnnl_compiled()) {
+        snprintf(err, err_size, "--dtype bf16 on the CPU needs oneDNN, and this tpgen was built without it "
+                                "(install libdnnl-dev, e.g. tools/install-deps.sh, and reconfigure)");
+        return NULL;
+    }
+    tp_backend *b = tp_backend_cpu_create(n_threads); /* memory, copies, logits_stats: as f32 */
+    tp_cpu_bf16 *c = tp_calloc(1, sizeof *c);
+    c->n_threads = cpu_threads(b);
+    free(b->impl);
+    b->impl = c;
+    c->verbose = verbose;
+    c->isa = bf16_isa_pick();
+    const char *ft = getenv("TPGEN_BF16_GEMV_MAX_T"); /* the GEMV / batched-GEMM crossover */
+    c->few_tokens = ft && *ft ? atoi(ft) : 16;
+    const char *gm = getenv("TPGEN_CPU_GEMM"); /* "dnnl": oneDNN even through its reference code
+                                                  (tests); "blas": never oneDNN */
+    char why[256] = "";
+    if (!(gm && strcmp(gm, "blas") == 0)) {
+        c->dnnl = tp_dnnl_create(c->n_threads, gm && strcmp(gm, "dnnl") == 0, why, sizeof why);
+        if (!c->dnnl && gm && strcmp(gm, "dnnl") == 0) {
+            snprintf(err, err_size, "TPGEN_CPU_GEMM=dnnl: %s", why);
+            bf16_destroy(b);
+            return NULL;
+        }
+    } else snprintf(why, sizeof why, "TPGEN_CPU_GEMM=blas");
+    if (verbose) {
+        tp_log0("cpu bf16: GEMV (T <= %d) -> %s\n", c->few_tokens, bf16_isa_name(c->isa));
+        if (c->dnnl) tp_log0("cpu bf16: batched GEMM (T > %d) -> oneDNN matmul, %s\n", c->few_tokens,
+                             tp_dnnl_impl(c->dnnl));
+        else tp_log0("cpu bf16: batched GEMM (T > %d) -> OpenBLAS sgemm on f32 panels of the bf16 weights "
+                     "(oneDNN not used: %s)\n", c->few_tokens, why);
+    }
+    b->act = TP_BF16;
+    b->upload = bf16_upload;
+    b->fill_random = bf16_fill_random;
+    b->matrix_bytes = bf16_matrix_bytes;
+    b->matrix_upload = bf16_matrix_upload;
+    b->embed = bf16_embed;
+    b->layernorm = bf16_layernorm;
+    b->matmul = bf16_matmul;
+    b->matmul_f32out = bf16_matmul_f32out;
+    b->matmul_gelu = bf16_matmul_gelu;
+    b->gelu_new = bf16_gelu_new;
+    b->add = bf16_add;
+    b->gather_rows = bf16_gather_rows;
+    b->rotary_kv_write = bf16_rotary_kv_write;
+    b->attention = bf16_attention;
+    b->destroy = bf16_destroy;
+    return b;
+}

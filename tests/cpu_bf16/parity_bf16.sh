@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# HF parity of tpgen's CPU backend in bf16 (--backend cpu --dtype bf16): every fixture
+# tests/data/*/ against HF transformers run in bf16 on the CPU (expected-hf-bf16.json, made by
+# tools/make_bf16_reference.py), or with --ref hf-f32 against the f32 fixtures (expected.json).
+# The checks and the near-tie rule are those of tests/gpu/parity.sh (the CUDA bf16 parity):
+#   score:    every log-probability within T of the reference; its clear top-5 in tpgen's top 5.
+#   generate: greedy ids equal; where the reference's own top-2 gap is below 2T, tpgen may pick
+#             the runner-up (its log-probability within T); the prompt's comparison stops there.
+# T (nats): 0.08 against either reference, the CUDA backend's bf16 bound (docs/CUDA.md): both
+# sides round weights, activations and the residual at bf16's 2^-8.
+#
+# And the mean |d| over every compared log-probability within 0.02.
+# usage: tests/cpu_bf16/parity_bf16.sh [--np N] [--ref hf-bf16|hf-f32] [--build DIR] [--tol T]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+exec python3 - "$@" <<'PY'
+import argparse, glob, json, os, subprocess, sys
+
+ap = argparse.ArgumentParser(prog="tests/cpu_bf16/parity_bf16.sh")
+ap.add_argument("--np", type=int, default=1)
+ap.add_argument("--ref", choices=["hf-bf16", "hf-f32"], default="hf-bf16")
+ap.add_argument("--build", default="build")
+ap.add_argument("--timeout", type=float, default=120)
+ap.add_argument("--tol", type=float, default=None)
+a = ap.parse_args()
+a.dtype, a.comm = "bf16", "mpi"
+tol = a.tol if a.tol is not None else 0.08
+exp_name = "expected-hf-bf16.json" if a.ref == "hf-bf16" else "expected.json"
+tpgen = os.path.join(a.build, "bin", "tpgen")
+if not os.access(tpgen, os.X_OK):
+    sys.exit("parity_bf16.sh: %s not found; build first (cmake --build %s)" % (tpgen, a.build))
+try:  # Open MPI needs these flags (root in containers, more ranks than cores); MPICH knows neither
+    ver = subprocess.run(["mpirun", "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+except OSError:
+    sys.exit("parity_bf16.sh: mpirun not found")
+ompi = "Open MPI" in ver or "OpenRTE" in ver
+launch = ["mpirun"] + (["--oversubscribe", "--allow-run-as-root"] if ompi else []) + ["-np", str(a.np), tpgen]
+common = ["--backend", "cpu", "--dtype", "bf16", "--threads", "1"]
+
+def run(args):
+    cmd = launch + args + common
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=a.timeout, text=True)
+    except subprocess.TimeoutExpired:
+        return None, "timed out after %gs: %s" % (a.timeout, " ".join(cmd))
+    if p.returncode != 0:
+        return None, "exit %d: %s\n%s" % (p.returncode, " ".join(cmd), p.stderr[-2000:])
+    objs = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+    objs = [o for o in objs if "ids" in o]
+    if not objs:
+        return None, "no JSON result from: %s\n%s" % (" ".join(cmd), p.stdout[-1000:])
+    return objs, None
+
+ids_arg = lambda xs: ",".join(str(int(x)) for x in xs)
+fails, worst_score, worst_gen, n_fix, near_ties = 0, 0.0, 0.0, 0, 0
+
+def top_check(what, exp_top, got_top):
+    """HF's clear top-5 members are in tpgen's top 5 with close log-probabilities."""
+    errs, worst = [], 0.0
+    got = {int(i): lp for i, lp in got_top}
+    fifth = exp_top[-1][1]
+    for i, lp in exp_top:
+        if int(i) in got and got[int(i)] is not None:
+            worst = max(worst, abs(got[int(i)] - lp))
+            if abs(got[int(i)] - lp) > tol:
+                errs.append("%s: top id %d logprob %.5f, HF %.5f" % (what, i, got[int(i)], lp))
+        elif lp > fifth + 2 * tol:
+            errs.append("%s: HF top id %d (%.5f) missing from tpgen's top 5" % (what, i, lp))
+    return errs, worst
+
+sum_d, n_d = 0.0, 0
+for path in sorted(glob.glob("tests/data/*/" + exp_name)):
+    fx = os.path.dirname(path)
+    name = os.path.basename(fx)
+    exp = json.load(open(path))
+    if a.np not in exp.get("valid_tp", [1]):
+        print("%-24s np=%d: SKIPPED (valid TP sizes %s)" % (name, a.np, exp.get("valid_tp")))
+        continue
+    n_fix += 1
+    errs, ws, wg, notes = [], 0.0, 0.0, []
+
+    sc = exp["score"]
+    objs, err = run(["score", "--model", fx, "--ids", ids_arg(sc["ids"]), "--logprobs", "5", "--json"])
+    if err:
+        errs.append("score " + err)
+    else:
+        got = objs[-1]
+        if got["ids"] != sc["ids"] or len(got["logprobs"]) != len(sc["logprobs"]):
+            errs.append("score: ids or length differ")
+        else:
+            for i, (e, g) in enumerate(zip(sc["logprobs"], got["logprobs"])):
+                if e is None:
+                    continue
+                if g is None:
+                    errs.append("score[%d]: null, HF %.5f" % (i, e))
+                    continue
+                ws = max(ws, abs(g - e))
+                sum_d, n_d = sum_d + abs(g - e), n_d + 1
+                if abs(g - e) > tol:
+                    errs.append("score[%d]: %.5f, HF %.5f (|d| %.4f > %.4f)" % (i, g, e, abs(g - e), tol))
+                te, tw = top_check("score[%d]" % i, sc["top_logprobs"][i], got["top_logprobs"][i])
+                errs += te
+                ws = max(ws, tw)
+
+    for gi, ge in enumerate(exp["generate"]):
+        objs, err = run(["generate", "--model", fx, "--prompt-ids", ids_arg(ge["prompt_ids"]), "--max-new-tokens",
+                         str(ge["max_new_tokens"]), "--ignore-eos", "--logprobs", "5", "--json"])
+        if err:
+            errs.append("generate[%d] %s" % (gi, err))
+            continue
+        got = objs[-1]
+        eids, gids = ge["ids"], got["ids"]
+        if len(gids) != len(eids):
+            errs.append("generate[%d]: %d ids, HF %d" % (gi, len(gids), len(eids)))
+            continue
+        for j, (e, g) in enumerate(zip(eids, gids)):
+            etop = ge["top_logprobs"][j]
+            if g != e:
+                gap = etop[0][1] - etop[1][1]
+                alt = {int(i): lp for i, lp in etop}
+                glp = got["logprobs"][j]
+                if gap <= 2 * tol and g == int(etop[1][0]) and glp is not None and abs(glp - alt[g]) <= tol:
+                    notes.append("generate[%d] step %d: HF near-tie (gap %.4f) resolved to its 2nd id %d" % (gi, j, gap, g))
+                else:
+                    errs.append("generate[%d] step %d: id %d, HF %d (HF top-2 gap %.4f)" % (gi, j, g, e, gap))
+                break
+            lp = got["logprobs"][j]
+            if lp is None or abs(lp - ge["logprobs"][j]) > tol:
+                errs.append("generate[%d] step %d: logprob %s, HF %.5f" % (gi, j, lp, ge["logprobs"][j]))
+            else:
+                wg = max(wg, abs(lp - ge["logprobs"][j]))
+                sum_d, n_d = sum_d + abs(lp - ge["logprobs"][j]), n_d + 1
+            te, tw = top_check("generate[%d] step %d" % (gi, j), etop, got["top_logprobs"][j])
+            errs += te
+            wg = max(wg, tw)
+
+    worst_score, worst_gen = max(worst_score, ws), max(worst_gen, wg)
+    near_ties += len(notes)
+    status = "ok" if not errs else "FAIL"
+    print("%-24s np=%d %s %s: score max|d| %.3g, generate max|d| %.3g (tol %.3g) %s" %
+          (name, a.np, a.dtype, a.comm, ws, wg, tol, status))
+    for n in notes:
+        print("    note: " + n)
+    for e in errs[:12]:
+        print("    " + e)
+    if len(errs) > 12:
+        print("    ... %d more" % (len(errs) - 12))
+    fails += bool(errs)
+
+print("parity cpu bf16 np=%d vs %s: %d fixture(s), %d failed; largest |d| score %.3g, generate %.3g; mean |d| %.3g "
+      "over %d log-probabilities; %d near-tie(s)" % (a.np, a.ref, n_fix, fails, worst_score, worst_gen,
+                                                    sum_d / max(n_d, 1), n_d, near_ties))
+mean_tol = 0.02  # mean |d|: one bf16 rounding per op, errors of both signs average out (measured 0.009)
+if sum_d / max(n_d, 1) > mean_tol:
+    print("FAIL: mean |d| %.4g > %.3g" % (sum_d / max(n_d, 1), mean_tol))
+    fails += 1
+sys.exit(1 if fails or n_fix == 0 else 0)
+PY

@@ -1,0 +1,262 @@
+/* Op tests of the CPU backend's bf16 path (kernels/cpu/cpu_bf16_*.c) against a double-precision
+ * reference computed on the same bf16-rounded inputs.
+ *
+ * usage: test_bf16_ops THREADS ISA GEMM
+ *   ISA: c | avx2 | avx512bf16 (the GEMV kernels, forced through TPGEN_CPU_ISA)
+ *   GEMM: blas | dnnl (the batched GEMMs, forced through TPGEN_CPU_GEMM)
+ * Exits 77 (ctest SKIPPED) when this CPU or build cannot run the requested path.
+ *
+ * Bounds (u = 2^-8, bf16's unit roundoff; every op rounds its output once):
+ *  - GEMM: |got - ref| <= u |ref| + 2 K 2^-24 sum_k |x_k w_k| (+ the same through GELU, whose
+ *    slope is below 1.13) -- one rounding plus any f32 summation order; f32 logits: the second
+ *    term only. vdpbf16ps flushes subnormals: the inputs here have none.
+ *  - element-wise and norms: u |ref| plus a few f32 ulps of the operands' scale.
+ *  - add, embed, gather, upload, fill_random: bit-exact. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+
+static int g_fail, g_checks;
+static const double U = 1.0 / 256;
+#define CHECK(c, ...)                                      \
+    do {                                                   \
+        g_checks++;                                        \
+        if (!(c)) {                                        \
+            if (g_fail++ < 20) {                           \
+                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+                fprintf(stderr, __VA_ARGS__);              \
+                fputc('\n', stderr);                       \
+            }                                              \
+        }                                                  \
+    } while (0)
+
+static uint64_t g_rng = 88172645463325252ull;
+static double urand(void) { /* [0, 1) */
+    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
+    return (g_rng >> 11) * (1.0 / 9007199254740992.0);
+}
+static uint16_t rb(double s) { return tp_f32_to_bf16((float)((2 * urand() - 1) * s)); }
+static double bd(uint16_t h) { return tp_bf16_to_f32(h); }
+static uint16_t *rand_bf16(size_t n, double s) {
+    uint16_t *p = malloc(n * 2 + 2);
+    for (size_t i = 0; i < n; i++) p[i] = rb(s);
+    return p;
+}
+static double gelu_d(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+static void test_matmul(tp_backend *b, int T, int N, int K, int bias_on, int acc, int gelu, int f32out) {
+    uint16_t *x = rand_bf16((size_t)T * K, 1.0), *w = rand_bf16((size_t)N * K, 0.5), *bias = rand_bf16(N, 0.3);
+    uint16_t *y0 = rand_bf16((size_t)T * N, 2.0);
+    void *W = b->alloc(b, b->matrix_bytes(b, N, K), "W");
+    b->matrix_upload(b, W, w, TP_BF16, N, K);
+    void *xd = b->alloc(b, (size_t)T * K * 2 + 64, "x"), *bd_ = b->alloc(b, (size_t)N * 2 + 64, "bias");
+    memcpy(xd, x, (size_t)T * K * 2);
+    memcpy(bd_, bias, (size_t)N * 2);
+    void *y = b->alloc(b, (size_t)T * N * 4 + 64, "y");
+    if (!f32out) memcpy(y, y0, (size_t)T * N * 2);
+    if (f32out) b->matmul_f32out(b, y, xd, W, bias_on ? bd_ : NULL, T, N, K);
+    else if (gelu) b->matmul_gelu(b, y, xd, W, bias_on ? bd_ : NULL, T, N, K);
+    else b->matmul(b, y, xd, W, bias_on ? bd_ : NULL, T, N, K, acc);
+    double worst = 0;
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++) {
+            double s = 0, sa = 0;
+            for (int k = 0; k < K; k++) {
+                const double p = bd(x[(size_t)t * K + k]) * bd(w[(size_t)n * K + k]);
+                s += p;
+                sa += fabs(p);
+            }
+            if (acc && !f32out && !gelu) { s += bd(y0[(size_t)t * N + n]); sa += fabs(bd(y0[(size_t)t * N + n])); }
+            if (bias_on) { s += bd(bias[n]); sa += fabs(bd(bias[n])); }
+            double tol = 2.0 * (K + 2) * ldexp(1, -24) * sa + 1e-30;
+            if (gelu) { s = gelu_d(s); tol = 1.13 * tol + 1e-7; }
+            double got;
+            if (f32out) got = ((float *)y)[(size_t)t * N + n];
+            else { got = bd(((uint16_t *)y)[(size_t)t * N + n]); tol += U * fabs(s); }
+            const double err = fabs(got - s);
+            worst = err / (tol + 1e-300) > worst ? err / (tol + 1e-300) : worst;
+            CHECK(err <= tol, "matmul T=%d N=%d K=%d bias=%d acc=%d gelu=%d f32out=%d: [%d,%d] got %.8g ref %.8g tol %.3g",
+                  T, N, K, bias_on, acc, gelu, f32out, t, n, got, s, tol);
+        }
+    (void)worst;
+    b->free(b, W); b->free(b, xd); b->free(b, bd_); b->free(b, y);
+    free(x); free(w); free(bias); free(y0);
+}
+
+static void test_elementwise(tp_backend *b) {
+    const int T = 5, E = 200;
+    const size_t n = (size_t)T * E;
+    uint16_t *x = rand_bf16(n, 3.0), *y = rand_bf16(n, 3.0), *g = rand_bf16(E, 1.5), *be = rand_bf16(E, 0.5);
+    uint16_t *o = malloc(n * 2);
+    /* add: exact sum of two bf16 (exponents close), rounded once */
+    memcpy(o, y, n * 2);
+    b->add(b, o, x, n);
+    for (size_t i = 0; i < n; i++)
+        CHECK(o[i] == tp_f32_to_bf16((float)(bd(x[i]) + bd(y[i]))), "add[%zu]", i);
+    /* gelu_new */
+    memcpy(o, x, n * 2);
+    b->gelu_new(b, o, n);
+    for (size_t i = 0; i < n; i++) {
+        const double r = gelu_d(bd(x[i]));
+        CHECK(fabs(bd(o[i]) - r) <= U * fabs(r) + 1e-6 * (1 + fabs(bd(x[i]))), "gelu[%zu] %g vs %g", i, bd(o[i]), r);
+    }
+    /* layernorm (in place too) */
+    b->layernorm(b, o, x, g, be, T, E, 1e-5f);
+    for (int t = 0; t < T; t++) {
+        double m = 0, v = 0;
+        for (int e = 0; e < E; e++) m += bd(x[t * E + e]);
+        m /= E;
+        for (int e = 0; e < E; e++) v += (bd(x[t * E + e]) - m) * (bd(x[t * E + e]) - m);
+        const double rs = 1 / sqrt(v / E + 1e-5);
+        for (int e = 0; e < E; e++) {
+            const double xh = (bd(x[t * E + e]) - m) * rs, r = xh * bd(g[e]) + bd(be[e]);
+            CHECK(fabs(bd(o[t * E + e]) - r) <= U * fabs(r) + 1e-5 * (fabs(xh * bd(g[e])) + fabs(bd(be[e]))) + 1e-7,
+                  "layernorm[%d,%d] %g vs %g", t, e, bd(o[t * E + e]), r);
+        }
+    }
+    /* embed and gather_rows: copies */
+    int32_t ids[3] = {4, 0, 2}, rows[3] = {1, 4, 4};
+    b->embed(b, o, x, ids, 3, E);
+    for (int i = 0; i < 3; i++) CHECK(!memcmp(o + i * E, x + ids[i] * E, E * 2), "embed row %d", i);
+    b->gather_rows(b, o, x, rows, 3, E);
+    for (int i = 0; i < 3; i++) CHECK(!memcmp(o + i * E, x + rows[i] * E, E * 2), "gather row %d", i);
+    /* upload from f32 and f16: nearest-even rounding, bit-exact */
+    float f[64];
+    uint16_t h16[64], u[64];
+    for (int i = 0; i < 64; i++) { f[i] = (float)((urand() - 0.5) * 100); h16[i] = tp_f32_to_f16(f[i]); }
+    b->upload(b, u, f, TP_F32, 64);
+    for (int i = 0; i < 64; i++) CHECK(u[i] == tp_f32_to_bf16(f[i]), "upload f32[%d]", i);
+    b->upload(b, u, h16, TP_F16, 64);
+    for (int i = 0; i < 64; i++) CHECK(u[i] == tp_f32_to_bf16(tp_f16_to_f32(h16[i])), "upload f16[%d]", i);
+    /* fill_random: the f32 backend's draws, rounded */
+    tp_backend *f32b = tp_backend_cpu_create(1);
+    float rf[101];
+    uint16_t rbf[101];
+    f32b->fill_random(f32b, rf, 101, 1234, 0.5f, 0.02f);
+    b->fill_random(b, rbf, 101, 1234, 0.5f, 0.02f);
+    for (int i = 0; i < 101; i++) CHECK(rbf[i] == tp_f32_to_bf16(rf[i]), "fill_random[%d]", i);
+    f32b->destroy(f32b);
+    free(x); free(y); free(g); free(be); free(o);
+}
+
+/* rotary + KV write, then attention over a paged cache with scattered blocks. */
+static void test_attention(tp_backend *b, int Hl, int D, int R, int n_seqs, const int *lens, int new_per_seq) {
+    const int bs = 4, max_blocks = 16, n_blocks = n_seqs * max_blocks;
+    const size_t HD = (size_t)Hl * D, cache_n = (size_t)n_blocks * bs * HD;
+    uint16_t *kc = rand_bf16(cache_n, 1.0), *vc = rand_bf16(cache_n, 1.0);
+    int32_t *bt = malloc(sizeof(int32_t) * n_seqs * max_blocks);
+    for (int s = 0; s < n_seqs; s++) /* interleaved, reversed blocks */
+        for (int j = 0; j < max_blocks; j++) bt[s * max_blocks + j] = (max_blocks - 1 - j) * n_seqs + s;
+    int T = n_seqs * new_per_seq, max_pos = 0;
+    int32_t *pos = malloc(sizeof(int32_t) * T), *seq = malloc(sizeof(int32_t) * T);
+    for (int s = 0, t = 0; s < n_seqs; s++)
+        for (int i = 0; i < new_per_seq; i++, t++) {
+            seq[t] = s;
+            pos[t] = lens[s] + i;
+            max_pos = pos[t] > max_pos ? pos[t] : max_pos;
+        }
+    uint16_t *qkv = rand_bf16((size_t)T * 3 * HD, 1.0), *qkv0 = malloc((size_t)T * 3 * HD * 2);
+    memcpy(qkv0, qkv, (size_t)T * 3 * HD * 2);
+    tp_step st = {T, n_seqs, bs, max_blocks, max_pos, pos, seq, bt};
+    b->rotary_kv_write(b, qkv, kc, vc, &st, Hl, D, R);
+    /* rotary reference */
+    for (int t = 0; t < T; t++)
+        for (int part = 0; part < 2; part++)
+            for (int h = 0; h < Hl; h++) {
+                const uint16_t *x0 = qkv0 + (size_t)t * 3 * HD + part * HD + h * D;
+                const uint16_t *x1 = qkv + (size_t)t * 3 * HD + part * HD + h * D;
+                for (int d = 0; d < D; d++) {
+                    double r = bd(x0[d]);
+                    if (d < R) {
+                        const int i = d / 2;
+                        const double ang = pos[t] * pow(10000.0, -2.0 * i / R), c = cos(ang), s = sin(ang);
+                        const double a = bd(x0[2 * i]), bb = bd(x0[2 * i + 1]);
+                        r = d % 2 == 0 ? a * c - bb * s : bb * c + a * s;
+                    }
+                    CHECK(fabs(bd(x1[d]) - r) <= U * fabs(r) + 1e-5, "rotary t=%d part=%d h=%d d=%d: %g vs %g", t,
+                          part, h, d, bd(x1[d]), r);
+                }
+            }
+    /* cache slots hold the rotated k and the v */
+    for (int t = 0; t < T; t++) {
+        const size_t slot = (size_t)bt[seq[t] * max_blocks + pos[t] / bs] * bs + pos[t] % bs;
+        CHECK(!memcmp(kc + slot * HD, qkv + (size_t)t * 3 * HD + HD, HD * 2), "k cache t=%d", t);
+        CHECK(!memcmp(vc + slot * HD, qkv + (size_t)t * 3 * HD + 2 * HD, HD * 2), "v cache t=%d", t);
+    }
+    uint16_t *out = malloc((size_t)T * HD * 2);
+    b->attention(b, out, qkv, kc, vc, &st, Hl, D);
+    double *sc = malloc(sizeof(double) * (max_pos + 1));
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < Hl; h++) {
+            const uint16_t *q = qkv + (size_t)t * 3 * HD + h * D;
+            double mx = -INFINITY, sum = 0;
+            for (int p = 0; p <= pos[t]; p++) {
+                const uint16_t *k = kc + ((size_t)bt[seq[t] * max_blocks + p / bs] * bs + p % bs) * HD + h * D;
+                double s = 0;
+                for (int d = 0; d < D; d++) s += bd(q[d]) * bd(k[d]);
+                sc[p] = s / sqrt(D);
+                mx = sc[p] > mx ? sc[p] : mx;
+            }
+            for (int p = 0; p <= pos[t]; p++) sum += sc[p] = exp(sc[p] - mx);
+            for (int d = 0; d < D; d++) {
+                double r = 0;
+                for (int p = 0; p <= pos[t]; p++)
+                    r += sc[p] / sum * bd(vc[((size_t)bt[seq[t] * max_blocks + p / bs] * bs + p % bs) * HD + h * D + d]);
+                const double got = bd(out[(size_t)t * HD + h * D + d]);
+                CHECK(fabs(got - r) <= U * fabs(r) + 1e-4, "attention t=%d h=%d d=%d: %g vs %g", t, h, d, got, r);
+            }
+        }
+    free(sc); free(out); free(qkv); free(qkv0); free(pos); free(seq); free(bt); free(kc); free(vc);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s THREADS c|avx2|avx512bf16 blas|dnnl\n", argv[0]);
+        return 2;
+    }
+    const char *isa = argv[2], *gemm = argv[3];
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    const int has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const int has_bf16 = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+#else
+    const int has_avx2 = 0, has_bf16 = 0;
+#endif
+    if ((!strcmp(isa, "avx2") && !has_avx2) || (!strcmp(isa, "avx512bf16") && !has_bf16)) {
+        printf("SKIPPED: this CPU has no %s\n", isa);
+        return 77;
+    }
+    setenv("TPGEN_CPU_ISA", isa, 1);
+    setenv("TPGEN_CPU_GEMM", gemm, 1);
+    char err[512];
+    tp_backend *b = tp_backend_cpu_bf16_create(atoi(argv[1]), 1, err, sizeof err);
+    if (!b) {
+        printf("SKIPPED: %s\n", err);
+        return 77;
+    }
+    /* shape classes: GEMV (T <= 16: 1, tails of the 4-token group, odd N for the row pair, K
+     * tails of 8 and 32) and batched (T > 16; N = 150: several 256-row panels and a tail) */
+    static const int shapes[][3] = {{1, 64, 128}, {1, 33, 37}, {2, 7, 31}, {3, 50, 72}, {4, 16, 40}, {5, 9, 65}, {16, 70, 100},
+                                    {1, 1, 1}, {17, 64, 96}, {40, 130, 200}, {33, 5, 8}, {64, 64, 64}, {20, 600, 24}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int T = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        test_matmul(b, T, N, K, 0, 0, 0, 0);
+        test_matmul(b, T, N, K, 1, 0, 0, 0);
+        test_matmul(b, T, N, K, 1, 1, 0, 0);
+        test_matmul(b, T, N, K, 0, 1, 0, 0);
+        test_matmul(b, T, N, K, 1, 0, 1, 0);
+        test_matmul(b, T, N, K, 1, 0, 0, 1);
+        test_matmul(b, T, N, K, 0, 0, 0, 1);
+    }
+    test_elementwise(b);
+    const int lens1[1] = {0}, lens3[3] = {5, 0, 22};
+    test_attention(b, 1, 8, 8, 1, lens1, 1);    /* one token, one position */
+    test_attention(b, 3, 16, 8, 3, lens3, 1);   /* decode, partial rotary */
+    test_attention(b, 2, 12, 12, 3, lens3, 7);  /* prefill chunks, D % 8 != 0 */
+    b->destroy(b);
+    printf("%s/%s: %d checks, %d failed\n", isa, gemm, g_checks, g_fail);
+    return g_fail ? 1 : 0;
+}
