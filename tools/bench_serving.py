@@ -113,6 +113,7 @@ def parse_args(argv):
     ap.add_argument("--mpiexec", default="mpiexec", help="launcher and its flags, e.g. 'mpiexec --oversubscribe'")
     ap.add_argument("--server-timeout", type=float, default=600, help="seconds to wait for the ready line")
     ap.add_argument("--backend", choices=("tpgen", "hf-serial"), default="tpgen")
+    ap.add_argument("--hf-threads", type=int, default=None, help="hf-serial: torch.set_num_threads (default: torch's)")
     ap.add_argument("--served-model-name", default=None, help="the `model` field sent (default: none sent)")
     ap.add_argument("--dataset", default="humaneval")
     ap.add_argument("--vocab-size", type=int, default=None,
@@ -411,6 +412,8 @@ class HFSerialClient:
         except ImportError as e:
             die(f"--backend hf-serial needs torch and transformers: {e}")
         self.torch = torch
+        if a.hf_threads:
+            torch.set_num_threads(a.hf_threads)
         self.dev = "cuda" if torch.cuda.is_available() else "cpu"
         self.tok = AutoTokenizer.from_pretrained(a.model)
         self.model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32).to(self.dev).eval()
@@ -557,7 +560,7 @@ def run_once(client, items, rate, a):
         "itl_ms": summary([g for r in ok for g in r.itl]),
         "e2e_ms": summary([r.e2e for r in ok]),
         "config": {
-            "backend": a.backend, "label": a.label, "url": a.url, "model": a.model, "np": a.np,
+            "backend": a.backend, "label": a.label, "hf_threads": a.hf_threads, "url": a.url, "model": a.model, "np": a.np,
             "server_cmd": getattr(a, "server_cmd", None), "served_model_name": a.served_model_name,
             "dataset": a.dataset, "vocab_size": a.vocab_size, "num_prompts": n, "max_tokens": a.max_tokens,
             "ignore_eos": a.ignore_eos, "temperature": a.temperature,
