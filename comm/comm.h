@@ -39,6 +39,10 @@ struct tp_comm {
      * bcast) for the same message. */
     void (*bcast_idle)(tp_comm *c, void *buf, size_t bytes, int root);
 
+    /* Optional (NULL: no effect, as for MPI): a collective not done after `seconds` (0: never)
+     * ends the job, naming the rank and the collective. NCCL: default 300 s (--comm-timeout). */
+    void (*set_timeout)(tp_comm *c, double seconds);
+
     void (*destroy)(tp_comm *c);
     void *impl;
 };

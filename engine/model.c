@@ -16,10 +16,12 @@
 
 static size_t align_up(size_t x) { return (x + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN; }
 
-void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int kv_blocks, int block_size) {
-    tp_backend *b = m->b;
+/* Lays out the activation arena for these limits in a (pointers relative to base); returns its size.
+ * tp_model_acts_bytes (the memory plan) and tp_model_alloc share it. */
+static size_t acts_layout(const tp_model *m, tp_acts *a, char *base, int max_tokens, int max_rows, int max_seqs,
+                          int block_size) {
+    const tp_backend *b = m->b;
     const tp_config *c = &m->cfg;
-    tp_acts *a = &m->a;
     size_t es = tp_dtype_size(b->act);
     int T = max_tokens, E = c->n_embd, Hl = m->sh.n_heads, D = c->head_dim, Il = m->sh.n_inner;
     a->max_tokens = T;
@@ -43,14 +45,27 @@ void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int
         {(void **)&a->block_table, (size_t)max_seqs * a->max_blocks * sizeof(int32_t)},
     };
     int n = sizeof table / sizeof table[0];
-    size_t total = 0;
-    for (int i = 0; i < n; i++) total += align_up(table[i].bytes);
-    a->arena = b->alloc(b, total, "activations");
     size_t off = 0;
     for (int i = 0; i < n; i++) {
-        *table[i].p = (char *)a->arena + off;
+        if (base) *table[i].p = base + off;
         off += align_up(table[i].bytes);
     }
+    return off;
+}
+
+size_t tp_model_acts_bytes(const tp_model *m, int max_tokens, int max_rows, int max_seqs, int block_size) {
+    tp_acts a;
+    return acts_layout(m, &a, NULL, max_tokens, max_rows, max_seqs, block_size);
+}
+
+void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int kv_blocks, int block_size) {
+    tp_backend *b = m->b;
+    const tp_config *c = &m->cfg;
+    tp_acts *a = &m->a;
+    int T = max_tokens, Hl = m->sh.n_heads, D = c->head_dim;
+    const size_t total = tp_model_acts_bytes(m, max_tokens, max_rows, max_seqs, block_size);
+    a->arena = b->alloc(b, total, "activations");
+    acts_layout(m, a, (char *)a->arena, max_tokens, max_rows, max_seqs, block_size);
     tp_kv_cache_init(&m->kv, b, c->n_layer, Hl, D, block_size, kv_blocks);
     tp_log0("memory per rank: weights %.1f MiB, activations %.1f MiB (%d tokens/step), KV cache %.1f MiB\n",
             m->w.arena_bytes / 1048576.0, total / 1048576.0, T,
@@ -98,8 +113,7 @@ static void run_layers(tp_model *m, const tp_step *st, const tp_step_host *s) {
         b->attention(b, a->att, a->qkv, m->kv.k[l], m->kv.v[l], st, Hl, D);
         b->matmul(b, a->part, a->att, L->out, NULL, T, E, Hl * D, 0);
         /* MLP branch: mlp [T, Il] = gelu(fc_in x + b); part += fc_out mlp (+ bias once, on rank 0) */
-        b->matmul(b, a->mlp, a->ln, L->fc_in, L->fc_in_b, T, Il, E, 0);
-        b->gelu_new(b, a->mlp, (size_t)T * Il);
+        b->matmul_gelu(b, a->mlp, a->ln, L->fc_in, L->fc_in_b, T, Il, E);
         b->matmul(b, a->part, a->mlp, L->fc_out, m->sh.rank == 0 ? L->fc_out_b : NULL, T, E, Il, 1);
         m->comm->allreduce_sum(m->comm, a->part, (size_t)T * E, b->act);
         b->add(b, a->h, a->part, (size_t)T * E);

@@ -1,5 +1,5 @@
-/* Weight loading: this rank's shard of every tensor, from the mmapped safetensors into one
- * device arena carved by a size table.
+/* Weight loading: this rank's shard of every tensor, from the mmapped checkpoint (safetensors
+ * or torch.save .bin: checkpoint.h) into one device arena carved by a size table.
  *
  * Every rank validates every tensor it needs (presence, dtype, shape) from the headers before
  * reading any data; the checks see the same files on every rank, so a problem is reported once
@@ -13,7 +13,7 @@
 
 #include "util/log.h"
 #include "model.h"
-#include "safetensors.h"
+#include "checkpoint.h"
 
 #define ARENA_ALIGN 256
 
@@ -98,11 +98,13 @@ static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
 }
 
 /* Source tensor of an item; the checks every rank makes identically. */
-static const tp_st_tensor *check_tensor(const tp_st_model *st, const char *dir, const tp_config *c,
+static const tp_st_tensor *check_tensor(const tp_ckpt *st, const char *dir, const tp_config *c,
                                         const load_item *it) {
-    const tp_st_tensor *t = tp_st_find(st, it->name);
+    const tp_st_tensor *t = tp_ckpt_find(st, it->name);
     if (!t && c->tie_word_embeddings && strcmp(it->name, "lm_head.weight") == 0)
-        t = tp_st_find(st, "transformer.wte.weight");
+        t = tp_ckpt_find(st, "transformer.wte.weight");
+    if (!t && tp_ckpt_unsupported(st, it->name))
+        tp_die_all("tensor %s in the checkpoint %s: %s", it->name, dir, tp_ckpt_unsupported(st, it->name));
     if (!t) tp_die_all("missing tensor %s in the checkpoint %s", it->name, dir);
     int64_t want[2] = {it->rows, it->cols};
     int want_nd = it->cols == 1 && !it->is_matrix ? 1 : 2;
@@ -165,17 +167,31 @@ static void random_item(tp_backend *b, const load_item *it, uint64_t seed) {
     b->fill_random(b, *it->dst, item_bytes(b, it) / tp_dtype_size(b->act), seed, it->rand_mean, stdv);
 }
 
+/* The weight arena's size, as tp_model_load_weights will ask for it (for the memory plan). */
+size_t tp_model_weights_bytes(const tp_model *m) {
+    tp_model tmp = *m; /* build_list fills tmp.w.layers */
+    load_list l = {0};
+    build_list(&tmp, &l);
+    size_t total = 0;
+    for (int i = 0; i < l.n; i++) total += (item_bytes(m->b, &l.items[i]) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    free(tmp.w.layers);
+    free(l.items);
+    return total;
+}
+
 void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed) {
     tp_backend *b = m->b;
     load_list l = {0};
     build_list(m, &l);
 
-    tp_st_model *st = NULL;
+    tp_ckpt *st = NULL;
     const tp_st_tensor **src = tp_calloc(l.n, sizeof *src);
     if (!random) {
         char err[1024];
-        st = tp_st_open(dir, err, sizeof err);
+        double t_open = tp_now_seconds();
+        st = tp_ckpt_open(dir, err, sizeof err);
         if (!st) tp_die_all("%s", err);
+        tp_log0("checkpoint: %s, opened in %.1f ms\n", tp_ckpt_describe(st), 1e3 * (tp_now_seconds() - t_open));
         for (int i = 0; i < l.n; i++) src[i] = check_tensor(st, dir, &m->cfg, &l.items[i]);
     }
 
@@ -222,5 +238,5 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     if (staging) b->host_free(b, staging);
     free(src);
     free(l.items);
-    if (st) tp_st_close(st);
+    if (st) tp_ckpt_close(st);
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "mem_plan.h"
 
 /* Device-side description of one forward step (the arrays are device int32 buffers). */
 typedef struct {
@@ -36,6 +37,17 @@ typedef struct {
     const int32_t *seq;         /* [T] row of block_table each token belongs to */
     const int32_t *block_table; /* [S, max_blocks] physical block ids (-1 past the end) */
 } tp_step;
+
+/* The largest steps a job will run, known at start: what the backend's scratch is sized for. */
+typedef struct {
+    int max_tokens; /* T of the largest step */
+    int max_seqs;   /* rows of the block table */
+    int max_ctx;    /* positions a sequence can reach: block-table capacity max_blocks * block_size */
+    int max_rows;   /* logits rows of one logits_stats call */
+    int max_k;      /* k of logits_stats (<= 64) */
+    int n_heads;    /* Hl */
+    int head_dim;   /* D */
+} tp_step_limits;
 
 typedef struct tp_backend tp_backend;
 struct tp_backend {
@@ -54,6 +66,12 @@ struct tp_backend {
     /* Host staging memory for to_device/to_host (pinned on CUDA; plain on the CPU). */
     void *(*host_alloc)(tp_backend *b, size_t bytes, const char *what);
     void (*host_free)(tp_backend *b, void *p);
+    /* Optional (NULL: the backend needs no scratch of its own). plan_scratch adds to `plan` every
+     * buffer the backend holds or will hold for steps within `lim` (kernels/mem_plan.h);
+     * reserve_scratch then allocates its TP_MEM_DEVICE items, once, through alloc. After it no op
+     * allocates: a step beyond `lim` dies naming the limit instead. */
+    void (*plan_scratch)(tp_backend *b, const tp_step_limits *lim, tp_mem_plan *plan);
+    void (*reserve_scratch)(tp_backend *b, const tp_step_limits *lim);
 
     /* --- weights (once, at load) ---
      * upload: n host elements of type st -> act at dst (vectors: biases, norms, embeddings).
@@ -81,6 +99,10 @@ struct tp_backend {
     /* Same as matmul without accumulate, but y is f32 (logits keep full precision). */
     void (*matmul_f32out)(tp_backend *b, float *y, const void *x, const void *W, const void *bias, int T, int N,
                           int K);
+    /* y[T,N] = gelu_new(x[T,K] @ W^T + bias) (fc_in + its activation, one op so a GPU can fuse
+     * the bias and the GELU into the GEMM's f32 epilogue and round once). */
+    void (*matmul_gelu)(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N,
+                        int K);
     /* x = gelu_new(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), n elements. */
     void (*gelu_new)(tp_backend *b, void *x, size_t n);
     /* y += x, n elements. */

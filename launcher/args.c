@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "engine/hub.h"
 
 static const char *USAGE =
     "usage:\n"
@@ -15,12 +16,15 @@ static const char *USAGE =
     "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
+    "         [--prefill 128,512,2048 | --prefill 0] [--prefill-runs N] [--json]\n"
+    "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
     "         [--drain-timeout 30]   (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats]\n"
+    "          [--verbose] [--comm-timeout SECONDS (NCCL; default 300, 0: none)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md";
 
 static long parse_long(const char *flag, const char *v, long lo, long hi) {
@@ -66,6 +70,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->cmd = cmd;
     a->kv_cache_mem = 0.9;
+    a->comm_timeout = 300;
     a->block_size = 16;
     a->max_batch_tokens = 512;
     a->max_batch = 32;
@@ -75,6 +80,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     a->batches = "1,8,32";
     a->context = 512;
     a->steps = 32;
+    a->prefill = "128,512,2048";
+    a->prefill_runs = 3;
     a->host = "127.0.0.1";
     a->port = 8000;
     a->max_queue = 256;
@@ -95,6 +102,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         int ok = 1;
         if (IS("--help") || IS("-h")) tp_die_all("%s", USAGE);
         else if (IS("--model")) a->model = VAL();
+        else if (IS("--revision")) a->revision = VAL();
         else if (IS("--backend")) a->backend = VAL();
         else if (IS("--dtype")) a->dtype = VAL();
         else if (IS("--comm")) a->comm = VAL();
@@ -106,6 +114,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--max-batch")) a->max_batch = (int)parse_long(flag, VAL(), 1, 4096);
         else if (IS("--stats")) a->stats = 1;
         else if (IS("--no-cuda-graphs")) a->no_cuda_graphs = 1;
+        else if (IS("--verbose")) a->verbose = 1;
+        else if (IS("--comm-timeout")) a->comm_timeout = parse_double(flag, VAL(), 0, 1e6);
         else if (IS("--json")) a->json = 1;
         else if (IS("--logprobs") && (gen || score)) a->logprobs = (int)parse_long(flag, VAL(), 0, 64);
         else if (IS("--prompt") && gen) a->prompt = VAL();
@@ -137,6 +147,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--batch") && bench) a->batches = VAL();
         else if (IS("--context") && bench) a->context = (int)parse_long(flag, VAL(), 0, 1 << 20);
         else if (IS("--steps") && bench) a->steps = (int)parse_long(flag, VAL(), 1, 100000);
+        else if (IS("--prefill") && bench) a->prefill = VAL();
+        else if (IS("--prefill-runs") && bench) a->prefill_runs = (int)parse_long(flag, VAL(), 1, 1000);
         else ok = 0;
         if (!ok) tp_die_all("unknown flag %s for `tpgen %s`\n%s", flag, cmd, USAGE);
 #undef IS
@@ -159,4 +171,10 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         tp_die_all("--comm must be mpi or nccl, got \"%s\"", a->comm);
     if (a->max_batch > a->max_batch_tokens)
         tp_die_all("--max-batch %d exceeds --max-batch-tokens %d", a->max_batch, a->max_batch_tokens);
+    if (a->model) { /* an ORG/NAME that is not a local path: its snapshot in the HF cache */
+        char err[2048];
+        char *dir = tp_hub_resolve(a->model, a->revision, err, sizeof err);
+        if (!dir) tp_die_all("%s", err);
+        a->model = dir; /* lives as long as the process */
+    } else if (a->revision) tp_die_all("--revision needs --model ORG/NAME");
 }

@@ -10,7 +10,8 @@
 typedef struct {
     const char *cmd; /* "generate", "score", "bench", "serve" */
     /* model and placement */
-    const char *model;       /* --model DIR */
+    const char *model;       /* --model DIR (an ORG/NAME from the HF cache is resolved to its snapshot) */
+    const char *revision;    /* --revision R of a hub name (NULL: main) */
     const char *config;      /* --config FILE (bench) */
     int random_weights;      /* --random-weights (bench) */
     const char *backend;     /* --backend cpu|cuda (NULL: cuda when a GPU is present) */
@@ -38,9 +39,13 @@ typedef struct {
     int json;
     int stats;
     int no_cuda_graphs;      /* --no-cuda-graphs */
+    int verbose;             /* --verbose: print the memory plan at start */
+    double comm_timeout;     /* --comm-timeout S: a collective not done in S seconds ends the job (NCCL) */
     /* bench */
     const char *batches;     /* --batch 1,8,32 */
     int context, steps;
+    const char *prefill;     /* --prefill 128,512,2048 (prompt lengths; "0": none) */
+    int prefill_runs;        /* --prefill-runs N: timed runs per length (median) */
     /* serve */
     const char *host;        /* --host (127.0.0.1) */
     int port;                /* --port (8000; 0: a free port) */

@@ -1,14 +1,26 @@
-/* tpgen bench: decode-step time at several batch sizes, with achieved memory bandwidth.
+/* tpgen bench: decode-step time at several batch sizes against the memory-bandwidth floor, and
+ * prefill throughput at several prompt lengths against the GEMM rate, both measured in the
+ * same run.
  *
  * Decode at batch B reads every weight matrix once per step plus the KV cache of B sequences,
  * so a step cannot beat (weight bytes + KV bytes) / memory bandwidth. Each batch size runs
  * --steps decode steps at positions --context.. (the cache content is zeros: the timing does not
- * depend on it), after 3 warm-up steps; the median step time is reported, per rank bytes. */
+ * depend on it), after 3 warm-up steps; the median step time is reported, per rank bytes. The
+ * floor is the read-only bandwidth (tp_bench_read_gbs); the copy bandwidth stays beside it (a
+ * copy under-reports a read stream on a CPU, so batch 1 could show more than 100% of it).
+ *
+ * Prefill of an L-token prompt (--prefill, capped at n_positions) runs the way generate runs it:
+ * chunks of --max-batch-tokens, logits for the last token only; median of --prefill-runs. Its
+ * FLOPs per rank are the layers' GEMMs (2 T E (4 Hl D + 2 Il)), the causal attention
+ * (4 Hl D per token and attended position) and one lm_head row, against the backend's GEMM rate
+ * on this rank's fc_in shape at the chunk size. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
+#include "bench_probes.h"
 #include "commands.h"
 #include "util/log.h"
 #include "engine/step.h"
@@ -21,34 +33,57 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void zero_device(tp_backend *b, void *dst, size_t bytes) {
-    size_t chunk = bytes < (64u << 20) ? bytes : (64u << 20);
-    void *z = b->host_alloc(b, chunk, "bench zero buffer");
-    memset(z, 0, chunk);
-    for (size_t off = 0; off < bytes; off += chunk)
-        b->to_device(b, (char *)dst + off, z, bytes - off < chunk ? bytes - off : chunk);
-    b->sync(b);
-    b->host_free(b, z);
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
 }
 
-/* Copy bandwidth of the backend's memory in GB/s, STREAM convention (bytes read + written),
- * median of 7 copies of 256 MiB. */
-static double copy_bandwidth(tp_backend *b) {
-    size_t bytes = 256u << 20;
-    void *x = b->alloc(b, bytes, "bandwidth probe"), *y = b->alloc(b, bytes, "bandwidth probe");
-    zero_device(b, x, bytes);
-    zero_device(b, y, bytes);
-    double t[7];
-    for (int i = 0; i < 8; i++) {
-        double t0 = tp_now_seconds();
-        b->copy(b, y, x, bytes);
-        b->sync(b);
-        if (i) t[i - 1] = tp_now_seconds() - t0; /* the first copy warms up */
+/* --prefill lengths capped at n_positions, sorted, without repeats; "0": none. */
+static int32_t *prefill_lengths(const char *list, int n_positions, int *n) {
+    int32_t *v = tp_parse_id_list(list, n, "--prefill");
+    if (*n == 1 && v[0] == 0) {
+        *n = 0;
+        return v;
     }
-    qsort(t, 7, sizeof *t, cmp_double);
-    b->free(b, x);
-    b->free(b, y);
-    return 2.0 * bytes / t[3] / 1e9;
+    for (int i = 0; i < *n; i++) {
+        if (v[i] < 1) tp_die_all("--prefill lengths must be >= 1 (or --prefill 0 for none)");
+        if (v[i] > n_positions) v[i] = n_positions;
+    }
+    qsort(v, *n, sizeof *v, cmp_int);
+    int k = 0;
+    for (int i = 0; i < *n; i++)
+        if (!k || v[i] != v[k - 1]) v[k++] = v[i];
+    *n = k;
+    return v;
+}
+
+/* FLOPs this rank spends on an L-token prefill (see the file comment). */
+static double prefill_flops(const tp_model *m, int L) {
+    double E = m->cfg.n_embd, HD = (double)m->sh.n_heads * m->cfg.head_dim, Il = m->sh.n_inner;
+    double per_layer = 2.0 * L * E * (4 * HD + 2 * Il) + 4.0 * HD * ((double)L * (L + 1) / 2);
+    return m->cfg.n_layer * per_layer + 2.0 * E * m->sh.n_vocab;
+}
+
+/* One L-token prompt through the model in chunks of C tokens; seconds. */
+static double prefill_once(tp_model *m, int L, int C, int32_t *ids, int32_t *pos, int32_t *seq, int32_t *table,
+                           tp_step_output *out) {
+    int MB = m->a.max_blocks;
+    for (int j = 0; j < MB; j++) table[j] = j < (L + m->kv.block_size - 1) / m->kv.block_size ? j : -1;
+    double t0 = tp_now_seconds();
+    for (int p0 = 0; p0 < L; p0 += C) {
+        int T = L - p0 < C ? L - p0 : C;
+        for (int t = 0; t < T; t++) {
+            ids[t] = (int32_t)(((long)(p0 + t) * 7919 + 13) % m->cfg.vocab_size);
+            pos[t] = p0 + t;
+            seq[t] = 0;
+        }
+        int32_t last = T - 1;
+        int R = p0 + T == L; /* logits of the prompt's last token, as generate asks */
+        tp_step_host st = {T, ids, pos, seq, 1, MB, table, R, &last};
+        tp_logits_request lr = {TP_LOGITS_CANDIDATES, 1, NULL};
+        tp_step_run(m, &st, &lr, out);
+    }
+    return tp_now_seconds() - t0;
 }
 
 int tp_cmd_bench(int argc, char **argv) {
@@ -65,6 +100,8 @@ int tp_cmd_bench(int argc, char **argv) {
     tp_job job;
     tp_job_open(&job, mpi, &a);
     tp_model *m = &job.m;
+    int np;
+    int32_t *plens = prefill_lengths(a.prefill, m->cfg.n_positions, &np);
     int len = a.context + WARMUP + a.steps + 1;
     if (len > m->cfg.n_positions)
         tp_die_all("--context %d + %d steps (%d timed + %d warm-up) exceeds n_positions=%d", a.context, a.steps + WARMUP,
@@ -73,23 +110,50 @@ int tp_cmd_bench(int argc, char **argv) {
     sized.max_batch = bmax;
     if (sized.max_batch_tokens < bmax) sized.max_batch_tokens = bmax;
     int per_seq = (len + a.block_size - 1) / a.block_size;
-    sized.kv_cache_tokens = (long)bmax * per_seq * a.block_size;
+    int prefill_blocks = np ? (plens[np - 1] + a.block_size - 1) / a.block_size : 0;
+    long blocks = (long)bmax * per_seq > prefill_blocks ? (long)bmax * per_seq : prefill_blocks;
+    sized.kv_cache_tokens = blocks * a.block_size;
     tp_job_alloc(&job, &sized, sized.kv_cache_tokens);
-    zero_device(job.b, m->kv.arena, m->kv.bytes_per_token * (size_t)m->kv.n_blocks * m->kv.block_size);
+    tp_bench_zero_device(job.b, m->kv.arena, m->kv.bytes_per_token * (size_t)m->kv.n_blocks * m->kv.block_size);
 
-    double copy_gbs = copy_bandwidth(job.b); /* every rank at once: they share the node's memory */
+    /* The reference rates, every rank at once: ranks on a node share its memory and cores. */
+    int cpu = strcmp(job.b->name, "cpu") == 0;
+    int threads = a.threads;
+    if (threads <= 0) threads = (int)(sysconf(_SC_NPROCESSORS_ONLN) / mpi->local_size);
+    if (threads < 1) threads = 1;
+    mpi->barrier(mpi);
+    double copy_gbs = tp_bench_copy_gbs(job.b);
+    size_t read_bytes = 0;
+    mpi->barrier(mpi);
+    /* The read probe streams host memory: the CPU backend's memory. A GPU's has no read-only
+     * probe in the backend interface, so its read floor is not reported (n/a, null). */
+    double read_gbs = cpu ? tp_bench_read_gbs(threads, &read_bytes) : 0.0;
+    int chunk = sized.max_batch_tokens, gemm_T = np && plens[np - 1] < chunk ? plens[np - 1] : chunk;
+    double gemm = 0.0;
+    if (np) {
+        mpi->barrier(mpi);
+        gemm = tp_bench_gemm_gflops(job.b, gemm_T, m->sh.n_inner, m->cfg.n_embd);
+    }
     if (mpi->rank == 0) {
         int MB = m->a.max_blocks;
-        if (!a.json) printf("copy bandwidth (read + write): %.1f GB/s per rank\n", copy_gbs);
-        int32_t *ids = tp_malloc(bmax * sizeof(int32_t)), *pos = tp_malloc(bmax * sizeof(int32_t));
-        int32_t *seq = tp_malloc(bmax * sizeof(int32_t)), *rows = tp_malloc(bmax * sizeof(int32_t));
+        if (!a.json) {
+            printf("copy bandwidth (read + write): %.1f GB/s per rank\n", copy_gbs);
+            if (cpu)
+                printf("read bandwidth (read-only sum of %zu MiB, %d threads, best of 7): %.1f GB/s per rank\n",
+                       read_bytes >> 20, threads, read_gbs);
+            else printf("read bandwidth: n/a (no read-only probe for the %s backend)\n", job.b->name);
+        }
+        int T0 = chunk > bmax ? chunk : bmax;
+        int32_t *ids = tp_malloc(T0 * sizeof(int32_t)), *pos = tp_malloc(T0 * sizeof(int32_t));
+        int32_t *seq = tp_malloc(T0 * sizeof(int32_t)), *rows = tp_malloc(bmax * sizeof(int32_t));
         int32_t *table = tp_malloc((size_t)bmax * MB * sizeof(int32_t));
-        double *times = tp_malloc(a.steps * sizeof(double));
+        int n_times = a.steps > a.prefill_runs ? a.steps : a.prefill_runs;
+        double *times = tp_malloc(n_times * sizeof(double));
         tp_step_output out;
         tp_step_output_init(&out, m);
         if (!a.json)
-            printf("%6s %8s %10s %12s %12s %10s %9s\n", "batch", "context", "ms/step", "tokens/s", "MB/rank/step",
-                   "GB/s/rank", "%copy-bw");
+            printf("%6s %8s %10s %12s %12s %10s %9s %9s\n", "batch", "context", "ms/step", "tokens/s", "MB/rank/step",
+                   "GB/s/rank", "%read-bw", "%copy-bw");
         for (int bi = 0; bi < nb; bi++) {
             int B = batches[bi];
             for (int s = 0; s < B; s++)
@@ -112,17 +176,50 @@ int tp_cmd_bench(int argc, char **argv) {
             double wbytes = (double)m->w.matrix_bytes;
             double kvbytes = (double)B * (a.context + 1) * m->kv.bytes_per_token;
             double gbs = (wbytes + kvbytes) / t / 1e9;
-            double pct = 100.0 * gbs / copy_gbs;
-            if (a.json)
+            double pct = 100.0 * gbs / copy_gbs, pct_read = cpu ? 100.0 * gbs / read_gbs : 0.0;
+            if (a.json) {
+                char rd[160];
+                if (cpu)
+                    snprintf(rd, sizeof rd, "\"read_gb_per_s\": %.3f, \"pct_read\": %.2f, \"read_floor_ms\": %.4f",
+                             read_gbs, pct_read, (wbytes + kvbytes) / (read_gbs * 1e9) * 1e3);
+                else snprintf(rd, sizeof rd, "\"read_gb_per_s\": null, \"pct_read\": null, \"read_floor_ms\": null");
                 printf("{\"batch\": %d, \"context\": %d, \"tp\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", "
                        "\"ms_per_step\": %.4f, \"tokens_per_s\": %.2f, \"weight_bytes\": %.0f, \"kv_bytes\": %.0f, "
-                       "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"floor_ms\": %.4f, \"steps\": %d}\n",
+                       "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"floor_ms\": %.4f, \"steps\": %d, "
+                       "\"kind\": \"decode\", \"pct_copy\": %.2f, %s}\n",
                        B, a.context, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, B / t, wbytes,
-                       kvbytes, gbs, copy_gbs, (wbytes + kvbytes) / (copy_gbs * 1e9) * 1e3,
-                       a.steps);
+                       kvbytes, gbs, copy_gbs, (wbytes + kvbytes) / (copy_gbs * 1e9) * 1e3, a.steps, pct, rd);
+            } else {
+                char rd[16];
+                if (cpu) snprintf(rd, sizeof rd, "%8.1f%%", pct_read);
+                else snprintf(rd, sizeof rd, "%9s", "n/a");
+                printf("%6d %8d %10.3f %12.1f %12.1f %10.2f %s %8.1f%%\n", B, a.context, t * 1e3, B / t,
+                       (wbytes + kvbytes) / 1e6, gbs, rd, pct);
+            }
+            fflush(stdout);
+        }
+
+        if (np && !a.json)
+            printf("GEMM (backend matmul, T=%d N=%d K=%d, median of 5): %.1f GFLOP/s per rank\n"
+                   "%7s %6s %10s %10s %10s %12s %7s\n",
+                   gemm_T, m->sh.n_inner, m->cfg.n_embd, gemm, "prefill", "chunk", "ms", "tokens/s", "GFLOP/rank",
+                   "GFLOP/s/rank", "%gemm");
+        if (np) prefill_once(m, plens[0], chunk, ids, pos, seq, table, &out); /* warm-up */
+        for (int pi = 0; pi < np; pi++) {
+            int L = plens[pi];
+            for (int r = 0; r < a.prefill_runs; r++) times[r] = prefill_once(m, L, chunk, ids, pos, seq, table, &out);
+            qsort(times, a.prefill_runs, sizeof *times, cmp_double);
+            double t = times[a.prefill_runs / 2], gf = prefill_flops(m, L) / 1e9;
+            if (a.json)
+                printf("{\"prefill_tokens\": %d, \"chunk\": %d, \"tp\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", "
+                       "\"ms\": %.4f, \"tokens_per_s\": %.2f, \"gflop_per_rank\": %.4f, \"gflop_per_s\": %.3f, "
+                       "\"gemm_gflop_per_s\": %.3f, \"gemm_shape\": [%d, %d, %d], \"pct_gemm\": %.2f, "
+                       "\"runs\": %d, \"kind\": \"prefill\"}\n",
+                       L, chunk, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, L / t, gf, gf / t, gemm,
+                       gemm_T, m->sh.n_inner, m->cfg.n_embd, 100.0 * gf / t / gemm, a.prefill_runs);
             else
-                printf("%6d %8d %10.3f %12.1f %12.1f %10.2f %8.1f%%\n", B, a.context, t * 1e3, B / t,
-                       (wbytes + kvbytes) / 1e6, gbs, pct);
+                printf("%7d %6d %10.2f %10.1f %10.2f %12.1f %6.1f%%\n", L, chunk, t * 1e3, L / t, gf, gf / t,
+                       100.0 * gf / t / gemm);
             fflush(stdout);
         }
         tp_step_stop(m);
@@ -132,6 +229,7 @@ int tp_cmd_bench(int argc, char **argv) {
         tp_step_worker_loop(m);
     }
     free(batches);
+    free(plens);
     tp_job_close(&job);
     tp_comm_finalize(mpi);
     return 0;

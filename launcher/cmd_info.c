@@ -1,18 +1,239 @@
-/* tpgen info: what this build has and what it sees (no MPI job). */
+/* tpgen info: what this build has and what it sees (no MPI job); with --model, the "will it fit"
+ * answer for a model: its config, parameter count, checkpoint files and format, and per rank at
+ * TP 1, 2, 4, 8 the weight bytes, KV-cache bytes per token and the tokens of KV cache that fit
+ * in a given memory. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "commands.h"
+#include "engine/checkpoint.h"
+#include "engine/config.h"
+#include "engine/hub.h"
+#include "engine/shard.h"
 #include "kernels/backend.h"
+#include "util/json.h"
+#include "util/log.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static int info_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int info_error(int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tpgen: error: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return status;
+}
+
+/* Elements of every weight of the model as weights.c loads it (HF CodeGen names):
+ * wte [V, E]; per layer ln_1 [E] x2, qkv_proj [3E, E], out_proj [E, E], fc_in [I, E] + [I],
+ * fc_out [E, I] + [E]; ln_f [E] x2; lm_head [V, E] + [V]. */
+static int64_t param_count(const tp_config *c) {
+    int64_t V = c->vocab_size, E = c->n_embd, I = c->n_inner, L = c->n_layer;
+    return 2 * V * E + V + 2 * E + L * (4 * E * E + 2 * E * I + I + 3 * E);
+}
+
+/* The same for one rank's shard (its heads, MLP slice and padded vocab slice). */
+static int64_t rank_elements(const tp_config *c, const tp_shard *s) {
+    int64_t V = c->vocab_size, E = c->n_embd, D = c->head_dim, L = c->n_layer;
+    int64_t Hl = s->n_heads, Il = s->n_inner, Vl = s->n_vocab;
+    return V * E + L * (2 * E + 3 * Hl * D * E + E * Hl * D + Il * E + Il + E * Il + E) + 2 * E + Vl * E + Vl;
+}
+
+/* 1 when name is a weight weights.c loads (the rest, like attn.causal_mask, is not counted). */
+static int model_tensor(const char *name, int n_layer) {
+    static const char *top[] = {"transformer.wte.weight", "transformer.ln_f.weight", "transformer.ln_f.bias",
+                                "lm_head.weight", "lm_head.bias"};
+    static const char *layer[] = {"ln_1.weight",      "ln_1.bias",      "attn.qkv_proj.weight", "attn.out_proj.weight",
+                                  "mlp.fc_in.weight", "mlp.fc_in.bias", "mlp.fc_out.weight",    "mlp.fc_out.bias"};
+    for (size_t i = 0; i < sizeof top / sizeof *top; i++)
+        if (!strcmp(name, top[i])) return 1;
+    int l, off = 0;
+    if (sscanf(name, "transformer.h.%d.%n", &l, &off) != 1 || !off || l < 0 || l >= n_layer) return 0;
+    for (size_t i = 0; i < sizeof layer / sizeof *layer; i++)
+        if (!strcmp(name + off, layer[i])) return 1;
+    return 0;
+}
+
+static const char *human(double bytes, char *buf, size_t size) {
+    if (bytes >= GIB) snprintf(buf, size, "%.2f GiB", bytes / GIB);
+    else if (bytes >= 1048576.0) snprintf(buf, size, "%.1f MiB", bytes / 1048576.0);
+    else snprintf(buf, size, "%.1f KiB", bytes / 1024.0);
+    return buf;
+}
+
+/* "torch_dtype" of config.json, for a config without a checkpoint. */
+static const char *config_dtype(const char *path) {
+    static char out[32];
+    char file[4200];
+    snprintf(file, sizeof file, "%s", path);
+    if (!strstr(path, ".json")) snprintf(file, sizeof file, "%s/config.json", path);
+    size_t len;
+    char *text = tp_read_file(file, &len);
+    if (!text) return NULL;
+    json_value *root = json_parse(text, len, NULL, 0);
+    free(text);
+    const json_value *v = root && root->type == JSON_OBJECT ? json_get(root, "torch_dtype") : NULL;
+    const char *r = NULL;
+    if (v && v->type == JSON_STRING) {
+        snprintf(out, sizeof out, "%s",
+                 !strcmp(v->str, "float16")    ? "F16"
+                 : !strcmp(v->str, "bfloat16") ? "BF16"
+                 : !strcmp(v->str, "float32")  ? "F32"
+                                               : "?");
+        r = out;
+    }
+    json_free(root);
+    return r;
+}
+
+/* Bytes of memory per rank when --memory is not given: the GPU's free memory with the CUDA
+ * backend and a GPU, else this machine's physical memory. */
+static double default_memory(char *why, size_t size) {
+    if (tp_backend_cuda_compiled() && tp_backend_cuda_device_count() > 0) {
+        char err[512];
+        tp_backend *b = tp_backend_cuda_create(0, TP_F16, err, sizeof err);
+        if (b) {
+            double m = (double)b->mem_available(b);
+            b->destroy(b);
+            snprintf(why, size, "free memory of GPU 0");
+            return m;
+        }
+    }
+    snprintf(why, size, "this machine's memory");
+    return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
+static int model_info(const char *model, const char *revision, double memory, const char *dtype_flag) {
+    char err[2048], b1[64], b2[64];
+    char *dir = tp_hub_resolve(model, revision, err, sizeof err);
+    if (!dir) return info_error(1, "%s", err);
+    tp_config c;
+    if (tp_config_load(dir, &c, err, sizeof err)) {
+        free(dir);
+        return info_error(1, "%s", err);
+    }
+    printf("\nmodel: %s%s%s\n", model, strcmp(dir, model) ? " -> " : "", strcmp(dir, model) ? dir : "");
+    printf("config: %d layers, n_embd %d, %d heads of %d (rotary_dim %d), n_inner %d, vocab %d, n_positions %d\n",
+           c.n_layer, c.n_embd, c.n_head, c.head_dim, c.rotary_dim, c.n_inner, c.vocab_size, c.n_positions);
+    int64_t params = param_count(&c);
+    printf("parameters: %" PRId64 " (%.2f %s)\n", params, params >= 1e9 ? params / 1e9 : params / 1e6,
+           params >= 1e9 ? "B" : "M");
+
+    /* The checkpoint, when there is one (a config file alone has none). */
+    const char *stored = NULL;
+    size_t len = strlen(dir);
+    tp_ckpt *ck = NULL;
+    if (len > 5 && !strcmp(dir + len - 5, ".json")) {
+        stored = config_dtype(dir);
+        printf("checkpoint: none (a config file); torch_dtype %s\n", stored ? stored : "not given");
+    } else if (!(ck = tp_ckpt_open(dir, err, sizeof err))) {
+        if (!strstr(err, ": no checkpoint")) {
+            free(dir);
+            return info_error(1, "%s", err);
+        }
+        stored = config_dtype(dir); /* config.json alone still answers "will it fit" */
+        printf("checkpoint: none (%s); torch_dtype %s\n", err, stored ? stored : "not given");
+    }
+    if (ck) {
+        size_t count[3] = {0}, n = tp_ckpt_count(ck);
+        int64_t elems = 0, used = 0;
+        for (size_t i = 0; i < n; i++) {
+            const tp_st_tensor *t = tp_ckpt_at(ck, i);
+            count[t->dtype]++;
+            elems += tp_st_numel(t);
+            if (model_tensor(t->name, c.n_layer)) used += tp_st_numel(t);
+        }
+        printf("checkpoint: %s\n", tp_ckpt_describe(ck));
+        printf("  %zu file%s, %zu tensors, %" PRId64 " elements, %s stored as", tp_ckpt_file_count(ck),
+               tp_ckpt_file_count(ck) == 1 ? "" : "s", n, elems, human((double)tp_ckpt_total_bytes(ck), b1, sizeof b1));
+        for (int d = 0; d < 3; d++)
+            if (count[d]) {
+                printf(" %s%s", tp_dtype_name((tp_dtype)d), count[d] == n ? "" : "(some)");
+                if (!stored || count[d] > count[0]) stored = tp_dtype_name((tp_dtype)d);
+            }
+        printf("\n  %" PRId64 " of the elements are model weights%s\n", used,
+               used == params ? " (= the parameters of config.json)"
+                              : " (config.json implies other shapes or tensors)");
+        tp_ckpt_close(ck);
+    }
+
+    /* Serving dtype: --dtype, else what the engine would use here (fp16 on a GPU, fp32 on CPUs). */
+    int gpu = tp_backend_cuda_compiled() && tp_backend_cuda_device_count() > 0;
+    const char *dt = dtype_flag ? dtype_flag : gpu ? "f16" : "f32";
+    double es = strcmp(dt, "f32") == 0 ? 4 : 2;
+    char why[128];
+    if (memory > 0) snprintf(why, sizeof why, "--memory");
+    else memory = default_memory(why, sizeof why);
+    printf("per rank, weights and KV cache in %s (%s), %s per rank (%s):\n", dt,
+           dtype_flag ? "--dtype"
+           : gpu      ? "the CUDA backend's default"
+                      : "the CPU backend",
+           human(memory, b1, sizeof b1), why);
+    printf("  %-3s %16s %20s %22s\n", "TP", "weights/rank", "KV bytes/token/rank", "KV tokens that fit");
+    for (int tp = 1; tp <= 8; tp *= 2) {
+        tp_shard s;
+        if (tp_shard_plan(&c, tp, 0, &s, err, sizeof err)) {
+            printf("  %-3d %s\n", tp, "not valid: n_head is not a multiple of it");
+            continue;
+        }
+        int64_t most = 0;
+        for (int r = 0; r < tp; r++) { /* shards differ by a row at most; take the largest */
+            tp_shard_plan(&c, tp, r, &s, err, sizeof err);
+            int64_t e = rank_elements(&c, &s);
+            if (e > most) most = e;
+        }
+        double w = (double)most * es;
+        double kv = 2.0 * c.n_layer * (double)(c.n_head / tp) * c.head_dim * es; /* K and V of every layer */
+        if (w >= memory)
+            printf("  %-3d %16s %20.0f %22s\n", tp, human(w, b1, sizeof b1), kv, "none: weights do not fit");
+        else printf("  %-3d %16s %20.0f %22.0f\n", tp, human(w, b2, sizeof b2), kv, floor((memory - w) / kv));
+    }
+    printf("(KV tokens: memory left after the weights, before activations; summed over every sequence)\n");
+    if (stored) printf("stored dtype: %s\n", stored);
+    free(dir);
+    return 0;
+}
 
 int tp_cmd_info(int argc, char **argv) {
-    (void)argv;
-    if (argc > 0) {
-        fprintf(stderr, "tpgen: error: `tpgen info` takes no flags\n");
-        return 2;
+    const char *model = NULL, *revision = NULL, *dtype = NULL;
+    double memory = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int is_model = !strcmp(f, "--model") || !strcmp(f, "--config");
+        if (is_model || !strcmp(f, "--revision") || !strcmp(f, "--memory") || !strcmp(f, "--dtype")) {
+            if (!v) return info_error(2, "%s needs a value", f);
+            i++;
+            if (is_model) model = v;
+            else if (!strcmp(f, "--revision")) revision = v;
+            else if (!strcmp(f, "--dtype")) {
+                if (strcmp(v, "f16") && strcmp(v, "bf16") && strcmp(v, "f32"))
+                    return info_error(2, "--dtype must be f16, bf16 or f32, got \"%s\"", v);
+                dtype = v;
+            } else {
+                char *end;
+                memory = strtod(v, &end) * GIB;
+                if (end == v || *end || !(memory > 0) || memory > 1e6 * GIB)
+                    return info_error(2, "--memory expects GiB per rank, a number > 0, got \"%s\"", v);
+            }
+        } else
+            return info_error(
+                2,
+                "unknown flag %s (`tpgen info` takes no flags other than --model DIR|ORG/NAME|CONFIG.json, "
+                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32)",
+                f);
     }
+    if (!model && (revision || dtype || memory > 0))
+        return info_error(2, "--revision, --memory and --dtype need --model");
     printf("backends: cpu%s\n", tp_backend_cuda_compiled() ? ", cuda" : "");
     printf("cpu cores: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     if (tp_backend_cuda_compiled()) printf("cuda devices: %d\n", tp_backend_cuda_device_count());
-    return 0;
+    return model ? model_info(model, revision, memory, dtype) : 0;
 }

@@ -9,6 +9,7 @@
 
 #include "util/log.h"
 #include "tokenizer/tokenizer.h"
+#include "engine/hub.h"
 #include "launcher/commands.h"
 
 #define MAX_PATTERNS 64
@@ -17,6 +18,7 @@ static const char *const TOKENIZE_USAGE =
     "usage: tpgen tokenize --model DIR (--text T | --file F) [--json] [--time]\n"
     "  Prints the token ids of the text, comma-separated on one line, or {\"ids\": [...]} with --json.\n"
     "  --model DIR  a directory with vocab.json + merges.txt (+ added_tokens.json), or tokenizer.json\n"
+    "               (or ORG/NAME from the local Hugging Face cache; --revision R picks a branch or commit)\n"
     "  --text T     the text (UTF-8)\n"
     "  --file F     read the text from file F ('-' for stdin), byte for byte\n"
     "  --json       JSON output\n"
@@ -75,9 +77,17 @@ static int write_all(const char *cmd, const char *s, size_t n) {
     return 0;
 }
 
-static tp_tokenizer *load(const char *cmd, const char *dir) {
+static const char *g_revision; /* --revision R: the hub revision of --model ORG/NAME */
+
+static tp_tokenizer *load(const char *cmd, const char *model) {
     char err[1024];
+    char *dir = tp_hub_resolve(model, g_revision, err, sizeof err);
+    if (!dir) {
+        fail(cmd, "%s", err);
+        return NULL;
+    }
     tp_tokenizer *t = tp_tokenizer_load(dir, err, sizeof err);
+    free(dir);
     if (!t) fail(cmd, "%s", err);
     return t;
 }
@@ -95,6 +105,7 @@ int tp_cmd_tokenize(int argc, char **argv) {
         if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--time")) timing = 1;
         else if ((r = flag_value(argc, argv, &i, "--model", &v))) dst = &model;
+        else if ((r = flag_value(argc, argv, &i, "--revision", &v))) dst = &g_revision;
         else if ((r = flag_value(argc, argv, &i, "--text", &v))) dst = &text;
         else if ((r = flag_value(argc, argv, &i, "--file", &v))) dst = &file;
         else return usage_error(cmd, "unknown argument '%s'", a);
@@ -226,6 +237,7 @@ int tp_cmd_detokenize(int argc, char **argv) {
         if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--skip-special") || !strcmp(a, "--skip-special-tokens")) skip = 1;
         else if ((r = flag_value(argc, argv, &i, "--model", &v))) dst = &model;
+        else if ((r = flag_value(argc, argv, &i, "--revision", &v))) dst = &g_revision;
         else if ((r = flag_value(argc, argv, &i, "--ids", &v))) dst = &ids_arg;
         else if ((r = flag_value(argc, argv, &i, "--truncate-before", &v))) {
             if (r > 0) {

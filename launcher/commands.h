@@ -8,6 +8,7 @@ int tp_cmd_tokenize(int argc, char **argv);   /* cmd_tokenize.c (rank 0 only, no
 int tp_cmd_detokenize(int argc, char **argv); /* cmd_tokenize.c */
 int tp_cmd_info(int argc, char **argv);       /* cmd_info.c: build and device facts */
 int tp_cmd_bench(int argc, char **argv);      /* cmd_bench.c: decode-step benchmark (MPI job) */
+int tp_cmd_bench_comm(int argc, char **argv); /* cmd_bench_comm.c: all-reduce benchmark (MPI job) */
 int tp_cmd_serve(int argc, char **argv);      /* cmd_serve.c: the OpenAI-compatible server (MPI job) */
 
 #endif

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/mem_plan.h"
+#include "engine/sampler.h" /* TP_MAX_CANDIDATES: the top-k of logits_stats */
 #include "util/log.h"
 
 void tp_job_agree(tp_comm *c, int ok) {
@@ -14,7 +16,7 @@ void tp_job_agree(tp_comm *c, int ok) {
     }
 }
 
-static tp_backend *make_backend(const tp_args *a, tp_comm *mpi) {
+tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi) {
     const char *name = a->backend;
     if (!name) name = tp_backend_cuda_device_count() > 0 ? "cuda" : "cpu";
     if (strcmp(name, "cpu") == 0) {
@@ -45,6 +47,39 @@ static tp_backend *make_backend(const tp_args *a, tp_comm *mpi) {
     return b;
 }
 
+/* The memory plan (engine/mem_plan.h) for the job's limits, agreed by every rank: when it does
+ * not fit on some rank, that rank prints why with the plan's table and every rank exits 1.
+ * Returns the KV blocks this rank can hold; prints the plan with --verbose when `print`. */
+static long job_plan(tp_job *j, const tp_args *a, long kv_tokens_needed, int print) {
+    tp_model *m = &j->m;
+    tp_backend *b = j->b;
+    /* ranks that share this memory (the node's RAM, or a GPU under --comm mpi) split it */
+    int n_dev = strcmp(b->name, "cpu") == 0 ? 1 : tp_backend_cuda_device_count();
+    int sharing = (j->mpi->local_size + n_dev - 1) / (n_dev > 0 ? n_dev : 1);
+    tp_plan_args pa = {.max_tokens = a->max_batch_tokens, .max_rows = a->max_batch, .max_seqs = a->max_batch,
+                       .block_size = a->block_size, .max_k = TP_MAX_CANDIDATES, .kv_tokens = a->kv_cache_tokens,
+                       .kv_mem = a->kv_cache_mem, .kv_tokens_needed = kv_tokens_needed, .sharing = sharing};
+    static char err[8192];
+    tp_mem_plan plan;
+    long blocks = tp_model_plan(m, &pa, b->mem_available(b), &plan, err, sizeof err);
+    const int bad = blocks < 1, size = j->mpi->size;
+    const int first_bad = size - j->mpi->allreduce_max_int(j->mpi, bad ? size - j->mpi->rank : 0);
+    if (first_bad < size) { /* reported once, by the lowest rank that does not fit */
+        if (j->mpi->rank == first_bad) {
+            fprintf(stderr, "tpgen: error: %s", err);
+            fflush(stderr);
+        }
+        tp_comm_finalize(j->mpi);
+        exit(1);
+    }
+    if (print && a->verbose) {
+        tp_mem_plan_format(&plan, err, sizeof err);
+        tp_log0("memory plan, rank 0 (%s, %.1f MiB free%s):\n%s", b->name, b->mem_available(b) / 1048576.0,
+                sharing > 1 ? ", shared by several ranks" : "", err);
+    }
+    return blocks;
+}
+
 void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a) {
     memset(j, 0, sizeof *j);
     j->mpi = mpi;
@@ -52,7 +87,7 @@ void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a) {
     char err[1024];
     if (tp_config_load(a->model ? a->model : a->config, &m->cfg, err, sizeof err)) tp_die_all("%s", err);
     if (tp_shard_plan(&m->cfg, mpi->size, mpi->rank, &m->sh, err, sizeof err)) tp_die_all("%s", err);
-    j->b = make_backend(a, mpi);
+    j->b = tp_job_backend(a, mpi);
     tp_comm_mpi_set_backend(mpi, j->b);
     j->comm = mpi;
     int want_nccl = a->comm ? strcmp(a->comm, "nccl") == 0 : strcmp(j->b->name, "cuda") == 0 && mpi->size > 1;
@@ -60,6 +95,7 @@ void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a) {
         if (strcmp(j->b->name, "cuda") != 0) tp_die_all("--comm nccl needs --backend cuda");
         j->comm = tp_comm_nccl_create(mpi, j->b, err, sizeof err);
         if (!j->comm) tp_die("%s", err);
+        if (j->comm->set_timeout) j->comm->set_timeout(j->comm, a->comm_timeout);
     }
     m->b = j->b;
     m->comm = j->comm;
@@ -67,6 +103,7 @@ void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a) {
     tp_log0("tpgen: %s, %d layers, E=%d, H=%d, V=%d; TP=%d, backend %s (%s), comm %s\n",
             a->model ? a->model : a->config, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head, m->cfg.vocab_size,
             mpi->size, j->b->name, tp_dtype_name(j->b->act), j->comm->name);
+    job_plan(j, a, 0, 0); /* refuse before loading weights what cannot fit */
     tp_model_load_weights(m, a->model, a->random_weights, a->seed + 12345);
 }
 
@@ -75,23 +112,16 @@ void tp_job_alloc(tp_job *j, const tp_args *a, long kv_tokens_needed) {
     tp_backend *b = j->b;
     j->mpi->bcast(j->mpi, &kv_tokens_needed, sizeof kv_tokens_needed, 0);
     int bs = a->block_size, T = a->max_batch_tokens, S = a->max_batch;
-    long blocks_needed = (kv_tokens_needed + bs - 1) / bs;
-    long blocks;
-    if (a->kv_cache_tokens) blocks = (a->kv_cache_tokens + bs - 1) / bs;
-    else {
-        /* activations are small next to weights; leave room for them before taking the fraction */
-        size_t per_block = tp_kv_bytes_per_token(b, m->cfg.n_layer, m->sh.n_heads, m->cfg.head_dim) * bs;
-        /* ranks that share this memory (the node's RAM, or a GPU under --comm mpi) split it */
-        int n_dev = strcmp(b->name, "cpu") == 0 ? 1 : tp_backend_cuda_device_count();
-        int sharing = (j->mpi->local_size + n_dev - 1) / (n_dev > 0 ? n_dev : 1);
-        double avail = (double)b->mem_available(b) * a->kv_cache_mem / (sharing > 0 ? sharing : 1);
-        blocks = (long)(avail / per_block);
-        if (blocks > blocks_needed) blocks = blocks_needed;
-    }
-    if (blocks < 1) blocks = 1;
+    long blocks = job_plan(j, a, kv_tokens_needed, 1);
     /* every rank takes the smallest budget any rank can hold */
     int neg = -(int)(blocks > 2000000000L ? 2000000000L : blocks);
     blocks = -j->mpi->allreduce_max_int(j->mpi, neg);
+    if (b->reserve_scratch) { /* the backend's scratch for the longest context: allocated now, never in a step */
+        tp_plan_args pa = {.max_tokens = T, .max_rows = S, .max_seqs = S, .block_size = bs, .max_k = TP_MAX_CANDIDATES};
+        tp_step_limits lim;
+        tp_model_step_limits(m, &pa, &lim);
+        b->reserve_scratch(b, &lim);
+    }
     tp_model_alloc(m, T, S, S, (int)blocks, bs);
 }
 

@@ -21,6 +21,10 @@ void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a);
 void tp_job_alloc(tp_job *j, const tp_args *a, long kv_tokens_needed);
 void tp_job_close(tp_job *j);
 
+/* The compute backend --backend/--dtype/--threads ask for (cuda when a GPU is visible), with
+ * this rank's device or its share of the node's cores. Used by tp_job_open and bench-comm. */
+tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi);
+
 /* Every rank passes whether it is fine; if any is not, every rank exits with status 1 (the
  * failing rank has printed why). */
 void tp_job_agree(tp_comm *c, int ok);

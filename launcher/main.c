@@ -11,6 +11,7 @@ static const char *USAGE =
     "  generate    generate completions          (mpirun -np N tpgen generate --model DIR --prompt TEXT ...)\n"
     "  score       log-probabilities of ids      (mpirun -np N tpgen score --model DIR --ids 1,2,3 --json)\n"
     "  bench       decode-step benchmark         (tpgen bench --config configs/codegen-350M.json --random-weights)\n"
+    "  bench-comm  all-reduce benchmark          (mpirun -np 2 tpgen bench-comm --sizes 8:256M)\n"
     "  serve       OpenAI-compatible server      (mpirun -np N tpgen serve --model DIR --port 8000)\n"
     "  tokenize    text -> ids                   (tpgen tokenize --model DIR --text T [--json])\n"
     "  detokenize  ids -> text                   (tpgen detokenize --model DIR --ids 1,2,3 [--json])\n"
@@ -29,6 +30,7 @@ int main(int argc, char **argv) {
     } table[] = {
         {"generate", tp_cmd_generate}, {"score", tp_cmd_score},         {"bench", tp_cmd_bench},
         {"tokenize", tp_cmd_tokenize}, {"detokenize", tp_cmd_detokenize}, {"info", tp_cmd_info},
+        {"bench-comm", tp_cmd_bench_comm},
         {"serve", tp_cmd_serve},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)

@@ -103,7 +103,9 @@ static void on_done(void *ctx, tp_request *r) {
     c->finish = r->finish_reason;
     c->done = 1;
     if (j) {
-        j->n_done++;
+        /* its last sequence: the job no longer counts against --max-queue (its client may
+         * send the next request as soon as it has this answer) */
+        if (++j->n_done == j->n_choices) s->n_jobs--;
         pthread_cond_broadcast(&j->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -219,6 +221,7 @@ void tp_server_run(tp_server *s, tp_model *m) {
                         j->ch[i].finish = "cancelled";
                     }
                     j->n_done = j->n_choices;
+                    s->n_jobs--;
                     j->scored = 1;
                     pthread_cond_broadcast(&j->cv);
                     pthread_mutex_unlock(&s->mu);
@@ -249,7 +252,6 @@ void tp_server_run(tp_server *s, tp_model *m) {
                         srv_hist_add(&s->met.tpot, (now - j->t_first) / ((double)gen / j->n_choices - 1));
                 }
                 srv_hist_add(&s->met.e2e, now - j->t_arrival);
-                s->n_jobs--;
                 srv_job_release(s, j);
             } else pp = &j->next;
         }

@@ -154,7 +154,7 @@ static void stream_free(void *cls) {
 static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
     double t0 = tp_now_seconds();
     pthread_mutex_lock(&s->mu);
-    int ready = s->ready, draining = s->draining;
+    int ready = s->ready, draining = s->draining || srv_stop_signal; /* the signal counts at once */
     pthread_mutex_unlock(&s->mu);
     if (!ready) return send_error(s, c, 503, "server_error", "loading", NULL, "the model is still loading; retry");
     if (draining) return send_error(s, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
@@ -169,8 +169,8 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
     j->t_arrival = t0;
 
     pthread_mutex_lock(&s->mu);
-    if (s->draining || s->n_jobs >= s->o.max_queue) {
-        int full = !s->draining;
+    if (s->draining || srv_stop_signal || s->n_jobs >= s->o.max_queue) {
+        int full = !(s->draining || srv_stop_signal);
         srv_job_release(s, j);
         pthread_mutex_unlock(&s->mu);
         if (full)
@@ -359,7 +359,7 @@ static enum MHD_Result route(tp_server *s, struct MHD_Connection *c, const char 
                           want_post ? "POST" : "GET");
     if (what == HEALTH) {
         pthread_mutex_lock(&s->mu);
-        int ready = s->ready, draining = s->draining;
+        int ready = s->ready, draining = s->draining || srv_stop_signal; /* the signal counts at once */
         pthread_mutex_unlock(&s->mu);
         jbuf b = {0};
         jb_printf(&b, "{\"status\": \"%s\"}", draining ? "draining" : ready ? "ok" : "loading");

@@ -6,6 +6,8 @@
 #   nccl_shared_gpu   2 ranks on GPU 0: NCCL refuses clearly; the MPI communicator's staged
 #                     all-reduce of device buffers is exact
 #   bw_copy_smoke     the copy-bandwidth probe runs (tests/gpu/check.sh uses it at 1 GiB)
+#   nccl_watchdog     rank 1 skips an all-reduce: rank 0's watchdog aborts it within --comm-timeout,
+#                     names the rank and the collective, and the job exits non-zero
 # End-to-end parity and the decode benchmark on a GPU: tests/gpu/check.sh (docs/CUDA.md).
 if(TPGEN_HAVE_CUDA)
   add_executable(test_cuda_ops ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_cuda_ops.c)
@@ -23,6 +25,11 @@ if(TPGEN_HAVE_CUDA)
   set_tests_properties(nccl_comm PROPERTIES LABELS "gpu;mpi" SKIP_RETURN_CODE 77 TIMEOUT 180)
   add_test(NAME nccl_shared_gpu COMMAND ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:test_nccl_comm> --shared)
   set_tests_properties(nccl_shared_gpu PROPERTIES LABELS "gpu;mpi" SKIP_RETURN_CODE 77 TIMEOUT 180)
+
+  # the NCCL watchdog: a stuck all-reduce ends the job non-zero, naming the rank and collective
+  add_test(NAME nccl_watchdog COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/gpu/watchdog.sh ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS}
+           -np 2 $<TARGET_FILE:test_nccl_comm> --watchdog)
+  set_tests_properties(nccl_watchdog PROPERTIES LABELS "gpu;mpi" SKIP_RETURN_CODE 77 TIMEOUT 120)
 
   add_executable(bw_copy ${CMAKE_CURRENT_SOURCE_DIR}/gpu/bw_copy.cu)
   set_target_properties(bw_copy PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)

@@ -33,3 +33,21 @@ foreach(case "port|--port expects an integer in .0, 65535., got \"70000\"|--port
   set_tests_properties(server_bad_flag_${name} PROPERTIES LABELS "server;errors;mpi" TIMEOUT 60
                        ENVIRONMENT OMPI_MCA_odls_base_sigkill_timeout=0)
 endforeach()
+
+# The Slurm job that serves (launcher/tpgen-serve.sbatch), on the test cluster of tests/slurm.cmake
+# when it can run (root, slurm-wlm and munge); otherwise SKIPPED, as the slurm tests are.
+find_program(TPGEN_SERVE_SLURMCTLD slurmctld PATHS /usr/sbin /sbin)
+find_program(TPGEN_SERVE_SBATCH sbatch)
+execute_process(COMMAND id -u OUTPUT_VARIABLE TPGEN_SERVE_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(TPGEN_SERVE_SLURMCTLD AND TPGEN_SERVE_SBATCH AND TPGEN_SERVE_UID STREQUAL "0")
+  add_test(NAME server_slurm_sbatch
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/server/slurm_serve.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
+                   ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen
+                   ${CMAKE_CURRENT_BINARY_DIR}/server/slurm)
+  set_tests_properties(server_slurm_sbatch PROPERTIES LABELS "server;slurm;mpi" TIMEOUT 150
+                       FIXTURES_REQUIRED slurm_cluster RESOURCE_LOCK slurm_cluster
+                       ENVIRONMENT "SLURM_CONF=${CMAKE_CURRENT_BINARY_DIR}/slurm-cluster/etc/slurm.conf")
+else()
+  add_test(NAME server_slurm_sbatch COMMAND sh -c "echo 'SKIPPED: needs root and slurm-wlm + munge'; exit 77")
+  set_tests_properties(server_slurm_sbatch PROPERTIES LABELS "server;slurm" SKIP_RETURN_CODE 77)
+endif()

@@ -47,8 +47,9 @@ def cmd(args):
 # decode step of `tpgen bench` at batch 1, context = the middle of the streamed positions
 ctx = a.prompt + a.tokens // 2
 out = subprocess.run(cmd(["bench", "--config", a.config, "--random-weights", "--batch", "1", "--context", str(ctx),
-                          "--steps", "32", "--json"]), capture_output=True, text=True, check=True).stdout
-bench = [json.loads(l) for l in out.splitlines() if l.startswith("{")][0]
+                          "--steps", "32", "--prefill", "0", "--json"]), capture_output=True, text=True,
+          check=True).stdout
+bench = [r for r in (json.loads(l) for l in out.splitlines() if l.startswith("{")) if r.get("kind", "decode") == "decode"][0]
 
 p = subprocess.Popen(cmd(["serve", "--config", a.config, "--random-weights", "--port", "0", "--max-batch",
                           str(max(a.clients, 1)), "--kv-cache-tokens",

@@ -4,6 +4,9 @@
 # /usr/local/cuda, is picked up by CMake; nothing here installs it.)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev libpcre2-dev)
+# Slurm tests (tests/slurm): a one-node cluster. libpmix-dev: Slurm's mpi/pmix plugin dlopens the
+# unversioned libpmix.so, which only the -dev package ships (without it `srun --mpi=pmix` fails).
+pkgs+=(slurm-wlm munge libpmix-dev)
 pkgs+=(libmicrohttpd-dev curl python3-pip) # tpgen serve, and its tests
 missing=()
 for p in "${pkgs[@]}"; do

@@ -8,6 +8,12 @@ For each fixture: a tiny random CodeGenForCausalLM (seeded, shapes below) saved 
 save_pretrained as safetensors in the fixture's dtype (sharded for one of them), and
 expected.json with HF's greedy continuations and per-position log-probabilities.
 The C tests read these files; torch and transformers are needed only to remake them.
+
+Each fixture of BIN_FIXTURES is also written as torch.save checkpoints under <out>/bin/NAME
+(the same state dict, loaded back from the safetensors just written): one pytorch_model.bin,
+or shards pytorch_model-0000K-of-0000N.bin with pytorch_model.bin.index.json, as
+save_pretrained(safe_serialization=False) writes them. --bin-all writes all four (not committed:
+the repository keeps the two small ones).
 docs/FIXTURES.md describes the schema and the HF semantics the references rely on.
 
 References are computed in float32 from the weights as saved: a BF16/F16 checkpoint is
@@ -47,6 +53,10 @@ FIXTURES = [
     dict(name="heads12-f32", n_embd=96, n_head=12, rotary_dim=8, n_layer=2, vocab_size=300,
          n_positions=64, n_inner=None, layer_norm_epsilon=1e-5, dtype="F32", seed=404),
 ]
+
+# name -> number of .bin shards (1: a single pytorch_model.bin, with the attn.causal_mask /
+# attn.masked_bias buffers old CodeGen checkpoints carry, which tpgen must ignore).
+BIN_FIXTURES = {"tiny-f32": 1, "rot-full-bf16": 3}
 
 TORCH_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 PROMPT_LENS = [1, 7, 20]
@@ -351,11 +361,64 @@ def make_fixture(fx, out_dir):
     return size
 
 
+def write_bin(name, src, out_dir, n_shards):
+    """The safetensors state dict of fixture src as torch.save checkpoints in out_dir/bin/name."""
+    from safetensors.torch import load_file
+    d = os.path.join(out_dir, "bin", name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    for f in ("config.json", "expected.json"):
+        shutil.copy(os.path.join(src, f), d)
+    if os.path.exists(os.path.join(src, "model.safetensors")):
+        sd = load_file(os.path.join(src, "model.safetensors"))
+    else:
+        with open(os.path.join(src, "model.safetensors.index.json")) as f:
+            sd = {}
+            for fn in sorted(set(json.load(f)["weight_map"].values())):
+                sd.update(load_file(os.path.join(src, fn)))
+    names = list(sd)
+    if n_shards == 1:
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        npos = cfg["n_positions"]
+        for i in range(cfg["n_layer"]):     # as in the Salesforce files: never loaded by tpgen
+            sd[f"transformer.h.{i}.attn.causal_mask"] = torch.tril(
+                torch.ones(npos, npos, dtype=torch.bool)).view(1, 1, npos, npos)
+            sd[f"transformer.h.{i}.attn.masked_bias"] = torch.tensor(-1e9)
+        torch.save(sd, os.path.join(d, "pytorch_model.bin"))
+    else:
+        per = -(-len(names) // n_shards)
+        wmap = {}
+        for k in range(n_shards):
+            fn = f"pytorch_model-{k + 1:05d}-of-{n_shards:05d}.bin"
+            part = {n: sd[n] for n in names[k * per:(k + 1) * per]}
+            torch.save(part, os.path.join(d, fn))
+            wmap.update({n: fn for n in part})
+        total = sum(t.numel() * t.element_size() for t in sd.values())
+        with open(os.path.join(d, "pytorch_model.bin.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": total}, "weight_map": wmap}, f, indent=2)
+    # Check: torch reads back exactly the tensors of the safetensors file.
+    back = {}
+    for fn in sorted(os.listdir(d)):
+        if fn.endswith(".bin"):
+            back.update(torch.load(os.path.join(d, fn), weights_only=True))
+    for n in names:
+        if not torch.equal(back[n], sd[n]) or back[n].dtype != sd[n].dtype:
+            die(f"{d}: tensor {n} does not round-trip")
+    size = sum(os.path.getsize(os.path.join(d, n)) for n in os.listdir(d))
+    print(f"bin/{name}: {size / 1024:.0f} KiB, files {sorted(os.listdir(d))}")
+    return size
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "..", "tests", "data"))
     ap.add_argument("--only", help="make only this fixture")
+    ap.add_argument("--bin-all", action="store_true", help="write every fixture as .bin too")
+    ap.add_argument("--bin-only", action="store_true",
+                    help="only (re)write the .bin copies of the existing safetensors fixtures")
     args = ap.parse_args()
     torch.set_num_threads(1)          # deterministic reductions, and the machine is shared
     transformers.logging.set_verbosity_error()
@@ -364,7 +427,11 @@ def main():
     for fx in FIXTURES:
         if args.only and fx["name"] != args.only:
             continue
-        total += make_fixture(fx, args.out)
+        if not args.bin_only:
+            total += make_fixture(fx, args.out)
+        if args.bin_all or fx["name"] in BIN_FIXTURES:
+            total += write_bin(fx["name"], os.path.join(args.out, fx["name"]), args.out,
+                               BIN_FIXTURES.get(fx["name"], 2 if fx.get("max_shard_size") else 1))
     print(f"total {total / 1024:.0f} KiB")
 
 

@@ -4,14 +4,15 @@
  * v heads at (t*3 + 2)*Hl*D. The caches are [n_blocks, bs, Hl, D]: token position p of sequence
  * s sits in slot block_table[s*max_blocks + p/bs]*bs + p%bs, and a slot holds all Hl heads.
  *
- * Numerics follow HF CodeGen in f32: inv_freq = 1 / 10000^((2i)/R) and angle = (float)pos *
- * inv_freq in f32 (as its sinusoid table), then sinf/cosf; scores divided (not multiplied) by
+ * Numerics follow HF CodeGen in f32: the rotary angles and the pair rotation are
+ * kernels/common/tp_rotary.h (shared with the CUDA backend); scores divided (not multiplied) by
  * sqrtf(D); softmax with the max subtracted. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/log.h"
+#include "kernels/common/tp_rotary.h"
 #include "kernels/cpu/cpu_internal.h"
 
 static inline size_t cache_slot(const tp_step *st, int seq, int pos) {
@@ -21,11 +22,7 @@ static inline size_t cache_slot(const tp_step *st, int seq, int pos) {
 
 /* x[2i], x[2i+1] for i < R/2 rotated by the angle whose cos/sin are cs[i], sn[i]. */
 static inline void rotate_every_two(float *x, const float *cs, const float *sn, int half) {
-    for (int i = 0; i < half; i++) {
-        const float a = x[2 * i], c = x[2 * i + 1];
-        x[2 * i] = a * cs[i] - c * sn[i];
-        x[2 * i + 1] = c * cs[i] + a * sn[i];
-    }
+    for (int i = 0; i < half; i++) tp_rope_rotate(&x[2 * i], &x[2 * i + 1], cs[i], sn[i]);
 }
 
 void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl,
@@ -34,7 +31,7 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
     const size_t HD = (size_t)Hl * D;
     float *base = (float *)qkv, *kc = (float *)k_cache, *vc = (float *)v_cache;
     float *inv_freq = tp_malloc((size_t)(half > 0 ? half : 1) * sizeof(float));
-    for (int i = 0; i < half; i++) inv_freq[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)R);
+    for (int i = 0; i < half; i++) inv_freq[i] = tp_rope_inv_freq(i, R);
 
     #pragma omp parallel num_threads(cpu_threads(b)) if ((size_t)T * HD >= CPU_PAR_MIN)
     {
@@ -43,9 +40,7 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
         for (int t = 0; t < T; t++) {
             const int pos = st->pos[t];
             for (int i = 0; i < half; i++) {
-                const float ang = (float)pos * inv_freq[i];
-                cs[i] = cosf(ang);
-                sn[i] = sinf(ang);
+                tp_rope_sincos(tp_rope_angle(pos, inv_freq[i]), &sn[i], &cs[i]);
             }
             float *q = base + (size_t)t * 3 * HD, *k = q + HD, *v = k + HD;
             for (int h = 0; h < Hl; h++) {

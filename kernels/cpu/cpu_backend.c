@@ -127,6 +127,7 @@ tp_backend *tp_backend_cpu_create(int n_threads) {
     b->layernorm = cpu_layernorm;
     b->matmul = cpu_matmul;
     b->matmul_f32out = cpu_matmul_f32out;
+    b->matmul_gelu = cpu_matmul_gelu;
     b->gelu_new = cpu_gelu_new;
     b->add = cpu_add;
     b->gather_rows = cpu_gather_rows;

@@ -46,6 +46,7 @@ void cpu_matmul(tp_backend *b, void *y, const void *x, const void *W, const void
                 int accumulate);
 void cpu_matmul_f32out(tp_backend *b, float *y, const void *x, const void *W, const void *bias, int T, int N,
                        int K);
+void cpu_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K);
 
 /* cpu_norm_act.c */
 void cpu_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E);

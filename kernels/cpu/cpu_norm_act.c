@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/common/tp_act.h"
 #include "kernels/cpu/cpu_internal.h"
 
 void cpu_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E) {
@@ -37,18 +38,18 @@ void cpu_layernorm(tp_backend *b, void *y, const void *x, const void *g, const v
     }
 }
 
-/* gelu_new(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed through the
- * identity 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)): one expf instead of tanhf (several times
- * faster), and no cancellation in 1 + tanh(u) for negative x, where the tanh form in f32 loses
- * most digits. Agrees with HF's f32 tanh form to f32 rounding. */
+/* gelu_new: kernels/common/tp_act.h (the exp form of HF's tanh formula, shared with the CUDA
+ * backend; agrees with HF's f32 tanh form to f32 rounding). */
 void cpu_gelu_new(tp_backend *b, void *x, size_t n) {
     float *v = (float *)x;
-    const float c2 = -2.0f * 0.7978845608028654f; /* -2 sqrt(2/pi) */
     #pragma omp parallel for simd schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        const float a = v[i];
-        v[i] = a / (1.0f + expf(c2 * (a + 0.044715f * a * a * a)));
-    }
+    for (size_t i = 0; i < n; i++) v[i] = tp_gelu_new(v[i]);
+}
+
+/* fc_in + GELU: f32 throughout on the CPU, so fusing changes nothing; two passes. */
+void cpu_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K) {
+    cpu_matmul(b, y, x, W, bias, T, N, K, 0);
+    cpu_gelu_new(b, y, (size_t)T * N);
 }
 
 void cpu_add(tp_backend *b, void *y, const void *x, size_t n) {

@@ -2,8 +2,8 @@
  * qkv [T, 3, Hl, D]; caches [n_blocks, bs, Hl, D]; position p of sequence s in slot
  * block_table[s][p / bs] * bs + p % bs).
  *
- * Numerics as HF CodeGen in f32: inv_freq = 1 / 10000^(2i/R) computed on the host (as the CPU
- * backend does, so both use the same table), angle = (float)pos * inv_freq, accurate sincosf;
+ * Numerics as HF CodeGen in f32: the rotary table, angles and pair rotation are
+ * kernels/common/tp_rotary.h, as on the CPU (inv_freq made on the host, accurate sincosf);
  * scores q.k divided by sqrtf(D); softmax with the max subtracted, in f32; P.V accumulated in f32.
  *
  * Two attention kernels, chosen per step by its shape:
@@ -47,12 +47,14 @@ __global__ void rotary_kv_kernel(T *qkv, T *kc, T *vc, const int32_t *pos, const
         const size_t o = (size_t)h * D + d0;
         if (i < half_r) { /* pairs (2i, 2i+1) of the first R dims: GPT-J rotate_every_two */
             float sn, cs;
-            sincosf((float)p * inv.f[i], &sn, &cs);
-            const float q0 = tpc_f(q[o]), q1 = tpc_f(q[o + 1]), k0 = tpc_f(k[o]), k1 = tpc_f(k[o + 1]);
-            q[o] = tpc_from<T>(q0 * cs - q1 * sn);
-            q[o + 1] = tpc_from<T>(q1 * cs + q0 * sn);
-            k[o] = tpc_from<T>(k0 * cs - k1 * sn);
-            k[o + 1] = tpc_from<T>(k1 * cs + k0 * sn);
+            tp_rope_sincos(tp_rope_angle(p, inv.f[i]), &sn, &cs);
+            float q0 = tpc_f(q[o]), q1 = tpc_f(q[o + 1]), k0 = tpc_f(k[o]), k1 = tpc_f(k[o + 1]);
+            tp_rope_rotate(&q0, &q1, cs, sn);
+            tp_rope_rotate(&k0, &k1, cs, sn);
+            q[o] = tpc_from<T>(q0);
+            q[o + 1] = tpc_from<T>(q1);
+            k[o] = tpc_from<T>(k0);
+            k[o + 1] = tpc_from<T>(k1);
         }
         kd[o] = k[o];
         vd[o] = v[o];
@@ -71,7 +73,7 @@ void tpc_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
     if (R > D || R < 0 || R / 2 > ROT_MAX_HALF)
         tp_die("cuda rotary: rotary_dim %d must be in 0..min(head_dim %d, %d)", R, D, 2 * ROT_MAX_HALF);
     rot_freq inv;
-    for (int i = 0; i < R / 2; i++) inv.f[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)R);
+    for (int i = 0; i < R / 2; i++) inv.f[i] = tp_rope_inv_freq(i, R);
     const int threads = Hl * ((D + 1) / 2) >= 256 ? 256 : 128;
     if (b->act == TP_F16)
         rotary_kv_kernel<__half><<<T, threads, 0, c->stream>>>((__half *)qkv, (__half *)k_cache, (__half *)v_cache,
@@ -394,7 +396,7 @@ template <typename T>
 static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *vc, const tp_step *st, int Hl, int D) {
     const int T_ = st->n_tokens;
     const float scale = sqrtf((float)D);
-    const bool decode = (T_ <= 8 || T_ <= 2 * st->n_seqs) && T_ <= 65535; /* grid.z limit */
+    const bool decode = tpc_attn_is_decode(T_, st->n_seqs); /* cuda_plan.c: the memory plan uses it too */
     if (!decode) {
         dim3 grid((T_ + PF_QT - 1) / PF_QT, Hl);
         const size_t smem = prefill_smem(D);
@@ -413,15 +415,14 @@ static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *
     /* context bound for sizing the splits: this step's, or the table's capacity under capture */
     const long ctx = c->capturing ? (long)st->max_blocks * st->block_size : (long)st->max_pos + 1;
     int chunk = 256;
-    while (chunk > 64 && (long)T_ * Hl * ((ctx + chunk - 1) / chunk) < 2L * c->sm_count) chunk >>= 1;
-    const int n_splits = (int)((ctx + chunk - 1) / chunk);
+    const int n_splits = tpc_attn_splits(ctx, T_, Hl, c->sm_count, &chunk);
     const uintptr_t al = (uintptr_t)qkv | (uintptr_t)kc | (uintptr_t)vc;
     if (al & 3u) tp_die("cuda attention: qkv and the KV caches must be 4-byte aligned");
     const bool vec8 = D % 8 == 0 && (al & 15u) == 0;
     const int nv = vec8 ? 1 : 4, nvec = vec8 ? D / 8 : D / 2;
     const int G = pow2_at_least((nvec + nv - 1) / nv);
     if (G > 32) tp_die("internal: attention G %d", G);
-    float *part = tpc_attn_part(c, (size_t)T_ * Hl * n_splits * (D + 2) * sizeof(float));
+    float *part = n_splits > 1 ? tpc_attn_part(c, tpc_attn_part_bytes(T_, Hl, D, n_splits)) : NULL;
     const size_t smem = ((size_t)chunk + 64 + (size_t)(ATT_THREADS / G) * D) * sizeof(float);
     dim3 grid(n_splits, Hl, T_);
     if (vec8)

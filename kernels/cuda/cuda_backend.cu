@@ -9,14 +9,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cuda/cuda_internal.h"
 
-#define STAGE_BYTES ((size_t)16 << 20)      /* per staging buffer */
-#define CUBLAS_WS_BYTES ((size_t)32 << 20)  /* cuBLAS workspace */
-#define ATTN_PART_INIT ((size_t)8 << 20)    /* attention partials, grows on demand */
+#define STAGE_BYTES TPC_STAGE_BYTES         /* per staging buffer (sizes: cuda_plan.h) */
+#define CUBLAS_WS_BYTES TPC_CUBLAS_WS_BYTES /* cuBLAS workspace */
 
 static const double MiB = 1048576.0;
+
+/* Host waits on the stream are timestamped, so the NCCL watchdog (comm/comm_nccl.c) can tell a
+ * step stuck in a collective (a CUDA graph replays its all-reduces where the communicator does
+ * not see them) from one that is merely running. */
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+#define TPC_WAIT(c, call)                                                                          \
+    do {                                                                                           \
+        __atomic_store_n(&(c)->wait_since_ns, now_ns(), __ATOMIC_RELAXED);                         \
+        cudaError_t w_ = (call);                                                                   \
+        __atomic_store_n(&(c)->wait_since_ns, (int64_t)0, __ATOMIC_RELAXED);                       \
+        CUDA_CHECK(w_);                                                                            \
+    } while (0)
+
+double tp_cuda_host_wait_seconds(tp_backend *b) {
+    const int64_t t = __atomic_load_n(&tpc(b)->wait_since_ns, __ATOMIC_RELAXED);
+    return t ? (double)(now_ns() - t) * 1e-9 : 0.0;
+}
 
 void tpc_no_capture(tp_cuda *c, const char *what) {
     if (c->capturing)
@@ -28,11 +49,18 @@ void tpc_no_capture(tp_cuda *c, const char *what) {
 
 float *tpc_attn_part(tp_cuda *c, size_t bytes) {
     if (bytes <= c->attn_part_bytes) return c->attn_part;
+    if (c->scratch_reserved)
+        tp_die("cuda attention: this step needs %.1f MiB of split-K partials but the memory plan reserved %.1f MiB "
+               "for steps of <= %d tokens, %d sequences, context <= %d (rank %d): a step beyond the limits given "
+               "at start",
+               bytes / MiB, c->attn_part_bytes / MiB, c->limits.max_tokens, c->limits.max_seqs, c->limits.max_ctx,
+               c->rank);
     size_t nb = c->attn_part_bytes * 2;
     if (nb < bytes) nb = bytes;
     void *p = NULL;
-    /* cudaMalloc is allowed during a relaxed-mode capture (cuda_graphs.cu); the old buffer may be
-     * referenced by graphs already made, so it is kept until destroy. */
+    /* No plan (op tests): grow. cudaMalloc is allowed during a relaxed-mode capture
+     * (cuda_graphs.cu); the old buffer may be referenced by graphs already made, so it is kept
+     * until destroy. */
     cudaError_t e = cudaMalloc(&p, nb);
     if (e != cudaSuccess) {
         size_t fr = 0, tot = 0;
@@ -49,6 +77,29 @@ float *tpc_attn_part(tp_cuda *c, size_t bytes) {
     c->attn_part = (float *)p;
     c->attn_part_bytes = nb;
     return c->attn_part;
+}
+
+/* ---- the memory plan's scratch (sizes: cuda_plan.c, shared with the CPU test of the plan) ---- */
+
+static void cuda_plan_scratch(tp_backend *b, const tp_step_limits *lim, tp_mem_plan *plan) {
+    tpc_plan_scratch(lim, tpc(b)->sm_count, plan);
+}
+
+static void cuda_reserve_scratch(tp_backend *b, const tp_step_limits *lim) {
+    tp_cuda *c = tpc(b);
+    tpc_no_capture(c, "reserve_scratch");
+    if (c->n_graphs) tp_die("internal: reserve_scratch after CUDA graphs were captured");
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    if (c->attn_part) CUDA_CHECK(cudaFree(c->attn_part));
+    if (c->lg_dev) CUDA_CHECK(cudaFree(c->lg_dev));
+    tpc_scratch s;
+    tpc_scratch_reserve(b, lim, c->sm_count, &s);
+    c->attn_part = (float *)s.attn_part;
+    c->attn_part_bytes = s.attn_part_bytes;
+    c->lg_dev = s.lg;
+    c->lg_bytes = s.lg_bytes;
+    c->limits = *lim;
+    c->scratch_reserved = 1;
 }
 
 /* ---- memory ---- */
@@ -88,7 +139,8 @@ static void cuda_copy(tp_backend *b, void *dst, const void *src, size_t bytes) {
 }
 
 static void cuda_sync(tp_backend *b) {
-    CUDA_CHECK(cudaStreamSynchronize(tpc(b)->stream));
+    tp_cuda *c = tpc(b);
+    TPC_WAIT(c, cudaStreamSynchronize(c->stream));
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -116,7 +168,7 @@ static void cuda_host_free(tp_backend *b, void *p) {
 static int stage_take(tp_cuda *c, size_t n, size_t *off) {
     if (c->stage_used + n > c->stage_bytes) {
         c->stage_cur ^= 1;
-        CUDA_CHECK(cudaEventSynchronize(c->stage_ev[c->stage_cur]));
+        TPC_WAIT(c, cudaEventSynchronize(c->stage_ev[c->stage_cur]));
         c->stage_used = 0;
     }
     *off = c->stage_used;
@@ -141,7 +193,7 @@ static void cuda_to_device(tp_backend *b, void *dst, const void *src_host, size_
     tpc_no_capture(c, "to_device");
     if (bytes >= ((size_t)1 << 20) && is_pinned(src_host)) {
         CUDA_CHECK(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, c->stream));
-        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        TPC_WAIT(c, cudaStreamSynchronize(c->stream));
         return;
     }
     for (size_t done = 0; done < bytes;) {
@@ -171,7 +223,7 @@ static void cuda_to_host(tp_backend *b, void *dst_host, const void *src, size_t 
         if (k > 0) { /* drain chunk k-1 */
             size_t off = (k - 1) * c->stage_bytes, n = bytes - off < c->stage_bytes ? bytes - off : c->stage_bytes;
             int i = (int)((k - 1) & 1);
-            CUDA_CHECK(cudaEventSynchronize(c->stage_ev[i]));
+            TPC_WAIT(c, cudaEventSynchronize(c->stage_ev[i]));
             memcpy((char *)dst_host + off, c->stage[i], n);
         }
     }
@@ -216,8 +268,9 @@ static void cuda_destroy(tp_backend *b) {
         CUDA_CHECK(cudaFree(c->conv[i]));
     }
     for (int i = 0; i < c->n_graveyard; i++) CUDA_CHECK(cudaFree(c->graveyard[i]));
-    CUDA_CHECK(cudaFree(c->attn_part));
+    if (c->attn_part) CUDA_CHECK(cudaFree(c->attn_part));
     if (c->lg_dev) CUDA_CHECK(cudaFree(c->lg_dev));
+    tpc_matmul_destroy(c);
     CUBLAS_CHECK(cublasDestroy(c->cublas));
     CUDA_CHECK(cudaFree(c->cublas_ws));
     CUDA_CHECK(cudaStreamDestroy(c->stream));
@@ -301,8 +354,7 @@ tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t e
         CUDA_CHECK(cudaMalloc(&c->conv[i], c->stage_bytes));
         CUDA_CHECK(cudaEventCreateWithFlags(&c->stage_ev[i], cudaEventDisableTiming));
     }
-    CUDA_CHECK(cudaMalloc((void **)&c->attn_part, ATTN_PART_INIT));
-    c->attn_part_bytes = ATTN_PART_INIT;
+    /* attn_part and lg_dev: reserve_scratch (from the memory plan), or on demand without one */
 
     c->gemv_max_t = 4;
     const char *gm = getenv("TPGEN_GEMV_MAX_T");
@@ -312,6 +364,7 @@ tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t e
         c->gemv_max_t = v;
     }
     tpc_attention_init(c);
+    tpc_matmul_init(c);
 
     tp_backend *b = &c->base;
     b->name = "cuda";
@@ -325,6 +378,8 @@ tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t e
     b->copy = cuda_copy;
     b->host_alloc = cuda_host_alloc;
     b->host_free = cuda_host_free;
+    b->plan_scratch = cuda_plan_scratch;
+    b->reserve_scratch = cuda_reserve_scratch;
     b->upload = cuda_upload;
     b->matrix_bytes = tpc_matrix_bytes;
     b->matrix_upload = tpc_matrix_upload;
@@ -333,6 +388,7 @@ tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t e
     b->layernorm = tpc_layernorm;
     b->matmul = tpc_matmul;
     b->matmul_f32out = tpc_matmul_f32out;
+    b->matmul_gelu = tpc_matmul_gelu;
     b->gelu_new = tpc_gelu_new;
     b->add = tpc_add;
     b->gather_rows = tpc_gather_rows;

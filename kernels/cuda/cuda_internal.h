@@ -10,10 +10,18 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+
+/* The math both backends share (before the extern "C" block: these are C++ here). */
+#include "kernels/common/tp_act.h"
+#include "kernels/common/tp_logits.h"
+#include "kernels/common/tp_rng.h"
+#include "kernels/common/tp_rotary.h"
+#include "kernels/common/tp_round.h"
 
 extern "C" {
 #include "util/log.h"
@@ -21,9 +29,11 @@ extern "C" {
 }
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_plan.h"
 
 #define TPC_MAX_GRAPHS 64
 #define TPC_MAX_GRAVEYARD 64
+#define TPC_LT_PLANS 64
 
 typedef struct {
     tp_backend base; /* first: a tp_backend * is a tp_cuda * */
@@ -31,7 +41,10 @@ typedef struct {
     int sm_count;
     cudaStream_t stream;
     cublasHandle_t cublas;
-    void *cublas_ws; /* cuBLAS workspace (set explicitly so graph capture never allocates) */
+    cublasLtHandle_t lt; /* cuBLASLt: GEMMs whose bias (and fc_in's GELU) go in the f32 epilogue */
+    void *cublas_ws; /* cuBLAS / cuBLASLt workspace (set explicitly so graph capture never allocates) */
+    struct tpc_lt_plan *lt_plans; /* [TPC_LT_PLANS] cached cuBLASLt descriptors + algorithm, by shape */
+    int n_lt_plans, lt_victim;
 
     /* Pinned staging for host<->device copies: two buffers used in turn, each with an event
      * recorded after the last copy out of it. Small copies (a step's ids, positions, block table)
@@ -46,8 +59,12 @@ typedef struct {
     int stage_cur;
     size_t stage_used;
 
-    /* Attention split-K partials [T, Hl, n_splits, D + 2] f32. Graphs hold its address, so when
-     * it grows the old buffer moves to the graveyard (freed at destroy), never freed under a graph. */
+    /* Attention split-K partials [T, Hl, n_splits, D + 2] f32 and the logits_stats buffer. With a
+     * memory plan (reserve_scratch) both are allocated once at their maximum and never grow: a
+     * step beyond the plan's limits dies. Without one (direct op tests) they grow on demand, and a
+     * grown-out partial buffer moves to the graveyard (graphs may hold its address). */
+    int scratch_reserved;
+    tp_step_limits limits; /* what the scratch was reserved for */
     float *attn_part;
     size_t attn_part_bytes;
     void *graveyard[TPC_MAX_GRAVEYARD];
@@ -65,6 +82,7 @@ typedef struct {
     int n_graphs;
     int capturing, capture_key;
 
+    int64_t wait_since_ns; /* CLOCK_MONOTONIC ns when the host began waiting on the stream; 0: not waiting */
     int gemv_max_t; /* matmuls with T <= this use the GEMV kernel (TPGEN_GEMV_MAX_T, default 4) */
 } tp_cuda;
 
@@ -84,9 +102,10 @@ __device__ __forceinline__ float tpc_f(__half x) { return __half2float(x); }
 __device__ __forceinline__ float tpc_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T> __device__ __forceinline__ T tpc_from(float x);
 template <> __device__ __forceinline__ float tpc_from<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half tpc_from<__half>(float x) { return __float2half_rn(x); }
+/* Rounding to F16/BF16 is kernels/common/tp_round.h, the CPU side's function (same NaN bits). */
+template <> __device__ __forceinline__ __half tpc_from<__half>(float x) { return __ushort_as_half(tp_f32_to_f16(x)); }
 template <> __device__ __forceinline__ __nv_bfloat16 tpc_from<__nv_bfloat16>(float x) {
-    return __float2bfloat16_rn(x);
+    return __ushort_as_bfloat16(tp_f32_to_bf16(x));
 }
 
 /* 8 elements packed in 16 bytes -> 8 floats. */
@@ -162,6 +181,9 @@ void tpc_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype 
 void tpc_matmul(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
                 int accumulate);
 void tpc_matmul_f32out(tp_backend *b, float *y, const void *x, const void *W, const void *bias, int T, int N, int K);
+void tpc_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K);
+void tpc_matmul_init(tp_cuda *c);
+void tpc_matmul_destroy(tp_cuda *c);
 /* cuda_attention.cu */
 void tpc_attention_init(tp_cuda *c);
 void tpc_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl, int D,

@@ -4,7 +4,7 @@
  * host, never the logits.
  *
  * One block per row. Top-k is a radix select: floats map to order-preserving 32-bit keys
- * (-0 folded onto +0, NaN below everything and never selected, as in the CPU backend); four
+ * (kernels/common/tp_logits.h: -0 folded onto +0, NaN below everything and never selected); four
  * 8-bit histogram passes find the key K* of the k-th largest value and how many elements equal
  * to K* are wanted; a last pass in column order takes every element above K* and the wanted
  * number of equal ones with the lowest columns (ballot prefix counts keep column order). The
@@ -15,13 +15,10 @@
 #include "kernels/cuda/cuda_internal.h"
 
 #define LG_THREADS 512
-#define LG_MAXK 64
+#define LG_MAXK TPC_LG_MAXK
 
-__device__ __forceinline__ uint32_t fkey(float f) {
-    if (f != f) return 0u;
-    uint32_t u = f == 0.0f ? 0u : __float_as_uint(f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
+/* The key, the rank order and the NaN/inf rule are kernels/common/tp_logits.h (the CPU's). */
+__device__ __forceinline__ uint32_t fkey(float f) { return tp_logit_key(f); }
 
 /* res row: [mx, se, tgt, topv[k], topi[k] (int32 bits)] */
 __global__ void __launch_bounds__(LG_THREADS)
@@ -41,14 +38,14 @@ logits_stats_kernel(const float *logits, int ld, int n_valid, int k, const int32
     for (int c = tid; c < n_valid; c += LG_THREADS) {
         const float v = l[c];
         if (v == v) {
-            m = fmaxf(m, v);
+            m = tp_logit_max(m, v);
             nn += 1.0f;
         }
     }
     m = tpc_block_max(m, red);
     nn = tpc_block_sum(nn, red);
     float se = 0.0f;
-    for (int c = tid; c < n_valid; c += LG_THREADS) se += expf(l[c] - m);
+    for (int c = tid; c < n_valid; c += LG_THREADS) se += tp_logit_exp(l[c], m);
     se = tpc_block_sum(se, red);
     if (tid == 0) {
         out[0] = m;
@@ -137,7 +134,7 @@ logits_stats_kernel(const float *logits, int ld, int n_valid, int k, const int32
             const float v = cv[tid];
             const int c = ci[tid];
             int r = 0;
-            for (int j = 0; j < k_eff; j++) r += (cv[j] > v || (cv[j] == v && ci[j] < c)) ? 1 : 0;
+            for (int j = 0; j < k_eff; j++) r += tp_logit_before(cv[j], ci[j], v, c);
             out[3 + r] = v;
             out[3 + k + r] = __int_as_float(c);
         }
@@ -156,10 +153,12 @@ void tpc_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int 
     if (k < 0 || k > LG_MAXK) tp_die("cuda logits_stats: k = %d, must be 0..%d", k, LG_MAXK);
     if (n_valid > ld || n_valid < 0) tp_die("internal: logits_stats n_valid %d > ld %d", n_valid, ld);
     const size_t per_row = (size_t)(3 + 2 * k) * sizeof(float);
-    int chunk = (int)(c->stage_bytes / (per_row + sizeof(int32_t)));
-    if (chunk > rows) chunk = rows;
-    const size_t need = (size_t)chunk * (per_row + sizeof(int32_t));
-    if (need > c->lg_bytes) {
+    int chunk = 0;
+    const size_t need = tpc_logits_buf_bytes(rows, k, &chunk); /* cuda_plan.c: the memory plan's size */
+    if (need > c->lg_bytes && c->scratch_reserved)
+        tp_die("cuda logits_stats: %d rows of top-%d need %zu bytes but the memory plan reserved %zu for %d rows of "
+               "top-%d (rank %d)", rows, k, need, c->lg_bytes, c->limits.max_rows, c->limits.max_k, c->rank);
+    if (need > c->lg_bytes) { /* no plan (op tests): grow */
         if (c->lg_dev) CUDA_CHECK(cudaFree(c->lg_dev));
         c->lg_dev = NULL;
         CUDA_CHECK(cudaMalloc(&c->lg_dev, need));

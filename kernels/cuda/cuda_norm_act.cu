@@ -129,11 +129,8 @@ void tpc_layernorm(tp_backend *b, void *y, const void *x, const void *g, const v
     else layernorm_t<__nv_bfloat16>(tpc(b), y, x, g, beta, T, E, eps);
 }
 
-/* ---- gelu_new (tanh form, as HF NewGELUActivation) and add ---- */
-__device__ __forceinline__ float gelu_new_f(float a) {
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * a * (1.0f + tanhf(k * (a + 0.044715f * a * a * a)));
-}
+/* ---- gelu_new (kernels/common/tp_act.h, the CPU backend's formula) and add ---- */
+__device__ __forceinline__ float gelu_new_f(float a) { return tp_gelu_new(a); }
 
 /* Vectors of 8 for i < n8, then the tail n8*8 .. n one element per thread. */
 template <typename T>

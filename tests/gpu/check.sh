@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One prepared run for a machine with one GPU (an H200 is the target): build, GPU tests, HF
-# parity at TP = 1 and TP = 2 (two ranks sharing the GPU through --comm mpi), then the decode
-# benchmark of a random CodeGen-16B-shaped F16 model next to the measured copy bandwidth.
+# parity at TP = 1 and TP = 2 (two ranks sharing the GPU through --comm mpi), compute-sanitizer
+# (memcheck and racecheck on the GPU op tests, memcheck on a short TP = 2 generate), then the
+# decode benchmark of a random CodeGen-16B-shaped F16 model next to the measured copy bandwidth.
+# SANITIZE=0 skips the compute-sanitizer stages.
 # Finishes within 8 minutes: every stage runs under `timeout`, sized from what is left of a
 # 460 s budget (BUDGET=seconds to change it), with time kept back for the benchmark. The
 # summary table is printed last; everything is also written to $OUT (or build/check) when set.
@@ -79,16 +81,57 @@ if (( $(elapsed) < 280 )); then
     stage "parity TP=1 f16 --comm mpi" 80 110 tests/gpu/parity.sh --np 1 --dtype f16 --comm mpi --build "$BUILD" --timeout 60
 fi
 
+# compute-sanitizer: memcheck and racecheck on the op tests (fixed seed), memcheck on a short
+# TP = 2 generate (two ranks on the GPU, --comm mpi). Each prints an "ERROR SUMMARY" /
+# "RACECHECK SUMMARY" line per process; --error-exitcode makes any finding fail the stage.
+declare -a SAN=()
+SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null || true)
+san_stage() { # san_stage NAME CAP RESERVE CMD...: runs CMD, records the sanitizer's summary lines
+    local name=$1 from
+    from=$(wc -l < "$LOG")
+    stage "$@"
+    local rc=$?
+    local found
+    found=$(tail -n +"$((from + 1))" "$LOG" | grep -E '(ERROR|RACECHECK) SUMMARY' | sed 's/^=* *//' | sort | uniq -c |
+            awk '{$1=$1" x"; print}' | paste -sd ';' -)
+    local what=ok
+    if (( rc == 124 || rc == 137 )); then what="TIMED OUT"; elif (( rc != 0 )); then what="FAILED (rc $rc)"; fi
+    SAN+=("$(printf '%-40s %-14s %s' "$name" "$what" "${found:-(no summary line)}")")
+}
+if [ "${SANITIZE:-1}" != 0 ] && [ -n "$SANITIZER" ]; then
+    MPI_ROOT=()
+    mpirun --version 2>&1 | grep -q "Open MPI" && MPI_ROOT=(--oversubscribe --allow-run-as-root)
+    san_stage "memcheck: test_cuda_ops" 90 100 "$SANITIZER" --tool memcheck --error-exitcode 3 \
+        "$BUILD/tests/test_cuda_ops" 1234
+    san_stage "racecheck: test_cuda_ops" 90 100 "$SANITIZER" --tool racecheck --error-exitcode 3 \
+        "$BUILD/tests/test_cuda_ops" 1234
+    san_stage "memcheck: TP=2 generate (--comm mpi)" 60 95 mpirun "${MPI_ROOT[@]}" -np 2 "$SANITIZER" --tool memcheck \
+        --error-exitcode 3 "$BUILD/bin/tpgen" generate --model tests/data/heads24-f16-sharded --prompt-ids 1,2,3,4,5 \
+        --max-new-tokens 4 --backend cuda --dtype bf16 --comm mpi --no-cuda-graphs
+elif [ "${SANITIZE:-1}" != 0 ]; then
+    SAN+=("compute-sanitizer not found: not run")
+fi
+
 stage "copy bandwidth (1 GiB D2D)" 30 90 "$BUILD/bin/bw_copy" --json > /dev/null
 BW_JSON=$(grep '^{"device"' "$LOG" | tail -1)
 stage "bench codegen-16B f16" 160 5 "$BUILD/bin/tpgen" bench --config configs/codegen-16B.json --random-weights \
     --backend cuda --dtype f16 --batch 1,8,32 --context 512 --steps 32 --json
 grep '^{"batch"' "$LOG" > "$RES/bench.jsonl" || true
+grep '^{"prefill_tokens"' "$LOG" > "$RES/prefill.jsonl" || true
+# the MPI communicator's staged all-reduce of device buffers, 2 ranks sharing the GPU, sums checked
+stage "bench-comm TP=2 cuda mpi" 30 5 mpirun --oversubscribe --allow-run-as-root -np 2 "$BUILD/bin/tpgen" \
+    bench-comm --backend cuda --comm mpi --sizes 8:16M --iters 5 --json
+grep '^{"op": "allreduce"' "$LOG" > "$RES/bench_comm.jsonl" || true
 echo "$BW_JSON" > "$RES/bw_copy.json"
 
 echo
 echo "=== summary ($(elapsed)s of ${BUDGET}s)"
 printf '%s\n' "${SUMMARY[@]}"
+if (( ${#SAN[@]} )); then
+    echo
+    echo "compute-sanitizer (tool: target, result, summary lines per process)"
+    printf '%s\n' "${SAN[@]}"
+fi
 python3 - "$RES/bw_copy.json" "$RES/bench.jsonl" <<'PY' | tee "$RES/table.txt"
 import json, sys
 try:

@@ -245,6 +245,86 @@ static void test_matmul(int T, int N, int K, int with_bias, int accumulate, int 
     free(x); free(W); free(bias); free(y0); free(ref); free(got);
 }
 
+/* fc_in + GELU in one op (cuBLASLt GELU_BIAS epilogue, or the GEMV epilogue for T <= 4): one
+ * rounding of gelu_new(x W^T + b), so the act-dtype bound of one rounding holds. */
+static void test_matmul_gelu(int T, int N, int K) {
+    float *x = randn_act((size_t)T * K, 1.0f), *W = randn_act((size_t)N * K, (float)(1.0 / sqrt(K)));
+    float *bias = randn_act(N, 0.5f);
+    size_t ny = (size_t)T * N;
+    float *ref = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        void *dx = dev_from(b, x, (size_t)T * K), *db = dev_from(b, bias, N);
+        void *dW = b->alloc(b, b->matrix_bytes(b, N, K), "W");
+        b->matrix_upload(b, dW, W, TP_F32, N, K);
+        void *dy = b->alloc(b, ny * es(b) + 16, "y");
+        if (k) poison(b, dy, ny * es(b));
+        b->matmul_gelu(b, dy, dx, dW, db, T, N, K);
+        dev_to(b, k ? got : ref, dy, ny);
+        b->free(b, dx); b->free(b, dW); b->free(b, db); b->free(b, dy);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "matmul_gelu T=%d N=%d K=%d +bias", T, N, K);
+    check_nmse(what, got, ref, ny, tol_act(g_gpu->act));
+    free(x); free(W); free(bias); free(ref); free(got);
+}
+
+/* Half an ulp of v in the act dtype (F16: 10 stored bits, subnormal step 2^-24; BF16: 7 bits). */
+static double half_ulp_act(double v) {
+    const int mant = g_gpu->act == TP_F16 ? 10 : 7, emin = g_gpu->act == TP_F16 ? -14 : -126;
+    int e = v != 0 ? (int)floor(log2(fabs(v))) : emin;
+    if (e < emin) e = emin;
+    return ldexp(1.0, e - mant - 1);
+}
+
+/* The bias is added in f32 before the one rounding (cuBLASLt BIAS epilogue; the GEMV epilogue).
+ * Row 0's bias cancels most of its product (bias[n] = -(x W^T)[0,n] rounded, plus a small
+ * offset), so its results are ~30x smaller than the products. Per element the error must stay
+ * within half an ulp of the result in the act dtype, plus any f32 summation order (even with
+ * truncating alignment: (K-1) 2^-23 sum|x_k w_k|), plus 2^-24 |bias|. Rounding the product first
+ * (the former GemmEx + bias kernel) errs by up to half an ulp of the product: 20-60x more. */
+static void test_bias_epilogue(int T, int N, int K) {
+    float *x = randn_act((size_t)T * K, 1.0f), *W = randn_act((size_t)N * K, (float)(1.0 / sqrt(K)));
+    float *bias = malloc(N * sizeof(float)), *got = malloc((size_t)T * N * sizeof(float));
+    uint16_t *t16 = malloc(N * sizeof(float)); /* room for any dtype (keeps -Warray-bounds quiet) */
+    for (int n = 0; n < N; n++) {
+        double p = 0;
+        for (int k = 0; k < K; k++) p += (double)x[k] * W[(size_t)n * K + k];
+        bias[n] = (float)(-p + 0.03 * rnd_n());
+    }
+    tp_convert_from_f32(t16, g_gpu->act, bias, N); /* the bias as the GPU stores it */
+    tp_convert_to_f32(bias, t16, g_gpu->act, N);
+    void *dx = dev_from(g_gpu, x, (size_t)T * K), *db = dev_from(g_gpu, bias, N);
+    void *dW = g_gpu->alloc(g_gpu, g_gpu->matrix_bytes(g_gpu, N, K), "W");
+    g_gpu->matrix_upload(g_gpu, dW, W, TP_F32, N, K);
+    void *dy = g_gpu->alloc(g_gpu, (size_t)T * N * es(g_gpu) + 16, "y");
+    poison(g_gpu, dy, (size_t)T * N * es(g_gpu));
+    g_gpu->matmul(g_gpu, dy, dx, dW, db, T, N, K, 0);
+    dev_to(g_gpu, got, dy, (size_t)T * N);
+    size_t bad = 0;
+    double worst = 0;
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++) {
+            double r = bias[n], abs_sum = 0;
+            for (int k = 0; k < K; k++) {
+                const double pk = (double)x[(size_t)t * K + k] * W[(size_t)n * K + k];
+                r += pk;
+                abs_sum += fabs(pk);
+            }
+            const double bound = half_ulp_act(r) * (1 + 1e-3) + (K - 1) * ldexp(abs_sum, -23) + ldexp(fabs(bias[n]), -24);
+            const double e = fabs(got[(size_t)t * N + n] - r);
+            if (!(e <= bound)) bad++;
+            if (e / bound > worst) worst = e / bound;
+        }
+    char what[96], det[128];
+    snprintf(what, sizeof what, "matmul T=%d N=%d K=%d bias in f32 (one rounding)", T, N, K);
+    snprintf(det, sizeof det, "%zu of %d elements over half an ulp + f32 sum bound (worst %.2fx)", bad, T * N, worst);
+    check_true(what, bad == 0, det);
+    g_gpu->free(g_gpu, dx); g_gpu->free(g_gpu, dW); g_gpu->free(g_gpu, db); g_gpu->free(g_gpu, dy);
+    free(x); free(W); free(bias); free(got); free(t16);
+}
+
 /* ---- paged KV cache ----
  * S sequences; sequence s has ctx[s] positions, in blocks placed at random physical ids. */
 typedef struct {
@@ -570,13 +650,22 @@ static void test_fill_random(size_t n) {
     void *d = g_gpu->alloc(g_gpu, n * 2, "fill");
     poison(g_gpu, d, n * 2);
     g_gpu->fill_random(g_gpu, d, n, 1234, 0.25f, 2.0f);
+    uint16_t *raw = malloc(n * 2);
+    g_gpu->to_host(g_gpu, raw, d, n * 2);
     dev_to(g_gpu, got, d, n);
     g_gpu->fill_random(g_gpu, d, n, 1235, 0.25f, 2.0f);
     dev_to(g_gpu, got2, d, n);
     g_gpu->free(g_gpu, d);
     char what[96];
     snprintf(what, sizeof what, "fill_random n=%zu (same generator as the CPU)", n);
-    check_nmse(what, got, ref, n, 1e-10); /* double log/cos may differ in the last bit: rare 1-ulp flips */
+    /* one generator (kernels/common/tp_rng.h) and one rounding (tp_round.h) on both sides: the
+     * GPU's F16/BF16 bits must equal the CPU's f32 draws rounded on the host, every one */
+    size_t n_diff = 0;
+    for (size_t i = 0; i < n; i++) n_diff += raw[i] != t[i];
+    char det0[96];
+    snprintf(det0, sizeof det0, "%zu of %zu elements differ in their bits", n_diff, n);
+    check_true(what, n_diff == 0, det0);
+    free(raw);
     double m = 0, v = 0;
     size_t same = 0;
     for (size_t i = 0; i < n; i++) { m += got2[i]; same += got2[i] == got[i]; }
@@ -702,6 +791,13 @@ static void run_all(void) {
     test_matmul(3, 515, 128, 1, 0, 1);
     test_matmul(7, 333, 128, 1, 0, 1);
     test_matmul(40, 258, 64, 0, 0, 1);
+    test_matmul_gelu(1, 96, 64);    /* GEMV epilogue */
+    test_matmul_gelu(3, 300, 128);
+    test_matmul_gelu(8, 512, 256);  /* cuBLASLt GELU_BIAS */
+    test_matmul_gelu(130, 96, 1000);
+    test_bias_epilogue(1, 256, 32); /* GEMV */
+    test_bias_epilogue(8, 256, 32); /* cuBLASLt BIAS */
+    test_bias_epilogue(64, 200, 64);
     attn_cases();
     test_logits(1, 1000, 990, 5, 1, 0);
     test_logits(4, 1000, 990, 64, 1, 1);

@@ -7,6 +7,10 @@
  *                                               refuse with a clear message, and the MPI
  *                                               communicator's staged all-reduce of device
  *                                               buffers must give the same exact sums
+ *        mpirun -np 2 test_nccl_comm --watchdog  one GPU per rank: rank 1 never joins an all-reduce;
+ *                                               rank 0's watchdog (--comm-timeout 2 s) must abort
+ *                                               it, name rank 0 and the all-reduce, and end the job
+ *                                               non-zero (tests/gpu/watchdog.sh checks that)
  * Checks: all-reduce of 1 .. 4M+3 elements in each dtype (in place, ordered on the backend's
  * stream: the inputs are written and the results read with no explicit sync between), the same
  * through the MPI communicator, the host collectives delegated to MPI, and (one GPU per rank) a
@@ -15,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "util/log.h"
@@ -102,6 +107,7 @@ static void time_allreduce(tp_comm *c, tp_backend *b) {
 int main(int argc, char **argv) {
     tp_comm *mpi = tp_comm_mpi_init(&argc, &argv);
     const int shared = argc > 1 && strcmp(argv[1], "--shared") == 0;
+    const int watchdog = argc > 1 && strcmp(argv[1], "--watchdog") == 0;
     const int n_dev = tp_backend_cuda_device_count();
     if (mpi->size < 2) {
         if (mpi->rank == 0) fprintf(stderr, "test_nccl_comm: run it on 2 or more ranks (mpirun -np 2)\n");
@@ -122,6 +128,24 @@ int main(int argc, char **argv) {
     int failed = 0;
 
     tp_comm *nc = tp_comm_nccl_create(mpi, b, err, sizeof err);
+    if (watchdog) {
+        if (!nc) tp_die("tp_comm_nccl_create: %s", err);
+        nc->set_timeout(nc, 2.0);
+        if (mpi->rank == 0) { /* rank 1 never joins: the all-reduce cannot complete */
+            void *d = b->alloc(b, 1024 * 2, "watchdog test buffer");
+            nc->allreduce_sum(nc, d, 1024, TP_F16);
+            printf("watchdog: rank 0 waits for an all-reduce rank 1 never joins (timeout 2 s)\n");
+            fflush(stdout);
+            b->sync(b);
+            printf("FAIL: the all-reduce completed without rank 1\n");
+        } else {
+            const double t0 = tp_now_seconds();
+            while (tp_now_seconds() - t0 < 60) usleep(100000); /* the watchdog's MPI_Abort ends this rank */
+            printf("FAIL: rank 1 was not stopped within 60 s\n");
+        }
+        tp_comm_finalize(mpi);
+        return 1;
+    }
     if (shared) {
         const int refused = !nc && strstr(err, "one GPU per rank") && strstr(err, "--comm mpi");
         if (mpi->rank == 0)

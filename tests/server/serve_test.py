@@ -390,13 +390,13 @@ def part_api():
     def long_req(i):
         try:
             if i % 2:
-                ch = list(client.completions.create(model=srv.name, prompt="a b", max_tokens=60, n=8, stream=True,
+                ch = list(client.completions.create(model=srv.name, prompt="a b", max_tokens=120, n=8, stream=True,
                                                     extra_body=X))
                 fins = [c.choices[0].finish_reason for c in ch if c.choices and c.choices[0].finish_reason]
                 res[i] = fins == ["length"] * 8
             else:
-                r = client.completions.create(model=srv.name, prompt="a b", max_tokens=60, n=8, extra_body=X)
-                res[i] = len(r.choices) == 8 and all(c.finish_reason == "length" and len(c.token_ids) == 60
+                r = client.completions.create(model=srv.name, prompt="a b", max_tokens=120, n=8, extra_body=X)
+                res[i] = len(r.choices) == 8 and all(c.finish_reason == "length" and len(c.token_ids) == 120
                                                      for c in r.choices)
         except Exception as e:  # noqa: BLE001
             res[i] = "error: %s" % e
@@ -404,9 +404,13 @@ def part_api():
     threads = [threading.Thread(target=long_req, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
-    deadline = time.time() + 20
-    while time.time() < deadline and srv.metrics()["tpgen_requests_running"] == 0:
-        time.sleep(0.02)
+    deadline = time.time() + 20  # all 4 requests (32 sequences) in flight, then the signal
+    while time.time() < deadline:
+        m = srv.metrics()
+        if m["tpgen_requests_running"] + m["tpgen_requests_waiting"] >= 32:
+            break
+        time.sleep(0.005)
+    check(m["tpgen_requests_running"] + m["tpgen_requests_waiting"] >= 32, "4 requests in flight before SIGTERM")
     os.kill(pids[0], signal.SIGTERM)
     t0 = time.time()
     time.sleep(0.1)

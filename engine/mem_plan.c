@@ -1,0 +1,64 @@
+#include "mem_plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void tp_model_step_limits(const tp_model *m, const tp_plan_args *pa, tp_step_limits *lim) {
+    memset(lim, 0, sizeof *lim);
+    const int max_blocks = (m->cfg.n_positions + pa->block_size - 1) / pa->block_size;
+    lim->max_tokens = pa->max_tokens;
+    lim->max_seqs = pa->max_seqs;
+    lim->max_ctx = max_blocks * pa->block_size; /* graph captures size attention for the table's capacity */
+    lim->max_rows = pa->max_rows;
+    lim->max_k = pa->max_k;
+    lim->n_heads = m->sh.n_heads;
+    lim->head_dim = m->cfg.head_dim;
+}
+
+long tp_model_plan(const tp_model *m, const tp_plan_args *pa, size_t avail, tp_mem_plan *p, char *err,
+                   size_t err_size) {
+    const double MiB = 1048576.0;
+    tp_backend *b = m->b;
+    const tp_config *c = &m->cfg;
+    memset(p, 0, sizeof *p);
+    const size_t wb = m->w.arena ? m->w.arena_bytes : tp_model_weights_bytes(m);
+    tp_mem_plan_add(p, "weights", wb, m->w.arena ? TP_MEM_HELD : TP_MEM_DEVICE, "%d layers, %d heads, %d MLP rows, %d vocab rows",
+                    c->n_layer, m->sh.n_heads, m->sh.n_inner, m->sh.n_vocab);
+    tp_mem_plan_add(p, "activations", tp_model_acts_bytes(m, pa->max_tokens, pa->max_rows, pa->max_seqs, pa->block_size),
+                    TP_MEM_DEVICE, "%d tokens per step, %d logits rows, %d sequences", pa->max_tokens, pa->max_rows,
+                    pa->max_seqs);
+    tp_step_limits lim;
+    tp_model_step_limits(m, pa, &lim);
+    if (b->plan_scratch) b->plan_scratch(b, &lim, p);
+
+    /* KV blocks: what is left, shared between the ranks on this device */
+    const int bs = pa->block_size;
+    const size_t per_block = tp_kv_bytes_per_token(b, c->n_layer, m->sh.n_heads, c->head_dim) * (size_t)bs;
+    const size_t share = avail / (size_t)(pa->sharing > 0 ? pa->sharing : 1);
+    const size_t others = tp_mem_plan_needed(p);
+    const size_t left = share > others ? share - others : 0;
+    long blocks;
+    if (pa->kv_tokens > 0) blocks = (pa->kv_tokens + bs - 1) / bs;
+    else {
+        blocks = (long)((double)left * pa->kv_mem / (double)per_block);
+        const long need = (pa->kv_tokens_needed + bs - 1) / bs;
+        if (pa->kv_tokens_needed > 0 && blocks > need) blocks = need;
+        if (blocks > 2000000000L) blocks = 2000000000L;
+    }
+    tp_mem_plan_add(p, "KV cache", (size_t)blocks * per_block, TP_MEM_DEVICE, "%ld blocks of %d tokens, %zu bytes per token",
+                    blocks, bs, per_block / (size_t)bs);
+    const size_t need = tp_mem_plan_needed(p);
+    if (blocks >= 1 && need <= share) return blocks;
+
+    size_t u = (size_t)snprintf(err, err_size,
+                                "the job does not fit in %s memory on rank %d: it needs %.1f MiB, %.1f MiB are free%s "
+                                "(%s); the plan:\n",
+                                strcmp(b->name, "cpu") == 0 ? "host" : "device", m->sh.rank, need / MiB, share / MiB,
+                                pa->sharing > 1 ? " for this rank (the device is shared)" : "",
+                                blocks < 1 ? "not even one KV block is left: lower --max-batch-tokens or --max-batch, "
+                                             "or use a larger TP"
+                                           : "lower --kv-cache-tokens, --max-batch-tokens or --max-batch, or use a "
+                                             "larger TP");
+    if (u < err_size) tp_mem_plan_format(p, err + u, err_size - u);
+    return 0;
+}

@@ -1,0 +1,420 @@
+/* torch.save checkpoint reader: see torch_bin.h. */
+#include "torch_bin.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "unpickle.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "zipfile.h"
+
+typedef struct {
+    char *path;
+    uint8_t *map; /* [size] our mmap of the file, or NULL for a caller's buffer */
+    size_t size;
+    tp_zip zip;
+} bin_file;
+
+typedef struct {
+    char *name;
+    tp_store_type type;
+} skipped_tensor;
+
+struct tp_bin_model {
+    bin_file *files; /* [n_files] */
+    size_t n_files, cap_files;
+    tp_st_tensor *tensors; /* [n] file by file, each file's in data order */
+    size_t n, cap;
+    size_t *by_name;         /* [n] tensor indices sorted by name, for tp_bin_find */
+    skipped_tensor *skipped; /* [n_skipped] tensors of types tpgen does not load */
+    size_t n_skipped, cap_skipped;
+    size_t total_bytes;
+    int zip64;
+};
+
+static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t size, const char *fmt, ...) {
+    if (err && size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, size, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static const char *dims_str(const int64_t *d, int n, char *buf, size_t size) {
+    return tp_st_shape_str(d, n, buf, size);
+}
+
+/* Checks one pickled tensor against its storage record and appends it (or sets it aside when
+ * its type is not loaded). */
+static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, const tp_pickle_tensor *pt, char *err,
+                      size_t err_size) {
+    tp_dtype dt;
+    switch (pt->type) {
+    case TP_STORE_F32: dt = TP_F32; break;
+    case TP_STORE_F16: dt = TP_F16; break;
+    case TP_STORE_BF16: dt = TP_BF16; break;
+    default:
+        if (m->n_skipped == m->cap_skipped)
+            m->skipped = tp_realloc(m->skipped,
+                                    (m->cap_skipped = m->cap_skipped ? 2 * m->cap_skipped : 16) * sizeof *m->skipped);
+        m->skipped[m->n_skipped++] = (skipped_tensor){tp_strdup(pt->name), pt->type};
+        return 0;
+    }
+    const char *file = f->path, *name = pt->name;
+    char rec_name[512], sh[200], st[200];
+    snprintf(rec_name, sizeof rec_name, "%s/data/%s", prefix, pt->storage_key);
+    const tp_zip_entry *rec = tp_zip_find(&f->zip, rec_name);
+    if (!rec)
+        return fail(err, err_size, "%s: tensor %s: its storage record %s is missing from the archive", file, name,
+                    rec_name);
+    uint64_t es = tp_store_type_size(pt->type), store_bytes;
+    if (__builtin_mul_overflow((uint64_t)pt->storage_numel, es, &store_bytes) || store_bytes > rec->size)
+        return fail(err, err_size,
+                    "%s: tensor %s: storage %s should hold %lld elements of %s (%llu bytes) but the "
+                    "record has %llu bytes (truncated or corrupt)",
+                    file, name, rec_name, (long long)pt->storage_numel, tp_store_type_name(pt->type),
+                    (unsigned long long)(pt->storage_numel * es), (unsigned long long)rec->size);
+    /* Contiguous row-major: stride[i] = prod(shape[i+1..]) (any stride for a dim of size 1). */
+    uint64_t numel = 1, expect = 1;
+    int contiguous = 1;
+    for (int i = pt->ndim; i-- > 0;) {
+        if (pt->shape[i] < 0)
+            return fail(err, err_size, "%s: tensor %s: shape %s has a negative size", file, name,
+                        dims_str(pt->shape, pt->ndim, sh, sizeof sh));
+        if (pt->shape[i] != 1 && (uint64_t)pt->stride[i] != expect) contiguous = 0;
+        if (__builtin_mul_overflow(expect, (uint64_t)pt->shape[i], &expect) ||
+            __builtin_mul_overflow(numel, (uint64_t)pt->shape[i], &numel))
+            return fail(err, err_size, "%s: tensor %s: shape %s is too large", file, name,
+                        dims_str(pt->shape, pt->ndim, sh, sizeof sh));
+    }
+    if (!contiguous && numel)
+        return fail(err, err_size,
+                    "%s: tensor %s: strides %s for shape %s are not contiguous; tpgen reads only "
+                    "contiguous tensors (save tensor.contiguous())",
+                    file, name, dims_str(pt->stride, pt->ndim, st, sizeof st),
+                    dims_str(pt->shape, pt->ndim, sh, sizeof sh));
+    if ((uint64_t)pt->offset > (uint64_t)pt->storage_numel ||
+        numel > (uint64_t)pt->storage_numel - (uint64_t)pt->offset)
+        return fail(err, err_size, "%s: tensor %s: elements %lld..%llu of a storage of %lld (%s) are out of range",
+                    file, name, (long long)pt->offset, (unsigned long long)(pt->offset + numel),
+                    (long long)pt->storage_numel, rec_name);
+    if (m->n == m->cap) m->tensors = tp_realloc(m->tensors, (m->cap = m->cap ? 2 * m->cap : 256) * sizeof *m->tensors);
+    tp_st_tensor *t = &m->tensors[m->n++];
+    memset(t, 0, sizeof *t);
+    t->name = tp_strdup(name);
+    t->dtype = dt;
+    t->ndim = pt->ndim;
+    memcpy(t->shape, pt->shape, sizeof pt->shape[0] * (size_t)pt->ndim);
+    t->data = rec->data + (size_t)pt->offset * es;
+    t->nbytes = (size_t)(numel * es);
+    t->file = f->path;
+    m->total_bytes += t->nbytes;
+    return 0;
+}
+
+static int by_data(const void *a, const void *b) {
+    const tp_st_tensor *x = a, *y = b;
+    if (x->data != y->data) return x->data < y->data ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* Parses the archive of f (already mapped) and appends its tensors. */
+static int parse_archive(tp_bin_model *m, bin_file *f, char *err, size_t err_size) {
+    const uint8_t *b = f->map;
+    const char *path = f->path;
+    if (f->size == 0) return fail(err, err_size, "%s: empty file", path);
+    if (f->size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+        return fail(err, err_size,
+                    "%s: a torch checkpoint in the legacy format of torch < 1.6 (a bare pickle, not a "
+                    "zip archive); tpgen never runs such files: re-save it with torch >= 1.6 "
+                    "(torch.save(torch.load(f), f)) or convert it to safetensors",
+                    path);
+    if (f->size < 4 || memcmp(b, "PK\003\004", 4) != 0)
+        return fail(err, err_size,
+                    "%s: not a torch.save zip archive (it starts with %02x %02x %02x %02x, not PK\\3\\4)", path, b[0],
+                    f->size > 1 ? b[1] : 0, f->size > 2 ? b[2] : 0, f->size > 3 ? b[3] : 0);
+    if (tp_zip_open(&f->zip, b, f->size, path, err, err_size)) return -1;
+    m->zip64 |= f->zip.zip64;
+    const tp_zip_entry *pkl = NULL;
+    for (size_t i = 0; i < f->zip.n; i++) {
+        const char *n = f->zip.entries[i].name, *slash = strchr(n, '/');
+        if (slash && strcmp(slash, "/data.pkl") == 0) {
+            if (pkl)
+                return fail(err, err_size, "%s: two data.pkl records (%s, %s): not one torch.save checkpoint", path,
+                            pkl->name, n);
+            pkl = &f->zip.entries[i];
+        }
+    }
+    if (!pkl)
+        return fail(err, err_size, "%s: a zip archive without a <name>/data.pkl record: not a torch.save checkpoint",
+                    path);
+    char prefix[256], rec[300];
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(strchr(pkl->name, '/') - pkl->name), pkl->name);
+    snprintf(rec, sizeof rec, "%s/byteorder", prefix);
+    const tp_zip_entry *bo = tp_zip_find(&f->zip, rec);
+    if (bo && !(bo->size == 6 && memcmp(bo->data, "little", 6) == 0))
+        return fail(err, err_size, "%s: byteorder record is \"%.*s\"; tpgen reads little-endian checkpoints only", path,
+                    (int)(bo->size < 16 ? bo->size : 16), (const char *)bo->data);
+    tp_pickle_dict d;
+    if (tp_unpickle_state_dict(pkl->data, (size_t)pkl->size, path, &d, err, err_size)) return -1;
+    size_t first = m->n;
+    int rc = 0;
+    for (size_t i = 0; i < d.n && !rc; i++) rc = add_tensor(m, f, prefix, &d.tensors[i], err, err_size);
+    tp_pickle_dict_free(&d);
+    if (!rc) qsort(m->tensors + first, m->n - first, sizeof *m->tensors, by_data);
+    return rc;
+}
+
+static bin_file *new_file(tp_bin_model *m, const char *path) {
+    if (m->n_files == m->cap_files)
+        m->files = tp_realloc(m->files, (m->cap_files = m->cap_files ? 2 * m->cap_files : 8) * sizeof *m->files);
+    bin_file *f = &m->files[m->n_files++];
+    memset(f, 0, sizeof *f);
+    f->path = tp_strdup(path);
+    return f;
+}
+
+/* mmaps path and parses it. why: how the file was named (for the open error), or NULL. */
+static int load_file(tp_bin_model *m, const char *path, const char *why, char *err, size_t err_size) {
+    bin_file *f = new_file(m, path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(err, err_size, "%s%s%s: %s", path, why ? " " : "", why ? why : "", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, err_size, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(err, err_size, "%s: not a regular file", path);
+    }
+    f->size = (size_t)st.st_size;
+    if (f->size) {
+        void *p = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            f->size = 0;
+            return fail(err, err_size, "%s: mmap of %lld bytes failed: %s", path, (long long)st.st_size, strerror(e));
+        }
+        f->map = p;
+    }
+    close(fd); /* the mapping stays valid */
+    return parse_archive(m, f, err, err_size);
+}
+
+static int by_name(const void *a, const void *b, void *ctx) {
+    const tp_st_tensor *t = ctx;
+    return strcmp(t[*(const size_t *)a].name, t[*(const size_t *)b].name);
+}
+
+/* Builds the name index; a name in two places is an error. */
+static int index_names(tp_bin_model *m, char *err, size_t err_size) {
+    m->by_name = tp_malloc((m->n ? m->n : 1) * sizeof *m->by_name);
+    for (size_t i = 0; i < m->n; i++) m->by_name[i] = i;
+    qsort_r(m->by_name, m->n, sizeof *m->by_name, by_name, m->tensors);
+    for (size_t i = 1; i < m->n; i++) {
+        const tp_st_tensor *a = &m->tensors[m->by_name[i - 1]], *b = &m->tensors[m->by_name[i]];
+        if (strcmp(a->name, b->name) == 0)
+            return a->file == b->file
+                       ? fail(err, err_size, "%s: tensor %s appears twice", a->file, a->name)
+                       : fail(err, err_size, "tensor %s is in two files: %s and %s", a->name, a->file, b->file);
+    }
+    return 0;
+}
+
+/* ---- index + shards ---- */
+
+static char *join_path(const char *dir, const char *name) {
+    size_t n = strlen(dir);
+    char *p = tp_malloc(n + strlen(name) + 2);
+    sprintf(p, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
+    return p;
+}
+
+/* A shard name must stay inside the model directory: relative, no ".." component. (The same
+ * rule as the safetensors index check; kept here as a small static function.) */
+static int shard_name_ok(const char *name) {
+    if (!*name || name[0] == '/') return 0;
+    for (const char *p = name; *p;) {
+        const char *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (len == 2 && p[0] == '.' && p[1] == '.') return 0;
+        p += len + (slash ? 1 : 0);
+    }
+    return 1;
+}
+
+static int by_string(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+static int load_index(tp_bin_model *m, const char *index, const char *dir, char *err, size_t err_size) {
+    size_t len;
+    char *text = tp_read_file(index, &len);
+    if (!text) return fail(err, err_size, "%s: cannot read: %s", index, strerror(errno));
+    char jerr[160];
+    json_value *root = json_parse(text, len, jerr, sizeof jerr);
+    free(text);
+    if (!root) return fail(err, err_size, "%s: not valid JSON: %s", index, jerr);
+    int rc = -1;
+    const char **names = NULL;
+    char *path = NULL;
+    const json_value *wm = root->type == JSON_OBJECT ? json_get(root, "weight_map") : NULL;
+    if (!wm || wm->type != JSON_OBJECT || wm->n == 0) {
+        fail(err, err_size, "%s: needs \"weight_map\", a non-empty object (tensor name -> shard file)", index);
+        goto done;
+    }
+    names = tp_malloc(wm->n * sizeof *names);
+    for (size_t i = 0; i < wm->n; i++) {
+        const json_value *v = &wm->items[i];
+        if (v->type != JSON_STRING || v->str_len == 0 || v->str_len != strlen(v->str)) {
+            fail(err, err_size, "%s: weight_map[\"%s\"] is not a file name", index, wm->keys[i]);
+            goto done;
+        }
+        if (!shard_name_ok(v->str)) {
+            fail(err, err_size,
+                 "%s: weight_map[\"%s\"] = \"%s\" is absolute or leaves the model directory; shard "
+                 "names must be files inside %s",
+                 index, wm->keys[i], v->str, dir);
+            goto done;
+        }
+        names[i] = v->str;
+    }
+    qsort(names, wm->n, sizeof *names, by_string);
+    size_t n_shards = 0;
+    for (size_t i = 0; i < wm->n; i++)
+        if (!n_shards || strcmp(names[n_shards - 1], names[i]) != 0) names[n_shards++] = names[i];
+    char why[64 + 4096];
+    snprintf(why, sizeof why, "(a shard named by the weight_map of %s)", index);
+    for (size_t i = 0; i < n_shards; i++) {
+        path = join_path(dir, names[i]);
+        if (load_file(m, path, why, err, err_size)) goto done;
+        free(path);
+        path = NULL;
+    }
+    if (index_names(m, err, err_size)) goto done;
+    for (size_t i = 0; i < wm->n; i++) {
+        path = join_path(dir, wm->items[i].str);
+        const tp_st_tensor *t = tp_bin_find(m, wm->keys[i]);
+        if (!tp_bin_unsupported(m, wm->keys[i]) && (!t || strcmp(t->file, path) != 0)) {
+            fail(err, err_size, "%s: weight_map maps tensor %s to %s, but that file lacks it%s%s%s", index, wm->keys[i],
+                 path, t ? " (it is in " : "", t ? t->file : "", t ? ")" : "");
+            goto done;
+        }
+        free(path);
+        path = NULL;
+    }
+    rc = 0;
+done:
+    free(path);
+    free(names);
+    json_free(root);
+    return rc;
+}
+
+/* ---- public ---- */
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+tp_bin_model *tp_bin_open(const char *path, char *err, size_t err_size) {
+    tp_bin_model *m = tp_calloc(1, sizeof *m);
+    struct stat st;
+    int rc = -1, indexed = 0;
+    if (stat(path, &st) != 0) {
+        fail(err, err_size, "%s: %s", path, strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        char *single = join_path(path, "pytorch_model.bin"), *index = join_path(path, "pytorch_model.bin.index.json");
+        struct stat s;
+        if (stat(single, &s) == 0) rc = load_file(m, single, NULL, err, err_size);
+        else if (stat(index, &s) == 0) {
+            rc = load_index(m, index, path, err, err_size);
+            indexed = 1;
+        } else fail(err, err_size, "no pytorch_model.bin or pytorch_model.bin.index.json in %s", path);
+        free(single);
+        free(index);
+    } else if (ends_with(path, ".json")) {
+        const char *slash = strrchr(path, '/');
+        char *dir = slash ? tp_strdup(path) : tp_strdup(".");
+        if (slash) dir[slash - path + (slash == path)] = 0;
+        rc = load_index(m, path, dir, err, err_size);
+        indexed = 1;
+        free(dir);
+    } else {
+        rc = load_file(m, path, NULL, err, err_size);
+    }
+    if (!rc && !indexed) rc = index_names(m, err, err_size);
+    if (rc) {
+        tp_bin_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+tp_bin_model *tp_bin_open_buffer(const uint8_t *buf, size_t size, const char *what, char *err, size_t err_size) {
+    tp_bin_model *m = tp_calloc(1, sizeof *m);
+    bin_file *f = new_file(m, what);
+    f->map = (uint8_t *)buf;
+    f->size = size;
+    int rc = parse_archive(m, f, err, err_size);
+    f->map = NULL; /* not ours to unmap */
+    if (!rc) rc = index_names(m, err, err_size);
+    if (rc) {
+        tp_bin_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+const tp_st_tensor *tp_bin_find(const tp_bin_model *m, const char *name) {
+    size_t lo = 0, hi = m->by_name ? m->n : 0;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(m->tensors[m->by_name[mid]].name, name);
+        if (!c) return &m->tensors[m->by_name[mid]];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+const char *tp_bin_unsupported(const tp_bin_model *m, const char *name) {
+    for (size_t i = 0; i < m->n_skipped; i++)
+        if (strcmp(m->skipped[i].name, name) == 0) return tp_store_type_name(m->skipped[i].type);
+    return NULL;
+}
+
+size_t tp_bin_count(const tp_bin_model *m) { return m->n; }
+const tp_st_tensor *tp_bin_at(const tp_bin_model *m, size_t i) { return i < m->n ? &m->tensors[i] : NULL; }
+size_t tp_bin_total_bytes(const tp_bin_model *m) { return m->total_bytes; }
+size_t tp_bin_file_count(const tp_bin_model *m) { return m->n_files; }
+int tp_bin_zip64(const tp_bin_model *m) { return m->zip64; }
+
+void tp_bin_close(tp_bin_model *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_files; i++) {
+        if (m->files[i].map) munmap(m->files[i].map, m->files[i].size); /* cannot fail for a mapping we made */
+        tp_zip_free(&m->files[i].zip);
+        free(m->files[i].path);
+    }
+    for (size_t i = 0; i < m->n; i++) free((char *)m->tensors[i].name);
+    for (size_t i = 0; i < m->n_skipped; i++) free(m->skipped[i].name);
+    free(m->files);
+    free(m->tensors);
+    free(m->by_name);
+    free(m->skipped);
+    free(m);
+}

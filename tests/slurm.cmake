@@ -1,0 +1,38 @@
+# Slurm (label slurm): the launcher/*.sbatch scripts under a real one-node Slurm cluster (Debian's
+# slurm-wlm + munge, installed by tools/install-deps.sh). The cluster is a ctest fixture:
+# slurm_cluster_start runs `tests/slurm/cluster.sh start` before the first test that needs it, and
+# slurm_cluster_stop stops it after the last, whether they passed or not (a cluster left by an
+# interrupted run is stopped by the next start). The tests take turns on it (RESOURCE_LOCK). It
+# needs root (slurmd starts the jobs); without root or the packages the tests report SKIPPED.
+set(TPGEN_SLURM_DIR ${CMAKE_CURRENT_BINARY_DIR}/slurm-cluster)
+set(TPGEN_SLURM_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/slurm)
+add_test(NAME slurm_scripts_in_sync COMMAND bash ${TPGEN_SLURM_TESTS}/scripts_in_sync.sh)
+set_tests_properties(slurm_scripts_in_sync PROPERTIES LABELS slurm TIMEOUT 30)
+
+find_program(TPGEN_SLURMCTLD slurmctld PATHS /usr/sbin /sbin)
+find_program(TPGEN_MUNGED munged PATHS /usr/sbin /sbin)
+find_program(TPGEN_SBATCH sbatch)
+execute_process(COMMAND id -u OUTPUT_VARIABLE TPGEN_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
+set(TPGEN_SLURM_CASES slurm_sbatch_generate slurm_bad_model slurm_cancel)
+if(NOT TPGEN_SLURMCTLD OR NOT TPGEN_MUNGED OR NOT TPGEN_SBATCH OR NOT TPGEN_UID STREQUAL "0")
+  foreach(t ${TPGEN_SLURM_CASES})
+    add_test(NAME ${t} COMMAND sh -c "echo 'SKIPPED: needs root and slurm-wlm + munge (bash tools/install-deps.sh), then reconfigure'; exit 77")
+    set_tests_properties(${t} PROPERTIES LABELS slurm SKIP_RETURN_CODE 77)
+  endforeach()
+else()
+  add_test(NAME slurm_cluster_start COMMAND bash ${TPGEN_SLURM_TESTS}/cluster.sh start ${TPGEN_SLURM_DIR})
+  add_test(NAME slurm_cluster_stop COMMAND bash ${TPGEN_SLURM_TESTS}/cluster.sh stop ${TPGEN_SLURM_DIR})
+  set_tests_properties(slurm_cluster_start PROPERTIES FIXTURES_SETUP slurm_cluster LABELS slurm TIMEOUT 60)
+  set_tests_properties(slurm_cluster_stop PROPERTIES FIXTURES_CLEANUP slurm_cluster LABELS slurm TIMEOUT 60)
+  set(w ${CMAKE_CURRENT_BINARY_DIR}/slurm)
+  add_test(NAME slurm_sbatch_generate
+           COMMAND bash ${TPGEN_SLURM_TESTS}/sbatch_generate.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
+                   ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen ${w}/generate)
+  add_test(NAME slurm_bad_model COMMAND bash ${TPGEN_SLURM_TESTS}/bad_model.sh $<TARGET_FILE:tpgen> ${w}/bad_model)
+  add_test(NAME slurm_cancel
+           COMMAND bash ${TPGEN_SLURM_TESTS}/cancel.sh $<TARGET_FILE:tpgen> ${TPGEN_TEST_DATA}/tiny-f32
+                   ${TPGEN_TEST_DATA}/tokenizer/codegen ${w}/cancel)
+  set_tests_properties(${TPGEN_SLURM_CASES} PROPERTIES
+                       LABELS "slurm;mpi" TIMEOUT 120 FIXTURES_REQUIRED slurm_cluster RESOURCE_LOCK slurm_cluster
+                       ENVIRONMENT "SLURM_CONF=${TPGEN_SLURM_DIR}/etc/slurm.conf")
+endif()
