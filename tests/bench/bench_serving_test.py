@@ -82,12 +82,15 @@ def check_run(r, n, n_in=None, n_out=None, goodput=False, what=""):
         check(0 <= g["requests_met"] <= n and abs(g["share"] - g["requests_met"] / n) < 1e-12, f"{what}: goodput {g}")
 
 
-def tpgen_pids():
+def server_pids(model):
+    """pids of this test's server ranks: tpgen processes serving MODEL (other tests run tpgen too)."""
     out = []
     for d in os.listdir("/proc"):
         try:
             if d.isdigit() and os.readlink(f"/proc/{d}/exe") == os.path.realpath(TPGEN):
-                out.append(int(d))
+                argv = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+                if b"serve" in argv and model.encode() in argv:
+                    out.append(int(d))
         except OSError:
             pass
     return out
@@ -95,7 +98,6 @@ def tpgen_pids():
 
 def part_sweep():
     model = model_dir()
-    before = set(tpgen_pids())
     out, png = os.path.join(WORK, "sweep.json"), os.path.join(WORK, "sweep.png")
     for f in (out, png):
         if os.path.exists(f):
@@ -116,7 +118,7 @@ def part_sweep():
     check(runs[1]["duration_s"] > 1.0, f"rate 4 run took {runs[1]['duration_s']} s: arrivals not spread")
     check(open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "the plot is a PNG")
     time.sleep(0.5)
-    left = set(tpgen_pids()) - before
+    left = server_pids(model)
     check(not left, f"server ranks still running after the harness exited: {left}")
 
 
