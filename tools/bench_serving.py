@@ -8,6 +8,7 @@
         [--out FILE.json] [--label NAME] [--compare OTHER.json ...] [--no-progress]
         [-- extra tpgen serve flags]
     tools/bench_serving.py --backend hf-serial --model DIR ...   # baseline (a), below
+    tools/bench_serving.py --compare A.json B.json --plot FILE.png  # only draw saved runs
 
 Each request is a streamed completion (`stream_options.include_usage`, and `return_token_ids`
 so a chunk carrying several tokens is counted exactly); per request:
@@ -135,7 +136,8 @@ def parse_args(argv):
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     a.extra = extra
-    if a.backend == "tpgen" and (a.url is None) == (a.model is None):
+    a.plot_only = a.backend == "tpgen" and not a.url and not a.model and bool(a.compare) and bool(a.plot)
+    if a.backend == "tpgen" and (a.url is None) == (a.model is None) and not a.plot_only:
         die("give exactly one of --url URL (a running server) or --model DIR (start one)")
     if a.backend == "hf-serial" and not a.model:
         die("--backend hf-serial needs --model DIR (an HF checkpoint with its tokenizer)")
@@ -638,7 +640,6 @@ def plot(path, series):
 
 def main(argv):
     a = parse_args(argv)
-    items = load_dataset(a)
     compare = []
     for path in a.compare:
         try:
@@ -648,6 +649,10 @@ def main(argv):
             die(f"--compare {path}: {e}")
         d = d if isinstance(d, list) else [d]
         compare.append((d[0]["config"].get("label", os.path.basename(path)), d))
+    if a.plot_only:  # --compare A.json B.json --plot P.png: draw saved runs, run nothing
+        plot(a.plot, compare)
+        return 0
+    items = load_dataset(a)
     server = None
     a.server_cmd = None
     try:
