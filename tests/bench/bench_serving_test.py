@@ -6,7 +6,8 @@ usage: bench_serving_test.py TPGEN MPIEXEC FIXTURE TOKENIZER_DIR WORKDIR PART
 PART "sweep": the harness starts the server itself (--model, --np 2) and runs 16 random-id prompts
   at rate inf and rate 4 (--sweep inf,4, --goodput, --plot): each JSON object has exactly the keys
   (+ goodput), completed 16, failed 0, p50 <= p90 <= p99 <= max, TTFT < E2E, token counts exact
-  (16 x 16 in and out), the server stopped (every rank gone), a PNG written.
+  (16 x 16 in and out), the server stopped (every rank gone), a PNG written, and redrawn from
+  the JSON (--compare + --plot).
 PART "url": a server started here, the harness on --url with a file: dataset of 16 text prompts
   (max_tokens from the file, --max-concurrency 4): the same checks, input tokens == the server's
   /tokenize counts, output tokens == the sum of max_tokens.
@@ -117,6 +118,9 @@ def part_sweep():
     # Poisson arrivals at 4/s: 15 exponential gaps, mean 3.75 s; all at once is far faster.
     check(runs[1]["duration_s"] > 1.0, f"rate 4 run took {runs[1]['duration_s']} s: arrivals not spread")
     check(open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "the plot is a PNG")
+    png2 = os.path.join(WORK, "replot.png")
+    r = harness(["--compare", out, out, "--plot", png2])  # draw saved runs only
+    check(r.returncode == 0 and open(png2, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "--compare + --plot redraws")
     time.sleep(0.5)
     left = server_pids(model)
     check(not left, f"server ranks still running after the harness exited: {left}")
