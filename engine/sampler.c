@@ -151,6 +151,8 @@ int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V
             int32_t id = history[i];
             if (id < 0 || id >= V || proc[id] != logits[id]) continue; /* once per distinct id */
             proc[id] = logits[id] < 0 ? logits[id] * s->repetition_penalty : logits[id] / s->repetition_penalty;
+            /* a huge finite logit over a penalty below 1 can overflow to inf: no distribution left */
+            if (!isfinite(proc[id])) return -1;
         }
     for (int i = 0; i < V; i++) c[i] = (tp_cand){i, proc[i]};
 
