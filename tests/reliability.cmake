@@ -103,8 +103,8 @@ rel_error(early_kv_budget "--prompt-ids needs 48 tokens of KV cache .* but the b
           ARGS generate --model ${REL_FAULTY}/truncated --prompt-ids 1,2,3 --max-new-tokens 40 --kv-cache-tokens 16 ${REL_CPU})
 rel_error(early_score_id "token id 1001 at position 2 of --ids is >= vocab_size 1001" FIXTURE
           ARGS score --model ${REL_FAULTY}/truncated --ids 1,2,1001 ${REL_CPU})
-rel_error(early_dtype_flag "--dtype bf16: the CPU backend computes in f32" FIXTURE
-          ARGS generate --model ${REL_FAULTY}/truncated --prompt-ids 1,2 ${REL_CPU} --dtype bf16)
+rel_error(early_dtype_flag "--dtype f16: the CPU backend computes in f32 \\(default\\) or bf16" FIXTURE
+          ARGS generate --model ${REL_FAULTY}/truncated --prompt-ids 1,2 ${REL_CPU} --dtype f16)
 
 # non-finite logits: every sampling mode and score, at TP 1 and 2
 foreach(np 1 2)
