@@ -463,19 +463,23 @@ def part_limits():
     check(st == 400 and "tokenizer" in json.loads(text)["error"]["message"], "text without a tokenizer: " + text)
     ok("413 over --max-body-bytes; 400 for text without a tokenizer")
 
-    out = [None] * 12
-
     def one(i):
         st, text, r = srv.request("POST", "/v1/completions", {"prompt": [1, 2], "max_tokens": 100, "n": 16,
                                                               "ignore_eos": True}, headers=auth)
         out[i] = (st, r.getheader("Retry-After"), text)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    full = [o for o in out if o[0] == 503]
+    # A burst of 12 against a queue of 1: some wait their turn, the rest get 503. On a loaded machine
+    # the threads may start too far apart to overlap; the burst is tried up to 3 times.
+    for attempt in range(3):
+        out = [None] * 12
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        full = [o for o in out if o and o[0] == 503]
+        if full:
+            break
     check(any(o[0] == 200 for o in out) and full, "some 200, some 503: %s" % [o[0] for o in out])
     check(all(o[1] == "1" and json.loads(o[2])["error"]["code"] == "queue_full" for o in full),
           "503 carries Retry-After and code queue_full")
