@@ -180,6 +180,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         char err[2048];
         char *dir = tp_hub_resolve(a->model, a->revision, err, sizeof err);
         if (!dir) tp_die_all("%s", err);
-        a->model = dir; /* lives as long as the process */
+        static char *resolved; /* lives as long as the process (a global: reachable, not a leak) */
+        free(resolved);
+        a->model = resolved = dir;
     } else if (a->revision) tp_die_all("--revision needs --model ORG/NAME");
 }
