@@ -25,7 +25,8 @@ assert len(dec) + len(pre) == len(rows), rows
 assert [r["batch"] for r in dec] == [1, 3], dec
 for r in dec:
     assert r["tp"] == tp and r["read_gb_per_s"] > 0 and r["copy_gb_per_s"] > 0 and r["gb_per_s"] > 0, r
-    assert abs(r["pct_read"] - 100 * r["gb_per_s"] / r["read_gb_per_s"]) < 0.01 * r["pct_read"] + 0.01, r
+    # gb_per_s is printed to 3 decimals: on a slow (loaded) run its rounding alone moves the ratio
+    assert abs(r["pct_read"] - 100 * r["gb_per_s"] / r["read_gb_per_s"]) < 0.01 * r["pct_read"] + 0.01 + 0.06 / r["read_gb_per_s"], r
     assert abs(r["pct_copy"] - 100 * r["gb_per_s"] / r["copy_gb_per_s"]) < 0.01 * r["pct_copy"] + 0.01, r
     bytes_ = r["weight_bytes"] + r["kv_bytes"]
     assert abs(r["read_floor_ms"] - bytes_ / (r["read_gb_per_s"] * 1e9) * 1e3) < 1e-3 * r["read_floor_ms"] + 1e-4, r
