@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/json.h"
 #include "util/log.h"
 
 void jb_free(jbuf *b) {
@@ -42,42 +43,11 @@ void jb_printf(jbuf *b, const char *fmt, ...) {
     b->n += n;
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static int utf8_len(const unsigned char *s, size_t left) {
-    unsigned c = s[0];
-    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || (size_t)n > left) return 0;
-    for (int i = 1; i < n; i++) if ((s[i] & 0xC0) != 0x80) return 0;
-    if (n == 2 && c < 0xC2) return 0;
-    if (n == 3) {
-        unsigned cp = (c & 15) << 12 | (s[1] & 63) << 6 | (s[2] & 63);
-        if (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000)) return 0;
-    }
-    if (n == 4) {
-        unsigned cp = (c & 7) << 18 | (s[1] & 63) << 12 | (s[2] & 63) << 6 | (s[3] & 63);
-        if (cp < 0x10000 || cp > 0x10FFFF) return 0;
-    }
-    return n;
-}
+static void put_jbuf(void *b, const char *p, size_t n) { jb_put(b, p, n); }
 
 void jb_json(jbuf *b, const char *str, size_t len) {
-    const unsigned char *s = (const unsigned char *)str;
     reserve(b, len + 2);
-    jb_put(b, "\"", 1);
-    for (size_t i = 0; i < len;) {
-        unsigned c = s[i];
-        if (c == '"' || c == '\\') { char e[2] = {'\\', (char)c}; jb_put(b, e, 2); i++; }
-        else if (c == '\n') { jb_put(b, "\\n", 2); i++; }
-        else if (c == '\r') { jb_put(b, "\\r", 2); i++; }
-        else if (c == '\t') { jb_put(b, "\\t", 2); i++; }
-        else if (c < 0x20 || c == 0x7f) { jb_printf(b, "\\u%04x", c); i++; }
-        else {
-            int n = utf8_len(s + i, len - i);
-            if (n == 0) { jb_put(b, "\\ufffd", 6); i++; }
-            else { jb_put(b, (const char *)s + i, n); i += n; }
-        }
-    }
-    jb_put(b, "\"", 1);
+    json_write_string(str, len, put_jbuf, b);
 }
 
 void jb_float(jbuf *b, float x) {

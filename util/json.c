@@ -247,3 +247,41 @@ const char *json_type_name(json_type t) {
     static const char *names[] = {"null", "boolean", "number", "string", "array", "object"};
     return names[t];
 }
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+static int utf8_len(const unsigned char *s, size_t left) {
+    unsigned c = s[0];
+    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || (size_t)n > left) return 0;
+    for (int i = 1; i < n; i++) if ((s[i] & 0xC0) != 0x80) return 0;
+    if (n == 2 && c < 0xC2) return 0;
+    if (n == 3) {
+        unsigned cp = (c & 15) << 12 | (s[1] & 63) << 6 | (s[2] & 63);
+        if (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000)) return 0;
+    }
+    if (n == 4) {
+        unsigned cp = (c & 7) << 18 | (s[1] & 63) << 12 | (s[2] & 63) << 6 | (s[3] & 63);
+        if (cp < 0x10000 || cp > 0x10FFFF) return 0;
+    }
+    return n;
+}
+
+void json_write_string(const char *str, size_t len, void (*put)(void *ctx, const char *p, size_t n), void *ctx) {
+    const unsigned char *s = (const unsigned char *)str;
+    put(ctx, "\"", 1);
+    for (size_t i = 0; i < len;) {
+        unsigned c = s[i];
+        char e[8];
+        if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; put(ctx, e, 2); i++; }
+        else if (c == '\n') { put(ctx, "\\n", 2); i++; }
+        else if (c == '\r') { put(ctx, "\\r", 2); i++; }
+        else if (c == '\t') { put(ctx, "\\t", 2); i++; }
+        else if (c < 0x20 || c == 0x7f) { put(ctx, e, (size_t)snprintf(e, sizeof e, "\\u%04x", c)); i++; }
+        else {
+            int n = utf8_len(s + i, len - i);
+            if (n == 0) { put(ctx, "\\ufffd", 6); i++; }
+            else { put(ctx, (const char *)s + i, (size_t)n); i += n; }
+        }
+    }
+    put(ctx, "\"", 1);
+}

@@ -33,4 +33,9 @@ void json_free(json_value *v);
 const json_value *json_get(const json_value *obj, const char *key); /* NULL if absent */
 const char *json_type_name(json_type t);
 
+/* Writes str[0..len) as a quoted JSON string through put (called with pieces of output):
+ * '"', '\\' and control characters escaped, invalid UTF-8 bytes as \ufffd. One escaper for
+ * every JSON writer (the launcher's stdout output and the server's responses). */
+void json_write_string(const char *str, size_t len, void (*put)(void *ctx, const char *p, size_t n), void *ctx);
+
 #endif
