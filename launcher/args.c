@@ -71,6 +71,15 @@ int32_t *tp_parse_id_list(const char *s, int *n, const char *what) {
     return ids;
 }
 
+/* "--name=value" or "--name": the name into flag, the value (or NULL) returned; anything not
+ * starting with "--" ends the job with the usage. */
+char *tp_flag_split(char *arg, char *flag, size_t size, const char *usage) {
+    if (strncmp(arg, "--", 2) != 0) tp_die_all("unexpected argument \"%s\"\n%s", arg, usage);
+    char *eq = strchr(arg, '=');
+    snprintf(flag, size, "%.*s", eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+    return eq ? eq + 1 : NULL;
+}
+
 void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->cmd = cmd;
@@ -95,13 +104,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     int gen = strcmp(cmd, "generate") == 0, score = strcmp(cmd, "score") == 0, bench = strcmp(cmd, "bench") == 0;
     int serve = strcmp(cmd, "serve") == 0;
     for (int i = 0; i < argc; i++) {
-        char *f = argv[i], *v = NULL, flag[64];
-        if (strncmp(f, "--", 2) != 0) tp_die_all("unexpected argument \"%s\"\n%s", f, USAGE);
-        char *eq = strchr(f, '=');
-        if (eq) {
-            snprintf(flag, sizeof flag, "%.*s", (int)(eq - f), f);
-            v = eq + 1;
-        } else snprintf(flag, sizeof flag, "%s", f);
+        char flag[64], *v = tp_flag_split(argv[i], flag, sizeof flag, USAGE);
 #define IS(name) (strcmp(flag, name) == 0)
 #define VAL() (v ? v : (i + 1 < argc ? argv[++i] : (tp_die_all("%s needs a value", flag), (char *)NULL)))
         int ok = 1;

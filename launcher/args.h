@@ -3,6 +3,7 @@
 #ifndef TPGEN_ARGS_H
 #define TPGEN_ARGS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define TP_MAX_STOP 16
@@ -61,5 +62,9 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv);
 
 /* "5,17,9" -> ids; dies naming `what` on a bad list. */
 int32_t *tp_parse_id_list(const char *s, int *n, const char *what);
+
+/* Splits "--name=value" / "--name" (flag gets the name; returns the value or NULL); anything
+ * else ends the job with usage. Shared by every subcommand's flag loop. */
+char *tp_flag_split(char *arg, char *flag, size_t size, const char *usage);
 
 #endif

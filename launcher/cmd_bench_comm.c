@@ -102,13 +102,7 @@ static void comm_args_parse(comm_args *c, int argc, char **argv) {
     c->n_dtypes = 3;
     c->job.cmd = "bench-comm";
     for (int i = 0; i < argc; i++) {
-        char *f = argv[i], *v = NULL, flag[64];
-        if (strncmp(f, "--", 2) != 0) tp_die_all("unexpected argument \"%s\"\n%s", f, USAGE);
-        char *eq = strchr(f, '=');
-        if (eq) {
-            snprintf(flag, sizeof flag, "%.*s", (int)(eq - f), f);
-            v = eq + 1;
-        } else snprintf(flag, sizeof flag, "%s", f);
+        char flag[64], *v = tp_flag_split(argv[i], flag, sizeof flag, USAGE);
 #define IS(name) (strcmp(flag, name) == 0)
 #define VAL() (v ? v : (i + 1 < argc ? argv[++i] : (tp_die_all("%s needs a value", flag), (char *)NULL)))
         if (IS("--help") || IS("-h")) tp_die_all("%s", USAGE);
