@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/log.h"
 #include "engine/hub.h"
@@ -183,6 +184,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         char err[2048];
         char *dir = tp_hub_resolve(a->model, a->revision, err, sizeof err);
         if (!dir) tp_die_all("%s", err);
+        struct stat st; /* said first: later checks (a text prompt needs a tokenizer) would blame the wrong thing */
+        if (stat(dir, &st) != 0) tp_die_all("--model %s: %s", dir, strerror(errno));
         static char *resolved; /* lives as long as the process (a global: reachable, not a leak) */
         free(resolved);
         a->model = resolved = dir;

@@ -106,7 +106,7 @@ error_test(flag_of_other_command "unknown flag --temperature for `tpgen score`"
            ARGS score --model ${ERR_TINY} --ids 1,2 --temperature 0.5 ${ERR_CPU})
 error_test(missing_model "--model DIR is required"
            ARGS generate --prompt-ids 1,2 ${ERR_CPU})
-error_test(model_dir_missing "cannot read .*no_such_model: No such file"
+error_test(model_dir_missing "--model .*no_such_model: No such file or directory"
            ARGS generate --model ${ERR_DIR}/no_such_model --prompt-ids 1,2 ${ERR_CPU})
 error_test(no_prompt "give exactly one of --prompt, --prompt-ids, --prompts-file"
            ARGS generate --model ${ERR_TINY} ${ERR_CPU})
@@ -212,3 +212,7 @@ add_test(NAME errors_ckpt_valid_copy_runs
          COMMAND ${ERR_MPI2} $<TARGET_FILE:tpgen> generate --model ${BROKEN}/valid --prompt-ids 1,2
                  --max-new-tokens 2 ${ERR_CPU})
 set_tests_properties(errors_ckpt_valid_copy_runs PROPERTIES LABELS "errors;mpi" TIMEOUT 60 FIXTURES_REQUIRED errors_broken)
+
+# ---- a model path that does not exist is said first (not "needs a tokenizer") ----
+error_test(model_dir_missing_text_prompt "--model /nonexistent/tpgen-model: No such file or directory"
+           ARGS generate --model /nonexistent/tpgen-model --prompt "def f" ${ERR_CPU})
