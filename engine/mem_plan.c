@@ -5,10 +5,11 @@
 
 void tp_model_step_limits(const tp_model *m, const tp_plan_args *pa, tp_step_limits *lim) {
     memset(lim, 0, sizeof *lim);
-    const int max_blocks = (m->cfg.n_positions + pa->block_size - 1) / pa->block_size;
+    long max_blocks = ((long)m->cfg.n_positions + pa->block_size - 1) / pa->block_size;
+    if (pa->kv_blocks > 0 && pa->kv_blocks < max_blocks) max_blocks = pa->kv_blocks; /* as tp_model_alloc's table */
     lim->max_tokens = pa->max_tokens;
     lim->max_seqs = pa->max_seqs;
-    lim->max_ctx = max_blocks * pa->block_size; /* graph captures size attention for the table's capacity */
+    lim->max_ctx = (int)(max_blocks * pa->block_size); /* graph captures size attention for the table's capacity */
     lim->max_rows = pa->max_rows;
     lim->max_k = pa->max_k;
     lim->n_heads = m->sh.n_heads;
@@ -35,8 +36,13 @@ long tp_model_plan(const tp_model *m, const tp_plan_args *pa, size_t avail, tp_m
                     tp_model_acts_bytes(m, pa->max_tokens, pa->max_rows, pa->max_seqs, kv_bound, pa->block_size),
                     TP_MEM_DEVICE, "%d tokens per step, %d logits rows, %d sequences", pa->max_tokens, pa->max_rows,
                     pa->max_seqs);
+    /* the backend's scratch for the longest context the cache could hold; shrunk below with the
+     * activations once the blocks are known (it only shrinks, so the choice still fits) */
+    tp_plan_args bounded = *pa;
+    bounded.kv_blocks = kv_bound;
     tp_step_limits lim;
-    tp_model_step_limits(m, pa, &lim);
+    tp_model_step_limits(m, &bounded, &lim);
+    const int first_scratch = p->n;
     if (b->plan_scratch) b->plan_scratch(b, &lim, p);
 
     /* KV blocks: what is left, shared between the ranks on this device */
@@ -56,6 +62,14 @@ long tp_model_plan(const tp_model *m, const tp_plan_args *pa, size_t avail, tp_m
             if (strcmp(p->item[i].name, "activations") == 0)
                 p->item[i].bytes =
                     tp_model_acts_bytes(m, pa->max_tokens, pa->max_rows, pa->max_seqs, blocks, pa->block_size);
+    if (blocks >= 1 && blocks < kv_bound && b->plan_scratch) { /* what reserve_scratch will take */
+        tp_mem_plan scratch = {0};
+        bounded.kv_blocks = blocks;
+        tp_model_step_limits(m, &bounded, &lim);
+        b->plan_scratch(b, &lim, &scratch);
+        for (int i = 0; i < scratch.n && first_scratch + i < p->n; i++)
+            p->item[first_scratch + i] = scratch.item[i];
+    }
     tp_mem_plan_add(p, "KV cache", (size_t)blocks * per_block, TP_MEM_DEVICE, "%ld blocks of %d tokens, %zu bytes per token",
                     blocks, bs, per_block / (size_t)bs);
     const size_t need = tp_mem_plan_needed(p);

@@ -15,9 +15,12 @@ typedef struct {
     double kv_mem;            /* else this fraction of what is left after every other buffer ... */
     long kv_tokens_needed;    /* ... and at most this many (0: no bound) */
     int sharing;              /* ranks sharing this device's memory (>= 1) */
+    long kv_blocks;           /* > 0: the KV blocks taken (or an upper bound of them); 0: not known */
 } tp_plan_args;
 
-/* The step limits the backend's scratch is reserved for. */
+/* The step limits the backend's scratch is reserved for. The context a sequence can reach is the
+ * block table's capacity: n_positions, and at most pa->kv_blocks blocks when known (n_positions
+ * alone may be huge; it is only a limit). */
 void tp_model_step_limits(const tp_model *m, const tp_plan_args *pa, tp_step_limits *lim);
 
 /* Plans every buffer of this rank given `avail` bytes free now (weights count as held when

@@ -134,7 +134,8 @@ void tp_job_alloc(tp_job *j, const tp_args *a, long kv_tokens_needed) {
     int neg = -(int)(blocks > 2000000000L ? 2000000000L : blocks);
     blocks = -j->mpi->allreduce_max_int(j->mpi, neg);
     if (b->reserve_scratch) { /* the backend's scratch for the longest context: allocated now, never in a step */
-        tp_plan_args pa = {.max_tokens = T, .max_rows = S, .max_seqs = S, .block_size = bs, .max_k = TP_MAX_CANDIDATES};
+        tp_plan_args pa = {.max_tokens = T, .max_rows = S, .max_seqs = S, .block_size = bs, .max_k = TP_MAX_CANDIDATES,
+                           .kv_blocks = blocks};
         tp_step_limits lim;
         tp_model_step_limits(m, &pa, &lim);
         b->reserve_scratch(b, &lim);

@@ -106,6 +106,7 @@ static void run_case(const tp_config *cfg, int tp, int rank, int S, int T, long 
         tp_model_load_weights(&m, NULL, 1, 7);
         const long blocks2 = tp_model_plan(&m, &pa, f_mem_available(&f.base), &plan2, err, sizeof err);
         tp_step_limits lim;
+        pa.kv_blocks = blocks; /* as tp_job_alloc: the table's capacity bounds the context */
         tp_model_step_limits(&m, &pa, &lim);
         f.base.reserve_scratch(&f.base, &lim);
         tp_model_alloc(&m, T, S, S, (int)blocks, pa.block_size);
@@ -140,6 +141,12 @@ static void run_case(const tp_config *cfg, int tp, int rank, int S, int T, long 
         if (ok && blocks2 != blocks) {
             ok = 0;
             snprintf(det, sizeof det, "KV blocks %ld before loading, %ld after", blocks, blocks2);
+        }
+        /* a sequence reaches at most the table's capacity: n_positions and the whole cache */
+        if (ok && (long)lim.max_ctx > blocks * pa.block_size) {
+            ok = 0;
+            snprintf(det, sizeof det, "scratch sized for context %d, the cache holds %ld tokens", lim.max_ctx,
+                     blocks * pa.block_size);
         }
         /* every step within the limits fits the reserved split-K scratch */
         const size_t reserved = tp_mem_plan_find(&plan, TPC_PLAN_ATTN)->bytes;
@@ -218,6 +225,11 @@ int main(int argc, char **argv) {
             }
             run_case(&cfg, tps[i], rank, 64, 2048, (long)64 * cfg.n_positions); /* all 64 at full context */
         }
+    /* n_positions is only a limit: a huge one sizes nothing (the scratch follows the KV budget) */
+    tp_config huge = cfg;
+    huge.n_positions = 1000000000;
+    run_case(&huge, 2, 0, 4, 4, 4096);
+    run_case(&huge, 2, 1, 8, 512, 16384);
     refuse_case(&cfg, 1, 24.0, 0, "weights");               /* 16B in F16 is 30 GiB */
     refuse_case(&cfg, 2, 24.0, 64L * 2048, "KV cache");     /* weights fit, 64 full contexts do not */
     printf("%d checks, %d failed\n", g_checks, g_fail);
