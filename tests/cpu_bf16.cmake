@@ -14,7 +14,8 @@ set_tests_properties(bf16_ops_3threads PROPERTIES LABELS "unit;bf16" SKIP_RETURN
 foreach(np 1 2)
   foreach(ref hf-bf16 hf-f32)
     add_test(NAME parity_cpu_bf16_${ref}_tp${np}
-             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cpu_bf16/parity_bf16.sh --np ${np} --ref ${ref} --build ${CMAKE_BINARY_DIR})
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/parity/hf_parity.sh --backend cpu --dtype bf16 --threads 1 --np ${np}
+                     --ref ${ref} --tol 0.08 --mean-tol 0.02 --timeout 120 --build ${CMAKE_BINARY_DIR})
     set_tests_properties(parity_cpu_bf16_${ref}_tp${np} PROPERTIES LABELS "parity;mpi;bf16" TIMEOUT 300)
   endforeach()
 endforeach()

@@ -7,7 +7,7 @@ them at load), eager attention, and reruns the fixture's score ids and generate 
 (full forward each step, no cache, never stopping at eos), log_softmax of the logits in f32.
 Writes expected-hf-bf16.json beside expected.json, in the same format plus, per generate step,
 "top2_gap" (HF-bf16's own top-1 minus top-2 log-probability): where it is small, another bf16
-implementation may legitimately pick the runner-up (tests/cpu_bf16/parity_bf16.sh).
+implementation may legitimately pick the runner-up (tests/parity/hf_parity.sh).
 
 usage: python3 tools/make_bf16_reference.py [--data tests/data]   (needs torch + transformers)
 """
