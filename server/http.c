@@ -49,6 +49,16 @@ static int peer_gone(struct MHD_Connection *c) {
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* --conn-timeout limits how long a client may stay silent, not how long the server makes it
+ * wait: while a completion waits for the engine (its answer, or a stream's next tokens) the
+ * connection's timer is paused. libmicrohttpd restarts the timer when a timeout is set on a
+ * connection whose timeout is 0 (microhttpd.h, MHD_CONNECTION_OPTION_TIMEOUT). */
+static void client_timer(tp_server *s, struct MHD_Connection *c, int on) {
+    if (!s->o.conn_timeout) return;
+    if (MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, on ? (unsigned)s->o.conn_timeout : 0u) != MHD_YES)
+        fprintf(stderr, "tpgen: warning: libmicrohttpd refused to %s a connection's timeout\n", on ? "restart" : "pause");
+}
+
 static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int status, const char *type, jbuf *b,
                                  int count) {
     struct MHD_Response *r = MHD_create_response_from_buffer(b->n, b->s ? b->s : "", MHD_RESPMEM_MUST_COPY);
@@ -107,6 +117,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         st->pend.n = 0;
         st->off = 0;
+        client_timer(s, st->conn, 0);
         pthread_mutex_lock(&s->mu);
         for (;;) {
             int all = srv_render_stream(s, st->j, st->sent_tok, st->sent_text, st->flags, &st->pend);
@@ -126,6 +137,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             }
         }
         pthread_mutex_unlock(&s->mu);
+        client_timer(s, st->conn, 1);
     }
     size_t n = st->pend.n - st->off < max ? st->pend.n - st->off : max;
     memcpy(buf, st->pend.s + st->off, n);
@@ -186,6 +198,9 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
     pthread_cond_signal(&s->engine_cv);
 
     if (!j->stream) {
+        pthread_mutex_unlock(&s->mu);
+        client_timer(s, c, 0);
+        pthread_mutex_lock(&s->mu);
         while (!(j->scored && j->n_done == j->n_choices)) {
             struct timespec ts;
             deadline_in(&ts, 100);
@@ -198,6 +213,7 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
                 return MHD_NO;
             }
         }
+        client_timer(s, c, 1);
         jbuf b = {0};
         const char *failed = srv_job_error(j);
         int status = failed ? 500 : 200;
@@ -447,8 +463,8 @@ tp_server *tp_server_start(const tp_serve_opts *o, tp_tokenizer *tok, char *err,
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT, 1024u,
-                            MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->conn_timeout, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         snprintf(err, err_size, "cannot listen on %s port %d (in use, or not an address of this machine?)", o->host,

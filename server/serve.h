@@ -18,6 +18,8 @@ typedef struct {
     int max_queue;        /* requests in flight before 503 */
     long max_body_bytes;
     double drain_timeout; /* seconds */
+    int conn_timeout;     /* seconds a client may stay silent (not reading, not sending); 0: none */
+    int max_connections;  /* open at once; one more is closed as soon as accepted */
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;

@@ -1,0 +1,12 @@
+# Soak (label soak, issue 9 part 5): `tpgen serve` at TP 2 under load on loopback, short version:
+# 200 requests (after 200 of warm-up) from 64 clients, 10% disconnecting mid-stream, 5% malformed,
+# 5% sent byte by byte, waves of stalled connections filling --max-connections; every answer ==
+# the same request alone, stalled connections closed after --conn-timeout, KV blocks all free,
+# rank 0's fds back to their start, RSS within +5% (tools/soak_serve.py says what each part checks;
+# `python3 tools/soak_serve.py --tpgen build/bin/tpgen --requests 2000` is the long one).
+add_test(NAME soak_serve_tp2
+         COMMAND python3 ${PROJECT_SOURCE_DIR}/tools/soak_serve.py --tpgen $<TARGET_FILE:tpgen>
+                 --mpiexec ${TPGEN_MPIEXEC} --np 2 --requests 200 --time-limit 90
+                 --model ${TPGEN_TEST_DATA}/tiny-f32 --tokenizer ${TPGEN_TEST_DATA}/tokenizer/codegen
+                 --work ${CMAKE_CURRENT_BINARY_DIR}/soak)
+set_tests_properties(soak_serve_tp2 PROPERTIES LABELS "soak;server;mpi" TIMEOUT 240 RUN_SERIAL TRUE)
