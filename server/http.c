@@ -29,9 +29,12 @@ void tp_serve_install_signals(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    /* SIGUSR1 too: Open MPI's mpirun forwards it to every rank (SIGTERM to mpirun kills the
+     * job after 1 s instead), so `kill -USR1 <mpirun>` drains */
+    int sigs[] = {SIGTERM, SIGINT, SIGUSR1};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        if (sigaction(sigs[i], &sa, NULL)) tp_die("sigaction(%s): %s", strsignal(sigs[i]), strerror(errno));
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) tp_die("signal(SIGPIPE): %s", strerror(errno));
 }
 
 static void deadline_in(struct timespec *ts, long ms) {
