@@ -24,8 +24,8 @@ typedef struct {
 
 typedef struct tp_server tp_server;
 
-/* SIGTERM and SIGINT set a flag instead of killing (every rank: workers leave the shutdown to
- * rank 0, which drains and then stops them). SIGPIPE is ignored. */
+/* SIGTERM, SIGINT and SIGUSR1 set a flag instead of killing (every rank: workers leave the
+ * shutdown to rank 0, which drains and then stops them). SIGPIPE is ignored. */
 void tp_serve_install_signals(void);
 
 /* Rank 0: starts listening (health answers 503 until tp_server_run). tok may be NULL (ids only).
