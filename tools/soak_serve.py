@@ -3,19 +3,22 @@
 
 usage: soak_serve.py --tpgen BIN [--mpiexec mpirun] [--np 2] [--requests 2000] [--clients 64]
                      [--model DIR] [--tokenizer DIR] [--work DIR] [--time-limit S] [--seed N]
-                     [--conn-timeout S] [--max-connections N] [--stallers N]
+                     [--conn-timeout 2] [--max-connections CLIENTS+8] [--waves N] [--warmup N]
 
-One server (`mpirun -np NP tpgen serve`, CPU backend), then:
-  1. the request templates (greedy and seeded sampling, n 1 or 2, prompts as text or ids,
-     max_tokens 4..40) each run alone, one after another: the reference answers;
-  2. warm-up: 64 concurrent requests; then RSS of every rank and rank 0's open fds are taken;
-  3. REQUESTS requests from CLIENTS concurrent clients: ~10% disconnect mid-stream (or while a
-     non-streamed answer is made), ~5% malformed (each with its expected status), ~5% slow
-     (the request sent byte by byte), the rest normal, half of them streamed. Meanwhile STALLERS
-     connections send half a request line and go silent, several at once, holding connection
-     slots: the server must close them after --conn-timeout, and the others must get through
-     (the server runs with --max-connections just above CLIENTS, so without the timeout the
-     stallers starve them);
+One server (`mpirun -np NP tpgen serve`, CPU backend, the tiny test model with the CodeGen
+tokenizer), then:
+  1. the request templates (greedy and seeded sampling, n 1 or 2, prompts as text or ids of at
+     most 24 tokens, max_tokens 4..100) each run alone, one after another: the references;
+  2. warm-up: WARMUP requests of the mixture below (default a quarter of REQUESTS, 200 to 1000),
+     checked the same way; then the RSS of every rank is taken;
+  3. REQUESTS requests from CLIENTS concurrent clients, each a template drawn at random: ~10%
+     disconnect (two thirds mid-stream after the first event, the rest while a non-streamed
+     answer is made), ~5% malformed (12 kinds, each with its expected status), ~5% slow (the
+     request sent byte by byte, 2 ms apart), the rest normal, half of them streamed. Meanwhile
+     WAVES waves (default one per 500 requests) of --max-connections stalled connections (half a
+     request line, then silence; one turned away at the connection limit tries again for 10 s)
+     take every connection slot that frees up: the server must close each after --conn-timeout
+     so that the clients get through (without the timeout they starve);
   4. checks: every well-formed request answered, equal (ids, text, finish_reason of every
      choice; streamed or not) to the same request alone; every malformed one its status and an
      OpenAI error object; each staller closed by the server within conn-timeout + 5 s; at the
@@ -503,10 +506,13 @@ def main():
     ap.add_argument("--waves", type=int, default=0, help="waves of stalled connections (default: one per 500 "
                     "requests, at least one)")
     ap.add_argument("--templates", type=int, default=32)
-    ap.add_argument("--warmup", type=int, default=200, help="requests of the warm-up (RSS is measured after it)")
+    ap.add_argument("--warmup", type=int, default=0, help="requests of the warm-up, after which RSS is measured "
+                    "(default: a quarter of --requests, 200 to 1000)")
     args = ap.parse_args()
     if not args.max_connections:
         args.max_connections = args.clients + 8
+    if not args.warmup:  # RSS levels off after ~1000 requests (threads' stacks, malloc arenas)
+        args.warmup = min(1000, max(200, args.requests // 4))
     if not args.waves:
         args.waves = max(1, args.requests // 500)
     rng = random.Random(args.seed)
@@ -544,7 +550,8 @@ def main():
         # 2. warm-up: the same mixture, WARMUP requests with one wave of stallers, so that rank
         # 0's allocator has seen as many threads at once as the soak will show it
         cases = malformed_cases(srv.name)
-        stats, t_load, warm_stalls, _ = run_load(args, srv, rng, templates, refs, cases, args.warmup, 1, "warm-up")
+        stats, t_load, warm_stalls, _ = run_load(args, srv, rng, templates, refs, cases, args.warmup,
+                                                     max(1, args.warmup // 500), "warm-up")
         m = wait_idle(srv, 20)
         wait_fds(srv, fd0, 10)
         rss0 = srv.rss_kb()
