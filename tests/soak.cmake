@@ -26,3 +26,10 @@ foreach(case "conn_timeout|--conn-timeout expects an integer in .0, 86400., got 
   set_tests_properties(soak_bad_flag_${name} PROPERTIES LABELS "soak;server;errors;mpi" TIMEOUT 60
                        ENVIRONMENT OMPI_MCA_odls_base_sigkill_timeout=0)
 endforeach()
+
+# --conn-timeout counts the client's silence, not the server's own waits: 32 requests queued behind
+# --max-batch 1 for longer than a 1 s timeout are all answered; a silent connection is closed.
+add_test(NAME soak_conn_timeout
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/reliability/conn_timeout.py $<TARGET_FILE:tpgen>
+                 ${TPGEN_TEST_DATA}/tiny-f32)
+set_tests_properties(soak_conn_timeout PROPERTIES LABELS "soak;server" TIMEOUT 180)
