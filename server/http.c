@@ -58,8 +58,10 @@ static int peer_gone(struct MHD_Connection *c) {
  * connection whose timeout is 0 (microhttpd.h, MHD_CONNECTION_OPTION_TIMEOUT). */
 static void client_timer(tp_server *s, struct MHD_Connection *c, int on) {
     if (!s->o.conn_timeout) return;
-    if (MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, on ? (unsigned)s->o.conn_timeout : 0u) != MHD_YES)
-        fprintf(stderr, "tpgen: warning: libmicrohttpd refused to %s a connection's timeout\n", on ? "restart" : "pause");
+    unsigned secs = on ? (unsigned)s->o.conn_timeout : 0u;
+    if (MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, secs) != MHD_YES)
+        fprintf(stderr, "tpgen: warning: libmicrohttpd refused to %s a connection's timeout\n",
+                on ? "restart" : "pause");
 }
 
 static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int status, const char *type, jbuf *b,
@@ -466,8 +468,9 @@ tp_server *tp_server_start(const tp_serve_opts *o, tp_tokenizer *tok, char *err,
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->conn_timeout, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->conn_timeout,
+                            MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         snprintf(err, err_size, "cannot listen on %s port %d (in use, or not an address of this machine?)", o->host,
