@@ -8,7 +8,8 @@ usage: soak_serve.py --tpgen BIN [--mpiexec mpirun] [--np 2] [--requests 2000] [
 One server (`mpirun -np NP tpgen serve`, CPU backend, the tiny test model with the CodeGen
 tokenizer), then:
   1. the request templates (greedy and seeded sampling, n 1 or 2, prompts as text or ids of at
-     most 24 tokens, max_tokens 4..100) each run alone, one after another: the references;
+     most 24 tokens, max_tokens 4..100) each run alone, one after another: the references (the
+     greedy ones also checked against `tpgen generate`);
   2. warm-up: WARMUP requests of the mixture below (default a quarter of REQUESTS, 200 to 1000),
      checked the same way; then the RSS of every rank is taken;
   3. REQUESTS requests from CLIENTS concurrent clients, each a template drawn at random: ~10%
@@ -548,6 +549,24 @@ def main():
         check(all(len(ref) == q.get("n", 1) for ref, q in zip(refs, templates)) and fin == {"length"},
               "the references have n choices each, finished by length")
         ok("%d templates run alone (references)" % len(templates))
+        # the greedy references against `tpgen generate` (one run, 100 tokens: a greedy answer of
+        # k tokens is the first k of a longer one)
+        greedy = [(q, ref) for q, ref in zip(templates, refs) if q["temperature"] == 0]
+        path = os.path.join(args.work, "greedy-prompts.txt")
+        with open(path, "w") as f:
+            for q, _ in greedy:
+                f.write(json.dumps(q["prompt"]) + "\n")
+        cmd = [args.tpgen, "generate", "--model", model, "--prompts-file", path, "--json", "--max-new-tokens", "100",
+               "--ignore-eos", "--backend", "cpu", "--threads", "1"]
+        if args.np > 1:
+            cmd = [args.mpiexec, "--oversubscribe", "--allow-run-as-root", "-np", str(args.np)] + cmd
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        gen = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+        differ = [q["prompt"] for (q, ref), g in zip(greedy, gen) if ref[0][2] != g["ids"][:q["max_tokens"]]]
+        if check(out.returncode == 0 and len(gen) == len(greedy) and not differ,
+                 "the %d greedy references == `tpgen generate` (status %d, %d answers, differing: %s)"
+                 % (len(greedy), out.returncode, len(gen), differ[:3])):
+            ok("the %d greedy references == `tpgen generate` (ids)" % len(greedy))
 
         # 2. warm-up: the same mixture, WARMUP requests with one wave of stallers, so that rank
         # 0's allocator has seen as many threads at once as the soak will show it
