@@ -21,7 +21,7 @@ static const char *USAGE =
     "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
-    "         [--drain-timeout 30]   (docs/SERVING.md)\n"
+    "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512]   (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats]\n"
@@ -102,6 +102,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     a->max_queue = 256;
     a->max_body_bytes = 8388608;
     a->drain_timeout = 30;
+    a->conn_timeout = 30;
+    a->max_connections = 512;
     int gen = strcmp(cmd, "generate") == 0, score = strcmp(cmd, "score") == 0, bench = strcmp(cmd, "bench") == 0;
     int serve = strcmp(cmd, "serve") == 0;
     for (int i = 0; i < argc; i++) {
@@ -153,6 +155,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--max-queue") && serve) a->max_queue = (int)parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--max-body-bytes") && serve) a->max_body_bytes = parse_long(flag, VAL(), 64, 1L << 32);
         else if (IS("--drain-timeout") && serve) a->drain_timeout = parse_double(flag, VAL(), 0, 86400);
+        else if (IS("--conn-timeout") && serve) a->conn_timeout = (int)parse_long(flag, VAL(), 0, 86400);
+        else if (IS("--max-connections") && serve) a->max_connections = (int)parse_long(flag, VAL(), 1, 65536);
         else if (IS("--batch") && bench) a->batches = VAL();
         else if (IS("--context") && bench) a->context = (int)parse_long(flag, VAL(), 0, 1 << 20);
         else if (IS("--steps") && bench) a->steps = (int)parse_long(flag, VAL(), 1, 100000);

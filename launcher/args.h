@@ -55,6 +55,8 @@ typedef struct {
     int max_queue;           /* --max-queue */
     long max_body_bytes;     /* --max-body-bytes */
     double drain_timeout;    /* --drain-timeout seconds */
+    int conn_timeout;        /* --conn-timeout seconds of client inactivity (0: none) */
+    int max_connections;     /* --max-connections open at once */
 } tp_args;
 
 /* Parses argv (after the subcommand). Bad input: tp_die_all with the flag named. */

@@ -29,9 +29,12 @@ void tp_serve_install_signals(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    /* SIGUSR1 too: Open MPI's mpirun forwards it to every rank (SIGTERM to mpirun kills the
+     * job after 1 s instead), so `kill -USR1 <mpirun>` drains */
+    int sigs[] = {SIGTERM, SIGINT, SIGUSR1};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        if (sigaction(sigs[i], &sa, NULL)) tp_die("sigaction(%s): %s", strsignal(sigs[i]), strerror(errno));
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) tp_die("signal(SIGPIPE): %s", strerror(errno));
 }
 
 static void deadline_in(struct timespec *ts, long ms) {
@@ -47,6 +50,18 @@ static int peer_gone(struct MHD_Connection *c) {
     char b;
     ssize_t r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* --conn-timeout limits how long a client may stay silent, not how long the server makes it
+ * wait: while a completion waits for the engine (its answer, or a stream's next tokens) the
+ * connection's timer is paused. libmicrohttpd restarts the timer when a timeout is set on a
+ * connection whose timeout is 0 (microhttpd.h, MHD_CONNECTION_OPTION_TIMEOUT). */
+static void client_timer(tp_server *s, struct MHD_Connection *c, int on) {
+    if (!s->o.conn_timeout) return;
+    unsigned secs = on ? (unsigned)s->o.conn_timeout : 0u;
+    if (MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, secs) != MHD_YES)
+        fprintf(stderr, "tpgen: warning: libmicrohttpd refused to %s a connection's timeout\n",
+                on ? "restart" : "pause");
 }
 
 static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int status, const char *type, jbuf *b,
@@ -107,6 +122,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         st->pend.n = 0;
         st->off = 0;
+        client_timer(s, st->conn, 0);
         pthread_mutex_lock(&s->mu);
         for (;;) {
             int all = srv_render_stream(s, st->j, st->sent_tok, st->sent_text, st->flags, &st->pend);
@@ -126,6 +142,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             }
         }
         pthread_mutex_unlock(&s->mu);
+        client_timer(s, st->conn, 1);
     }
     size_t n = st->pend.n - st->off < max ? st->pend.n - st->off : max;
     memcpy(buf, st->pend.s + st->off, n);
@@ -186,6 +203,9 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
     pthread_cond_signal(&s->engine_cv);
 
     if (!j->stream) {
+        pthread_mutex_unlock(&s->mu);
+        client_timer(s, c, 0);
+        pthread_mutex_lock(&s->mu);
         while (!(j->scored && j->n_done == j->n_choices)) {
             struct timespec ts;
             deadline_in(&ts, 100);
@@ -198,6 +218,7 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
                 return MHD_NO;
             }
         }
+        client_timer(s, c, 1);
         jbuf b = {0};
         const char *failed = srv_job_error(j);
         int status = failed ? 500 : 200;
@@ -447,7 +468,8 @@ tp_server *tp_server_start(const tp_serve_opts *o, tp_tokenizer *tok, char *err,
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT, 1024u,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->conn_timeout,
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {

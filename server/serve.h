@@ -18,12 +18,14 @@ typedef struct {
     int max_queue;        /* requests in flight before 503 */
     long max_body_bytes;
     double drain_timeout; /* seconds */
+    int conn_timeout;     /* seconds a client may stay silent (not reading, not sending); 0: none */
+    int max_connections;  /* open at once; one more is closed as soon as accepted */
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;
 
-/* SIGTERM and SIGINT set a flag instead of killing (every rank: workers leave the shutdown to
- * rank 0, which drains and then stops them). SIGPIPE is ignored. */
+/* SIGTERM, SIGINT and SIGUSR1 set a flag instead of killing (every rank: workers leave the
+ * shutdown to rank 0, which drains and then stops them). SIGPIPE is ignored. */
 void tp_serve_install_signals(void);
 
 /* Rank 0: starts listening (health answers 503 until tp_server_run). tok may be NULL (ids only).

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""`tpgen serve --conn-timeout`: the client's silence counts, the server's own waits do not.
+
+usage: conn_timeout.py TPGEN MODEL
+One server (one rank, --conn-timeout 1, --max-batch 1 so that requests queue):
+  1. 32 requests at once (n=16, 120 tokens each; half streamed), so most wait in the queue for
+     longer than the timeout: every one answered in full (the last after more than 2 s, else
+     the check proves nothing and fails);
+  2. a connection that sends half a request line and nothing more is closed within 1 + 4 s.
+(A client that stops reading a stream is dropped by the same timer once the kernel's socket
+buffers are full; on loopback they hold a whole tiny-model answer, so that is not tested here.)
+Only 127.0.0.1, port 0.
+"""
+import http.client
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+TPGEN, MODEL = sys.argv[1:3]
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+
+
+def main():
+    p = subprocess.Popen([TPGEN, "serve", "--model", MODEL, "--port", "0", "--backend", "cpu", "--threads", "1",
+                          "--conn-timeout", "1", "--max-batch", "1"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    lines, ready, port = [], threading.Event(), [0]
+
+    def read():
+        for line in p.stderr:
+            lines.append(line)
+            m = re.match(r"^tpgen: serving \S+ on http://[^:]+:(\d+)$", line.rstrip("\n"))
+            if m:
+                port[0] = int(m.group(1))
+                ready.set()
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        if not ready.wait(60):
+            sys.exit("FAIL: no ready line in 60 s:\n" + "".join(lines))
+        run(port[0])
+    finally:
+        p.kill()
+        p.wait()
+    if FAILS:
+        print("--- server stderr\n" + "".join(lines[-20:]))
+    return 1 if FAILS else 0
+
+
+def run(port):
+    body = {"prompt": [1, 2, 3], "max_tokens": 120, "n": 16, "ignore_eos": True, "temperature": 0}
+    res = [None] * 32
+
+    def req(i):
+        t0 = time.time()
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            c.request("POST", "/v1/completions", json.dumps(dict(body, stream=i % 2 == 1)),
+                      {"Content-Type": "application/json"})
+            r = c.getresponse()
+            data = r.read().decode()
+            if i % 2:
+                events = [json.loads(l[6:]) for l in data.splitlines() if l.startswith("data: {")]
+                fins = [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"]]
+                full = data.rstrip().endswith("data: [DONE]") and fins == ["length"] * 16
+            else:
+                d = json.loads(data)
+                full = d["usage"]["completion_tokens"] == 1920
+            res[i] = (r.status == 200 and full, time.time() - t0)
+        except Exception as e:  # noqa: BLE001 (a failure of the server under test)
+            res[i] = (False, repr(e))
+    th = [threading.Thread(target=req, args=(i,)) for i in range(32)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join(150)
+    good = [r for r in res if r and r[0]]
+    slowest = max((r[1] for r in good), default=0)
+    check(len(good) == 32, "32 queued requests (16 streamed) answered in full with --conn-timeout 1: %d; failed: %s"
+          % (len(good), [r for r in res if not (r and r[0])][:4]))
+    check(slowest > 2, "the last waited %.1f s, over twice the timeout" % slowest)
+
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"POST /v1/compl")
+    t0 = time.time()
+    try:
+        closed = s.recv(100) == b""
+    except ConnectionResetError:
+        closed = True
+    except socket.timeout:
+        closed = False
+    dt = time.time() - t0
+    s.close()
+    check(closed and 0.5 < dt < 5, "a silent connection is closed after the 1 s timeout (%s after %.1f s)"
+          % ("closed" if closed else "still open", dt))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+# Soak (label soak, issue 9 part 5): `tpgen serve` at TP 2 under load on loopback, short version:
+# 200 requests (after 200 of warm-up) from 64 clients, 10% disconnecting mid-stream, 5% malformed,
+# 5% sent byte by byte, waves of stalled connections filling --max-connections; every answer ==
+# the same request alone, stalled connections closed after --conn-timeout, KV blocks all free,
+# rank 0's fds back to their start, RSS within +5% (tools/soak_serve.py says what each part checks;
+# `python3 tools/soak_serve.py --tpgen build/bin/tpgen --requests 2000` is the long one).
+add_test(NAME soak_serve_tp2
+         COMMAND python3 ${PROJECT_SOURCE_DIR}/tools/soak_serve.py --tpgen $<TARGET_FILE:tpgen>
+                 --mpiexec ${TPGEN_MPIEXEC} --np 2 --requests 200 --time-limit 90
+                 --model ${TPGEN_TEST_DATA}/tiny-f32 --tokenizer ${TPGEN_TEST_DATA}/tokenizer/codegen
+                 --work ${CMAKE_CURRENT_BINARY_DIR}/soak)
+set_tests_properties(soak_serve_tp2 PROPERTIES LABELS "soak;server;mpi" TIMEOUT 240 RUN_SERIAL TRUE)
+
+# The connection flags the soak relies on: bad values fail cleanly, once, on every rank.
+foreach(case "conn_timeout|--conn-timeout expects an integer in .0, 86400., got \"-1\"|--conn-timeout~-1"
+             "max_connections|--max-connections expects an integer in .1, 65536., got \"0\"|--max-connections~0")
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 name)
+  list(GET parts 1 regex)
+  list(GET parts 2 flags)
+  string(REPLACE "~" ";" flags "${flags}")
+  add_test(NAME soak_bad_flag_${name}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh ${regex} ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS}
+                   -np 2 $<TARGET_FILE:tpgen> serve --model ${TPGEN_TEST_DATA}/tiny-f32 --backend cpu --threads 1
+                   ${flags})
+  set_tests_properties(soak_bad_flag_${name} PROPERTIES LABELS "soak;server;errors;mpi" TIMEOUT 60
+                       ENVIRONMENT OMPI_MCA_odls_base_sigkill_timeout=0)
+endforeach()
+
+# --conn-timeout counts the client's silence, not the server's own waits: 32 requests queued behind
+# --max-batch 1 for longer than a 1 s timeout are all answered; a silent connection is closed.
+add_test(NAME soak_conn_timeout
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/reliability/conn_timeout.py $<TARGET_FILE:tpgen>
+                 ${TPGEN_TEST_DATA}/tiny-f32)
+set_tests_properties(soak_conn_timeout PROPERTIES LABELS "soak;server" TIMEOUT 180)
