@@ -518,7 +518,9 @@ int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text
         else jb_str(b, "null");
         if (j->return_token_ids) {
             if (!(flags[i] & 2)) ids_field(b, "prompt_token_ids", p->ids, p->n); /* first chunk */
-            ids_field(b, "token_ids", c->r.ids + sent_tok[i], ntok);
+            /* c->r.ids only once tokens are published: the engine thread sets the pointer in
+             * tp_sched_submit without mu, so reading it earlier is a data race (TSan) */
+            ids_field(b, "token_ids", ntok ? c->r.ids + sent_tok[i] : NULL, ntok);
         }
         if (c->done) jb_printf(b, ", \"finish_reason\": \"%s\"}]", finish_name(c->finish));
         else jb_str(b, ", \"finish_reason\": null}]");
