@@ -5,19 +5,20 @@
  * harness sets in a tp_server of its own.
  *
  * The first byte picks the server: bit 0 with the CodeGen tokenizer of tests/data (else ids
- * only), bit 1 a small model (vocab 1001, n_positions 128, 8 KV blocks of 16: the tokenizer's
- * ids can exceed it, the KV check fires) else a large one (vocab 51200, n_positions 2048, 256
- * blocks). The rest is the body. Either the request is refused, with a status 400/404 and a body
- * that is OpenAI's error object (valid JSON, a non-empty message, type invalid_request_error,
- * param and code strings or null), or it is accepted and keeps every documented limit
+ * only); bit 1 a small model (vocab 1001, n_positions 128: the tokenizer's ids can exceed it;
+ * 6 KV blocks of 16, fewer than 128 positions need, so the KV check fires), else a large one
+ * (vocab 51200, n_positions 2048, 256 blocks). The rest is the body.
+ *
+ * Either the request is refused, with a status 400/404 and a body that is OpenAI's error object
+ * (valid JSON, a non-empty message, type invalid_request_error, param and code strings or
+ * null), or it is accepted and keeps every documented limit
  * (docs/SERVING.md): 1..64 prompts, each non-empty with every id in [0, vocab_size) and prompt +
  * max_tokens <= n_positions; n in 1..16 and n_prompts x n choices, choice i drawing from prompt
  * i / n with stream i; max_tokens in [0, 2^24] and min_tokens <= max_tokens; logprobs -1..5
- * (top_logprobs <= 5); temperature in [0, 100], top_p in (0, 1], repetition_penalty in (0, 100],
+ * (top logprobs per token <= 5); temperature in [0, 100], top_p in (0, 1], repetition_penalty in (0, 100],
  * penalties in [-2, 2], top_k >= 0; at most 16 stop strings, each non-empty without NUL, and
  * stops only with a tokenizer; the KV blocks a choice needs within the server's; the prompt text
  * (echo) with one offset per token, non-decreasing and within it. */
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         pthread_mutex_init(&s->mu, NULL);
         s->ready = 1;
         s->kv_block_size = 16;
-        if (i & 2) s->vocab = 1001, s->n_positions = 128, s->met.kv_total = 8;
+        if (i & 2) s->vocab = 1001, s->n_positions = 128, s->met.kv_total = 6;
         else s->vocab = 51200, s->n_positions = 2048, s->met.kv_total = 256;
         s->eos = 0;
     }

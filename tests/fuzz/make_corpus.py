@@ -150,7 +150,8 @@ def server_request_seeds():
                           "min_tokens": 2, "ignore_eos": True, "return_token_ids": True}),
         "stream": (3, {"prompt": ["a", "b c"], "stream": True, "stream_options": {"include_usage": True},
                        "best_of": 2, "n": 2, "max_tokens": 0, "user": "x", "logit_bias": {}}),
-        "kv_too_big": (2, {"prompt": [1] * 100, "max_tokens": 28}),
+        "kv_too_big": (2, {"prompt": [1] * 90, "max_tokens": 38}),
+        "kv_fits": (2, {"prompt": [1] * 90, "max_tokens": 7}),
         "too_long": (0, {"prompt": [1] * 2000, "max_tokens": 49}),
         "bad_id": (0, {"prompt": [1, 51200]}),
         "bad_types": (1, {"prompt": "x", "n": 1.5, "temperature": "hot"}),
@@ -159,7 +160,8 @@ def server_request_seeds():
     }
     for name, (cfg, body) in reqs.items():
         put("server_request", name, bytes([cfg]) + json.dumps(body).encode())
-    put("server_request", "exp_ids", b"\x00" + b'{"prompt": [1e2, 2.0E1], "stop": "\\u0000x"}')
+    put("server_request", "exp_ids", b"\x00" + b'{"prompt": [1e2, 2.0E1]}')
+    put("server_request", "stop_nul", b"\x01" + b'{"prompt": "x", "stop": "\\u0000x"}')
     put("server_request", "not_json", b"\x01" + b'{"prompt": "x",}')
 
 
