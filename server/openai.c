@@ -268,8 +268,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
 #define BAIL(...) do { fail(e, __VA_ARGS__); srv_job_free(j); return NULL; } while (0)
     const json_value *st = json_get(root, "stop");
     if (st && st->type != JSON_NULL) {
-        if (st->type == JSON_STRING) st = st; /* one string */
-        else if (st->type != JSON_ARRAY) BAIL(400, "stop", NULL, "'stop' must be a string or an array of strings");
+        if (st->type != JSON_STRING && st->type != JSON_ARRAY) /* one string, or an array of them */
+            BAIL(400, "stop", NULL, "'stop' must be a string or an array of strings");
         size_t ns = st->type == JSON_STRING ? 1 : st->n;
         if (ns > 16) BAIL(400, "stop", NULL, "at most 16 stop strings, got %zu", ns);
         for (size_t i = 0; i < ns; i++) {
