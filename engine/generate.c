@@ -20,17 +20,6 @@ int tp_request_blocks(const tp_model *m, const tp_request *r) {
     return (tp_request_tokens(m, r) + m->kv.block_size - 1) / m->kv.block_size;
 }
 
-void tp_request_free(tp_request *r) {
-    free(r->prompt);
-    free(r->ids);
-    free(r->logprobs);
-    free(r->top_ids);
-    free(r->top_lps);
-    free(r->blocks);
-    free(r->history);
-    memset(r, 0, sizeof *r);
-}
-
 long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *hooks) {
     tp_sched *s = tp_sched_new(m, hooks);
     for (int i = 0; i < n; i++)

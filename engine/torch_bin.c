@@ -172,7 +172,8 @@ static int parse_archive(tp_bin_model *m, bin_file *f, char *err, size_t err_siz
     int rc = 0;
     for (size_t i = 0; i < d.n && !rc; i++) rc = add_tensor(m, f, prefix, &d.tensors[i], err, err_size);
     tp_pickle_dict_free(&d);
-    if (!rc) qsort(m->tensors + first, m->n - first, sizeof *m->tensors, by_data);
+    /* no tensors loaded (an empty dict, or only types tpgen skips): m->tensors may be NULL */
+    if (!rc && m->n > first) qsort(m->tensors + first, m->n - first, sizeof *m->tensors, by_data);
     return rc;
 }
 

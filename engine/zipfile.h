@@ -10,7 +10,7 @@
  * the whole file, are all asked for at once (madvise WILLNEED) before any is read: on a cold
  * page cache that turns hundreds of dependent disk reads into one batch.
  *
- * Callable on any memory buffer, so a fuzzer can drive it (tests/bin/fuzz_bin.c).
+ * Callable on any memory buffer, so a fuzzer can drive it (tests/fuzz/fuzz_bin.c).
  */
 #ifndef TPGEN_ZIPFILE_H
 #define TPGEN_ZIPFILE_H

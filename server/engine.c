@@ -11,7 +11,7 @@
 #include "internal.h"
 #include "util/log.h"
 
-volatile sig_atomic_t srv_stop_signal;
+_Atomic int srv_stop_signal;
 
 /* under mu */
 void srv_job_release(tp_server *s, srv_job *j) {

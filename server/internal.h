@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 
 #include "engine/scheduler.h"
 #include "jbuf.h"
@@ -84,7 +85,11 @@ struct tp_server {
     srv_metrics met;
 };
 
-extern volatile sig_atomic_t srv_stop_signal;
+/* Set by the SIGTERM/SIGINT handler (on whichever thread the signal lands), read by the HTTP
+ * threads and the engine thread: an atomic, since volatile sig_atomic_t is only safe within one
+ * thread (TSan reports the cross-thread read). A lock-free atomic int is async-signal-safe. */
+extern _Atomic int srv_stop_signal;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "srv_stop_signal must be lock-free to be set in a signal handler");
 
 /* openai.c: the completions request (HTTP thread). Returns a job (refs 1) or NULL with the
  * status and OpenAI error written into err (a full error JSON body). */

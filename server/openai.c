@@ -268,8 +268,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
 #define BAIL(...) do { fail(e, __VA_ARGS__); srv_job_free(j); return NULL; } while (0)
     const json_value *st = json_get(root, "stop");
     if (st && st->type != JSON_NULL) {
-        if (st->type == JSON_STRING) st = st; /* one string */
-        else if (st->type != JSON_ARRAY) BAIL(400, "stop", NULL, "'stop' must be a string or an array of strings");
+        if (st->type != JSON_STRING && st->type != JSON_ARRAY) /* one string, or an array of them */
+            BAIL(400, "stop", NULL, "'stop' must be a string or an array of strings");
         size_t ns = st->type == JSON_STRING ? 1 : st->n;
         if (ns > 16) BAIL(400, "stop", NULL, "at most 16 stop strings, got %zu", ns);
         for (size_t i = 0; i < ns; i++) {
@@ -518,7 +518,9 @@ int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text
         else jb_str(b, "null");
         if (j->return_token_ids) {
             if (!(flags[i] & 2)) ids_field(b, "prompt_token_ids", p->ids, p->n); /* first chunk */
-            ids_field(b, "token_ids", c->r.ids + sent_tok[i], ntok);
+            /* c->r.ids only once tokens are published: the engine thread sets the pointer in
+             * tp_sched_submit without mu, so reading it earlier is a data race (TSan) */
+            ids_field(b, "token_ids", ntok ? c->r.ids + sent_tok[i] : NULL, ntok);
         }
         if (c->done) jb_printf(b, ", \"finish_reason\": \"%s\"}]", finish_name(c->finish));
         else jb_str(b, ", \"finish_reason\": null}]");

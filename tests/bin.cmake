@@ -77,17 +77,7 @@ set_tests_properties(bin_both_formats PROPERTIES LABELS "bin" TIMEOUT 60 PASS_RE
 bin_error_test(hub_not_found "Nobody/no-such-model.*not in the Hugging Face cache.*huggingface-cli download Nobody/no-such-model"
                score --model Nobody/no-such-model --ids 1,2 --backend cpu --threads 1)
 
-# libFuzzer target for the zip parser + unpickler (clang only; not run by ctest):
-#   build-X/tests/fuzz_bin -max_total_time=60 CORPUS_DIR
-if(CMAKE_C_COMPILER_ID MATCHES "Clang")
-  add_executable(fuzz_bin ${BIN_SRC}/fuzz_bin.c ${CMAKE_SOURCE_DIR}/engine/torch_bin.c
-                 ${CMAKE_SOURCE_DIR}/engine/zipfile.c ${CMAKE_SOURCE_DIR}/engine/unpickle.c
-                 ${CMAKE_SOURCE_DIR}/engine/safetensors.c ${CMAKE_SOURCE_DIR}/util/json.c
-                 ${CMAKE_SOURCE_DIR}/util/log.c)
-  target_compile_options(fuzz_bin PRIVATE -g -fsanitize=fuzzer,address,undefined)
-  target_link_options(fuzz_bin PRIVATE -fsanitize=fuzzer,address,undefined)
-  set_target_properties(fuzz_bin PROPERTIES EXCLUDE_FROM_ALL ON)
-endif()
+# The libFuzzer target for the zip parser + unpickler is tests/fuzz/fuzz_bin.c (tests/fuzz.cmake).
 
 # With the CUDA backend and a GPU, `info` sizes the KV cache by GPU 0's free memory and in f16;
 # SKIPPED where no GPU is visible.

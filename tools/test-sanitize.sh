@@ -4,13 +4,29 @@
 # Every UBSan finding is fatal (-fno-sanitize-recover); LeakSanitizer fails any test that leaks,
 # except leaks inside the MPI runtime (tools/lsan.supp). Run by .ci/run after tools/test.sh.
 #
-# usage: tools/test-sanitize.sh [--all] [ctest args...]
+# usage: tools/test-sanitize.sh [--all | --thread] [ctest args...]
 #   default: the CI subset (see TPGEN_SANITIZE_SUBSET below and docs/RELIABILITY.md); --all: every
 #   CPU test (about 4x the plain suite's time on 2 cores).
+#   --thread: ThreadSanitizer instead, for the threads that share state: builds build-tsan/
+#   (-DTPGEN_SANITIZE=thread; only tpgen and the canary, which is all these tests run) and runs
+#   the server tests (label server: libmicrohttpd's connection threads and the engine thread)
+#   and the sanitizer canaries (sanitize_catches_race shows TSan is on). Any report fails the
+#   test (TSan exits 66); tools/tsan.supp holds the few reports wholly inside Open MPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 all=0
 if [ "${1:-}" = "--all" ]; then all=1; shift; fi
+if [ "${1:-}" = "--thread" ]; then
+    shift
+    build=${TPGEN_SANITIZE_BUILD:-build-tsan}
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPGEN_CUDA=OFF -DTPGEN_SANITIZE=thread >/dev/null
+    cmake --build "$build" -j"$(nproc)" --target tpgen sanitize_canary
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    # second_deadlock_stack: both stacks of a lock-order report; the run goes on after a report
+    # (halt_on_error=0) so one test shows every race it meets, and still exits 66.
+    export TSAN_OPTIONS=suppressions=$PWD/tools/tsan.supp:second_deadlock_stack=1:halt_on_error=0
+    exec ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L 'server|sanitize' "$@"
+fi
 build=${TPGEN_SANITIZE_BUILD:-build-san}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTPGEN_CUDA=OFF -DTPGEN_SANITIZE=address,undefined >/dev/null
 cmake --build "$build" -j"$(nproc)"

@@ -21,7 +21,12 @@ static inline int cpu_threads(const tp_backend *b) { return ((const tp_cpu *)b->
 /* Hot loops are written with 8-float GCC/clang vector types and compiled twice: for x86-64-v3
  * (AVX2 + FMA) and for the baseline, picked at load time (ifunc), so one binary runs anywhere
  * and still uses the wide units where they exist. */
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12))
+/* Not under ThreadSanitizer (gcc's -fsanitize=thread defines __SANITIZE_THREAD__): gcc instruments
+ * the ifunc resolver too, which the dynamic loader runs before libtsan is relocated (SIGSEGV at
+ * start). The TSan build (tools/test-sanitize.sh --thread) checks the server's threads, not
+ * kernel speed. */
+#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)) && \
+    !defined(__SANITIZE_THREAD__)
 #define CPU_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define CPU_SIMD_CLONES

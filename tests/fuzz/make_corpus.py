@@ -117,6 +117,54 @@ def sampler_seeds():
     put("sampler", "nonfinite", bytes([0, 8, 0, 100, 0, 2, 1, 0]) + struct.pack("<4f", 1.0, float("inf"), float("nan"), 2.0))
 
 
+def bin_seeds():
+    # first byte even: the rest is a whole archive; odd: a bare pickle (the harness also wraps it
+    # in an archive with storage records archive/data/0..7 of 64 bytes each)
+    import glob
+    import zipfile
+    for f in sorted(glob.glob(os.path.join(ROOT, "tests/bin/*.bin"))):
+        name = os.path.basename(f)[:-4]
+        with open(f, "rb") as fh:
+            data = fh.read()
+        put("bin", "zip_" + name, b"\x00" + data)
+        if zipfile.is_zipfile(f):
+            with zipfile.ZipFile(f) as z:
+                pkl = [n for n in z.namelist() if n.endswith("/data.pkl")][0]
+                put("bin", "pkl_" + name, b"\x01" + z.read(pkl))
+    # a protocol-2 state dict by hand: {"w": _rebuild_tensor_v2(("storage", FloatStorage, "0",
+    # "cpu", 4), 0, (2, 2), (2, 1), False, OrderedDict())}
+    pkl = (b"\x80\x02}q\x00X\x01\x00\x00\x00wctorch._utils\n_rebuild_tensor_v2\n"
+           b"(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x04tQ"
+           b"K\x00K\x02K\x02\x86K\x02K\x01\x86\x89ccollections\nOrderedDict\n)RtRs.")
+    put("bin", "pkl_by_hand", b"\x01" + pkl)
+    put("bin", "pkl_global_os_system", b"\x01" + b"\x80\x02\x8c\x02os\x8c\x06system\x93.")
+
+
+def server_request_seeds():
+    # first byte: bit 0 the CodeGen tokenizer, bit 1 the small model (vocab 1001, 128 positions)
+    reqs = {
+        "text": (1, {"prompt": "def fib(n):", "max_tokens": 16, "temperature": 0, "stop": ["\ndef ", "#"]}),
+        "ids_small": (2, {"prompt": [1, 2, 1000], "max_tokens": 4, "logprobs": 5, "echo": True, "n": 3, "seed": 7}),
+        "ids_batch": (0, {"model": "codegen-test", "prompt": [[5, 6], [7]], "n": 16, "top_k": 40, "top_p": 0.9,
+                          "repetition_penalty": 1.3, "presence_penalty": -2, "frequency_penalty": 2,
+                          "min_tokens": 2, "ignore_eos": True, "return_token_ids": True}),
+        "stream": (3, {"prompt": ["a", "b c"], "stream": True, "stream_options": {"include_usage": True},
+                       "best_of": 2, "n": 2, "max_tokens": 0, "user": "x", "logit_bias": {}}),
+        "kv_too_big": (2, {"prompt": [1] * 90, "max_tokens": 38}),
+        "kv_fits": (2, {"prompt": [1] * 90, "max_tokens": 7}),
+        "too_long": (0, {"prompt": [1] * 2000, "max_tokens": 49}),
+        "bad_id": (0, {"prompt": [1, 51200]}),
+        "bad_types": (1, {"prompt": "x", "n": 1.5, "temperature": "hot"}),
+        "big_ints": (0, {"prompt": [3000000000, 4294967297], "max_tokens": 9999999999}),
+        "wrong_model": (1, {"model": "gpt-4", "prompt": "x"}),
+    }
+    for name, (cfg, body) in reqs.items():
+        put("server_request", name, bytes([cfg]) + json.dumps(body).encode())
+    put("server_request", "exp_ids", b"\x00" + b'{"prompt": [1e2, 2.0E1]}')
+    put("server_request", "stop_nul", b"\x01" + b'{"prompt": "x", "stop": "\\u0000x"}')
+    put("server_request", "not_json", b"\x01" + b'{"prompt": "x",}')
+
+
 if __name__ == "__main__":
     shutil.rmtree(OUT, ignore_errors=True)
     json_seeds()
@@ -125,5 +173,7 @@ if __name__ == "__main__":
     tokenizer_seeds()
     prompts_seeds()
     sampler_seeds()
+    bin_seeds()
+    server_request_seeds()
     n = sum(len(fs) for _, _, fs in os.walk(OUT))
     print("wrote %d seeds under %s" % (n, OUT))

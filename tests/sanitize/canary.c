@@ -4,10 +4,20 @@
  *   overflow   heap read one past the end (ASan)
  *   leak       a block lost at exit (LSan)
  *   misaligned a double stored at an odd float offset, the sampler-scratch bug (UBSan)
- *   overflow_int  signed integer overflow, the 4 * n_embd config bug (UBSan) */
+ *   overflow_int  signed integer overflow, the 4 * n_embd config bug (UBSan)
+ *   race       two threads write one int with no lock, as an HTTP thread and the engine thread
+ *              would if they touched a job outside tp_server.mu (TSan) */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static volatile int g_shared;
+
+static void *race_writer(void *arg) {
+    g_shared += *(int *)arg; /* unsynchronised read-modify-write */
+    return NULL;
+}
 
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "";
@@ -37,6 +47,14 @@ int main(int argc, char **argv) {
         int e = n * 333333333; /* n = 7: past INT_MAX */
         return e == 5;
     }
-    fprintf(stderr, "usage: canary overflow|leak|misaligned|overflow_int\n");
+    if (!strcmp(what, "race")) {
+        int one = n;
+        pthread_t t;
+        if (pthread_create(&t, NULL, race_writer, &one)) return 2;
+        g_shared += n; /* races with the thread's write */
+        pthread_join(t, NULL);
+        return g_shared == 12345;
+    }
+    fprintf(stderr, "usage: canary overflow|leak|misaligned|overflow_int|race\n");
     return 2;
 }
