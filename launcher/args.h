@@ -55,6 +55,9 @@ typedef struct {
     int max_queue;           /* --max-queue */
     long max_body_bytes;     /* --max-body-bytes */
     double drain_timeout;    /* --drain-timeout seconds */
+    /* generate, serve */
+    const char *speculate;   /* --speculate ngram:K[:N] (NULL: off) */
+    int speculate_k, speculate_n; /* parsed from it (0: off) */
 } tp_args;
 
 /* Parses argv (after the subcommand). Bad input: tp_die_all with the flag named. */

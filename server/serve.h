@@ -18,6 +18,7 @@ typedef struct {
     int max_queue;        /* requests in flight before 503 */
     long max_body_bytes;
     double drain_timeout; /* seconds */
+    int speculate_k, speculate_n; /* --speculate ngram:K:N for every request (0: off) */
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;
