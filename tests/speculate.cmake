@@ -59,3 +59,18 @@ add_test(NAME speculate_bad_flag_score
                  --ids 1,2 --speculate ngram:4)
 set_tests_properties(speculate_bad_flag_score PROPERTIES LABELS "speculate;errors;mpi" TIMEOUT 60
                      ENVIRONMENT OMPI_MCA_odls_base_sigkill_timeout=0)
+
+# Sampled: distributed as plain sampling, reproducible with a seed (tests/speculate/sampled_dist.py).
+add_test(NAME speculate_sampled_dist
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/speculate/sampled_dist.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
+                 ${TPGEN_TEST_DATA}/tiny-f32)
+set_tests_properties(speculate_sampled_dist PROPERTIES LABELS "speculate;mpi" TIMEOUT 300)
+
+# The server with --speculate: usage.speculative, /metrics counters, greedy as `generate`, no KV
+# block leaked (tests/speculate/serve_spec.py; stdlib HTTP only).
+foreach(np 1 2)
+  add_test(NAME speculate_serve_tp${np}
+           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/speculate/serve_spec.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
+                   ${np} ${TPGEN_TEST_DATA}/tiny-f32)
+  set_tests_properties(speculate_serve_tp${np} PROPERTIES LABELS "speculate;server;mpi" TIMEOUT 180)
+endforeach()
