@@ -6,7 +6,8 @@
 #   Prompts (ids, from the model's vocab_size and n_positions): one that repeats, one that never
 #   does, a one-token prompt, and one that ends 6 tokens short of n_positions (stops at
 #   n_positions in the middle of a step's drafts). With `text` (a model with a tokenizer) code
-#   prompts are added, and a run with a --stop string (stops found token by token, mid-step).
+#   prompts are added, and a run with --stop strings (stops found token by token, mid-step).
+#   Also with a repetition penalty (full-logits verification) and --logprobs.
 #   Baseline: TP=1 without --speculate. Every other run must print the same ids per prompt
 #   (and the same text). With --speculate, every line carries "speculative" counts with
 #   accepted <= drafted, and some drafts are accepted (else the test shows nothing).
@@ -66,10 +67,11 @@ spec() {
     done < <(sed -nE 's/.*"speculative": \{"drafted": ([0-9]+), "accepted": ([0-9]+)\}.*/\1 \2/p' "$tmp/$1.json")
     if [ "$n" -ne "$n_prompts" ]; then echo "FAIL: $1: $n of $n_prompts lines have speculative counts"; fail=1; fi
 }
-same() {
-    if ! cmp -s "$tmp/base" "$tmp/$1"; then
-        echo "FAIL: $1 differs from TP=1 without --speculate:"
-        diff "$tmp/base" "$tmp/$1" | head -20
+same() { # same RUN [BASE]
+    local base=${2:-base}
+    if ! cmp -s "$tmp/$base" "$tmp/$1"; then
+        echo "FAIL: $1 differs from $base (TP=1 without --speculate):"
+        diff "$tmp/$base" "$tmp/$1" | head -20
         fail=1
     fi
 }
@@ -86,6 +88,10 @@ done
 # chunks share steps with verification
 run tight 2 --speculate ngram:8:2 --max-batch 2 --max-batch-tokens 7 && spec tight && same tight
 run k1 1 --speculate ngram:1:1 && spec k1 && same k1
+# a repetition penalty: full logits, the penalty over the history as it grows token by token
+# within a step's accepted drafts; and more candidates gathered (--logprobs)
+run base_pen 1 --repetition-penalty 1.3 --logprobs 7
+run pen 2 --speculate ngram:6 --repetition-penalty 1.3 --logprobs 7 && spec pen && same pen base_pen
 if [ -n "$text" ]; then
     cp "$tmp/base_stop" "$tmp/base"
     run stop 2 --speculate ngram:8 "${stop[@]}" && spec stop && same stop
