@@ -17,7 +17,6 @@ struct tp_sched {
     int n_waiting, n_running;
     tp_request **running;              /* [max_seqs] by slot; NULL = free slot */
     long steps;
-    long spec_drafted, spec_accepted; /* over all requests */
     /* step scratch */
     int32_t *ids, *pos, *seq;          /* [max_tokens] */
     int32_t *rows;                     /* [max_rows] */
@@ -64,8 +63,6 @@ int tp_sched_waiting(const tp_sched *s) { return s->n_waiting; }
 int tp_sched_kv_free(const tp_sched *s) { return s->pool.n_free; }
 int tp_sched_kv_total(const tp_sched *s) { return s->pool.n_blocks; }
 long tp_sched_steps(const tp_sched *s) { return s->steps; }
-long tp_sched_spec_drafted(const tp_sched *s) { return s->spec_drafted; }
-long tp_sched_spec_accepted(const tp_sched *s) { return s->spec_accepted; }
 
 static void done(tp_sched *s, tp_request *r, const char *reason) {
     r->finish_reason = reason;
@@ -289,7 +286,6 @@ int tp_sched_step(tp_sched *s) {
         tp_request *r = s->row_req[i];
         int D = r->n_drafts, acc = 0;
         r->spec_drafted += D; /* counted before the hooks: on_done reports them */
-        s->spec_drafted += D;
         for (int j = 0; j <= D; j++) {
             int row = i + j, verify = j < D, ok = 0;
             tp_sample smp;
@@ -322,7 +318,6 @@ int tp_sched_step(tp_sched *s) {
             int accepted = verify && ok == 1;
             acc += accepted;
             r->spec_accepted += accepted;
-            s->spec_accepted += accepted;
             int stop = s->hooks.on_token ? s->hooks.on_token(s->hooks.ctx, r) : 0;
             const char *reason = NULL;
             if (stop || (!r->ignore_eos && smp.id == m->cfg.eos_token_id)) reason = "stop";

@@ -44,8 +44,5 @@ int tp_sched_waiting(const tp_sched *s);
 int tp_sched_kv_free(const tp_sched *s);  /* free KV blocks */
 int tp_sched_kv_total(const tp_sched *s);
 long tp_sched_steps(const tp_sched *s);
-/* Speculation (r->speculate_k > 0): draft tokens fed, and those accepted, over all requests. */
-long tp_sched_spec_drafted(const tp_sched *s);
-long tp_sched_spec_accepted(const tp_sched *s);
 
 #endif
