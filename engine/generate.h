@@ -28,6 +28,9 @@ struct tp_request {
      * full logits, and the reported log-probabilities are then those of the adjusted logits. */
     float presence_penalty, frequency_penalty;
     int min_tokens;
+    /* prompt-lookup speculation (speculate.h): up to speculate_k drafts per step from the last
+     * speculate_n-gram (0: off) */
+    int speculate_k, speculate_n;
 
     /* results */
     int32_t *ids;         /* [n_ids] generated */
@@ -37,6 +40,7 @@ struct tp_request {
     int n_ids;
     const char *finish_reason; /* "length" | "stop" | "cancelled" | "error" */
     char error[192];           /* why, when finish_reason is "error" (e.g. non-finite logits at step S) */
+    long spec_drafted, spec_accepted; /* draft tokens fed, and those the target accepted (<= drafted) */
 
     /* scheduler state */
     int state;            /* 0 waiting, 1 running, 2 done */
@@ -45,7 +49,9 @@ struct tp_request {
     int n_blocks;
     int slot;             /* row of the step's block table */
     tp_rng rng;
-    int32_t *history;     /* prompt + generated, for the repetition penalty */
+    int32_t *history;     /* prompt + generated, for the repetition penalty and the drafts */
+    int32_t *drafts;      /* [speculate_k] this step's drafts */
+    int n_drafts;         /* fed in this step (0: a plain decode or prefill row) */
     tp_request *next;     /* waiting queue */
 };
 

@@ -98,7 +98,7 @@ static int graph_key(const tp_model *m, const tp_step_host *s) {
     if (s->n_rows != s->n_tokens || s->n_tokens > s->n_seqs || s->n_tokens > TP_MAX_GRAPH_TOKENS) return -1;
     if (s->max_blocks != m->a.max_blocks) return -1;
     for (int t = 0; t < s->n_rows; t++)
-        if (s->rows[t] != t) return -1;
+        if (s->rows[t] != t || (t > 0 && s->seq[t] == s->seq[t - 1])) return -1; /* drafts: several per sequence */
     return s->n_tokens;
 }
 

@@ -14,5 +14,6 @@ void tp_request_free(tp_request *r) {
     free(r->top_lps);
     free(r->blocks);
     free(r->history);
+    free(r->drafts);
     memset(r, 0, sizeof *r);
 }

@@ -135,16 +135,14 @@ float tp_logsumexp(const float *x, int n) {
 
 size_t tp_sample_full_work_bytes(int V) { return (size_t)V * (sizeof(float) + sizeof(double) + sizeof(tp_cand)); }
 
-int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
-                   int n_hist, void *work, tp_sample *out) {
-    /* widest alignment first: with an odd V a float array before the doubles misaligns them */
-    double *prob = work;                      /* [V] */
-    tp_cand *c = (tp_cand *)(prob + V);       /* [V] */
-    float *proc = (float *)(c + V);           /* [V] processed logits */
-    const float lse = tp_logsumexp(logits, V); /* for the reported log-probabilities */
+/* The processed candidates of a full row: the repetition penalty applied (HF's, once per
+ * distinct id of the history), c[v] = {v, processed logit v}. Returns the raw log-sum-exp (for
+ * the reported log-probabilities), or NaN when no distribution is left. */
+static float prepare_full(const tp_sampling *s, const float *logits, int V, const int32_t *history, int n_hist,
+                          float *proc, tp_cand *c) {
+    const float lse = tp_logsumexp(logits, V);
     /* NaN when any logit is NaN or +inf, -inf when all are -inf (tp_logsumexp): nothing to draw */
-    if (!isfinite(lse)) return -1;
-
+    if (!isfinite(lse)) return NAN;
     memcpy(proc, logits, (size_t)V * sizeof *proc);
     if (s->repetition_penalty != 1.0f)
         for (int i = 0; i < n_hist; i++) {
@@ -152,15 +150,49 @@ int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V
             if (id < 0 || id >= V || proc[id] != logits[id]) continue; /* once per distinct id */
             proc[id] = logits[id] < 0 ? logits[id] * s->repetition_penalty : logits[id] / s->repetition_penalty;
             /* a huge finite logit over a penalty below 1 can overflow to inf: no distribution left */
-            if (!isfinite(proc[id])) return -1;
+            if (!isfinite(proc[id])) return NAN;
         }
     for (int i = 0; i < V; i++) c[i] = (tp_cand){i, proc[i]};
+    return lse;
+}
+
+/* out->id's log-probability and the top log-probabilities of the raw distribution. */
+static void report_full(const tp_sampling *s, const float *logits, int V, float lse, tp_sample *out) {
+    out->logprob = logits[out->id] - lse;
+    out->n_top = s->logprobs < V ? s->logprobs : V;
+    for (int k = 0; k < out->n_top; k++) out->top_ids[k] = -1;
+    for (int v = 0; v < V; v++) {
+        tp_cand x = {v, logits[v]};
+        int k = out->n_top;
+        while (k > 0 && (out->top_ids[k - 1] < 0 || tp_cand_before(&x, &(tp_cand){out->top_ids[k - 1], out->top_lps[k - 1]})))
+            k--;
+        if (k >= out->n_top) continue;
+        memmove(&out->top_ids[k + 1], &out->top_ids[k], (out->n_top - k - 1) * sizeof(int32_t));
+        memmove(&out->top_lps[k + 1], &out->top_lps[k], (out->n_top - k - 1) * sizeof(float));
+        out->top_ids[k] = v;
+        out->top_lps[k] = logits[v];
+    }
+    for (int k = 0; k < out->n_top; k++) out->top_lps[k] -= lse;
+}
+
+static int argmax_cand(const tp_cand *c, int n) {
+    int best = 0;
+    for (int v = 1; v < n; v++) if (tp_cand_before(&c[v], &c[best])) best = v;
+    return best;
+}
+
+int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
+                   int n_hist, void *work, tp_sample *out) {
+    /* widest alignment first: with an odd V a float array before the doubles misaligns them */
+    double *prob = work;                      /* [V] */
+    tp_cand *c = (tp_cand *)(prob + V);       /* [V] */
+    float *proc = (float *)(c + V);           /* [V] processed logits */
+    const float lse = prepare_full(s, logits, V, history, n_hist, proc, c);
+    if (isnan(lse)) return -1;
 
     int i;
     if (s->temperature <= 0) { /* argmax, lowest id on ties */
-        int best = 0;
-        for (int v = 1; v < V; v++) if (tp_cand_before(&c[v], &c[best])) best = v;
-        i = best;
+        i = argmax_cand(c, V);
     } else if (s->top_k > 0 && s->top_k < V) { /* only the top k matter: select, sort, draw */
         sort_best(c, V, s->top_k);
         i = draw(s, rng, c, s->top_k, prob);
@@ -177,22 +209,94 @@ int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V
         }
     }
     out->id = c[i].id;
-    out->logprob = logits[out->id] - lse;
-
-    /* top log-probabilities of the raw distribution */
-    out->n_top = s->logprobs < V ? s->logprobs : V;
-    for (int k = 0; k < out->n_top; k++) out->top_ids[k] = -1;
-    for (int v = 0; v < V; v++) {
-        tp_cand x = {v, logits[v]};
-        int k = out->n_top;
-        while (k > 0 && (out->top_ids[k - 1] < 0 || tp_cand_before(&x, &(tp_cand){out->top_ids[k - 1], out->top_lps[k - 1]})))
-            k--;
-        if (k >= out->n_top) continue;
-        memmove(&out->top_ids[k + 1], &out->top_ids[k], (out->n_top - k - 1) * sizeof(int32_t));
-        memmove(&out->top_lps[k + 1], &out->top_lps[k], (out->n_top - k - 1) * sizeof(float));
-        out->top_ids[k] = v;
-        out->top_lps[k] = logits[v];
-    }
-    for (int k = 0; k < out->n_top; k++) out->top_lps[k] -= lse;
+    report_full(s, logits, V, lse, out);
     return 0;
+}
+
+/* The verification of a draft on n processed candidates (temperature > 0): p is what draw()
+ * samples from (top-k, temperature, top-p over c). Accepts the draft with probability p(draft)
+ * (u < p(x)), else draws from p with the draft taken out and renormalized. Returns the index
+ * into c of the token, *accepted set. c is reordered (the kept set best-first in front). */
+static int verify(const tp_sampling *s, tp_rng *rng, tp_cand *c, int n, int32_t draft, double *prob, int *accepted) {
+    if (s->top_k > 0 && s->top_k < n) {
+        sort_best(c, n, s->top_k);
+        n = s->top_k;
+    }
+    double T = s->temperature, mx = -INFINITY, total = 0, kept;
+    for (int v = 0; v < n; v++) mx = c[v].logit / T > mx ? c[v].logit / T : mx;
+    for (int v = 0; v < n; v++) total += exp(c[v].logit / T - mx);
+    int keep = n;
+    if (s->top_p < 1.0f) { /* the nucleus, as decide() keeps it: tokens while the mass before is < top_p */
+        for (int m = n < 256 ? n : 256;; m = m * 4 < n ? m * 4 : n) {
+            sort_best(c, n, m);
+            double before = 0;
+            keep = 0;
+            while (keep < m && before / total < s->top_p) before += (prob[keep] = exp(c[keep].logit / T - mx)), keep++;
+            kept = before;
+            if (!(keep == m && m < n && before / total < s->top_p)) break;
+        }
+    } else {
+        for (int v = 0; v < n; v++) prob[v] = exp(c[v].logit / T - mx);
+        kept = total;
+    }
+    int xi = -1;
+    for (int v = 0; v < keep && xi < 0; v++) if (c[v].id == draft) xi = v;
+    double px = xi >= 0 ? prob[xi] : 0;
+    if (tp_rng_uniform(rng) * kept < px) {
+        *accepted = 1;
+        return xi;
+    }
+    *accepted = 0;
+    double target = tp_rng_uniform(rng) * (kept - px), acc = 0;
+    int last = -1;
+    for (int v = 0; v < keep; v++) {
+        if (v == xi) continue;
+        acc += prob[v];
+        last = v;
+        if (target < acc) return v;
+    }
+    return last >= 0 ? last : xi; /* rounding at the end of the walk; xi only when nothing else is kept */
+}
+
+int tp_sample_verify_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, float lse, int32_t draft,
+                                tp_sample *out) {
+    double prob[TP_MAX_CANDIDATES];
+    tp_cand w[TP_MAX_CANDIDATES];
+    if (n < 1 || n > TP_MAX_CANDIDATES || !isfinite(lse)) return -1;
+    for (int k = 0; k < n; k++)
+        if (bad_logit(c[k].logit)) return -1;
+    int accepted;
+    if (s->temperature <= 0) {
+        out->id = c[0].id;
+        accepted = c[0].id == draft;
+    } else {
+        memcpy(w, c, n * sizeof *c);
+        out->id = w[verify(s, rng, w, n, draft, prob, &accepted)].id;
+    }
+    int i = 0; /* the chosen id's raw logit: among the candidates (it was drawn from them) */
+    while (i < n - 1 && c[i].id != out->id) i++;
+    out->logprob = c[i].logit - lse;
+    out->n_top = s->logprobs < n ? s->logprobs : n;
+    for (int k = 0; k < out->n_top; k++) {
+        out->top_ids[k] = c[k].id;
+        out->top_lps[k] = c[k].logit - lse;
+    }
+    return accepted;
+}
+
+int tp_sample_verify_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
+                          int n_hist, void *work, int32_t draft, tp_sample *out) {
+    double *prob = work;                /* [V] */
+    tp_cand *c = (tp_cand *)(prob + V); /* [V] */
+    float *proc = (float *)(c + V);     /* [V] */
+    const float lse = prepare_full(s, logits, V, history, n_hist, proc, c);
+    if (isnan(lse)) return -1;
+    int accepted;
+    if (s->temperature <= 0) {
+        out->id = c[argmax_cand(c, V)].id;
+        accepted = out->id == draft;
+    } else
+        out->id = c[verify(s, rng, c, V, draft, prob, &accepted)].id;
+    report_full(s, logits, V, lse, out);
+    return accepted;
 }

@@ -61,4 +61,18 @@ int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V
                    int n_hist, void *work, tp_sample *out);
 size_t tp_sample_full_work_bytes(int V);
 
+/* Speculative verification of a deterministic draft (Leviathan et al. 2023; Chen et al. 2023).
+ * With p the processed distribution the samplers above draw from (penalty, temperature, top-k,
+ * top-p), the draft x is accepted with probability p(x) (one uniform from rng); otherwise the
+ * token is drawn from p with x taken out and renormalized (a second uniform). Either way it is
+ * distributed as p, so a run of verified drafts samples as plain decoding does. Greedy
+ * (temperature 0): out is the argmax and the draft is accepted iff it is that; nothing is drawn.
+ * Returns 1 (accepted: out->id == draft), 0 (rejected: out->id is the replacement, never the
+ * draft), or -1 as the samplers (no distribution). out's logprob and
+ * top log-probabilities are those of the raw distribution, as the samplers report them. */
+int tp_sample_verify_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, float lse, int32_t draft,
+                                tp_sample *out);
+int tp_sample_verify_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
+                          int n_hist, void *work, int32_t draft, tp_sample *out);
+
 #endif

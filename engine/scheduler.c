@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "speculate.h"
 #include "step.h"
 #include "util/log.h"
 
@@ -82,6 +83,10 @@ int tp_sched_submit(tp_sched *s, tp_request *r) {
     r->top_lps = tp_malloc(cap * (k ? k : 1) * sizeof(float));
     r->blocks = tp_malloc(m->a.max_blocks * sizeof(int32_t));
     r->history = tp_malloc((r->n_prompt + cap) * sizeof(int32_t));
+    if (r->speculate_k > TP_SPEC_MAX_K) r->speculate_k = TP_SPEC_MAX_K;
+    r->drafts = r->speculate_k > 0 ? tp_malloc(r->speculate_k * sizeof(int32_t)) : NULL;
+    r->n_drafts = 0;
+    r->spec_drafted = r->spec_accepted = 0;
     memcpy(r->history, r->prompt, r->n_prompt * sizeof(int32_t));
     tp_rng_seed(&r->rng, r->seed, (uint64_t)r->index);
     r->n_ids = 0;
@@ -204,8 +209,13 @@ int tp_sched_step(tp_sched *s) {
     int MB = a->max_blocks, V = m->cfg.vocab_size;
     admit(s);
     if (s->n_running == 0) return 0;
-    /* pack the step: decode tokens first, then prefill chunks */
-    int T = 0, R = 0, S = 0;
+    /* pack the step: decode tokens first (with their drafts), then prefill chunks. Drafts take
+     * only what the decode tokens and the pending prefill leave of the token and row budgets, so
+     * speculation never delays another sequence. */
+    int T = 0, R = 0, S = 0, need_tokens = 0;
+    for (int sl = 0; sl < a->max_seqs; sl++)
+        if (s->running[sl]) need_tokens += s->running[sl]->n_prompt + s->running[sl]->n_ids - s->running[sl]->n_cached;
+    int spare_tokens = a->max_tokens - need_tokens, spare_rows = a->max_rows - s->n_running;
     for (int pass = 0; pass < 2; pass++)
         for (int sl = 0; sl < a->max_seqs; sl++) {
             tp_request *r = s->running[sl];
@@ -215,7 +225,19 @@ int tp_sched_step(tp_sched *s) {
             int len = r->n_prompt + r->n_ids; /* tokens known so far */
             int take = len - r->n_cached;
             if (take > a->max_tokens - T) take = a->max_tokens - T;
+            r->n_drafts = 0;
             if (take <= 0 || R >= a->max_rows) continue;
+            if (decoding && r->speculate_k > 0) {
+                /* drafts fed at positions len .. len + D - 1: within the KV reserved (which also
+                 * bounds max_new_tokens and n_positions: tp_request_tokens) */
+                int cap = r->speculate_k;
+                if (cap > tp_request_tokens(m, r) - len) cap = tp_request_tokens(m, r) - len;
+                if (cap > spare_tokens) cap = spare_tokens;
+                if (cap > spare_rows) cap = spare_rows;
+                if (cap > 0) r->n_drafts = tp_speculate_propose(r->history, len, cap, r->speculate_n, r->drafts);
+                spare_tokens -= r->n_drafts;
+                spare_rows -= r->n_drafts;
+            }
             for (int j = 0; j < take; j++) {
                 int p = r->n_cached + j;
                 s->ids[T] = r->history[p];
@@ -227,6 +249,14 @@ int tp_sched_step(tp_sched *s) {
             if (r->n_cached == len) { /* its last known token is in: sample the next one */
                 s->rows[R] = T - 1;
                 s->row_req[R++] = r;
+            }
+            for (int j = 0; j < r->n_drafts; j++) { /* a row per draft: what follows it */
+                s->ids[T] = r->drafts[j];
+                s->pos[T] = len + j;
+                s->seq[T] = sl;
+                s->rows[R] = T;
+                s->row_req[R++] = r;
+                T++;
             }
         }
     for (int sl = 0; sl < a->max_seqs; sl++) {
@@ -249,38 +279,62 @@ int tp_sched_step(tp_sched *s) {
     tp_step_run(m, &st, &lr, &s->out);
     s->steps++;
 
-    for (int i = 0; i < R; i++) {
+    /* a sequence's rows are consecutive: its last token's, then one per draft. Row j is
+     * sampled (verified against draft j) only while drafts 0..j-1 were accepted: tokens come
+     * out one by one, as plain decoding makes them (hooks, stops, lengths per token). */
+    for (int i = 0; i < R;) {
         tp_request *r = s->row_req[i];
-        tp_sample smp;
-        int bad = !row_usable(s, &lr, i);
-        if (!bad && lr.mode == TP_LOGITS_FULL) {
-            const float *l = s->out.full + (size_t)i * V;
-            if (needs_adjust(r)) l = adjust(s, r, l);
-            bad = tp_sample_full(&r->sampling, &r->rng, l, V, r->history, r->n_prompt + r->n_ids, s->work, &smp);
-        } else if (!bad)
-            bad = tp_sample_candidates(&r->sampling, &r->rng, s->out.rows[i].c, s->out.rows[i].n, s->out.rows[i].lse,
-                                       &smp);
-        if (bad) { /* no distribution to sample from (NaN or inf, raw or after the penalties): this request ends,
-                    * the others go on */
-            snprintf(r->error, sizeof r->error,
-                     "non-finite logits (inf or NaN) at step %d, position %d: the model gave no distribution to "
-                     "sample from (inf/NaN weights, or a bad config)",
-                     r->n_ids, r->n_prompt + r->n_ids);
-            s->running[r->slot] = NULL;
-            s->n_running--;
-            done(s, r, "error");
-            continue;
+        int D = r->n_drafts, acc = 0;
+        r->spec_drafted += D; /* counted before the hooks: on_done reports them */
+        for (int j = 0; j <= D; j++) {
+            int row = i + j, verify = j < D, ok = 0;
+            tp_sample smp;
+            int bad = !row_usable(s, &lr, row);
+            if (!bad && lr.mode == TP_LOGITS_FULL) {
+                const float *l = s->out.full + (size_t)row * V;
+                if (needs_adjust(r)) l = adjust(s, r, l);
+                const int32_t *h = r->history;
+                int nh = r->n_prompt + r->n_ids;
+                ok = verify ? tp_sample_verify_full(&r->sampling, &r->rng, l, V, h, nh, s->work, r->drafts[j], &smp)
+                            : tp_sample_full(&r->sampling, &r->rng, l, V, h, nh, s->work, &smp);
+            } else if (!bad) {
+                const tp_row_result *rr = &s->out.rows[row];
+                ok = verify ? tp_sample_verify_candidates(&r->sampling, &r->rng, rr->c, rr->n, rr->lse, r->drafts[j], &smp)
+                            : tp_sample_candidates(&r->sampling, &r->rng, rr->c, rr->n, rr->lse, &smp);
+            }
+            bad |= ok < 0;
+            if (bad) { /* no distribution to sample from (NaN or inf, raw or after the penalties): this request
+                        * ends, the others go on */
+                snprintf(r->error, sizeof r->error,
+                         "non-finite logits (inf or NaN) at step %d, position %d: the model gave no distribution to "
+                         "sample from (inf/NaN weights, or a bad config)",
+                         r->n_ids, r->n_prompt + r->n_ids);
+                s->running[r->slot] = NULL;
+                s->n_running--;
+                done(s, r, "error");
+                break;
+            }
+            record(r, &smp);
+            int accepted = verify && ok == 1;
+            acc += accepted;
+            r->spec_accepted += accepted;
+            int stop = s->hooks.on_token ? s->hooks.on_token(s->hooks.ctx, r) : 0;
+            const char *reason = NULL;
+            if (stop || (!r->ignore_eos && smp.id == m->cfg.eos_token_id)) reason = "stop";
+            else if (r->n_ids >= r->max_new_tokens || r->n_prompt + r->n_ids >= m->cfg.n_positions) reason = "length";
+            if (reason) {
+                s->running[r->slot] = NULL;
+                s->n_running--;
+                done(s, r, reason);
+                break;
+            }
+            if (!accepted) break;
         }
-        record(r, &smp);
-        int stop = s->hooks.on_token ? s->hooks.on_token(s->hooks.ctx, r) : 0;
-        const char *reason = NULL;
-        if (stop || (!r->ignore_eos && smp.id == m->cfg.eos_token_id)) reason = "stop";
-        else if (r->n_ids >= r->max_new_tokens || r->n_prompt + r->n_ids >= m->cfg.n_positions) reason = "length";
-        if (reason) {
-            s->running[r->slot] = NULL;
-            s->n_running--;
-            done(s, r, reason);
-        }
+        /* the KV cache keeps the last token and the accepted drafts; the rejected positions are
+         * written again when their tokens are fed */
+        r->n_cached += acc;
+        r->n_drafts = 0;
+        i += D + 1;
     }
     return 1;
 }

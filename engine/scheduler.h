@@ -7,6 +7,10 @@
  * chunks of newly admitted ones, up to the step's token budget. A sequence that finishes, stops
  * or is cancelled gives its blocks back at once, for the next waiting request.
  *
+ * A decoding sequence with speculation on (r->speculate_k, speculate.h) feeds its last token and
+ * up to k drafts, with a logits row each, and keeps the tokens the target accepts: n_cached
+ * advances by the accepted drafts + 1, never past the KV it reserved.
+ *
  * Not thread-safe: one thread (the one that makes the MPI calls) owns a tp_sched.
  */
 #ifndef TPGEN_SCHEDULER_H

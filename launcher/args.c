@@ -9,19 +9,21 @@
 
 #include "util/log.h"
 #include "engine/hub.h"
+#include "engine/speculate.h"
 
 static const char *USAGE =
     "usage:\n"
     "  tpgen generate --model DIR (--prompt TEXT | --prompt-ids 5,17,9 | --prompts-file F)\n"
     "         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]\n"
-    "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json]\n"
+    "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json] [--speculate ngram:K[:N]]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
     "         [--prefill 128,512,2048 | --prefill 0] [--prefill-runs N] [--json]\n"
     "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
-    "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512]   (docs/SERVING.md)\n"
+    "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512] [--speculate ngram:K[:N]]\n"
+    "         (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats]\n"
@@ -157,7 +159,12 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--drain-timeout") && serve) a->drain_timeout = parse_double(flag, VAL(), 0, 86400);
         else if (IS("--conn-timeout") && serve) a->conn_timeout = (int)parse_long(flag, VAL(), 0, 86400);
         else if (IS("--max-connections") && serve) a->max_connections = (int)parse_long(flag, VAL(), 1, 65536);
-        else if (IS("--batch") && bench) a->batches = VAL();
+        else if (IS("--speculate") && (gen || serve)) {
+            char err[512];
+            a->speculate = VAL();
+            if (tp_speculate_parse(a->speculate, &a->speculate_k, &a->speculate_n, err, sizeof err))
+                tp_die_all("%s", err);
+        } else if (IS("--batch") && bench) a->batches = VAL();
         else if (IS("--context") && bench) a->context = (int)parse_long(flag, VAL(), 0, 1 << 20);
         else if (IS("--steps") && bench) a->steps = (int)parse_long(flag, VAL(), 1, 100000);
         else if (IS("--prefill") && bench) a->prefill = VAL();

@@ -57,6 +57,9 @@ typedef struct {
     double drain_timeout;    /* --drain-timeout seconds */
     int conn_timeout;        /* --conn-timeout seconds of client inactivity (0: none) */
     int max_connections;     /* --max-connections open at once */
+    /* generate, serve */
+    const char *speculate;   /* --speculate ngram:K[:N] (NULL: off) */
+    int speculate_k, speculate_n; /* parsed from it (0: off) */
 } tp_args;
 
 /* Parses argv (after the subcommand). Bad input: tp_die_all with the flag named. */

@@ -112,6 +112,7 @@ static void print_result(gen_ctx *g, tp_request *r) {
         printf(", \"error\": ");
         tp_json_string(stdout, r->error, strlen(r->error));
     }
+    if (a->speculate) printf(", \"speculative\": {\"drafted\": %ld, \"accepted\": %ld}", r->spec_drafted, r->spec_accepted);
     if (g->tok) {
         printf(", \"text\": ");
         tp_json_string(stdout, t->text, t->text_len);
@@ -237,6 +238,8 @@ int tp_cmd_generate(int argc, char **argv) {
                                             (float)a.repetition_penalty, a.logprobs};
                 r->seed = a.seed;
                 r->ignore_eos = a.ignore_eos;
+                r->speculate_k = a.speculate_k;
+                r->speculate_n = a.speculate_n;
                 if (g.tok) {
                     g.texts[i].detok = tp_detok_stream_new(g.tok, 1);
                     if (a.n_stop) g.texts[i].stops = tp_stop_matcher_new(a.stop, a.n_stop);
@@ -276,12 +279,18 @@ int tp_cmd_generate(int argc, char **argv) {
         long steps = tp_generate(m, g.reqs, g.n, &hooks);
         tp_step_stop(m);
         double dt = tp_now_seconds() - t0;
-        long gen = 0, prompt = 0;
-        for (int i = 0; i < g.n; i++) { gen += g.reqs[i].n_ids; prompt += g.reqs[i].n_prompt; }
+        long gen = 0, prompt = 0, drafted = 0, accepted = 0;
+        for (int i = 0; i < g.n; i++) {
+            gen += g.reqs[i].n_ids;
+            prompt += g.reqs[i].n_prompt;
+            drafted += g.reqs[i].spec_drafted;
+            accepted += g.reqs[i].spec_accepted;
+        }
         if (a.stats)
             fprintf(stderr, "{\"stats\": {\"steps\": %ld, \"forwarded_tokens\": %lld, \"prompt_tokens\": %ld, "
-                            "\"generated_tokens\": %ld, \"seconds\": %.4f, \"tokens_per_s\": %.2f}}\n",
-                    steps, m->forwarded_tokens, prompt, gen, dt, gen / (dt > 0 ? dt : 1));
+                            "\"generated_tokens\": %ld, \"seconds\": %.4f, \"tokens_per_s\": %.2f, "
+                            "\"drafted_tokens\": %ld, \"accepted_tokens\": %ld}}\n",
+                    steps, m->forwarded_tokens, prompt, gen, dt, gen / (dt > 0 ? dt : 1), drafted, accepted);
         for (int i = 0; i < g.n; i++) {
             tp_request_free(&g.reqs[i]);
             if (g.texts[i].detok) tp_detok_stream_free(g.texts[i].detok);

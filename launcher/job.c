@@ -53,6 +53,13 @@ tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi) {
     return b;
 }
 
+/* Logits rows per step: one per sequence, and with --speculate one per draft too (the
+ * scheduler never packs more than the step's tokens). */
+int tp_job_max_rows(const tp_args *a) {
+    long r = (long)a->max_batch * (1 + a->speculate_k);
+    return r < a->max_batch_tokens ? (int)r : a->max_batch_tokens;
+}
+
 /* The memory plan (engine/mem_plan.h) for the job's limits, agreed by every rank: when it does
  * not fit on some rank, that rank prints why with the plan's table and every rank exits 1.
  * Returns the KV blocks this rank can hold; prints the plan with --verbose when `print`. */
@@ -62,7 +69,7 @@ static long job_plan(tp_job *j, const tp_args *a, long kv_tokens_needed, int pri
     /* ranks that share this memory (the node's RAM, or a GPU under --comm mpi) split it */
     int n_dev = strcmp(b->name, "cpu") == 0 ? 1 : tp_backend_cuda_device_count();
     int sharing = (j->mpi->local_size + n_dev - 1) / (n_dev > 0 ? n_dev : 1);
-    tp_plan_args pa = {.max_tokens = a->max_batch_tokens, .max_rows = a->max_batch, .max_seqs = a->max_batch,
+    tp_plan_args pa = {.max_tokens = a->max_batch_tokens, .max_rows = tp_job_max_rows(a), .max_seqs = a->max_batch,
                        .block_size = a->block_size, .max_k = TP_MAX_CANDIDATES, .kv_tokens = a->kv_cache_tokens,
                        .kv_mem = a->kv_cache_mem, .kv_tokens_needed = kv_tokens_needed, .sharing = sharing};
     static char err[8192];
@@ -128,19 +135,19 @@ void tp_job_alloc(tp_job *j, const tp_args *a, long kv_tokens_needed) {
     tp_model *m = &j->m;
     tp_backend *b = j->b;
     j->mpi->bcast(j->mpi, &kv_tokens_needed, sizeof kv_tokens_needed, 0);
-    int bs = a->block_size, T = a->max_batch_tokens, S = a->max_batch;
+    int bs = a->block_size, T = a->max_batch_tokens, S = a->max_batch, R = tp_job_max_rows(a);
     long blocks = job_plan(j, a, kv_tokens_needed, 1);
     /* every rank takes the smallest budget any rank can hold */
     int neg = -(int)(blocks > 2000000000L ? 2000000000L : blocks);
     blocks = -j->mpi->allreduce_max_int(j->mpi, neg);
     if (b->reserve_scratch) { /* the backend's scratch for the longest context: allocated now, never in a step */
-        tp_plan_args pa = {.max_tokens = T, .max_rows = S, .max_seqs = S, .block_size = bs, .max_k = TP_MAX_CANDIDATES,
+        tp_plan_args pa = {.max_tokens = T, .max_rows = R, .max_seqs = S, .block_size = bs, .max_k = TP_MAX_CANDIDATES,
                            .kv_blocks = blocks};
         tp_step_limits lim;
         tp_model_step_limits(m, &pa, &lim);
         b->reserve_scratch(b, &lim);
     }
-    tp_model_alloc(m, T, S, S, (int)blocks, bs);
+    tp_model_alloc(m, T, R, S, (int)blocks, bs);
 }
 
 void tp_job_close(tp_job *j) {

@@ -34,4 +34,7 @@ tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi);
  * failing rank has printed why). */
 void tp_job_agree(tp_comm *c, int ok);
 
+/* Logits rows a step may ask for (--max-batch, more with --speculate). */
+int tp_job_max_rows(const tp_args *a);
+
 #endif

@@ -101,6 +101,8 @@ static void on_done(void *ctx, tp_request *r) {
     }
     c->n_pub = r->n_ids;
     c->finish = r->finish_reason;
+    s->met.spec_drafted += r->spec_drafted;
+    s->met.spec_accepted += r->spec_accepted;
     c->done = 1;
     if (j) {
         /* its last sequence: the job no longer counts against --max-queue (its client may

@@ -48,6 +48,11 @@ void srv_metrics_render(const srv_metrics *m, jbuf *b) {
     jb_printf(b, "# HELP tpgen_generation_tokens_total Tokens generated.\n"
                  "# TYPE tpgen_generation_tokens_total counter\ntpgen_generation_tokens_total %ld\n",
               m->generation_tokens);
+    jb_printf(b, "# HELP tpgen_spec_draft_tokens_total Draft tokens fed by --speculate.\n"
+                 "# TYPE tpgen_spec_draft_tokens_total counter\ntpgen_spec_draft_tokens_total %ld\n", m->spec_drafted);
+    jb_printf(b, "# HELP tpgen_spec_accepted_tokens_total Draft tokens the model accepted.\n"
+                 "# TYPE tpgen_spec_accepted_tokens_total counter\ntpgen_spec_accepted_tokens_total %ld\n",
+              m->spec_accepted);
     jb_printf(b, "# HELP tpgen_kv_blocks_total KV cache blocks.\n# TYPE tpgen_kv_blocks_total gauge\n"
                  "tpgen_kv_blocks_total %d\n", m->kv_total);
     jb_printf(b, "# HELP tpgen_kv_blocks_free Free KV cache blocks.\n# TYPE tpgen_kv_blocks_free gauge\n"

@@ -346,6 +346,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
         r->presence_penalty = (float)presence;
         r->frequency_penalty = (float)frequency;
         r->min_tokens = (int)min_tokens;
+        r->speculate_k = s->o.speculate_k;
+        r->speculate_n = s->o.speculate_n;
         long blocks = ((long)q->n + max_tokens - 1 + s->kv_block_size - 1) / s->kv_block_size;
         if (blocks > s->met.kv_total)
             BAIL(400, "max_tokens", NULL, "prompt %d with max_tokens %lld needs %ld tokens of KV cache, more than the "
@@ -440,7 +442,13 @@ static void usage(srv_job *j, jbuf *b) {
     long pt = 0, ct = 0;
     for (int i = 0; i < j->n_prompts; i++) pt += j->prompts[i].n;
     for (int i = 0; i < j->n_choices; i++) ct += j->ch[i].r.n_ids;
-    jb_printf(b, "{\"prompt_tokens\": %ld, \"completion_tokens\": %ld, \"total_tokens\": %ld}", pt, ct, pt + ct);
+    jb_printf(b, "{\"prompt_tokens\": %ld, \"completion_tokens\": %ld, \"total_tokens\": %ld", pt, ct, pt + ct);
+    if (j->n_choices > 0 && j->ch[0].r.speculate_k > 0) { /* --speculate: draft tokens fed and accepted, all choices */
+        long d = 0, a = 0;
+        for (int i = 0; i < j->n_choices; i++) { d += j->ch[i].r.spec_drafted; a += j->ch[i].r.spec_accepted; }
+        jb_printf(b, ", \"speculative\": {\"drafted\": %ld, \"accepted\": %ld}", d, a);
+    }
+    jb_str(b, "}");
 }
 
 static void ids_field(jbuf *b, const char *name, const int32_t *ids, int n) {

@@ -20,6 +20,7 @@ typedef struct {
     double drain_timeout; /* seconds */
     int conn_timeout;     /* seconds a client may stay silent (not reading, not sending); 0: none */
     int max_connections;  /* open at once; one more is closed as soon as accepted */
+    int speculate_k, speculate_n; /* --speculate ngram:K:N for every request (0: off) */
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;
