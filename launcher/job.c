@@ -25,7 +25,13 @@ static tp_backend *with_weights(tp_backend *b, const tp_args *a) {
 }
 
 static tp_backend *job_backend(const tp_args *a, tp_comm *mpi);
-tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi) { return with_weights(job_backend(a, mpi), a); }
+tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi) {
+    const int cpu = a->backend ? strcmp(a->backend, "cpu") == 0 : tp_backend_cuda_device_count() == 0;
+    if (a->weights && cpu && a->dtype && strcmp(a->dtype, "f32") != 0) /* before the bf16 backend's own checks */
+        tp_die_all("--weights int8 on the CPU runs with f32 activations: it cannot be combined with --dtype %s (drop "
+                   "--dtype, or use --dtype f32)", a->dtype);
+    return with_weights(job_backend(a, mpi), a);
+}
 
 static tp_backend *job_backend(const tp_args *a, tp_comm *mpi) {
     const char *name = a->backend;

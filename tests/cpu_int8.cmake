@@ -12,3 +12,23 @@ foreach(isa c avx2)
 endforeach()
 add_test(NAME int8_ops_3threads COMMAND test_int8_ops 3 avx2 auto)
 set_tests_properties(int8_ops_3threads PROPERTIES LABELS "unit;int8" SKIP_RETURN_CODE 77 TIMEOUT 120)
+add_test(NAME parity_int8_tp1_tp2
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cpu_int8/parity_int8.sh --np 1,2 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(parity_int8_tp1_tp2 PROPERTIES LABELS "parity;mpi;int8" TIMEOUT 400)
+# Bad input (label errors), through tests/errors/expect_error.sh: a clear message, once, non-zero.
+set(INT8_ERR bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh)
+set(INT8_RUN ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate --model ${TPGEN_TEST_DATA}/tiny-f32
+    --prompt-ids 1,2 --max-new-tokens 2 --backend cpu --threads 1)
+add_test(NAME errors_int8_bad_value COMMAND ${INT8_ERR} "--weights must be int8 .*got \"int4\"" ${INT8_RUN} --weights int4)
+add_test(NAME errors_int8_with_bf16 COMMAND ${INT8_ERR} "--weights int8 on the CPU .* cannot be combined with --dtype bf16"
+         ${INT8_RUN} --weights int8 --dtype bf16)
+add_test(NAME errors_int8_isa COMMAND ${INT8_ERR} "TPGEN_INT8_ISA=sse9: expected avx2 or c" ${INT8_RUN} --weights int8)
+set_tests_properties(errors_int8_bad_value errors_int8_with_bf16 errors_int8_isa PROPERTIES LABELS "errors;mpi;int8"
+                     TIMEOUT 90 ENVIRONMENT "OMPI_MCA_odls_base_sigkill_timeout=0")
+set_tests_properties(errors_int8_isa PROPERTIES ENVIRONMENT "TPGEN_INT8_ISA=sse9;OMPI_MCA_odls_base_sigkill_timeout=0")
+if(NOT TPGEN_HAVE_CUDA)
+  add_test(NAME errors_int8_cuda_not_built COMMAND ${INT8_ERR} "built without the CUDA backend" ${INT8_RUN} --weights int8
+           --backend cuda)
+  set_tests_properties(errors_int8_cuda_not_built PROPERTIES LABELS "errors;mpi;int8" TIMEOUT 90
+                       ENVIRONMENT "OMPI_MCA_odls_base_sigkill_timeout=0")
+endif()
