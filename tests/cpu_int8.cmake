@@ -32,3 +32,6 @@ if(NOT TPGEN_HAVE_CUDA)
   set_tests_properties(errors_int8_cuda_not_built PROPERTIES LABELS "errors;mpi;int8" TIMEOUT 90
                        ENVIRONMENT "OMPI_MCA_odls_base_sigkill_timeout=0")
 endif()
+# GEMM rates f32 vs int8 (GEMV and panel paths) on CodeGen shapes (built, not a test; docs/PERFORMANCE.md)
+add_executable(bench_int8_gemm ${CMAKE_CURRENT_SOURCE_DIR}/cpu_int8/bench_int8_gemm.c)
+target_link_libraries(bench_int8_gemm PRIVATE tpgen_kernels ${MATH_LIB})

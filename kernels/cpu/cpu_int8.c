@@ -8,7 +8,7 @@
  *
  * GEMMs by T (tokens of the step):
  *  - T <= few_tokens (decode batches): GEMV kernels that read each int8 row once per step for
- *    every token (4 rows x 1 token at T = 1, 2 rows x 4 tokens otherwise), q widened to f32 in
+ *    every token (8 rows x 1 token at T = 1, 2 rows x 4 tokens otherwise), q widened to f32 in
  *    registers (vpmovsxbd + vcvtdq2ps), FMA on f32 x. Chosen by CPUID:
  *      avx2: the kernel built for x86-64-v3 (AVX2 + FMA);
  *      c:    the same C built for the baseline (any x86-64, or another CPU).
@@ -140,82 +140,40 @@ static inline void epi_store(const epi *e, int t, int n, float sum) {
     *yp = v;
 }
 
-/* ---- GEMV kernels: rows [n0, n1) of q for all T tokens ---- */
+/* ---- GEMV kernels: rows [n0, n1) of q for all T tokens ----
+ * cpu_int8_rows.inc holds the kernel; it is included twice, for AVX2 (int8 -> f32 by
+ * vpmovsxbd + vcvtdq2ps intrinsics: GCC 12 scalarizes the same conversion written with vector
+ * types) and for the baseline (plain C, which any CPU runs). */
 typedef int8_t v8i8 __attribute__((vector_size(8)));
-V8_INLINE v8f v8_i8(const int8_t *p) { /* 8 int8 -> 8 f32 (exact) */
+V8_INLINE v8f v8_i8_c(const int8_t *p) { /* 8 int8 -> 8 f32 (exact) */
     v8i8 h;
     __builtin_memcpy(&h, p, sizeof h);
     return __builtin_convertvector(h, v8f);
 }
-
-/* sums[r][t] = q row ws[r] . x row xs[t], NR rows x MT tokens, NR * MT <= 8 accumulators. */
-V8_INLINE void block(const float *const *xs, const int8_t *const *ws, int K, const int NR, const int MT,
-                     float sums[4][4]) {
-    const int K8 = K & ~7;
-    v8f acc[4][4];
-    for (int r = 0; r < NR; r++)
-        for (int t = 0; t < MT; t++) acc[r][t] = v8_splat(0);
-    for (int k = 0; k < K8; k += 8) {
-        v8f w[4];
-        for (int r = 0; r < NR; r++) w[r] = v8_i8(ws[r] + k);
-        for (int t = 0; t < MT; t++) {
-            const v8f xv = v8_load(xs[t] + k);
-            for (int r = 0; r < NR; r++) acc[r][t] += w[r] * xv;
-        }
-    }
-    for (int r = 0; r < NR; r++)
-        for (int t = 0; t < MT; t++) {
-            float s = v8_sum(acc[r][t]);
-            for (int k = K8; k < K; k++) s += (float)ws[r][k] * xs[t][k];
-            sums[r][t] = s;
-        }
-}
-
-/* One source, two builds (avx2 and c). */
-V8_INLINE void rows_body(const float *x, const int8_t *W, int T, int K, int n0, int n1, const epi *e) {
-    float sums[4][4];
-    if (T == 1) { /* 4 rows at a time: 4 independent sums per x load */
-        for (int n = n0; n < n1; n += 4) {
-            const int nr = n1 - n < 4 ? n1 - n : 4; /* missing rows repeat the first */
-            const int8_t *w0 = W + (size_t)n * K;
-            const int8_t *ws[4] = {w0, nr > 1 ? w0 + K : w0, nr > 2 ? w0 + 2 * (size_t)K : w0,
-                                   nr > 3 ? w0 + 3 * (size_t)K : w0};
-            const float *xs[1] = {x};
-            block(xs, ws, K, 4, 1, sums);
-            for (int r = 0; r < nr; r++) epi_store(e, 0, n + r, sums[r][0]);
-        }
-        return;
-    }
-    for (int n = n0; n < n1; n += 2) {
-        const int nr = n + 1 < n1 ? 2 : 1;
-        const int8_t *ws[2] = {W + (size_t)n * K, W + (size_t)(n + nr - 1) * K};
-        for (int t0 = 0; t0 < T; t0 += 4) {
-            const int m = T - t0 < 4 ? T - t0 : 4;
-            const float *x0 = x + (size_t)t0 * K;
-            const float *xs[4] = {x0, m > 1 ? x0 + K : x0, m > 2 ? x0 + 2 * (size_t)K : x0,
-                                  m > 3 ? x0 + 3 * (size_t)K : x0};
-            switch (m) {
-            case 4: block(xs, ws, K, 2, 4, sums); break;
-            case 3: block(xs, ws, K, 2, 3, sums); break;
-            case 2: block(xs, ws, K, 2, 2, sums); break;
-            default: block(xs, ws, K, 2, 1, sums); break;
-            }
-            for (int r = 0; r < nr; r++)
-                for (int i = 0; i < m; i++) epi_store(e, t0 + i, n + r, sums[r][i]);
-        }
-    }
-}
+#define I8_ROWS rows_c
+#define I8_TARGET
+#define I8_INLINE V8_INLINE
+#define I8_LOADW v8_i8_c
+#include "kernels/cpu/cpu_int8_rows.inc"
 
 #if defined(__x86_64__)
-__attribute__((target("arch=x86-64-v3"))) static void rows_avx2(const float *x, const int8_t *W, int T, int K,
-                                                                 int n0, int n1, const epi *e) {
-    rows_body(x, W, T, K, n0, n1, e);
+#include <immintrin.h>
+#undef I8_ROWS
+#undef I8_TARGET
+#undef I8_INLINE
+#undef I8_LOADW
+#define I8_ROWS rows_avx2
+#define I8_TARGET __attribute__((target("arch=x86-64-v3")))
+#define I8_INLINE static inline __attribute__((always_inline, target("arch=x86-64-v3")))
+I8_INLINE v8f v8_i8_avx2(const int8_t *p) {
+    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+    v8f r;
+    __builtin_memcpy(&r, &f, sizeof r);
+    return r;
 }
+#define I8_LOADW v8_i8_avx2
+#include "kernels/cpu/cpu_int8_rows.inc"
 #endif
-
-static void rows_c(const float *x, const int8_t *W, int T, int K, int n0, int n1, const epi *e) {
-    rows_body(x, W, T, K, n0, n1, e);
-}
 
 static void gemv_path(tp_backend *b, const float *x, const int8_t *W, int T, int N, int K, const epi *e) {
     tp_cpu_int8 *c = i8_impl(b);
