@@ -12,6 +12,7 @@
 #define TPGEN_TP_QUANT_H
 
 #include "kernels/common/tp_hd.h"
+#include "kernels/common/tp_rng.h"
 
 #define TP_Q8_MAX 127
 
@@ -36,6 +37,22 @@ TP_HD float tp_q8_absmax(const float *w, int64_t n) {
         if (m != m) return m;
     }
     return m;
+}
+
+/* Row r of a [rows, cols] matrix of random weights, as f32 into tmp [cols]: element (r, c) is
+ * the fill_random draw r * cols + c of the f32 backend (kernels/common/tp_rng.h), so
+ * --random-weights with --weights int8 runs the quantized f32 model on either backend. */
+TP_HD void tp_q8_random_row(float *tmp, uint64_t key, int64_t r, int cols, float mean, float std) {
+    const uint64_t i0 = (uint64_t)r * (uint64_t)cols;
+    for (int k = 0; k < cols;) {
+        const uint64_t i = i0 + (uint64_t)k;
+        float x0, x1;
+        tp_fill_random_pair(key, i / 2, mean, std, &x0, &x1);
+        if (i % 2 == 0) {
+            tmp[k++] = x0;
+            if (k < cols) tmp[k++] = x1;
+        } else tmp[k++] = x1;
+    }
 }
 
 #endif

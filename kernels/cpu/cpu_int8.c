@@ -26,7 +26,6 @@
 #include "util/log.h"
 #include "kernels/common/tp_act.h"
 #include "kernels/common/tp_quant.h"
-#include "kernels/common/tp_rng.h"
 #include "kernels/cpu/cpu_internal.h"
 
 typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1 } i8_isa;
@@ -55,12 +54,12 @@ static void report(tp_backend *b, unsigned bit, const char *op, const char *path
 }
 
 /* ---- matrix layout ---- */
-static size_t q_bytes(int N, int K) { return ((size_t)N * (size_t)K + 63) & ~(size_t)63; }
-static const float *scales_of(const void *W, int N, int K) { return (const float *)((const char *)W + q_bytes(N, K)); }
+size_t cpu_int8_q_bytes(int N, int K) { return ((size_t)N * (size_t)K + 63) & ~(size_t)63; }
+static const float *scales_of(const void *W, int N, int K) { return (const float *)((const char *)W + cpu_int8_q_bytes(N, K)); }
 
 static size_t i8_matrix_bytes(tp_backend *b, int rows, int cols) {
     (void)b;
-    return q_bytes(rows, cols) + (size_t)rows * sizeof(float);
+    return cpu_int8_q_bytes(rows, cols) + (size_t)rows * sizeof(float);
 }
 
 /* Row r of src (type st) -> f32 tmp [cols]. */
@@ -68,7 +67,7 @@ static void row_f32(float *tmp, const void *src, tp_dtype st, int r, int cols) {
     tp_convert_to_f32(tmp, (const char *)src + (size_t)r * cols * tp_dtype_size(st), st, (size_t)cols);
 }
 
-static void quantize_row(int8_t *q, float *scale, const float *w, int cols, float absmax) {
+void cpu_int8_quantize_row(int8_t *q, float *scale, const float *w, int cols, float absmax) {
     const float s = tp_q8_scale(absmax);
     *scale = s;
     for (int k = 0; k < cols; k++) q[k] = tp_q8_quantize(w[k], s);
@@ -77,7 +76,7 @@ static void quantize_row(int8_t *q, float *scale, const float *w, int cols, floa
 static void i8_matrix_upload_rowmax(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols,
                                     const float *row_absmax) {
     int8_t *q = dst;
-    float *sc = (float *)((char *)dst + q_bytes(rows, cols));
+    float *sc = (float *)((char *)dst + cpu_int8_q_bytes(rows, cols));
     #pragma omp parallel num_threads(cpu_threads(b)) if ((size_t)rows * cols >= CPU_PAR_MIN)
     {
         float *tmp = tp_malloc((size_t)(cols > 0 ? cols : 1) * sizeof(float));
@@ -85,7 +84,7 @@ static void i8_matrix_upload_rowmax(tp_backend *b, void *dst, const void *src_ho
         for (int r = 0; r < rows; r++) {
             row_f32(tmp, src_host, st, r, cols);
             const float m = row_absmax ? row_absmax[r] : tp_q8_absmax(tmp, cols);
-            quantize_row(q + (size_t)r * cols, &sc[r], tmp, cols, m);
+            cpu_int8_quantize_row(q + (size_t)r * cols, &sc[r], tmp, cols, m);
         }
         free(tmp);
     }
@@ -93,34 +92,6 @@ static void i8_matrix_upload_rowmax(tp_backend *b, void *dst, const void *src_ho
 
 static void i8_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols) {
     i8_matrix_upload_rowmax(b, dst, src_host, st, rows, cols, NULL);
-}
-
-/* Element (r, c) = the f32 backend's fill_random draw r * cols + c (kernels/common/tp_rng.h),
- * quantized: bench --random-weights then runs the quantized f32 model. */
-CPU_SIMD_CLONES static void i8_matrix_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed,
-                                                  float mean, float std) {
-    int8_t *q = dst;
-    float *sc = (float *)((char *)dst + q_bytes(rows, cols));
-    const uint64_t key = tp_rng_key(seed);
-    #pragma omp parallel num_threads(cpu_threads(b)) if ((size_t)rows * cols >= CPU_PAR_MIN)
-    {
-        float *tmp = tp_malloc((size_t)(cols > 0 ? cols : 1) * sizeof(float));
-        #pragma omp for schedule(static)
-        for (int r = 0; r < rows; r++) {
-            const uint64_t i0 = (uint64_t)r * (uint64_t)cols;
-            for (int k = 0; k < cols;) {
-                const uint64_t i = i0 + (uint64_t)k;
-                float x0, x1;
-                tp_fill_random_pair(key, i / 2, mean, std, &x0, &x1);
-                if (i % 2 == 0) {
-                    tmp[k++] = x0;
-                    if (k < cols) tmp[k++] = x1;
-                } else tmp[k++] = x1;
-            }
-            quantize_row(q + (size_t)r * cols, &sc[r], tmp, cols, tp_q8_absmax(tmp, cols));
-        }
-        free(tmp);
-    }
 }
 
 /* ---- epilogue ---- */
@@ -310,7 +281,7 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     b->matrix_bytes = i8_matrix_bytes;
     b->matrix_upload = i8_matrix_upload;
     b->matrix_upload_rowmax = i8_matrix_upload_rowmax;
-    b->matrix_fill_random = i8_matrix_fill_random;
+    b->matrix_fill_random = cpu_int8_fill_random;
     b->matmul = i8_matmul;
     b->matmul_f32out = i8_matmul_f32out;
     b->matmul_gelu = i8_matmul_gelu;
