@@ -15,17 +15,19 @@
 #   tokens (measured 100%); the random-weight fixtures, whose top-2 gaps are often below the
 #   int8 error, are reported, not held;
 #   across TP: the int8 score log-probabilities at TP 2 (and 4) equal those at TP 1 within
-#   TP_TOL (2e-4): every rank quantizes its rows with the scales of the full row (row-parallel
-#   out_proj/fc_out columns included), so q and scales are the same bits at any TP and only the
-#   f32 summation order differs, as in the f32 backend. Per-slice scales would differ by the
-#   int8 error itself (~1e-2).
+#   TP_TOL (3e-3; measured <= 9e-4): every rank quantizes its rows with the scales of the full
+#   row (row-parallel out_proj/fc_out columns included), so q and the scales are the same bits
+#   at any TP. What differs: the f32 summation order (as in the f32 backend, ~1e-5), and the
+#   CPU GEMV's int16 grid for x (kernels/cpu/cpu_int8.c), whose step is set by each rank's own
+#   slice of x for the row-parallel matrices (~1e-3). Scales from each rank's column slice
+#   would move the results by the int8 error itself (~2e-2 here).
 # usage: tests/cpu_int8/parity_int8.sh [--np 1,2] [--build DIR] [--fixtures DIR...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 exec python3 - "$@" <<'PY'
 import argparse, glob, json, os, subprocess, sys
 
-MEAN_TOL, MEAN_TOL_TRAINED, MAX_TOL, GREEDY_MIN, TP_TOL = 0.05, 0.02, 0.15, 0.70, 2e-4
+MEAN_TOL, MEAN_TOL_TRAINED, MAX_TOL, GREEDY_MIN, TP_TOL = 0.05, 0.02, 0.15, 0.70, 3e-3
 ap = argparse.ArgumentParser(prog="tests/cpu_int8/parity_int8.sh")
 ap.add_argument("--np", default="1,2")
 ap.add_argument("--build", default="build")

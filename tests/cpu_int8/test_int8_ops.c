@@ -15,7 +15,9 @@
  *  - GEMMs over shape classes (T 1..33 across the GEMV groups of 4 and the panel path, N and K
  *    with tails past the 8-lane vectors and the 4/2-row blocks), bias, accumulate, GELU, f32 out:
  *    |got - ref| <= (2K + 4) 2^-24 sum_k |x_k wd_k| (f32 summation in any order, the scale and
- *    the epilogue's roundings) + 1e-6 (GELU's expf). y's old contents are NaN where not read. */
+ *    the epilogue's roundings) + max|x| / 16383 / 2 * sum_k |wd_k| (the GEMV path's int16 grid
+ *    for x) + 1e-6 (GELU's expf). y's old contents are NaN where not read.
+ *  - the avx2 and c GEMV paths give the same bits (exact integer sums). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +57,7 @@ static void ref_quant_row(const float *w, int K, float absmax, double *wd, int *
     const float s = absmax / 127.0f;
     for (int k = 0; k < K; k++) {
         if (!(s > 0)) { wd[k] = 0; if (ambiguous) ambiguous[k] = 0; continue; }
-        const double r = (double)w[k] / s;
+        const double r = (double)(w[k] / s); /* f32 division, as specified (tp_quant.h) */
         double q = nearbyint(r); /* default rounding mode: half to even */
         if (q > 127) q = 127;
         if (q < -127) q = -127;
@@ -147,15 +149,19 @@ static void test_matmul(tp_backend *b, int T, int N, int K, int bias_on, int acc
     int bad = 0;
     for (int t = 0; t < T; t++)
         for (int n = 0; n < N; n++) {
-            double s = 0, mag = 0;
+            double s = 0, mag = 0, wsum = 0, xmax = 0;
+            for (int k = 0; k < K; k++) xmax = fmax(xmax, fabs(x[(size_t)t * K + k]));
             for (int k = 0; k < K; k++) {
+                wsum += fabs(wd[(size_t)n * K + k]);
                 const double p = (double)x[(size_t)t * K + k] * wd[(size_t)n * K + k];
                 s += p;
                 mag += fabs(p);
             }
             if (acc) { s += y0[(size_t)t * N + n]; mag += fabs(y0[(size_t)t * N + n]); }
             if (bias_on) { s += bias[n]; mag += fabs(bias[n]); }
-            double ref = s, tol = (2.0 * K + 4) * ldexp(1, -24) * mag + ldexp(1, -24) * fabs(s);
+            /* the GEMV path rounds x to int16 on a grid of max|x| / 16383: half a step per element */
+            double ref = s, tol = (2.0 * K + 4) * ldexp(1, -24) * mag + ldexp(1, -24) * fabs(s) +
+                                  0.5 * xmax / 16383 * wsum * (1 + ldexp(1, -20));
             if (gelu) { ref = gelu_d(s); tol = 1.13 * tol + 2 * ldexp(1, -24) * fabs(ref) + 1e-6; }
             const double got = y[(size_t)t * N + n];
             if (!(fabs(got - ref) <= tol) && bad++ < 3)
@@ -165,6 +171,39 @@ static void test_matmul(tp_backend *b, int T, int N, int K, int bias_on, int acc
         }
     b->free(b, W);
     free(x); free(w); free(bias); free(y0); free(y); free(wd);
+}
+
+/* avx2 and c GEMVs: the same bits (K past the 4096-element int32 chunks included). */
+static void test_isa_bits(int threads) {
+#if defined(__x86_64__)
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return;
+    char err[256];
+    tp_backend *bk[2];
+    const char *isa[2] = {"c", "avx2"};
+    setenv("TPGEN_INT8_GEMM", "gemv", 1);
+    for (int i = 0; i < 2; i++) {
+        setenv("TPGEN_INT8_ISA", isa[i], 1);
+        bk[i] = tp_backend_cpu_create(threads);
+        if (tp_backend_use_int8(bk[i], 0, err, sizeof err)) { CHECK(0, "%s", err); return; }
+    }
+    static const int shapes[][3] = {{1, 130, 8200}, {5, 67, 100}, {3, 9, 4097}, {16, 33, 257}};
+    for (size_t j = 0; j < sizeof shapes / sizeof *shapes; j++) {
+        const int T = shapes[j][0], N = shapes[j][1], K = shapes[j][2];
+        float *x = rand_f32((size_t)T * K, 3.0), *w = rand_f32((size_t)N * K, 0.5), *y[2];
+        for (int i = 0; i < 2; i++) {
+            void *W = bk[i]->alloc(bk[i], bk[i]->matrix_bytes(bk[i], N, K), "W");
+            bk[i]->matrix_upload(bk[i], W, w, TP_F32, N, K);
+            y[i] = malloc((size_t)T * N * 4);
+            bk[i]->matmul(bk[i], y[i], x, W, NULL, T, N, K, 0);
+            bk[i]->free(bk[i], W);
+        }
+        CHECK(memcmp(y[0], y[1], (size_t)T * N * 4) == 0, "GEMV c and avx2 differ at T=%d N=%d K=%d", T, N, K);
+        free(x); free(w); free(y[0]); free(y[1]);
+    }
+    for (int i = 0; i < 2; i++) bk[i]->destroy(bk[i]);
+#else
+    (void)threads;
+#endif
 }
 
 int main(int argc, char **argv) {
@@ -197,7 +236,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     test_quant(b);
-    static const int Ts[] = {1, 2, 3, 4, 5, 7, 16, 17, 33};
+    test_isa_bits(threads);
+    static const int Ts[] = {1, 2, 3, 4, 5, 7, 16, 17, 33, 65};
     static const int NKs[][2] = {{1, 1}, {3, 7}, {16, 8}, {45, 9}, {130, 64}, {67, 100}, {33, 257}, {200, 1024}};
     for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++)
         for (size_t j = 0; j < sizeof NKs / sizeof *NKs; j++) {
