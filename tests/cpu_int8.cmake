@@ -42,3 +42,15 @@ if(TPGEN_HAVE_CUDA)
   add_test(NAME cuda_int8_ops COMMAND test_cuda_int8)
   set_tests_properties(cuda_int8_ops PROPERTIES LABELS "gpu;int8" SKIP_RETURN_CODE 77 TIMEOUT 300)
 endif()
+# --verbose names the int8 matrices in the memory plan and the path each GEMM takes.
+add_test(NAME int8_verbose COMMAND ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate
+         --model ${TPGEN_TEST_DATA}/tiny-f32 --prompt-ids 1,2,3 --max-new-tokens 2 --verbose --backend cpu --threads 1
+         --weights int8)
+set_tests_properties(int8_verbose PROPERTIES LABELS "int8;mpi" TIMEOUT 90
+  PASS_REGULAR_EXPRESSION "weights .*held .*GEMMs int8 \\+ f32 row scales.*cpu int8: matmul -> GEMV")
+# info: the GEMM bytes a decode step reads per rank. CodeGen-350M at TP 1: 304,087,040 int8
+# elements + 4 bytes for each of 235,520 rows = 290.9 MiB (f32: 1.13 GiB).
+add_test(NAME int8_info_bytes COMMAND $<TARGET_FILE:tpgen> info --model ${CMAKE_SOURCE_DIR}/configs/codegen-350M.json
+         --weights int8)
+set_tests_properties(int8_info_bytes PROPERTIES LABELS "int8" TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "in int8 with an f32 scale per row.*\n  1 +[0-9.]+ MiB +[0-9]+ +[0-9]+ +290\\.9 MiB")

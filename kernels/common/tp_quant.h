@@ -3,8 +3,9 @@
  * Per output channel (one row of an HF Linear weight [N, K]), symmetric: scale = absmax / 127,
  * q = round(w / scale) to nearest even, clamped to [-127, 127] (-128 unused, so the range is
  * symmetric); w is read back as q * scale. A row of zeros (lm_head's vocab padding) has scale 0
- * and q = 0. GEMMs sum q * x in f32 and multiply the sum by the row's scale once, so the product
- * is that of the dequantized matrix up to f32 rounding. Every operation is spelled out (TP_DIV,
+ * and q = 0. GEMMs sum q * x and multiply the sum by the row's scale once, so the product is that
+ * of the dequantized matrix up to the sum's rounding (f32 on the GPU and in the CPU's panels; the
+ * CPU's GEMV sums exactly on x rounded to int16, kernels/cpu/cpu_int8.c). Every operation is spelled out (TP_DIV,
  * TP_MUL): the host quantizes for both backends today, and a device quantizer would give the same
  * bits. Non-finite weights make the row's scale NaN or inf, so its outputs are NaN, as the
  * full-precision product of such a row would be. */

@@ -4,7 +4,8 @@
  * rank its own shard only.
  *
  * Matrix buffer: q [N, K] int8 (HF layout, K contiguous), then at a 64-byte-aligned offset the
- * scales [N] f32. y[t, n] = scale[n] * sum_k q[n, k] x[t, k] (+ y) (+ bias) (GELU), the sum in f32.
+ * scales [N] f32. y[t, n] = scale[n] * sum_k q[n, k] x[t, k] (+ y) (+ bias) (GELU): the sum exact
+ * in integers on x rounded to int16 (GEMV), or in f32 (panels); the epilogue in f32.
  *
  * GEMMs by T (tokens of the step):
  *  - T <= few_tokens (decode batches): GEMV kernels that read each int8 row once per step for
@@ -44,7 +45,7 @@ typedef struct {
 static tp_cpu_int8 *i8_impl(tp_backend *b) { return (tp_cpu_int8 *)b->impl; }
 
 static const char *isa_name(i8_isa isa) {
-    return isa == I8_ISA_AVX2 ? "avx2 (int8 widened to f32 in registers, FMA)" : "c (portable fallback)";
+    return isa == I8_ISA_AVX2 ? "avx2 (vpmaddwd on int8 rows and int16 x)" : "c (portable fallback, same integer sums)";
 }
 
 static void report(tp_backend *b, unsigned bit, const char *op, const char *path) {
@@ -295,11 +296,13 @@ static void gemm(tp_backend *b, float *y, const float *x, const void *W, const f
     }
     const int gemv = c->force == I8_GEMM_GEMV || (c->force == I8_GEMM_AUTO && T <= c->few_tokens);
     if (gemv) {
-        snprintf(path, sizeof path, "GEMV %s (T <= %d)", isa_name(c->isa), c->few_tokens);
+        if (c->force) snprintf(path, sizeof path, "GEMV %s (TPGEN_INT8_GEMM=gemv)", isa_name(c->isa));
+        else snprintf(path, sizeof path, "GEMV %s (T <= %d)", isa_name(c->isa), c->few_tokens);
         report(b, bit, op, path);
         gemv_path(b, x, W, T, N, K, &e);
     } else {
-        snprintf(path, sizeof path, "OpenBLAS sgemm on f32 panels of the int8 rows (T > %d)", c->few_tokens);
+        if (c->force) snprintf(path, sizeof path, "OpenBLAS sgemm on f32 panels of the int8 rows (TPGEN_INT8_GEMM=blas)");
+        else snprintf(path, sizeof path, "OpenBLAS sgemm on f32 panels of the int8 rows (T > %d)", c->few_tokens);
         report(b, bit + 1, op, path);
         blas_path(b, x, W, T, N, K, &e);
     }
