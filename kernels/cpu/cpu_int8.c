@@ -267,6 +267,8 @@ static void blas_path(tp_backend *b, const float *x, const int8_t *W, int T, int
     const int nt = cpu_threads(b);
     int P = (int)(((size_t)4 << 20) / (size_t)K) & ~63;
     P = P < 64 ? 64 : P > 1024 ? 1024 : P;
+    const int even = ((N + nt - 1) / nt + 63) & ~63; /* at least one panel per thread */
+    if (P > even) P = even;
     #pragma omp parallel num_threads(nt)
     {
         float *wf = tp_malloc((size_t)P * K * sizeof(float)), *tile = tp_malloc((size_t)T * P * sizeof(float));
