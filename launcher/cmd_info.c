@@ -190,8 +190,10 @@ static int model_info(const char *model, const char *revision, double memory, co
     const int int8 = weights_flag != NULL;
     if (int8) printf("GEMM weights (qkv, out_proj, fc_in, fc_out, lm_head) in int8 with an f32 scale per row "
                      "(--weights int8); embedding, norms and biases in %s\n", dt);
-    printf("  %-3s %16s %20s %22s %18s\n", "TP", "weights/rank", "KV bytes/token/rank", "KV tokens that fit",
-           "GEMM bytes/token");
+    printf("  %-3s %16s %20s %22s\n", "TP", "weights/rank", "KV bytes/token/rank", "KV tokens that fit");
+    char gemm_line[256];
+    size_t gl = (size_t)snprintf(gemm_line, sizeof gemm_line, "GEMM weight bytes a decode step reads per rank "
+                                                               "(= per token at batch 1):");
     for (int tp = 1; tp <= 8; tp *= 2) {
         tp_shard s;
         if (tp_shard_plan(&c, tp, 0, &s, err, sizeof err)) {
@@ -211,14 +213,15 @@ static int model_info(const char *model, const char *revision, double memory, co
         double w = (double)most * es - (int8 ? (double)mel * es - gemm : 0.0);
         double kv = 2.0 * c.n_layer * (double)(c.n_head / tp) * c.head_dim * es; /* K and V of every layer */
         char b3[64];
+        if (gl < sizeof gemm_line)
+            gl += (size_t)snprintf(gemm_line + gl, sizeof gemm_line - gl, "%s TP %d %s", tp > 1 ? "," : "", tp,
+                                   human(gemm, b3, sizeof b3));
         if (w >= memory)
-            printf("  %-3d %16s %20.0f %22s %18s\n", tp, human(w, b1, sizeof b1), kv, "none: weights do not fit",
-                   human(gemm, b3, sizeof b3));
-        else printf("  %-3d %16s %20.0f %22.0f %18s\n", tp, human(w, b2, sizeof b2), kv, floor((memory - w) / kv),
-                    human(gemm, b3, sizeof b3));
+            printf("  %-3d %16s %20.0f %22s\n", tp, human(w, b1, sizeof b1), kv, "none: weights do not fit");
+        else printf("  %-3d %16s %20.0f %22.0f\n", tp, human(w, b2, sizeof b2), kv, floor((memory - w) / kv));
     }
     printf("(KV tokens: memory left after the weights, before activations; summed over every sequence)\n");
-    printf("(GEMM bytes/token: the weight matrices a decode step reads per rank, i.e. per token at batch 1)\n");
+    printf("%s\n", gemm_line);
     if (stored) printf("stored dtype: %s\n", stored);
     free(dir);
     return 0;
