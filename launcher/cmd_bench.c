@@ -220,9 +220,10 @@ int tp_cmd_bench(int argc, char **argv) {
                 printf("{\"prefill_tokens\": %d, \"chunk\": %d, \"tp\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", "
                        "\"ms\": %.4f, \"tokens_per_s\": %.2f, \"gflop_per_rank\": %.4f, \"gflop_per_s\": %.3f, "
                        "\"gemm_gflop_per_s\": %.3f, \"gemm_shape\": [%d, %d, %d], \"pct_gemm\": %.2f, "
-                       "\"runs\": %d, \"kind\": \"prefill\"}\n",
+                       "\"runs\": %d, \"kind\": \"prefill\", \"weights\": \"%s\"}\n",
                        L, chunk, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, L / t, gf, gf / t, gemm,
-                       gemm_T, m->sh.n_inner, m->cfg.n_embd, 100.0 * gf / t / gemm, a.prefill_runs);
+                       gemm_T, m->sh.n_inner, m->cfg.n_embd, 100.0 * gf / t / gemm, a.prefill_runs,
+                       job.b->weights ? job.b->weights : tp_dtype_name(job.b->act));
             else
                 printf("%7d %6d %10.2f %10.1f %10.2f %12.1f %6.1f%%\n", L, chunk, t * 1e3, L / t, gf, gf / t,
                        100.0 * gf / t / gemm);
