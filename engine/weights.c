@@ -14,6 +14,7 @@
 #include "util/log.h"
 #include "model.h"
 #include "checkpoint.h"
+#include "kernels/common/tp_quant.h" /* tp_q8_absmax: row scales of column slices (--weights int8) */
 
 #define ARENA_ALIGN 256
 
@@ -155,16 +156,36 @@ static void stage_slice(const load_item *it, const tp_st_tensor *t, const tp_con
     }
 }
 
-static void upload_item(tp_backend *b, const load_item *it, const void *host, tp_dtype dt) {
+/* max |w| of each of the file tensor's rows over its full width (--weights int8 with a column
+ * slice: the scales every TP size agrees on; kernels/common/tp_quant.h). */
+static float *full_row_absmax(const load_item *it, const tp_st_tensor *t) {
+    const size_t es = tp_dtype_size(t->dtype);
+    float *mx = tp_malloc((size_t)it->rows * sizeof(float)), *row = tp_malloc((size_t)it->cols * sizeof(float));
+    for (int64_t r = 0; r < it->rows; r++) {
+        tp_convert_to_f32(row, (const uint8_t *)t->data + (size_t)(r * it->cols) * es, t->dtype, (size_t)it->cols);
+        mx[r] = tp_q8_absmax(row, it->cols);
+    }
+    free(row);
+    return mx;
+}
+
+static void upload_item(tp_backend *b, const load_item *it, const void *host, tp_dtype dt, const tp_st_tensor *t) {
     int64_t r = it->out_rows, c = item_out_cols(it);
-    if (it->is_matrix) b->matrix_upload(b, *it->dst, host, dt, (int)r, (int)c);
+    if (it->is_matrix && it->slice == SLICE_COLS && b->matrix_upload_rowmax) {
+        float *mx = full_row_absmax(it, t);
+        b->matrix_upload_rowmax(b, *it->dst, host, dt, (int)r, (int)c, mx);
+        free(mx);
+    } else if (it->is_matrix) b->matrix_upload(b, *it->dst, host, dt, (int)r, (int)c);
     else b->upload(b, *it->dst, host, dt, (size_t)(r * c));
 }
 
-/* Random weights for benchmarks, drawn on the device (the whole buffer, whatever its layout). */
+/* Random weights for benchmarks, drawn on the device (the whole buffer, whatever its layout;
+ * an int8 matrix through its own fill, which draws f32 values and quantizes them). */
 static void random_item(tp_backend *b, const load_item *it, uint64_t seed) {
     float stdv = it->rand_mean != 0 ? 0.01f : 0.02f;
-    b->fill_random(b, *it->dst, item_bytes(b, it) / tp_dtype_size(b->act), seed, it->rand_mean, stdv);
+    if (it->is_matrix && b->matrix_fill_random)
+        b->matrix_fill_random(b, *it->dst, (int)it->out_rows, (int)item_out_cols(it), seed, it->rand_mean, stdv);
+    else b->fill_random(b, *it->dst, item_bytes(b, it) / tp_dtype_size(b->act), seed, it->rand_mean, stdv);
 }
 
 /* The weight arena's size, as tp_model_load_weights will ask for it (for the memory plan). */
@@ -213,8 +234,8 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     m->w.matrix_bytes = matrices;
     for (int i = 0; i < l.n; i++) *l.items[i].dst = (char *)m->w.arena + l.items[i].offset;
 
-    tp_log0("loading %s weights: %.1f MiB per rank (%s, TP=%d)\n", random ? "random" : "checkpoint",
-            total / 1048576.0, b->name, m->sh.tp);
+    tp_log0("loading %s weights: %.1f MiB per rank (%s, TP=%d%s)\n", random ? "random" : "checkpoint",
+            total / 1048576.0, b->name, m->sh.tp, b->weights ? ", GEMM weights int8" : "");
     double t0 = tp_now_seconds(), last = t0;
     uint8_t *staging = staging_max ? b->host_alloc(b, staging_max, "weight staging buffer") : NULL;
     size_t done = 0;
@@ -223,7 +244,7 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
         if (random) random_item(b, it, seed + (uint64_t)i * 7919u + (uint64_t)m->sh.rank * 104729u);
         else {
             stage_slice(it, src[i], &m->cfg, staging);
-            upload_item(b, it, staging, src[i]->dtype);
+            upload_item(b, it, staging, src[i]->dtype, src[i]);
         }
         done += item_bytes(b, it);
         double now = tp_now_seconds();

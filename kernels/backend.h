@@ -86,6 +86,20 @@ struct tp_backend {
      * 16B-shaped model needs no file. */
     void (*fill_random)(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std);
 
+    /* --- int8 weights (--weights int8; kernels/common/tp_quant.h) ---
+     * weights: NULL when matrices hold act like everything else; "int8" when matrix_upload
+     * quantizes each Linear weight per output row (int8 + an f32 scale per row; biases, norms and
+     * embeddings stay act). Then these two are set (NULL otherwise):
+     * matrix_upload_rowmax: matrix_upload with row_absmax[r] = max |w| over row r's *full* width
+     * in the checkpoint, for a column slice (row-parallel out_proj, fc_out): every TP size then
+     * quantizes with the same scales, so q is the same bits at TP 1, 2, 4.
+     * matrix_fill_random: fill_random of a [rows, cols] matrix buffer: element (r, c) is the
+     * f32 backend's draw r * cols + c, then quantized (bench --random-weights). */
+    const char *weights;
+    void (*matrix_upload_rowmax)(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols,
+                                 const float *row_absmax);
+    void (*matrix_fill_random)(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std);
+
     /* --- ops --- */
     /* x[t,:] = wte[ids[t],:]. ids: device int32 [T]; wte: [V, E] (upload layout). */
     void (*embed)(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E);
@@ -145,6 +159,13 @@ tp_backend *tp_backend_cpu_create(int n_threads);
 /* The CPU backend in bf16 (kernels/cpu/cpu_bf16.h); NULL + message when this build lacks oneDNN.
  * verbose: print which path each op takes. */
 tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, size_t err_size);
+/* --weights int8 on a backend just created (f32 CPU, or CUDA in f16/bf16): its matrices become
+ * int8 with f32 row scales and its GEMMs read them (kernels/cpu/cpu_int8.c,
+ * kernels/cuda/cuda_int8.cu). Returns 0, or -1 with the reason (an incompatible --dtype, a
+ * build without CUDA) in err. verbose: print which path each GEMM takes. */
+int tp_backend_use_int8(tp_backend *b, int verbose, char *err, size_t err_size);
+int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_size);
+int tp_backend_cuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_size);
 /* dtype: TP_F16 or TP_BF16; device: CUDA device ordinal. */
 tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t err_size);
 int tp_backend_cuda_compiled(void);   /* 1 when this binary has the CUDA backend */

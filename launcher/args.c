@@ -26,7 +26,7 @@ static const char *USAGE =
     "         (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
-    "          [--block-size N] [--no-cuda-graphs] [--stats]\n"
+    "          [--block-size N] [--no-cuda-graphs] [--stats] [--weights int8]\n"
     "          [--verbose] [--comm-timeout SECONDS (NCCL; default 300, 0: none)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md";
 
@@ -118,6 +118,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--revision")) a->revision = VAL();
         else if (IS("--backend")) a->backend = VAL();
         else if (IS("--dtype")) a->dtype = VAL();
+        else if (IS("--weights")) a->weights = VAL();
         else if (IS("--comm")) a->comm = VAL();
         else if (IS("--threads")) a->threads = (int)parse_long(flag, VAL(), 0, 4096);
         else if (IS("--kv-cache-tokens")) a->kv_cache_tokens = parse_long(flag, VAL(), 1, 1L << 40);
@@ -187,6 +188,9 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         tp_die_all("--backend must be cpu or cuda, got \"%s\"", a->backend);
     if (a->dtype && strcmp(a->dtype, "f16") && strcmp(a->dtype, "bf16") && strcmp(a->dtype, "f32"))
         tp_die_all("--dtype must be f16 or bf16 (cuda) or f32|bf16 (cpu), got \"%s\"", a->dtype);
+    if (a->weights && strcmp(a->weights, "int8"))
+        tp_die_all("--weights must be int8 (GEMM weights quantized per output row at load; leave it out for the "
+                   "checkpoint's precision), got \"%s\"", a->weights);
     if (a->comm && strcmp(a->comm, "mpi") && strcmp(a->comm, "nccl"))
         tp_die_all("--comm must be mpi or nccl, got \"%s\"", a->comm);
     if (a->max_batch > a->max_batch_tokens)

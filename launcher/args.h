@@ -17,6 +17,7 @@ typedef struct {
     int random_weights;      /* --random-weights (bench) */
     const char *backend;     /* --backend cpu|cuda (NULL: cuda when a GPU is present) */
     const char *dtype;       /* --dtype f16|bf16 (cuda) */
+    const char *weights;     /* --weights int8 (NULL: the GEMM weights in the activation dtype) */
     const char *comm;        /* --comm mpi|nccl */
     int threads;             /* --threads N (cpu; 0: cores / ranks on the node) */
     long kv_cache_tokens;    /* --kv-cache-tokens N (0: from --kv-cache-mem) */

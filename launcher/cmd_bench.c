@@ -152,6 +152,10 @@ int tp_cmd_bench(int argc, char **argv) {
         tp_step_output out;
         tp_step_output_init(&out, m);
         if (!a.json)
+            printf("GEMM weights: %s, %.1f MB per rank read by every decode step (%.1f MB per token at batch 1)\n",
+                   job.b->weights ? "int8 + f32 row scales (--weights int8)" : tp_dtype_name(job.b->act),
+                   m->w.matrix_bytes / 1e6, m->w.matrix_bytes / 1e6);
+        if (!a.json)
             printf("%6s %8s %10s %12s %12s %10s %9s %9s\n", "batch", "context", "ms/step", "tokens/s", "MB/rank/step",
                    "GB/s/rank", "%read-bw", "%copy-bw");
         for (int bi = 0; bi < nb; bi++) {
@@ -186,9 +190,11 @@ int tp_cmd_bench(int argc, char **argv) {
                 printf("{\"batch\": %d, \"context\": %d, \"tp\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", "
                        "\"ms_per_step\": %.4f, \"tokens_per_s\": %.2f, \"weight_bytes\": %.0f, \"kv_bytes\": %.0f, "
                        "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"floor_ms\": %.4f, \"steps\": %d, "
-                       "\"kind\": \"decode\", \"pct_copy\": %.2f, %s}\n",
+                       "\"kind\": \"decode\", \"pct_copy\": %.2f, %s, \"weights\": \"%s\", "
+                       "\"weight_bytes_per_token\": %.0f}\n",
                        B, a.context, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, B / t, wbytes,
-                       kvbytes, gbs, copy_gbs, (wbytes + kvbytes) / (copy_gbs * 1e9) * 1e3, a.steps, pct, rd);
+                       kvbytes, gbs, copy_gbs, (wbytes + kvbytes) / (copy_gbs * 1e9) * 1e3, a.steps, pct, rd,
+                       job.b->weights ? job.b->weights : tp_dtype_name(job.b->act), wbytes / B);
             } else {
                 char rd[16];
                 if (cpu) snprintf(rd, sizeof rd, "%8.1f%%", pct_read);
@@ -214,9 +220,10 @@ int tp_cmd_bench(int argc, char **argv) {
                 printf("{\"prefill_tokens\": %d, \"chunk\": %d, \"tp\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", "
                        "\"ms\": %.4f, \"tokens_per_s\": %.2f, \"gflop_per_rank\": %.4f, \"gflop_per_s\": %.3f, "
                        "\"gemm_gflop_per_s\": %.3f, \"gemm_shape\": [%d, %d, %d], \"pct_gemm\": %.2f, "
-                       "\"runs\": %d, \"kind\": \"prefill\"}\n",
+                       "\"runs\": %d, \"kind\": \"prefill\", \"weights\": \"%s\"}\n",
                        L, chunk, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, L / t, gf, gf / t, gemm,
-                       gemm_T, m->sh.n_inner, m->cfg.n_embd, 100.0 * gf / t / gemm, a.prefill_runs);
+                       gemm_T, m->sh.n_inner, m->cfg.n_embd, 100.0 * gf / t / gemm, a.prefill_runs,
+                       job.b->weights ? job.b->weights : tp_dtype_name(job.b->act));
             else
                 printf("%7d %6d %10.2f %10.1f %10.2f %12.1f %6.1f%%\n", L, chunk, t * 1e3, L / t, gf, gf / t,
                        100.0 * gf / t / gemm);

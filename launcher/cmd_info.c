@@ -47,6 +47,15 @@ static int64_t rank_elements(const tp_config *c, const tp_shard *s) {
     return V * E + L * (2 * E + 3 * Hl * D * E + E * Hl * D + Il * E + Il + E * Il + E) + 2 * E + Vl * E + Vl;
 }
 
+/* The GEMM matrices of one rank's shard: elements and rows (qkv, out_proj, fc_in, fc_out of every
+ * layer, lm_head). A decode step reads each once, so their bytes are the weight bytes per token
+ * at batch 1. */
+static void rank_matrices(const tp_config *c, const tp_shard *s, int64_t *elements, int64_t *rows) {
+    int64_t E = c->n_embd, D = c->head_dim, L = c->n_layer, Hl = s->n_heads, Il = s->n_inner, Vl = s->n_vocab;
+    *elements = L * (3 * Hl * D * E + E * Hl * D + Il * E + E * Il) + Vl * E;
+    *rows = L * (3 * Hl * D + E + Il + E) + Vl;
+}
+
 /* 1 when name is a weight weights.c loads (the rest, like attn.causal_mask, is not counted). */
 static int model_tensor(const char *name, int n_layer) {
     static const char *top[] = {"transformer.wte.weight", "transformer.ln_f.weight", "transformer.ln_f.bias",
@@ -111,7 +120,8 @@ static double default_memory(char *why, size_t size) {
     return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 }
 
-static int model_info(const char *model, const char *revision, double memory, const char *dtype_flag) {
+static int model_info(const char *model, const char *revision, double memory, const char *dtype_flag,
+                      const char *weights_flag) {
     char err[2048], b1[64], b2[64];
     char *dir = tp_hub_resolve(model, revision, err, sizeof err);
     if (!dir) return info_error(1, "%s", err);
@@ -177,7 +187,13 @@ static int model_info(const char *model, const char *revision, double memory, co
            : gpu      ? "the CUDA backend's default"
                       : "the CPU backend",
            human(memory, b1, sizeof b1), why);
+    const int int8 = weights_flag != NULL;
+    if (int8) printf("GEMM weights (qkv, out_proj, fc_in, fc_out, lm_head) in int8 with an f32 scale per row "
+                     "(--weights int8); embedding, norms and biases in %s\n", dt);
     printf("  %-3s %16s %20s %22s\n", "TP", "weights/rank", "KV bytes/token/rank", "KV tokens that fit");
+    char gemm_line[256];
+    size_t gl = (size_t)snprintf(gemm_line, sizeof gemm_line, "GEMM weight bytes a decode step reads per rank "
+                                                               "(= per token at batch 1):");
     for (int tp = 1; tp <= 8; tp *= 2) {
         tp_shard s;
         if (tp_shard_plan(&c, tp, 0, &s, err, sizeof err)) {
@@ -190,30 +206,43 @@ static int model_info(const char *model, const char *revision, double memory, co
             int64_t e = rank_elements(&c, &s);
             if (e > most) most = e;
         }
-        double w = (double)most * es;
+        int64_t mel = 0, mrows = 0;
+        tp_shard_plan(&c, tp, 0, &s, err, sizeof err); /* rank 0: the most MLP rows and vocab rows */
+        rank_matrices(&c, &s, &mel, &mrows);
+        const double gemm = int8 ? (double)mel + 4.0 * (double)mrows : (double)mel * es; /* read per decode step */
+        double w = (double)most * es - (int8 ? (double)mel * es - gemm : 0.0);
         double kv = 2.0 * c.n_layer * (double)(c.n_head / tp) * c.head_dim * es; /* K and V of every layer */
+        char b3[64];
+        if (gl < sizeof gemm_line)
+            gl += (size_t)snprintf(gemm_line + gl, sizeof gemm_line - gl, "%s TP %d %s", tp > 1 ? "," : "", tp,
+                                   human(gemm, b3, sizeof b3));
         if (w >= memory)
             printf("  %-3d %16s %20.0f %22s\n", tp, human(w, b1, sizeof b1), kv, "none: weights do not fit");
         else printf("  %-3d %16s %20.0f %22.0f\n", tp, human(w, b2, sizeof b2), kv, floor((memory - w) / kv));
     }
     printf("(KV tokens: memory left after the weights, before activations; summed over every sequence)\n");
+    printf("%s\n", gemm_line);
     if (stored) printf("stored dtype: %s\n", stored);
     free(dir);
     return 0;
 }
 
 int tp_cmd_info(int argc, char **argv) {
-    const char *model = NULL, *revision = NULL, *dtype = NULL;
+    const char *model = NULL, *revision = NULL, *dtype = NULL, *weights = NULL;
     double memory = 0;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int is_model = !strcmp(f, "--model") || !strcmp(f, "--config");
-        if (is_model || !strcmp(f, "--revision") || !strcmp(f, "--memory") || !strcmp(f, "--dtype")) {
+        if (is_model || !strcmp(f, "--revision") || !strcmp(f, "--memory") || !strcmp(f, "--dtype") ||
+            !strcmp(f, "--weights")) {
             if (!v) return info_error(2, "%s needs a value", f);
             i++;
             if (is_model) model = v;
             else if (!strcmp(f, "--revision")) revision = v;
-            else if (!strcmp(f, "--dtype")) {
+            else if (!strcmp(f, "--weights")) {
+                if (strcmp(v, "int8")) return info_error(2, "--weights must be int8, got \"%s\"", v);
+                weights = v;
+            } else if (!strcmp(f, "--dtype")) {
                 if (strcmp(v, "f16") && strcmp(v, "bf16") && strcmp(v, "f32"))
                     return info_error(2, "--dtype must be f16, bf16 or f32, got \"%s\"", v);
                 dtype = v;
@@ -227,13 +256,13 @@ int tp_cmd_info(int argc, char **argv) {
             return info_error(
                 2,
                 "unknown flag %s (`tpgen info` takes no flags other than --model DIR|ORG/NAME|CONFIG.json, "
-                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32)",
+                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32, --weights int8)",
                 f);
     }
-    if (!model && (revision || dtype || memory > 0))
-        return info_error(2, "--revision, --memory and --dtype need --model");
+    if (!model && (revision || dtype || weights || memory > 0))
+        return info_error(2, "--revision, --memory, --dtype and --weights need --model");
     printf("backends: cpu%s\n", tp_backend_cuda_compiled() ? ", cuda" : "");
     printf("cpu cores: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     if (tp_backend_cuda_compiled()) printf("cuda devices: %d\n", tp_backend_cuda_device_count());
-    return model ? model_info(model, revision, memory, dtype) : 0;
+    return model ? model_info(model, revision, memory, dtype, weights) : 0;
 }

@@ -16,7 +16,24 @@ void tp_job_agree(tp_comm *c, int ok) {
     }
 }
 
+/* --weights int8 on the backend just made; the same answer on every rank. */
+static tp_backend *with_weights(tp_backend *b, const tp_args *a) {
+    if (!a->weights) return b;
+    char err[512];
+    if (tp_backend_use_int8(b, a->verbose, err, sizeof err)) tp_die_all("%s", err);
+    return b;
+}
+
+static tp_backend *job_backend(const tp_args *a, tp_comm *mpi);
 tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi) {
+    const int cpu = a->backend ? strcmp(a->backend, "cpu") == 0 : tp_backend_cuda_device_count() == 0;
+    if (a->weights && cpu && a->dtype && strcmp(a->dtype, "f32") != 0) /* before the bf16 backend's own checks */
+        tp_die_all("--weights int8 on the CPU runs with f32 activations: it cannot be combined with --dtype %s (drop "
+                   "--dtype, or use --dtype f32)", a->dtype);
+    return with_weights(job_backend(a, mpi), a);
+}
+
+static tp_backend *job_backend(const tp_args *a, tp_comm *mpi) {
     const char *name = a->backend;
     if (!name) name = tp_backend_cuda_device_count() > 0 ? "cuda" : "cpu";
     if (strcmp(name, "cpu") == 0) {
@@ -124,9 +141,9 @@ void tp_job_load(tp_job *j, const tp_args *a) {
     m->b = j->b;
     m->comm = j->comm;
     m->use_graphs = !a->no_cuda_graphs;
-    tp_log0("tpgen: %s, %d layers, E=%d, H=%d, V=%d; TP=%d, backend %s (%s), comm %s\n",
+    tp_log0("tpgen: %s, %d layers, E=%d, H=%d, V=%d; TP=%d, backend %s (%s%s), comm %s\n",
             a->model ? a->model : a->config, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head, m->cfg.vocab_size,
-            mpi->size, j->b->name, tp_dtype_name(j->b->act), j->comm->name);
+            mpi->size, j->b->name, tp_dtype_name(j->b->act), j->b->weights ? ", int8 weights" : "", j->comm->name);
     job_plan(j, a, 0, 0); /* refuse before loading weights what cannot fit */
     tp_model_load_weights(m, a->model, a->random_weights, a->seed + 12345);
 }

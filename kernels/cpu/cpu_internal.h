@@ -72,6 +72,11 @@ void cpu_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int 
                       const int32_t *targets_host, float *mx, float *se, float *topv, int32_t *topi,
                       float *tgt_val);
 
+/* cpu_int8.c, cpu_int8_random.c (--weights int8) */
+size_t cpu_int8_q_bytes(int N, int K); /* bytes of q [N, K] before the row scales (64-aligned) */
+void cpu_int8_quantize_row(int8_t *q, float *scale, const float *w, int cols, float absmax);
+void cpu_int8_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std);
+
 /* cpu_random.c */
 void cpu_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std);
 

@@ -1,0 +1,255 @@
+/* Op tests of the CPU backend's int8 weights (kernels/cpu/cpu_int8.c) against a double reference
+ * of the dequantized weights, quantized here independently (double division, round half to even,
+ * clamp to +-127).
+ *
+ * usage: test_int8_ops THREADS ISA GEMM
+ *   ISA: c | avx2 (the GEMV kernels, forced through TPGEN_INT8_ISA)
+ *   GEMM: gemv | blas | auto (TPGEN_INT8_GEMM: every T through one path, or by T as in a job)
+ * Exits 77 (ctest SKIPPED) when this CPU cannot run the requested ISA.
+ *
+ * Checks:
+ *  - quantization, exactly: x = the identity [K, K] makes y[k, n] = q[n, k] * scale[n], one
+ *    product per output (no sum), so every q and scale is seen; from f32, bf16 and f16 sources,
+ *    with a zero row (scale 0), with given row maxima (matrix_upload_rowmax) and for
+ *    matrix_fill_random (= the f32 backend's draws, quantized).
+ *  - GEMMs over shape classes (T 1..33 across the GEMV groups of 4 and the panel path, N and K
+ *    with tails past the 8-lane vectors and the 4/2-row blocks), bias, accumulate, GELU, f32 out:
+ *    |got - ref| <= (2K + 4) 2^-24 sum_k |x_k wd_k| (f32 summation in any order, the scale and
+ *    the epilogue's roundings) + max|x| / 16383 / 2 * sum_k |wd_k| (the GEMV path's int16 grid
+ *    for x) + 1e-6 (GELU's expf). y's old contents are NaN where not read.
+ *  - the avx2 and c GEMV paths give the same bits (exact integer sums). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+
+static int g_fail, g_checks;
+#define CHECK(c, ...)                                                \
+    do {                                                             \
+        g_checks++;                                                  \
+        if (!(c)) {                                                  \
+            if (g_fail++ < 20) {                                     \
+                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+                fprintf(stderr, __VA_ARGS__);                        \
+                fputc('\n', stderr);                                 \
+            }                                                        \
+        }                                                            \
+    } while (0)
+
+static uint64_t g_rng = 88172645463325252ull;
+static double urand(void) { /* [0, 1) */
+    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
+    return (g_rng >> 11) * (1.0 / 9007199254740992.0);
+}
+static float *rand_f32(size_t n, double s) {
+    float *p = malloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++) p[i] = (float)((2 * urand() - 1) * s);
+    return p;
+}
+static double gelu_d(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+/* The reference quantization of one row in double: wd[k] = q * scale, scale = absmax / 127 (f32,
+ * as stored). ambiguous[k] = 1 where w / scale is within 1e-5 of a rounding tie (f32 division
+ * may land on either side); the exact checks skip those elements. */
+static void ref_quant_row(const float *w, int K, float absmax, double *wd, int *ambiguous) {
+    const float s = absmax / 127.0f;
+    for (int k = 0; k < K; k++) {
+        if (!(s > 0)) { wd[k] = 0; if (ambiguous) ambiguous[k] = 0; continue; }
+        const double r = (double)(w[k] / s); /* f32 division, as specified (tp_quant.h) */
+        double q = nearbyint(r); /* default rounding mode: half to even */
+        if (q > 127) q = 127;
+        if (q < -127) q = -127;
+        wd[k] = q * (double)s;
+        if (ambiguous) ambiguous[k] = fabs(fabs(r - floor(r)) - 0.5) < 1e-5;
+    }
+}
+static float absmax_f(const float *w, int K) {
+    float m = 0;
+    for (int k = 0; k < K; k++) m = fabsf(w[k]) > m ? fabsf(w[k]) : m;
+    return m;
+}
+
+/* y = I_K @ W^T: y[k, n] must be exactly f32(q[n,k] * s[n]). W given as f32 values w (already
+ * representable in the source dtype st, which src holds). rowmax: NULL or the absmax per row. */
+static void check_identity(tp_backend *b, const char *what, const void *W, const float *w, int N, int K,
+                           const float *rowmax) {
+    float *x = calloc((size_t)K * K, 4), *y = malloc((size_t)K * N * 4 + 4);
+    for (int k = 0; k < K; k++) x[(size_t)k * K + k] = 1.0f;
+    b->matmul(b, y, x, W, NULL, K, N, K, 0);
+    double *wd = malloc((size_t)K * sizeof(double));
+    int *amb = malloc((size_t)K * sizeof(int)), bad = 0;
+    for (int n = 0; n < N; n++) {
+        const float *wr = w + (size_t)n * K;
+        ref_quant_row(wr, K, rowmax ? rowmax[n] : absmax_f(wr, K), wd, amb);
+        for (int k = 0; k < K; k++) {
+            const float got = y[(size_t)k * N + n];
+            if (amb[k]) continue;
+            if (got != (float)wd[k] && bad++ < 3)
+                CHECK(0, "%s: [%d x %d] q*scale at (%d, %d): got %.9g, want %.9g (w %.9g)", what, N, K, n, k, got,
+                      (float)wd[k], wr[k]);
+            g_checks++;
+        }
+    }
+    free(x); free(y); free(wd); free(amb);
+}
+
+static void test_quant(tp_backend *b) {
+    const int N = 45, K = 37;
+    float *w = rand_f32((size_t)N * K, 0.7);
+    for (int k = 0; k < K; k++) w[2 * K + k] = 0.0f;           /* a zero row: scale 0 */
+    w[5 * K + 3] = 1e-30f;                                      /* a tiny value next to normal ones */
+    for (int k = 0; k < K; k++) w[7 * K + k] = (float)(k - 18) * 0.25f; /* exact ties at some k */
+    void *W = b->alloc(b, b->matrix_bytes(b, N, K), "W");
+    CHECK(b->matrix_bytes(b, N, K) <= (size_t)N * K + 4 * (size_t)N + 64, "int8 matrix of %d x %d takes %zu bytes", N,
+          K, b->matrix_bytes(b, N, K));
+    /* f32 source */
+    b->matrix_upload(b, W, w, TP_F32, N, K);
+    check_identity(b, "from f32", W, w, N, K, NULL);
+    /* bf16 and f16 sources: the values they hold, quantized */
+    uint16_t *h = malloc((size_t)N * K * 2);
+    float *wr = malloc((size_t)N * K * 4);
+    for (size_t i = 0; i < (size_t)N * K; i++) { h[i] = tp_f32_to_bf16(w[i]); wr[i] = tp_bf16_to_f32(h[i]); }
+    b->matrix_upload(b, W, h, TP_BF16, N, K);
+    check_identity(b, "from bf16", W, wr, N, K, NULL);
+    for (size_t i = 0; i < (size_t)N * K; i++) { h[i] = tp_f32_to_f16(w[i]); wr[i] = tp_f16_to_f32(h[i]); }
+    b->matrix_upload(b, W, h, TP_F16, N, K);
+    check_identity(b, "from f16", W, wr, N, K, NULL);
+    /* given row maxima (a column slice of a wider row): 1.5x this slice's own */
+    float *mx = malloc((size_t)N * 4);
+    for (int n = 0; n < N; n++) mx[n] = 1.5f * absmax_f(w + (size_t)n * K, K);
+    b->matrix_upload_rowmax(b, W, w, TP_F32, N, K, mx);
+    check_identity(b, "rowmax", W, w, N, K, mx);
+    /* fill_random = the f32 backend's draws of the same buffer, quantized */
+    tp_backend *f = tp_backend_cpu_create(1);
+    float *wf = malloc((size_t)N * K * 4);
+    f->fill_random(f, wf, (size_t)N * K, 42, 0.0f, 0.02f);
+    b->matrix_fill_random(b, W, N, K, 42, 0.0f, 0.02f);
+    check_identity(b, "fill_random", W, wf, N, K, NULL);
+    f->destroy(f);
+    b->free(b, W);
+    free(w); free(h); free(wr); free(mx); free(wf);
+}
+
+static void test_matmul(tp_backend *b, int T, int N, int K, int bias_on, int acc, int gelu, int f32out) {
+    float *x = rand_f32((size_t)T * K, 1.0), *w = rand_f32((size_t)N * K, 0.5), *bias = rand_f32(N, 0.3);
+    float *y0 = rand_f32((size_t)T * N, 2.0);
+    if (N > 2) for (int k = 0; k < K; k++) w[(size_t)1 * K + k] = 0.0f; /* a zero row */
+    void *W = b->alloc(b, b->matrix_bytes(b, N, K), "W");
+    b->matrix_upload(b, W, w, TP_F32, N, K);
+    float *y = malloc((size_t)T * N * 4 + 4);
+    if (acc) memcpy(y, y0, (size_t)T * N * 4);
+    else for (size_t i = 0; i < (size_t)T * N; i++) y[i] = NAN; /* must not be read */
+    if (f32out) b->matmul_f32out(b, y, x, W, bias_on ? bias : NULL, T, N, K);
+    else if (gelu) b->matmul_gelu(b, y, x, W, bias_on ? bias : NULL, T, N, K);
+    else b->matmul(b, y, x, W, bias_on ? bias : NULL, T, N, K, acc);
+    double *wd = malloc((size_t)N * K * sizeof(double));
+    for (int n = 0; n < N; n++) ref_quant_row(w + (size_t)n * K, K, absmax_f(w + (size_t)n * K, K), wd + (size_t)n * K, NULL);
+    int bad = 0;
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++) {
+            double s = 0, mag = 0, wsum = 0, xmax = 0;
+            for (int k = 0; k < K; k++) xmax = fmax(xmax, fabs(x[(size_t)t * K + k]));
+            for (int k = 0; k < K; k++) {
+                wsum += fabs(wd[(size_t)n * K + k]);
+                const double p = (double)x[(size_t)t * K + k] * wd[(size_t)n * K + k];
+                s += p;
+                mag += fabs(p);
+            }
+            if (acc) { s += y0[(size_t)t * N + n]; mag += fabs(y0[(size_t)t * N + n]); }
+            if (bias_on) { s += bias[n]; mag += fabs(bias[n]); }
+            /* the GEMV path rounds x to int16 on a grid of max|x| / 16383: half a step per element */
+            double ref = s, tol = (2.0 * K + 4) * ldexp(1, -24) * mag + ldexp(1, -24) * fabs(s) +
+                                  0.5 * xmax / 16383 * wsum * (1 + ldexp(1, -20));
+            if (gelu) { ref = gelu_d(s); tol = 1.13 * tol + 2 * ldexp(1, -24) * fabs(ref) + 1e-6; }
+            const double got = y[(size_t)t * N + n];
+            if (!(fabs(got - ref) <= tol) && bad++ < 3)
+                CHECK(0, "matmul T=%d N=%d K=%d bias=%d acc=%d gelu=%d f32out=%d at (%d,%d): got %.9g want %.9g (tol %.3g)",
+                      T, N, K, bias_on, acc, gelu, f32out, t, n, got, ref, tol);
+            g_checks++;
+        }
+    b->free(b, W);
+    free(x); free(w); free(bias); free(y0); free(y); free(wd);
+}
+
+/* avx2 and c GEMVs: the same bits (K past the 4096-element int32 chunks included). */
+static void test_isa_bits(int threads) {
+#if defined(__x86_64__)
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return;
+    char err[256];
+    tp_backend *bk[2];
+    const char *isa[2] = {"c", "avx2"};
+    setenv("TPGEN_INT8_GEMM", "gemv", 1);
+    for (int i = 0; i < 2; i++) {
+        setenv("TPGEN_INT8_ISA", isa[i], 1);
+        bk[i] = tp_backend_cpu_create(threads);
+        if (tp_backend_use_int8(bk[i], 0, err, sizeof err)) { CHECK(0, "%s", err); return; }
+    }
+    static const int shapes[][3] = {{1, 130, 8200}, {5, 67, 100}, {3, 9, 4097}, {16, 33, 257}};
+    for (size_t j = 0; j < sizeof shapes / sizeof *shapes; j++) {
+        const int T = shapes[j][0], N = shapes[j][1], K = shapes[j][2];
+        float *x = rand_f32((size_t)T * K, 3.0), *w = rand_f32((size_t)N * K, 0.5), *y[2];
+        for (int i = 0; i < 2; i++) {
+            void *W = bk[i]->alloc(bk[i], bk[i]->matrix_bytes(bk[i], N, K), "W");
+            bk[i]->matrix_upload(bk[i], W, w, TP_F32, N, K);
+            y[i] = malloc((size_t)T * N * 4);
+            bk[i]->matmul(bk[i], y[i], x, W, NULL, T, N, K, 0);
+            bk[i]->free(bk[i], W);
+        }
+        CHECK(memcmp(y[0], y[1], (size_t)T * N * 4) == 0, "GEMV c and avx2 differ at T=%d N=%d K=%d", T, N, K);
+        free(x); free(w); free(y[0]); free(y[1]);
+    }
+    for (int i = 0; i < 2; i++) bk[i]->destroy(bk[i]);
+#else
+    (void)threads;
+#endif
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_int8_ops THREADS c|avx2 gemv|blas|auto\n");
+        return 2;
+    }
+    const int threads = atoi(argv[1]);
+    const char *isa = argv[2], *gemm = argv[3];
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (strcmp(isa, "avx2") == 0 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+        printf("SKIPPED: this CPU has no AVX2 + FMA\n");
+        return 77;
+    }
+#else
+    if (strcmp(isa, "avx2") == 0) { printf("SKIPPED: not x86-64\n"); return 77; }
+#endif
+    setenv("TPGEN_INT8_ISA", isa, 1);
+    if (strcmp(gemm, "auto") == 0) unsetenv("TPGEN_INT8_GEMM");
+    else setenv("TPGEN_INT8_GEMM", gemm, 1);
+    tp_backend *b = tp_backend_cpu_create(threads);
+    char err[512];
+    if (tp_backend_use_int8(b, 1, err, sizeof err)) {
+        fprintf(stderr, "test_int8_ops: %s\n", err);
+        return 1;
+    }
+    if (!b->weights || strcmp(b->weights, "int8") != 0 || b->act != TP_F32) {
+        fprintf(stderr, "test_int8_ops: the backend does not say int8 weights / f32 activations\n");
+        return 1;
+    }
+    test_quant(b);
+    test_isa_bits(threads);
+    static const int Ts[] = {1, 2, 3, 4, 5, 7, 16, 17, 33, 65};
+    static const int NKs[][2] = {{1, 1}, {3, 7}, {16, 8}, {45, 9}, {130, 64}, {67, 100}, {33, 257}, {200, 1024}};
+    for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++)
+        for (size_t j = 0; j < sizeof NKs / sizeof *NKs; j++) {
+            const int T = Ts[i], N = NKs[j][0], K = NKs[j][1];
+            test_matmul(b, T, N, K, 0, 0, 0, 0);
+            test_matmul(b, T, N, K, 1, 1, 0, 0);
+            test_matmul(b, T, N, K, 1, 0, 1, 0);
+            test_matmul(b, T, N, K, 1, 0, 0, 1);
+        }
+    /* K = 0 (an empty product: bias only) */
+    test_matmul(b, 3, 5, 0, 1, 0, 0, 0);
+    b->destroy(b);
+    printf("test_int8_ops (%d threads, isa %s, gemm %s): %d checks, %d failed\n", threads, isa, gemm, g_checks, g_fail);
+    return g_fail ? 1 : 0;
+}

@@ -1,0 +1,188 @@
+/* --weights int8 on the CUDA backend against the CPU backend's int8 path (kernels/cpu/cpu_int8.c),
+ * F16 and BF16 activations.
+ *
+ * usage: test_cuda_int8 [SEED]
+ * Exits 77 (ctest SKIPPED) when no CUDA GPU is visible.
+ *
+ * Checks, per dtype:
+ *  - the quantized matrices are the same bits on both backends: q [N, K] at the start of the
+ *    buffer and the f32 row scales at its end (matrix_bytes - 4 N), from matrix_upload (f32 and
+ *    bf16 sources), matrix_upload_rowmax and matrix_fill_random;
+ *  - every GEMM (matmul, with bias and accumulate; matmul_gelu; matmul_f32out) over the GEMV
+ *    kernel's T = 1..4 and the tiled kernel's larger T, K % 16 == 0 and not (the tiled kernel
+ *    then serves small T too), tails of N: NMSE of the GPU result against the CPU's within the
+ *    bounds of tests/gpu/test_cuda_ops.c (one rounding to the dtype; f32 logits: summation
+ *    order only). Inputs are rounded to the dtype first, so both backends see the same numbers;
+ *    outputs are poisoned with NaN and every one is checked finite. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/backend.h"
+#include "kernels/dtype.h"
+
+static tp_backend *g_cpu, *g_gpu;
+static int g_fail, g_checks;
+static uint64_t g_rng;
+
+static double tol_act(tp_dtype dt) { return dt == TP_F16 ? 1e-6 : 6e-5; }
+#define TOL_F32 1e-8
+
+static uint64_t rnd64(void) {
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 2685821657736338717ull;
+}
+static double rnd_u(void) { return ((rnd64() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static float rnd_n(void) { return (float)(sqrt(-2.0 * log(rnd_u())) * cos(6.283185307179586 * rnd_u())); }
+
+static float *randn(size_t n, float scale, int round_act) {
+    float *x = malloc((n ? n : 1) * sizeof(float));
+    uint16_t *t = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = scale * rnd_n();
+    if (round_act) {
+        tp_convert_from_f32(t, g_gpu->act, x, n);
+        tp_convert_to_f32(x, t, g_gpu->act, n);
+    }
+    free(t);
+    return x;
+}
+
+static void *gpu_put(const float *src, size_t n) { /* act dtype on the device */
+    void *d = g_gpu->alloc(g_gpu, (n ? n : 1) * tp_dtype_size(g_gpu->act), "test buffer");
+    if (n) g_gpu->upload(g_gpu, d, src, TP_F32, n);
+    return d;
+}
+static float *gpu_get(const void *d, size_t n, tp_dtype dt) { /* to f32 on the host */
+    float *h = malloc((n ? n : 1) * sizeof(float));
+    uint16_t *t = malloc((n ? n : 1) * 4);
+    g_gpu->to_host(g_gpu, t, d, n * tp_dtype_size(dt));
+    tp_convert_to_f32(h, t, dt, n);
+    free(t);
+    return h;
+}
+
+static void compare(const char *what, const float *cpu, const float *gpu, size_t n, double tol) {
+    double num = 0, den = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(gpu[i])) bad++;
+        num += ((double)gpu[i] - cpu[i]) * ((double)gpu[i] - cpu[i]);
+        den += (double)cpu[i] * cpu[i];
+    }
+    const double nmse = den > 0 ? num / den : num;
+    g_checks++;
+    if (bad || !(nmse <= tol)) {
+        g_fail++;
+        fprintf(stderr, "FAIL %s (%s): NMSE %.3g > %.3g, %d non-finite\n", what, tp_dtype_name(g_gpu->act), nmse, tol,
+                bad);
+    }
+}
+
+/* Both matrix buffers hold the same q and scales. */
+static void same_bits(const char *what, const void *wc, const void *wg, int N, int K) {
+    const size_t bc = g_cpu->matrix_bytes(g_cpu, N, K), bg = g_gpu->matrix_bytes(g_gpu, N, K);
+    unsigned char *h = malloc(bg);
+    g_gpu->to_host(g_gpu, h, wg, bg);
+    g_checks++;
+    if (memcmp(wc, h, (size_t)N * K) || memcmp((const char *)wc + bc - 4 * (size_t)N, h + bg - 4 * (size_t)N, 4 * (size_t)N)) {
+        g_fail++;
+        fprintf(stderr, "FAIL %s [%d, %d]: the CPU and GPU int8 matrices differ\n", what, N, K);
+    }
+    free(h);
+}
+
+static void test_quant(int N, int K) {
+    float *w = randn((size_t)N * K, 0.05f, 0);
+    void *wc = g_cpu->alloc(g_cpu, g_cpu->matrix_bytes(g_cpu, N, K), "W cpu");
+    void *wg = g_gpu->alloc(g_gpu, g_gpu->matrix_bytes(g_gpu, N, K), "W gpu");
+    g_cpu->matrix_upload(g_cpu, wc, w, TP_F32, N, K);
+    g_gpu->matrix_upload(g_gpu, wg, w, TP_F32, N, K);
+    same_bits("matrix_upload f32", wc, wg, N, K);
+    uint16_t *h = malloc((size_t)N * K * 2);
+    tp_convert_from_f32(h, TP_BF16, w, (size_t)N * K);
+    g_cpu->matrix_upload(g_cpu, wc, h, TP_BF16, N, K);
+    g_gpu->matrix_upload(g_gpu, wg, h, TP_BF16, N, K);
+    same_bits("matrix_upload bf16", wc, wg, N, K);
+    float *mx = malloc((size_t)N * 4);
+    for (int n = 0; n < N; n++) mx[n] = 0.3f + 0.001f * n;
+    g_cpu->matrix_upload_rowmax(g_cpu, wc, w, TP_F32, N, K, mx);
+    g_gpu->matrix_upload_rowmax(g_gpu, wg, w, TP_F32, N, K, mx);
+    same_bits("matrix_upload_rowmax", wc, wg, N, K);
+    g_cpu->matrix_fill_random(g_cpu, wc, N, K, 7, 0.0f, 0.02f);
+    g_gpu->matrix_fill_random(g_gpu, wg, N, K, 7, 0.0f, 0.02f);
+    same_bits("matrix_fill_random", wc, wg, N, K);
+    g_cpu->free(g_cpu, wc);
+    g_gpu->free(g_gpu, wg);
+    free(w); free(h); free(mx);
+}
+
+/* kind: 0 matmul, 1 matmul + bias + accumulate, 2 matmul_gelu + bias, 3 matmul_f32out + bias */
+static void test_gemm(int T, int N, int K, int kind) {
+    float *x = randn((size_t)T * K, 1.0f, 1), *w = randn((size_t)N * K, 0.05f, 0), *bias = randn(N, 0.1f, 1);
+    float *y0 = randn((size_t)T * N, 1.0f, 1);
+    void *wc = g_cpu->alloc(g_cpu, g_cpu->matrix_bytes(g_cpu, N, K), "W cpu");
+    void *wg = g_gpu->alloc(g_gpu, g_gpu->matrix_bytes(g_gpu, N, K), "W gpu");
+    g_cpu->matrix_upload(g_cpu, wc, w, TP_F32, N, K);
+    g_gpu->matrix_upload(g_gpu, wg, w, TP_F32, N, K);
+    float *yc = malloc((size_t)T * N * 4 + 4);
+    memcpy(yc, y0, (size_t)T * N * 4);
+    void *xg = gpu_put(x, (size_t)T * K), *bg = gpu_put(bias, N);
+    const tp_dtype odt = kind == 3 ? TP_F32 : g_gpu->act;
+    void *yg = g_gpu->alloc(g_gpu, (size_t)T * N * 4 + 4, "y gpu");
+    if (kind == 1) g_gpu->upload(g_gpu, yg, y0, TP_F32, (size_t)T * N);
+    else {
+        unsigned char *nan = malloc((size_t)T * N * 4 + 4);
+        memset(nan, 0xff, (size_t)T * N * 4 + 4); /* NaN in every dtype */
+        g_gpu->to_device(g_gpu, yg, nan, (size_t)T * N * tp_dtype_size(odt));
+        free(nan);
+    }
+    switch (kind) {
+    case 0: g_cpu->matmul(g_cpu, yc, x, wc, NULL, T, N, K, 0); g_gpu->matmul(g_gpu, yg, xg, wg, NULL, T, N, K, 0); break;
+    case 1: g_cpu->matmul(g_cpu, yc, x, wc, bias, T, N, K, 1); g_gpu->matmul(g_gpu, yg, xg, wg, bg, T, N, K, 1); break;
+    case 2: g_cpu->matmul_gelu(g_cpu, yc, x, wc, bias, T, N, K); g_gpu->matmul_gelu(g_gpu, yg, xg, wg, bg, T, N, K); break;
+    default: g_cpu->matmul_f32out(g_cpu, yc, x, wc, bias, T, N, K); g_gpu->matmul_f32out(g_gpu, yg, xg, wg, bg, T, N, K);
+    }
+    g_gpu->sync(g_gpu);
+    float *got = gpu_get(yg, (size_t)T * N, odt);
+    char what[96];
+    snprintf(what, sizeof what, "int8 %s T=%d N=%d K=%d", kind == 0 ? "matmul" : kind == 1 ? "matmul+bias+acc"
+                                                          : kind == 2 ? "matmul_gelu" : "matmul_f32out", T, N, K);
+    compare(what, yc, got, (size_t)T * N, kind == 3 ? TOL_F32 : tol_act(g_gpu->act));
+    g_cpu->free(g_cpu, wc);
+    g_gpu->free(g_gpu, wg); g_gpu->free(g_gpu, xg); g_gpu->free(g_gpu, bg); g_gpu->free(g_gpu, yg);
+    free(x); free(w); free(bias); free(y0); free(yc); free(got);
+}
+
+int main(int argc, char **argv) {
+    if (tp_backend_cuda_device_count() <= 0) {
+        printf("SKIPPED: no CUDA GPU\n");
+        return 77;
+    }
+    const uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : (uint64_t)time(NULL);
+    printf("test_cuda_int8 seed %llu\n", (unsigned long long)seed);
+    char err[512];
+    g_cpu = tp_backend_cpu_create(2);
+    if (tp_backend_use_int8(g_cpu, 0, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    const tp_dtype dts[2] = {TP_F16, TP_BF16};
+    for (int d = 0; d < 2; d++) {
+        g_rng = seed * 2 + 1 + (uint64_t)d;
+        g_gpu = tp_backend_cuda_create(0, dts[d], err, sizeof err);
+        if (!g_gpu) { fprintf(stderr, "%s\n", err); return 1; }
+        if (tp_backend_use_int8(g_gpu, 1, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+        test_quant(45, 37);
+        test_quant(300, 1024);
+        static const int Ts[] = {1, 2, 3, 4, 5, 17, 70};
+        static const int NKs[][2] = {{45, 16}, {130, 64}, {67, 96}, {33, 100}, {300, 1024}, {1024, 4096}};
+        for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++)
+            for (size_t j = 0; j < sizeof NKs / sizeof *NKs; j++)
+                for (int kind = 0; kind < 4; kind++) test_gemm(Ts[i], NKs[j][0], NKs[j][1], kind);
+        g_gpu->destroy(g_gpu);
+    }
+    g_cpu->destroy(g_cpu);
+    printf("test_cuda_int8: %d checks, %d failed\n", g_checks, g_fail);
+    return g_fail ? 1 : 0;
+}
