@@ -127,15 +127,15 @@ class TritonPythonModel:
                 nxt = int(np.argmax(logits))
             out_ids.append(nxt)
             step_in = np.array([[nxt]], dtype=np.int64)
-            text = self.tok.decode(out_ids)
-            delta = ""
-            if not text.endswith("\ufffd"):  # hold back a partial UTF-8 character
-                delta, sent_text = text[len(sent_text):], text
             fin = None
             if nxt == self.eos and not ignore_eos:
                 fin = "stop"
             elif i + 1 == max_tokens:
                 fin = "length"
+            text = self.tok.decode(out_ids)
+            delta = ""
+            if fin or not text.endswith("\ufffd"):  # hold back a partial UTF-8 character until the end
+                delta, sent_text = text[len(sent_text):], text
             ctx = len(ids) + i - 1 if i else 0  # KV positions sent in with this step
             step_ms = (time.perf_counter() - t0) * 1e3
             outs = [pb.Tensor("text_output", np.array([delta.encode()], dtype=np.object_)),
