@@ -10,6 +10,7 @@
     python3 tools/bench_baselines.py MODEL_DIR [--num-prompts 8] [--max-tokens 32] [--threads 1]
         [--contexts 64,256,512,1024,1536] [--context-tokens 8] [--sweep-systems a,b,d]
         [--out FILE.json] [--plot FILE.png] [--venv build/triton-venv] [--tpgen build/bin/tpgen]
+        [--systems a,b,c,d] [--tpgen-flags '...'] [--triton-args '...']
 
 MODEL_DIR: an HF CodeGen checkpoint with its tokenizer (tools/make_random_model.py CONFIG DIR
 --tokenizer tests/data/tokenizer/codegen). Run with the Python that has torch + transformers +
@@ -235,7 +236,7 @@ class Triton:
         self.p = subprocess.Popen([env["TRITONSERVER"], "--model-repository", repo, "--backend-directory", env["BACKENDS"],
                                    "--http-address", "127.0.0.1", "--http-port", str(self.port),
                                    "--grpc-address", "127.0.0.1", "--grpc-port", str(free_port()),
-                                   "--allow-metrics", "false"], env=penv, stdout=self.logf, stderr=subprocess.STDOUT)
+                                   "--allow-metrics", "false"] + a.triton_args.split(), env=penv, stdout=self.logf, stderr=subprocess.STDOUT)
         deadline = time.time() + a.load_timeout
         while time.time() < deadline:
             if self.p.poll() is not None:
@@ -344,6 +345,8 @@ def main():
     ap.add_argument("--tpgen-flags", default="--backend cpu --kv-cache-tokens 4096",
                     help="extra `tpgen serve` flags (--threads is added from --threads)")
     ap.add_argument("--load-timeout", type=float, default=900)
+    ap.add_argument("--triton-args", default="", help="extra tritonserver flags, e.g. "
+                    "--backend-config=python,shm-default-byte-size=1073741824")
     a = ap.parse_args()
     systems = [s for s in a.systems.split(",") if s]
     contexts = [int(x) for x in a.contexts.split(",") if x]

@@ -7,8 +7,10 @@ SKIPPED (77) without torch + transformers (CI has none) or when Triton cannot be
 Checks: greedy token ids from the BLS loop (text prompts and input_ids prompts) == HF generate's,
 streamed text == the tokenizer's decoding of them, one response per token with context 0 then
 prompt length + 1 per step; a seeded temperature request repeats exactly; a prompt longer than
-n_positions gives a Triton error naming the limit, and a good request works after it.
+n_positions, sampling_parameters that are not JSON, and a KV cache of the wrong layer count sent
+to the step model each give a Triton error naming the problem; a good request works after them.
 """
+import http.client
 import json
 import os
 import shutil
@@ -53,7 +55,7 @@ def hf_greedy(ids, n):
                            pad_token_id=0)[0, len(ids):].tolist()
 
 
-tr = bb.Triton(SimpleNamespace(venv=VENV, threads=1, load_timeout=280), model, None)
+tr = bb.Triton(SimpleNamespace(venv=VENV, threads=1, load_timeout=280, triton_args=""), model, None)
 try:
     N = 12
     for p in ["def fib(n):\n    ", "import numpy as np\nclass A:"]:
@@ -84,8 +86,25 @@ try:
         check(False, "a prompt over n_positions is refused")
     except RuntimeError as e:
         check("n_positions=2048" in str(e), "a prompt over n_positions is refused: %s" % e)
+    # sampling_parameters that are not JSON: an error naming the input
+    try:
+        it = bb.sse(tr.port, "/v2/models/codegen_bls/generate_stream",
+                    {"text_input": "x", "max_tokens": 2, "sampling_parameters": "{temperature: 1"})
+        list(it)
+        check(False, "sampling_parameters that are not JSON are refused")
+    except RuntimeError as e:
+        check("sampling_parameters is not JSON" in str(e), "sampling_parameters that are not JSON are refused: %s" % e)
+    # the step model directly, with a KV cache of the wrong layer count: an error naming the shape
+    c = http.client.HTTPConnection("127.0.0.1", tr.port, timeout=60)
+    c.request("POST", "/v2/models/codegen_step/infer", body=json.dumps({"inputs": [
+        {"name": "input_ids", "shape": [1, 1], "datatype": "INT64", "data": [5]},
+        {"name": "past_key_values", "shape": [3, 2, 1, 1, 1, 1], "datatype": "FP32", "data": [0] * 6}]}))
+    resp = c.getresponse()
+    body = resp.read().decode(errors="replace")
+    check(resp.status != 200 and "n_layer=2" in body and "[3, 2, 1, 1, 1, 1]" in body,
+          "codegen_step refuses a KV cache of 3 layers: %d %s" % (resp.status, body[:200]))
     r = bb.req_bls(tr.port, "x = 1", 3)
-    check(len(r["ids"]) == 3, "a good request after the error works")
+    check(len(r["ids"]) == 3, "a good request after the errors works")
 finally:
     tr.stop()
 print("FAILED: %d checks" % len(FAILS) if FAILS else "PASSED")

@@ -86,7 +86,10 @@ class TritonPythonModel:
     def _generate(self, req, sender):
         np, pb = self.np, self.pb
         sp = self._scalar(req, "sampling_parameters", "") or "{}"
-        params = json.loads(sp)
+        try:
+            params = json.loads(sp)
+        except ValueError as e:
+            raise ValueError("sampling_parameters is not JSON (%s): %r" % (e, sp[:200]))
         if not isinstance(params, dict):
             raise ValueError("sampling_parameters must be a JSON object, got %r" % sp[:200])
         temp = float(params.get("temperature") or 0.0)
