@@ -345,8 +345,8 @@ def main():
     ap.add_argument("--tpgen-flags", default="--backend cpu --kv-cache-tokens 4096",
                     help="extra `tpgen serve` flags (--threads is added from --threads)")
     ap.add_argument("--load-timeout", type=float, default=900)
-    ap.add_argument("--triton-args", default="", help="extra tritonserver flags, e.g. "
-                    "--backend-config=python,shm-default-byte-size=1073741824")
+    ap.add_argument("--triton-args", default="", help="extra tritonserver flags, written with =, e.g. "
+                    "--triton-args=--backend-config=python,shm-default-byte-size=1073741824")
     a = ap.parse_args()
     systems = [s for s in a.systems.split(",") if s]
     contexts = [int(x) for x in a.contexts.split(",") if x]
