@@ -3,7 +3,6 @@
 # tests/triton/triton_test.py says what each part checks). The setup test installs the wheel and
 # tritonclient into a venv in the build tree (tools/install-triton.sh, reused when present); when
 # it cannot, it fails and the test does not run (never skipped as passed).
-set(TPGEN_TRITON_VENV ${CMAKE_BINARY_DIR}/triton-venv CACHE PATH "venv of tools/install-triton.sh for the triton tests (made when missing)")
 add_test(NAME triton_install COMMAND bash ${CMAKE_SOURCE_DIR}/tools/install-triton.sh ${TPGEN_TRITON_VENV})
 set_tests_properties(triton_install PROPERTIES LABELS "triton" TIMEOUT 900 FIXTURES_SETUP triton_venv)
 add_test(NAME triton_serve_tp2
