@@ -18,26 +18,10 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "tests/common/check.h"
 
-static int g_fail, g_checks;
 static const double U = 1.0 / 256;
-#define CHECK(c, ...)                                      \
-    do {                                                   \
-        g_checks++;                                        \
-        if (!(c)) {                                        \
-            if (g_fail++ < 20) {                           \
-                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-                fprintf(stderr, __VA_ARGS__);              \
-                fputc('\n', stderr);                       \
-            }                                              \
-        }                                                  \
-    } while (0)
 
-static uint64_t g_rng = 88172645463325252ull;
-static double urand(void) { /* [0, 1) */
-    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
-    return (g_rng >> 11) * (1.0 / 9007199254740992.0);
-}
 static uint16_t rb(double s) { return tp_f32_to_bf16((float)((2 * urand() - 1) * s)); }
 static double bd(uint16_t h) { return tp_bf16_to_f32(h); }
 static uint16_t *rand_bf16(size_t n, double s) {

@@ -24,25 +24,9 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "tests/common/check.h"
 
-static int g_fail, g_checks;
-#define CHECK(c, ...)                                                \
-    do {                                                             \
-        g_checks++;                                                  \
-        if (!(c)) {                                                  \
-            if (g_fail++ < 20) {                                     \
-                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-                fprintf(stderr, __VA_ARGS__);                        \
-                fputc('\n', stderr);                                 \
-            }                                                        \
-        }                                                            \
-    } while (0)
 
-static uint64_t g_rng = 88172645463325252ull;
-static double urand(void) { /* [0, 1) */
-    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
-    return (g_rng >> 11) * (1.0 / 9007199254740992.0);
-}
 static float *rand_f32(size_t n, double s) {
     float *p = malloc(n * 4 + 4);
     for (size_t i = 0; i < n; i++) p[i] = (float)((2 * urand() - 1) * s);

@@ -16,29 +16,11 @@
 #include <string.h>
 
 #include "engine/sampler.h"
+#include "tests/common/check.h"
 
-static int g_fail = 0, g_checks = 0;
-
-#define CHECK(cond, ...)                                            \
-    do {                                                            \
-        g_checks++;                                                 \
-        if (!(cond)) {                                              \
-            g_fail++;                                               \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
-            fprintf(stderr, __VA_ARGS__);                           \
-            fputc('\n', stderr);                                    \
-        }                                                           \
-    } while (0)
 
 /* ---- test inputs ---- */
 
-static uint64_t g_lcg = 88172645463325252ull;
-static double urand(void) { /* xorshift64, independent of the sampler's rng */
-    g_lcg ^= g_lcg << 13;
-    g_lcg ^= g_lcg >> 7;
-    g_lcg ^= g_lcg << 17;
-    return (g_lcg >> 11) * (1.0 / 9007199254740992.0);
-}
 static float nrand(void) { /* roughly normal */
     double s = 0;
     for (int i = 0; i < 6; i++) s += urand();

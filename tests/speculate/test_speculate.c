@@ -21,18 +21,8 @@
 
 #include "engine/sampler.h"
 #include "engine/speculate.h"
+#include "tests/common/check.h"
 
-static int g_fail, g_checks;
-#define CHECK(cond, ...)                                          \
-    do {                                                          \
-        g_checks++;                                               \
-        if (!(cond)) {                                            \
-            g_fail++;                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                         \
-            fputc('\n', stderr);                                  \
-        }                                                         \
-    } while (0)
 
 /* chi-square critical value at p = 1e-4 for df degrees of freedom (Wilson-Hilferty, accurate to
  * a few percent for df >= 1; z = 3.719 for 1e-4 upper tail) */

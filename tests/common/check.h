@@ -1,0 +1,30 @@
+/* What the C unit tests share: CHECK(cond, fmt, ...) counts a check, and on failure counts it and
+ * prints file:line, the condition and the message (the first 20; the count is the verdict: main
+ * returns non-zero when g_fail > 0); urand() is a seeded xorshift64 in [0, 1), independent of the
+ * engine's generators, so every run draws the same cases. Include once, in the test's .c file. */
+#ifndef TPGEN_TESTS_CHECK_H
+#define TPGEN_TESTS_CHECK_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+static int g_fail, g_checks;
+#define CHECK(cond, ...)                                                             \
+    do {                                                                             \
+        g_checks++;                                                                  \
+        if (!(cond) && g_fail++ < 20) {                                              \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+        }                                                                            \
+    } while (0)
+
+static uint64_t g_rng = 88172645463325252ull;
+static inline double urand(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (g_rng >> 11) * (1.0 / 9007199254740992.0);
+}
+
+#endif
