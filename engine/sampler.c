@@ -43,24 +43,35 @@ static int cand_cmp(const void *pa, const void *pb) {
     return tp_cand_before(a, b) ? -1 : tp_cand_before(b, a) ? 1 : 0;
 }
 
-/* The draw, decided on a best-first prefix c[0..m) of n processed logits whose weights
- * exp(l / T - mx) sum to total (over all n). u is the uniform draw. Top-p keeps tokens while the
- * mass before them is < top_p (HF TopP, at least one); then the draw lands where the cumulative
- * weight passes u times the kept mass. Returns the index, or -1 when m < n is too short to decide. */
+/* The kept set of a best-first prefix c[0..m) of n processed logits whose weights exp(l / T - mx)
+ * sum to total (over all n): top-p keeps tokens while the mass before them is < top_p (HF TopP, at
+ * least one); without top-p all m are kept and their mass is total. Fills prob[0..keep) with the
+ * weights and *kept with the kept mass. Returns keep, or -1 when m < n is too short to tell where
+ * the nucleus ends. */
+static int nucleus(const tp_sampling *s, const tp_cand *c, int m, int n, double mx, double total, double *prob,
+                   double *kept) {
+    const double T = s->temperature;
+    if (s->top_p >= 1.0f) {
+        for (int i = 0; i < m; i++) prob[i] = exp(c[i].logit / T - mx);
+        *kept = total;
+        return m;
+    }
+    double before = 0;
+    int keep = 0;
+    while (keep < m && before / total < s->top_p) before += (prob[keep] = exp(c[keep].logit / T - mx)), keep++;
+    if (keep == m && m < n && before / total < s->top_p) return -1; /* the nucleus goes on */
+    *kept = before;
+    return keep;
+}
+
+/* The draw, decided on a best-first prefix c[0..m) of n processed logits (nucleus() says which are
+ * kept): it lands where the cumulative weight passes u times the kept mass. Returns the index, or
+ * -1 when m < n is too short to decide. */
 static int decide(const tp_sampling *s, double u, const tp_cand *c, int m, int n, double mx, double total,
                   double *prob) {
-    double T = s->temperature, kept = total;
-    int limit = m;
-    if (s->top_p < 1.0f) {
-        double before = 0;
-        int keep = 0;
-        while (keep < m && before / total < s->top_p) before += (prob[keep] = exp(c[keep].logit / T - mx)), keep++;
-        if (keep == m && m < n && before / total < s->top_p) return -1; /* the nucleus goes on */
-        limit = keep;
-        kept = before;
-    } else {
-        for (int i = 0; i < m; i++) prob[i] = exp(c[i].logit / T - mx);
-    }
+    double kept;
+    const int limit = nucleus(s, c, m, n, mx, total, prob, &kept);
+    if (limit < 0) return -1;
     double target = u * kept, acc = 0;
     for (int i = 0; i < limit; i++) {
         acc += prob[i];
@@ -225,19 +236,12 @@ static int verify(const tp_sampling *s, tp_rng *rng, tp_cand *c, int n, int32_t 
     double T = s->temperature, mx = -INFINITY, total = 0, kept;
     for (int v = 0; v < n; v++) mx = c[v].logit / T > mx ? c[v].logit / T : mx;
     for (int v = 0; v < n; v++) total += exp(c[v].logit / T - mx);
-    int keep = n;
-    if (s->top_p < 1.0f) { /* the nucleus, as decide() keeps it: tokens while the mass before is < top_p */
-        for (int m = n < 256 ? n : 256;; m = m * 4 < n ? m * 4 : n) {
-            sort_best(c, n, m);
-            double before = 0;
-            keep = 0;
-            while (keep < m && before / total < s->top_p) before += (prob[keep] = exp(c[keep].logit / T - mx)), keep++;
-            kept = before;
-            if (!(keep == m && m < n && before / total < s->top_p)) break;
-        }
-    } else {
-        for (int v = 0; v < n; v++) prob[v] = exp(c[v].logit / T - mx);
-        kept = total;
+    /* the kept set as decide() sees it; without top-p every token's weight (c unsorted: the walk
+     * below needs no order) */
+    int keep;
+    for (int m = s->top_p < 1.0f && n > 256 ? 256 : n;; m = m * 4 < n ? m * 4 : n) {
+        if (s->top_p < 1.0f) sort_best(c, n, m);
+        if ((keep = nucleus(s, c, m, n, mx, total, prob, &kept)) >= 0) break;
     }
     int xi = -1;
     for (int v = 0; v < keep && xi < 0; v++) if (c[v].id == draft) xi = v;
