@@ -22,22 +22,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/dtype.h"
-
-static tp_backend *g_cpu, *g_gpu;
-static int g_fail, g_checks;
-static uint64_t g_rng;
-
-static double tol_act(tp_dtype dt) { return dt == TP_F16 ? 1e-6 : 6e-5; }
-#define TOL_F32 1e-8
-
-static uint64_t rnd64(void) {
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 2685821657736338717ull;
-}
-static double rnd_u(void) { return ((rnd64() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-static float rnd_n(void) { return (float)(sqrt(-2.0 * log(rnd_u())) * cos(6.283185307179586 * rnd_u())); }
+#include "tests/gpu/gpu_test.h"
 
 static float *randn(size_t n, float scale, int round_act) {
     float *x = malloc((n ? n : 1) * sizeof(float));
