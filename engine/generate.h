@@ -31,6 +31,11 @@ struct tp_request {
     /* prompt-lookup speculation (speculate.h): up to speculate_k drafts per step from the last
      * speculate_n-gram (0: off) */
     int speculate_k, speculate_n;
+    /* prompt scoring (echo + logprobs, `tpgen score`): the prefill also gives every prompt
+     * position i >= 1 log p(prompt[i] | prompt[:i]) and its sampling.logprobs best alternatives,
+     * from the same steps (one logits row per prompt token, with its target). With
+     * max_new_tokens 0 the request only scores: its first n_prompt - 1 tokens are fed. */
+    int score_prompt;
 
     /* results */
     int32_t *ids;         /* [n_ids] generated */
@@ -41,6 +46,13 @@ struct tp_request {
     const char *finish_reason; /* "length" | "stop" | "cancelled" | "error" */
     char error[192];           /* why, when finish_reason is "error" (e.g. non-finite logits at step S) */
     long spec_drafted, spec_accepted; /* draft tokens fed, and those the target accepted (<= drafted) */
+    /* prompt scores (score_prompt), allocated by tp_sched_submit; valid below n_scored, complete
+     * when n_scored == n_prompt (on_scored is called then, before the first token) */
+    float *prompt_lps;       /* [n_prompt], [0] = NaN */
+    int32_t *prompt_top_ids; /* [n_prompt, sampling.logprobs], -1 past the row's candidates */
+    float *prompt_top_lps;   /* [n_prompt, sampling.logprobs] */
+    int n_scored;
+    int score_bad;           /* first position whose logits were not finite (inf or NaN), 0: none */
 
     /* scheduler state */
     int state;            /* 0 waiting, 1 running, 2 done */
@@ -62,6 +74,9 @@ typedef struct {
     /* Called on rank 0 once r is finished (or cancelled), in completion order. */
     void (*on_done)(void *ctx, tp_request *r);
     void *ctx;
+    /* Called on rank 0 once r's prompt is scored (score_prompt; also when it has one token and
+     * nothing to score), before any token of r. May be NULL. */
+    void (*on_scored)(void *ctx, tp_request *r);
 } tp_generate_hooks;
 
 /* Rank 0: runs all requests to completion on the scheduler (the caller stops the workers with
@@ -69,19 +84,23 @@ typedef struct {
  * (tp_request_blocks <= its blocks). Returns the number of steps run. */
 long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *hooks);
 
-/* Tokens of KV cache a request may fill (prompt + max_new_tokens - 1: the last generated token
- * is never fed back; at most n_positions - 1), and the blocks it reserves (after tp_model_alloc). */
+/* Tokens of KV cache a request fills, and the blocks of block_size it reserves: the one count
+ * that admission (the scheduler) and refusal up front (the server's 400, `tpgen generate`) share.
+ * Generating: prompt + max_new_tokens - 1 (the last generated token is never fed back), at most
+ * n_positions - 1; none when max_new_tokens is 0 or the prompt already fills n_positions. A
+ * scored prompt feeds at least its first n_prompt - 1 tokens (each predicts the next). -1: a
+ * scored prompt longer than n_positions (it could never run). request.c: no model needed. */
+int tp_request_kv_tokens(const tp_request *r, int n_positions);
+int tp_request_kv_blocks(const tp_request *r, int n_positions, int block_size);
+/* The same for the model's n_positions and KV block size (after tp_model_alloc). */
 int tp_request_tokens(const tp_model *m, const tp_request *r);
 int tp_request_blocks(const tp_model *m, const tp_request *r);
 
-/* Rank 0: scores ids[0..n): logprobs[i] = log p(ids[i] | ids[:i]) for i >= 1 (logprobs[0] = NaN)
- * and the k best alternatives of each position into top_ids/top_lps [n, k]. Returns 0, or the
- * first position whose logits were not finite (inf or NaN: no log-probability there). */
+/* Rank 0: scores ids[0..n) (a score_prompt request run on the scheduler, alone):
+ * logprobs[i] = log p(ids[i] | ids[:i]) for i >= 1 (logprobs[0] = NaN) and the k best
+ * alternatives of each position into top_ids/top_lps [n, k]. Returns 0, or the first position
+ * whose logits were not finite (inf or NaN: no log-probability there). */
 int tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps);
-
-/* The same on the KV blocks given ([ceil(n / block_size)], from the scheduler's pool). */
-int tp_score_in(tp_model *m, const int32_t *ids, int n, int k, const int32_t *blocks, float *logprobs,
-                 int32_t *top_ids, float *top_lps);
 
 void tp_request_free(tp_request *r);
 

@@ -167,23 +167,27 @@ static float prepare_full(const tp_sampling *s, const float *logits, int V, cons
     return lse;
 }
 
+int tp_top_logprobs(const float *logits, int V, float lse, int k, int32_t *ids, float *lps) {
+    int n = k < V ? k : V;
+    for (int j = 0; j < n; j++) ids[j] = -1;
+    for (int v = 0; v < V; v++) { /* insertion into the best n so far (lps holds raw logits until the end) */
+        tp_cand x = {v, logits[v]};
+        int j = n;
+        while (j > 0 && (ids[j - 1] < 0 || tp_cand_before(&x, &(tp_cand){ids[j - 1], lps[j - 1]}))) j--;
+        if (j >= n) continue;
+        memmove(&ids[j + 1], &ids[j], (n - j - 1) * sizeof(int32_t));
+        memmove(&lps[j + 1], &lps[j], (n - j - 1) * sizeof(float));
+        ids[j] = v;
+        lps[j] = logits[v];
+    }
+    for (int j = 0; j < n; j++) lps[j] -= lse;
+    return n;
+}
+
 /* out->id's log-probability and the top log-probabilities of the raw distribution. */
 static void report_full(const tp_sampling *s, const float *logits, int V, float lse, tp_sample *out) {
     out->logprob = logits[out->id] - lse;
-    out->n_top = s->logprobs < V ? s->logprobs : V;
-    for (int k = 0; k < out->n_top; k++) out->top_ids[k] = -1;
-    for (int v = 0; v < V; v++) {
-        tp_cand x = {v, logits[v]};
-        int k = out->n_top;
-        while (k > 0 && (out->top_ids[k - 1] < 0 || tp_cand_before(&x, &(tp_cand){out->top_ids[k - 1], out->top_lps[k - 1]})))
-            k--;
-        if (k >= out->n_top) continue;
-        memmove(&out->top_ids[k + 1], &out->top_ids[k], (out->n_top - k - 1) * sizeof(int32_t));
-        memmove(&out->top_lps[k + 1], &out->top_lps[k], (out->n_top - k - 1) * sizeof(float));
-        out->top_ids[k] = v;
-        out->top_lps[k] = logits[v];
-    }
-    for (int k = 0; k < out->n_top; k++) out->top_lps[k] -= lse;
+    out->n_top = tp_top_logprobs(logits, V, lse, s->logprobs, out->top_ids, out->top_lps);
 }
 
 static int argmax_cand(const tp_cand *c, int n) {

@@ -48,6 +48,10 @@ int tp_cand_before(const tp_cand *a, const tp_cand *b);
 /* log(sum_i exp(x[i])) over n raw logits, the max subtracted, the sum in double. */
 float tp_logsumexp(const float *x, int n);
 
+/* The min(k, V) most likely ids of a row of V raw logits, best first (tp_cand_before), and their
+ * log-probabilities (logit - lse) into ids/lps; returns how many. */
+int tp_top_logprobs(const float *logits, int V, float lse, int k, int32_t *ids, float *lps);
+
 /* Both samplers return 0, or -1 when the logits are not a distribution (a NaN or +inf logit,
  * a non-finite log-sum-exp, no candidate): then out is untouched and no id is chosen; the
  * caller reports the request as failed (never a silent id, never a crash or a hang).

@@ -22,6 +22,8 @@ struct tp_sched {
     int32_t *rows;                     /* [max_rows] */
     int32_t *table;                    /* [max_seqs, max_blocks] */
     tp_request **row_req;              /* [max_rows] */
+    int32_t *score_at;                 /* [max_rows] prompt position a row scores (>= 1), 0: a sample row */
+    int32_t *targets;                  /* [max_rows] the scored position's token, -1: none */
     tp_step_output out;
     void *work;                        /* tp_sample_full scratch */
     float *adjusted;                   /* [V] a row's logits after penalties / min_tokens */
@@ -42,6 +44,8 @@ tp_sched *tp_sched_new(tp_model *m, const tp_generate_hooks *hooks) {
     s->rows = tp_malloc(a->max_rows * sizeof(int32_t));
     s->table = tp_malloc((size_t)a->max_seqs * a->max_blocks * sizeof(int32_t));
     s->row_req = tp_malloc(a->max_rows * sizeof *s->row_req);
+    s->score_at = tp_malloc(a->max_rows * sizeof(int32_t));
+    s->targets = tp_malloc(a->max_rows * sizeof(int32_t));
     tp_step_output_init(&s->out, m);
     s->work = tp_malloc(tp_sample_full_work_bytes(V));
     s->adjusted = tp_malloc((size_t)V * sizeof(float));
@@ -53,6 +57,7 @@ void tp_sched_free(tp_sched *s) {
     if (!s) return;
     tp_step_output_free(&s->out);
     free(s->work); free(s->ids); free(s->pos); free(s->seq); free(s->rows); free(s->table); free(s->row_req);
+    free(s->score_at); free(s->targets);
     free(s->running); free(s->adjusted); free(s->counts);
     tp_kv_blocks_free_all(&s->pool);
     free(s);
@@ -72,9 +77,22 @@ static void done(tp_sched *s, tp_request *r, const char *reason) {
     if (s->hooks.on_done) s->hooks.on_done(s->hooks.ctx, r);
 }
 
+/* r generates tokens (else it only scores its prompt) */
+static int generates(const tp_model *m, const tp_request *r) {
+    return r->max_new_tokens > 0 && r->n_prompt < m->cfg.n_positions;
+}
+
+/* Prompt positions r still has to score: one logits row each, fed in its prefill. */
+static int to_score(const tp_request *r) { return r->score_prompt ? r->n_prompt - r->n_scored : 0; }
+
+static void scored(tp_sched *s, tp_request *r) {
+    if (s->hooks.on_scored) s->hooks.on_scored(s->hooks.ctx, r);
+}
+
 int tp_sched_submit(tp_sched *s, tp_request *r) {
     tp_model *m = s->m;
-    if (tp_request_blocks(m, r) > s->pool.n_blocks) return -1;
+    int need = tp_request_blocks(m, r);
+    if (need < 0 || need > s->pool.n_blocks) return -1;
     int k = r->sampling.logprobs;
     size_t cap = r->max_new_tokens > 0 ? r->max_new_tokens : 1;
     r->ids = tp_malloc(cap * sizeof(int32_t));
@@ -92,9 +110,20 @@ int tp_sched_submit(tp_sched *s, tp_request *r) {
     r->n_ids = 0;
     r->n_blocks = 0;
     r->next = NULL;
+    if (r->score_prompt) { /* position 0 predicts nothing: no log-probability */
+        int n = r->n_prompt > 0 ? r->n_prompt : 1;
+        r->prompt_lps = tp_malloc(n * sizeof(float));
+        r->prompt_top_ids = tp_malloc((size_t)n * (k ? k : 1) * sizeof(int32_t));
+        r->prompt_top_lps = tp_malloc((size_t)n * (k ? k : 1) * sizeof(float));
+        r->prompt_lps[0] = NAN;
+        for (int j = 0; j < k; j++) { r->prompt_top_ids[j] = -1; r->prompt_top_lps[j] = NAN; }
+        r->n_scored = 1;
+        r->score_bad = 0;
+        if (to_score(r) <= 0) scored(s, r);
+    }
     /* nothing to generate, or the prompt already fills n_positions (one more token would make
-     * the sequence longer than the model allows) */
-    if (r->max_new_tokens == 0 || r->n_prompt >= m->cfg.n_positions) {
+     * the sequence longer than the model allows), and no prompt to score */
+    if (!generates(m, r) && to_score(r) <= 0) {
         done(s, r, "length");
         return 0;
     }
@@ -203,6 +232,34 @@ static int row_usable(const tp_sched *s, const tp_logits_request *lr, int i) {
     return 1;
 }
 
+/* Tokens r feeds before it samples or ends: all it knows when it generates, else (it only
+ * scores its prompt) all but the last prompt token. */
+static int feed_end(const tp_model *m, const tp_request *r) {
+    return generates(m, r) ? r->n_prompt + r->n_ids : r->n_prompt - 1;
+}
+
+/* Row i scored prompt position p = score_at[i] (its token is p's predecessor): log p(prompt[p])
+ * and the top alternatives, from the gathered candidates (as the sampling rows get theirs) or,
+ * in a step that fetched full logits for another row, from the row's V logits. A non-finite row
+ * is recorded as it is (score_bad says where); the request goes on. */
+static void score_row(tp_sched *s, const tp_logits_request *lr, int i, tp_request *r) {
+    int p = s->score_at[i], k = r->sampling.logprobs, V = s->m->cfg.vocab_size, n = 0;
+    const tp_row_result *rr = &s->out.rows[i];
+    int32_t *ti = r->prompt_top_ids + (size_t)p * k;
+    float *tl = r->prompt_top_lps + (size_t)p * k;
+    r->prompt_lps[p] = rr->target_logit - rr->lse;
+    if (!r->score_bad && (!isfinite(rr->lse) || isnan(rr->target_logit) || rr->target_logit == INFINITY))
+        r->score_bad = p;
+    if (lr->mode == TP_LOGITS_FULL) n = tp_top_logprobs(s->out.full + (size_t)i * V, V, rr->lse, k, ti, tl);
+    else
+        for (; n < k && n < rr->n; n++) {
+            ti[n] = rr->c[n].id;
+            tl[n] = rr->c[n].logit - rr->lse;
+        }
+    for (; n < k; n++) { ti[n] = -1; tl[n] = NAN; }
+    r->n_scored = p + 1;
+}
+
 int tp_sched_step(tp_sched *s) {
     tp_model *m = s->m;
     tp_acts *a = &m->a;
@@ -212,10 +269,14 @@ int tp_sched_step(tp_sched *s) {
     /* pack the step: decode tokens first (with their drafts), then prefill chunks. Drafts take
      * only what the decode tokens and the pending prefill leave of the token and row budgets, so
      * speculation never delays another sequence. */
-    int T = 0, R = 0, S = 0, need_tokens = 0;
-    for (int sl = 0; sl < a->max_seqs; sl++)
-        if (s->running[sl]) need_tokens += s->running[sl]->n_prompt + s->running[sl]->n_ids - s->running[sl]->n_cached;
-    int spare_tokens = a->max_tokens - need_tokens, spare_rows = a->max_rows - s->n_running;
+    int T = 0, R = 0, S = 0, need_tokens = 0, need_rows = 0, any_score = 0;
+    for (int sl = 0; sl < a->max_seqs; sl++) {
+        tp_request *r = s->running[sl];
+        if (!r) continue;
+        need_tokens += feed_end(m, r) - r->n_cached;
+        need_rows += to_score(r) + generates(m, r); /* a row per scored position, one to sample */
+    }
+    int spare_tokens = a->max_tokens - need_tokens, spare_rows = a->max_rows - need_rows;
     for (int pass = 0; pass < 2; pass++)
         for (int sl = 0; sl < a->max_seqs; sl++) {
             tp_request *r = s->running[sl];
@@ -223,8 +284,11 @@ int tp_sched_step(tp_sched *s) {
             int decoding = r->n_cached >= r->n_prompt;
             if (decoding != (pass == 0)) continue;
             int len = r->n_prompt + r->n_ids; /* tokens known so far */
-            int take = len - r->n_cached;
+            int take = feed_end(m, r) - r->n_cached;
             if (take > a->max_tokens - T) take = a->max_tokens - T;
+            /* a scored prompt chunk takes a row per token (the last prompt token's is the sample
+             * row): as many as the step has left */
+            if (to_score(r) > 0 && take > a->max_rows - R) take = a->max_rows - R;
             r->n_drafts = 0;
             if (take <= 0 || R >= a->max_rows) continue;
             if (decoding && r->speculate_k > 0) {
@@ -243,11 +307,20 @@ int tp_sched_step(tp_sched *s) {
                 s->ids[T] = r->history[p];
                 s->pos[T] = p;
                 s->seq[T] = sl;
+                if (r->score_prompt && p + 1 < r->n_prompt) { /* a prompt token: scores the next one */
+                    s->rows[R] = T;
+                    s->score_at[R] = p + 1;
+                    s->targets[R] = r->history[p + 1];
+                    s->row_req[R++] = r;
+                    any_score = 1;
+                }
                 T++;
             }
             r->n_cached += take;
-            if (r->n_cached == len) { /* its last known token is in: sample the next one */
+            if (generates(m, r) && r->n_cached == len) { /* its last known token is in: sample the next one */
                 s->rows[R] = T - 1;
+                s->score_at[R] = 0;
+                s->targets[R] = -1;
                 s->row_req[R++] = r;
             }
             for (int j = 0; j < r->n_drafts; j++) { /* a row per draft: what follows it */
@@ -255,6 +328,8 @@ int tp_sched_step(tp_sched *s) {
                 s->pos[T] = len + j;
                 s->seq[T] = sl;
                 s->rows[R] = T;
+                s->score_at[R] = 0;
+                s->targets[R] = -1;
                 s->row_req[R++] = r;
                 T++;
             }
@@ -266,10 +341,15 @@ int tp_sched_step(tp_sched *s) {
         if (r) S = sl + 1;
     }
     if (T == 0) tp_die("internal: scheduler made an empty step");
-    /* one logits form for the whole step: candidates unless a row needs full logits */
-    tp_logits_request lr = {TP_LOGITS_CANDIDATES, 1, NULL};
+    /* one logits form for the whole step: candidates unless a row needs full logits; the
+     * scored positions' target logits too when there are any */
+    tp_logits_request lr = {TP_LOGITS_CANDIDATES, 1, any_score ? s->targets : NULL};
     for (int i = 0; i < R; i++) {
         tp_request *r = s->row_req[i];
+        if (s->score_at[i]) { /* a scored position: its top alternatives, whatever the form */
+            if (r->sampling.logprobs > lr.k) lr.k = r->sampling.logprobs;
+            continue;
+        }
         int k = tp_sampling_candidates(&r->sampling);
         if (k == 0 || needs_adjust(r)) lr.mode = TP_LOGITS_FULL;
         else if (k > lr.k) lr.k = k;
@@ -279,11 +359,24 @@ int tp_sched_step(tp_sched *s) {
     tp_step_run(m, &st, &lr, &s->out);
     s->steps++;
 
-    /* a sequence's rows are consecutive: its last token's, then one per draft. Row j is
-     * sampled (verified against draft j) only while drafts 0..j-1 were accepted: tokens come
-     * out one by one, as plain decoding makes them (hooks, stops, lengths per token). */
+    /* a sequence's rows are consecutive: its scored prompt positions', its last token's, then
+     * one per draft. Row j is sampled (verified against draft j) only while drafts 0..j-1 were
+     * accepted: tokens come out one by one, as plain decoding makes them (hooks, stops, lengths
+     * per token). */
     for (int i = 0; i < R;) {
         tp_request *r = s->row_req[i];
+        if (s->score_at[i]) {
+            score_row(s, &lr, i, r);
+            i++;
+            if (to_score(r) > 0) continue;
+            scored(s, r); /* before its first token, which is sampled from the next row if any */
+            if (!generates(m, r)) {
+                s->running[r->slot] = NULL;
+                s->n_running--;
+                done(s, r, "length");
+            }
+            continue;
+        }
         int D = r->n_drafts, acc = 0;
         r->spec_drafted += D; /* counted before the hooks: on_done reports them */
         for (int j = 0; j <= D; j++) {
@@ -337,16 +430,4 @@ int tp_sched_step(tp_sched *s) {
         i += D + 1;
     }
     return 1;
-}
-
-int tp_sched_score(tp_sched *s, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps) {
-    int need = (n + s->m->kv.block_size - 1) / s->m->kv.block_size;
-    if (need > s->pool.n_free) return -1;
-    int32_t *blocks = tp_malloc((need > 0 ? need : 1) * sizeof(int32_t));
-    for (int b = 0; b < need; b++) blocks[b] = tp_kv_blocks_take(&s->pool);
-    tp_score_in(s->m, ids, n, k, blocks, logprobs, top_ids, top_lps);
-    for (int b = 0; b < need; b++) tp_kv_blocks_give(&s->pool, blocks[b]);
-    free(blocks);
-    s->steps++;
-    return 0;
 }

@@ -7,6 +7,13 @@
  * chunks of newly admitted ones, up to the step's token budget. A sequence that finishes, stops
  * or is cancelled gives its blocks back at once, for the next waiting request.
  *
+ * A request that scores its prompt (r->score_prompt: echo + logprobs, `tpgen score`) does it in
+ * its prefill: each prompt token's logits row, with the next prompt token as its target, gives
+ * that position's log-probability and top alternatives, gathered on rank 0 as the sampling rows'
+ * candidates are. Such a chunk takes a row per token, so it is cut to the rows the step has left
+ * after the decode rows: scoring runs in chunks between other sequences' tokens, never as one
+ * blocking pass. Its KV need (tp_request_kv_tokens) counts the scored tokens too.
+ *
  * A decoding sequence with speculation on (r->speculate_k, speculate.h) feeds its last token and
  * up to k drafts, with a logits row each, and keeps the tokens the target accepts: n_cached
  * advances by the accepted drafts + 1, never past the KV it reserved.
@@ -24,8 +31,9 @@ tp_sched *tp_sched_new(tp_model *m, const tp_generate_hooks *hooks);
 void tp_sched_free(tp_sched *s); /* the requests stay the caller's */
 
 /* Queues r: allocates its result arrays and seeds its generator (stream r->index). A request with
- * nothing to generate finishes at once ("length", on_done called). Returns -1, r untouched, when
- * r needs more KV blocks than the whole cache holds (it could never run). */
+ * nothing to generate and no prompt to score finishes at once ("length", on_done called; a
+ * one-token prompt is scored then too, on_scored first). Returns -1, r untouched, when r needs
+ * more KV blocks than the whole cache holds (tp_request_blocks: it could never run). */
 int tp_sched_submit(tp_sched *s, tp_request *r);
 /* Ends r now, waiting or running (finish_reason "cancelled"): its KV blocks are free when this
  * returns; on_done is called. No-op for a finished request. Call between steps only. */
@@ -34,10 +42,6 @@ void tp_sched_cancel(tp_sched *s, tp_request *r);
  * logits cannot be sampled (not finite) ends alone with finish_reason "error" (r->error says
  * why); the others go on. Returns 0, and runs nothing, when no request is waiting or running. */
 int tp_sched_step(tp_sched *s);
-
-/* tp_score (generate.h) on blocks borrowed from the pool, between steps: for a request's prompt
- * logprobs (echo). Returns -1, running nothing, while the pool lacks the blocks. */
-int tp_sched_score(tp_sched *s, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps);
 
 int tp_sched_running(const tp_sched *s);
 int tp_sched_waiting(const tp_sched *s);

@@ -275,7 +275,7 @@ int tp_cmd_generate(int argc, char **argv) {
 
     double t0 = tp_now_seconds();
     if (mpi->rank == 0) {
-        tp_generate_hooks hooks = {on_token, on_done, &g};
+        tp_generate_hooks hooks = {on_token, on_done, &g, NULL};
         long steps = tp_generate(m, g.reqs, g.n, &hooks);
         tp_step_stop(m);
         double dt = tp_now_seconds() - t0;

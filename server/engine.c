@@ -1,7 +1,8 @@
 /* The engine thread of the server (rank 0's main thread): takes jobs from the inbox, submits
  * their sequences to the scheduler, runs steps while anything is in flight, cancels what the
- * clients abandoned, publishes tokens and text to the HTTP threads (hooks), and drains on
- * SIGTERM/SIGINT. */
+ * clients abandoned, publishes tokens, text and prompt scores to the HTTP threads (hooks), and
+ * drains on SIGTERM/SIGINT. An echo + logprobs job's prompts are scored by the scheduler in its
+ * choices' prefill (scheduler.h), chunked between the other sequences' tokens. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,8 +107,37 @@ static void on_done(void *ctx, tp_request *r) {
     c->done = 1;
     if (j) {
         /* its last sequence: the job no longer counts against --max-queue (its client may
-         * send the next request as soon as it has this answer) */
-        if (++j->n_done == j->n_choices) s->n_jobs--;
+         * send the next request as soon as it has this answer); nothing more will be scored
+         * (a prompt cancelled before it was has no scores: the renderers leave them out) */
+        if (++j->n_done == j->n_choices) {
+            s->n_jobs--;
+            j->scored = 1;
+        }
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A prompt's scores are in (its first choice scored it in its prefill): they move to the
+ * prompt; once every prompt has them the job's echo may go out (streams wait for it). */
+static void on_scored(void *ctx, tp_request *r) {
+    engine *e = ctx;
+    tp_server *s = e->s;
+    srv_choice *c = (srv_choice *)r;
+    srv_job *j = job_of(c, e->active);
+    if (!j) return;
+    pthread_mutex_lock(&s->mu);
+    srv_prompt *p = &j->prompts[c->prompt];
+    p->lps = r->prompt_lps;
+    p->top_ids = r->prompt_top_ids;
+    p->top_lps = r->prompt_top_lps;
+    r->prompt_lps = NULL;
+    r->prompt_top_ids = NULL;
+    r->prompt_top_lps = NULL;
+    int all = 1;
+    for (int i = 0; i < j->n_prompts; i++) all &= j->prompts[i].lps != NULL;
+    if (all) {
+        j->scored = 1;
         pthread_cond_broadcast(&j->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -118,29 +148,9 @@ static void cancel_job(tp_sched *sc, srv_job *j) {
         if (j->ch[i].r.state != 2) tp_sched_cancel(sc, &j->ch[i].r);
 }
 
-/* Scores the prompts of an echo + logprobs job; 0 when done, -1 to retry after a step. */
-static int score_prompts(tp_sched *sc, srv_job *j) {
-    int k = j->logprobs;
-    for (int i = 0; i < j->n_prompts; i++) {
-        srv_prompt *p = &j->prompts[i];
-        if (p->lps) continue;
-        float *lps = tp_malloc(p->n * sizeof(float));
-        int32_t *ti = tp_malloc((size_t)p->n * (k ? k : 1) * sizeof(int32_t));
-        float *tl = tp_malloc((size_t)p->n * (k ? k : 1) * sizeof(float));
-        if (tp_sched_score(sc, p->ids, p->n, k, lps, ti, tl)) {
-            free(lps); free(ti); free(tl);
-            return -1;
-        }
-        p->lps = lps;
-        p->top_ids = ti;
-        p->top_lps = tl;
-    }
-    return 0;
-}
-
 void tp_server_run(tp_server *s, tp_model *m) {
     engine e = {s, NULL};
-    tp_generate_hooks hooks = {on_token, on_done, &e};
+    tp_generate_hooks hooks = {on_token, on_done, &e, on_scored};
     tp_sched *sc = tp_sched_new(m, &hooks);
     pthread_mutex_lock(&s->mu);
     s->vocab = m->cfg.vocab_size;
@@ -153,7 +163,6 @@ void tp_server_run(tp_server *s, tp_model *m) {
     fprintf(stderr, "tpgen: serving %s on http://%s:%d\n", s->o.name, s->o.host, s->port);
     fflush(stderr);
 
-    srv_job *pending = NULL; /* taken from the inbox, prompts not scored yet */
     double deadline = 0;
     for (;;) {
         pthread_mutex_lock(&s->mu);
@@ -163,7 +172,7 @@ void tp_server_run(tp_server *s, tp_model *m) {
             fprintf(stderr, "tpgen: draining: %d requests in flight, %.0f s to finish them\n", s->n_jobs,
                     s->o.drain_timeout);
         }
-        int busy = tp_sched_running(sc) || tp_sched_waiting(sc) || pending;
+        int busy = tp_sched_running(sc) || tp_sched_waiting(sc);
         int cancels = 0;
         for (srv_job *j = e.active; j; j = j->next) cancels |= j->cancel && j->n_done < j->n_choices;
         if (!busy && !s->inbox && !cancels) {
@@ -189,47 +198,22 @@ void tp_server_run(tp_server *s, tp_model *m) {
             for (int i = 0; i < j->n_prompts; i++) s->met.prompt_tokens += (long)j->prompts[i].n * j->n;
         pthread_mutex_unlock(&s->mu);
 
-        /* new jobs: to the active list (the hooks find them there), score or submit */
+        /* new jobs: to the active list (the hooks find them there), then to the scheduler;
+         * the parser refused what could never fit the KV cache (the same tp_request_kv_blocks) */
         while (fresh) {
             srv_job *j = fresh;
             fresh = j->next;
             j->next = e.active;
             e.active = j;
-            if (!j->scored) continue; /* scored below, then submitted */
             for (int i = 0; i < j->n_choices; i++)
                 if (tp_sched_submit(sc, &j->ch[i].r)) tp_die("internal: a validated request does not fit the KV cache");
         }
-        for (srv_job *j = e.active; j; j = j->next) {
-            if (j->scored || j->cancel) continue;
-            if (score_prompts(sc, j)) continue;
-            pthread_mutex_lock(&s->mu);
-            j->scored = 1;
-            pthread_cond_broadcast(&j->cv);
-            pthread_mutex_unlock(&s->mu);
-            for (int i = 0; i < j->n_choices; i++)
-                if (tp_sched_submit(sc, &j->ch[i].r)) tp_die("internal: a validated request does not fit the KV cache");
-        }
-        pending = NULL;
         int drain_over = s->draining && tp_now_seconds() > deadline;
         for (srv_job *j = e.active; j; j = j->next) {
             pthread_mutex_lock(&s->mu);
             int cancel = j->cancel;
             pthread_mutex_unlock(&s->mu);
-            if (cancel || drain_over) {
-                if (!j->scored) { /* never submitted: finish its choices by hand */
-                    pthread_mutex_lock(&s->mu);
-                    for (int i = 0; i < j->n_choices; i++) {
-                        j->ch[i].done = 1;
-                        j->ch[i].finish = "cancelled";
-                    }
-                    j->n_done = j->n_choices;
-                    s->n_jobs--;
-                    j->scored = 1;
-                    pthread_cond_broadcast(&j->cv);
-                    pthread_mutex_unlock(&s->mu);
-                } else cancel_job(sc, j);
-            }
-            if (!j->scored) pending = j;
+            if (cancel || drain_over) cancel_job(sc, j);
         }
 
         tp_sched_step(sc);
@@ -239,7 +223,7 @@ void tp_server_run(tp_server *s, tp_model *m) {
         double now = tp_now_seconds();
         for (srv_job **pp = &e.active; *pp;) {
             srv_job *j = *pp;
-            if (j->scored && j->n_done == j->n_choices) {
+            if (j->n_done == j->n_choices) {
                 *pp = j->next;
                 j->next = NULL;
                 int gen = 0, cancelled = 0;

@@ -41,7 +41,8 @@ typedef struct {
     char *text;            /* the prompt as text (for echo): as given, or decoded */
     size_t text_len;
     size_t *tok_off;       /* [n] bytes of text before each prompt token */
-    /* echo with logprobs: scored by the engine thread before the choices run */
+    /* echo with logprobs: scored in the prefill of the prompt's first choice, moved here by the
+     * engine thread (on_scored, under mu); NULL when cancelled before */
     float *lps;            /* [n], lps[0] = NaN */
     int32_t *top_ids;      /* [n, k] */
     float *top_lps;

@@ -348,11 +348,17 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
         r->min_tokens = (int)min_tokens;
         r->speculate_k = s->o.speculate_k;
         r->speculate_n = s->o.speculate_n;
-        long blocks = ((long)q->n + max_tokens - 1 + s->kv_block_size - 1) / s->kv_block_size;
-        if (blocks > s->met.kv_total)
-            BAIL(400, "max_tokens", NULL, "prompt %d with max_tokens %lld needs %ld tokens of KV cache, more than the "
-                 "server's %d; lower max_tokens", c->prompt, max_tokens, blocks * s->kv_block_size,
-                 s->met.kv_total * s->kv_block_size);
+        /* echo + logprobs: each prompt's first choice scores it, in its prefill (scheduler.h) */
+        r->score_prompt = echo && logprobs >= 0 && i % j->n == 0;
+        /* the scheduler's own count (tp_request_kv_blocks): what passes here is admitted once
+         * the pool has room, never retried forever */
+        int blocks = tp_request_kv_blocks(r, s->n_positions, s->kv_block_size);
+        if (blocks < 0 || blocks > s->met.kv_total)
+            BAIL(400, max_tokens > 0 ? "max_tokens" : "prompt", NULL, "prompt %d (%d tokens%s) with max_tokens %lld "
+                 "needs %d KV cache blocks of %d tokens, more than the server's whole cache of %d blocks (%d tokens, "
+                 "--kv-cache-tokens); %s", c->prompt, q->n, r->score_prompt ? ", scored for echo + logprobs" : "",
+                 max_tokens, blocks, s->kv_block_size, s->met.kv_total, s->met.kv_total * s->kv_block_size,
+                 max_tokens > 0 ? "lower max_tokens or shorten the prompt" : "shorten the prompt");
         c->tok_off = tp_calloc(max_tokens > 0 ? max_tokens : 1, sizeof(size_t));
         if (s->tok) {
             c->detok = tp_detok_stream_new(s->tok, 1);
