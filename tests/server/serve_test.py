@@ -25,9 +25,10 @@ import time
 
 import openai
 
-TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, PART = sys.argv[1:8]
-NP = int(NP)
 FAILS = []
+if __name__ == "__main__":  # imported (tests/server/scoring_test.py): the importer sets TPGEN, MPIEXEC, NP
+    TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, PART = sys.argv[1:8]
+    NP = int(NP)
 
 
 def check(cond, what):
@@ -538,13 +539,14 @@ def part_engine_error():
     ok("engine errors (NaN logits) are per-request errors: 500 engine_error / SSE error event, server stays up")
 
 
-os.makedirs(WORK, exist_ok=True)
-if PART == "limits":
-    part_limits()
-    part_engine_error()
-else:
-    part_api()
-if FAILS:
-    print("%d checks failed" % len(FAILS))
-    sys.exit(1)
-print("all checks passed")
+if __name__ == "__main__":
+    os.makedirs(WORK, exist_ok=True)
+    if PART == "limits":
+        part_limits()
+        part_engine_error()
+    else:
+        part_api()
+    if FAILS:
+        print("%d checks failed" % len(FAILS))
+        sys.exit(1)
+    print("all checks passed")
