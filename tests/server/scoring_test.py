@@ -148,6 +148,26 @@ def part_values():
         same_scores(c["logprobs"], P[0], refs[0], "full-logits steps")
     ok("prompt scores in steps that fetch full logits (own sample row, concurrent penalized stream) == tpgen score")
 
+    # against a path that does not score (`tpgen score` runs on the same scheduler code): the
+    # greedy tokens' logprobs and top alternatives, from the sampling rows, == the scores of
+    # the prompt extended by those tokens
+    status, body, _ = post(srv, {"prompt": P[1], "max_tokens": 8, "temperature": 0, "logprobs": 3,
+                                 "ignore_eos": True, "return_token_ids": True})
+    g = body["choices"][0]
+    ext = P[1] + g["token_ids"]
+    status2, body2, _ = post(srv, {"prompt": ext, "echo": True, "logprobs": 3, "max_tokens": 0})
+    if check(status == status2 == 200 and len(ext) == len(P[1]) + 8, "greedy 8 tokens, then their scores"):
+        lp = body2["choices"][0]["logprobs"]
+        n = len(P[1])
+        check(all(close(a, b) for a, b in zip(lp["token_logprobs"][n:], g["logprobs"]["token_logprobs"])) and
+              len(lp["token_logprobs"]) == len(ext),
+              "scores of the generated positions == their sampled logprobs: %s vs %s" %
+              (lp["token_logprobs"][n:], g["logprobs"]["token_logprobs"]))
+        check(all(set(a) == set(b) and all(close(a[t], b[t]) for t in b)
+                  for a, b in zip(lp["top_logprobs"][n:], g["logprobs"]["top_logprobs"])),
+              "top alternatives of the generated positions == the sampler's")
+    ok("scores of prompt + greedy tokens == the greedy tokens' own logprobs and top alternatives")
+
     # streamed == non-streamed: the echo first, then the tokens, values identical
     req = {"prompt": [P[1], P[2]], "n": 2, "echo": True, "logprobs": 2, "max_tokens": 5, "temperature": 0,
            "ignore_eos": True}
