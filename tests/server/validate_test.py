@@ -22,6 +22,7 @@ PART "penalties": presence_penalty / frequency_penalty against a Python reimplem
   EOS comes exactly after min_tokens tokens (greedy and sampled, server and CLI), and the tokens
   before it are the greedy choice without EOS.
 """
+import atexit
 import json
 import os
 import shutil
@@ -90,6 +91,32 @@ def cli_error(args, needle, what):
                                                                                    out.stderr[-400:]))
 
 
+SERVERS = []  # every server started, killed at exit if a failed check left it running
+
+
+def serve(model):
+    srv = Server(model)
+    SERVERS.append(srv)
+    return srv
+
+
+@atexit.register
+def _kill_servers():
+    for srv in SERVERS:
+        if srv.p.poll() is None:
+            pids = srv.rank_pids()
+            srv.p.terminate()
+            try:
+                srv.p.wait(40)
+            except subprocess.TimeoutExpired:
+                srv.p.kill()
+            for pid in pids.values():  # a rank stuck in a loop outlives mpiexec's SIGTERM
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
 def post(srv, body):
     status, text, _ = srv.request("POST", COMPLETIONS, body)
     return status, json.loads(text)
@@ -109,7 +136,7 @@ def stop(srv):
 
 def part_requests():
     model = with_tokenizer(FIXTURE, os.path.join(WORK, "tiny-with-tokenizer"))
-    srv = Server(model)
+    srv = serve(model)
     base = {"prompt": [5, 17, 9], "max_tokens": 4}
     # (fields, the param the 400 names, a phrase of its message)
     bad = [({"top_p": 1e-300, "temperature": 1}, "top_p", "32-bit float"),
@@ -217,7 +244,7 @@ def part_detokenize():
     with open(os.path.join(padded, "config.json")) as f:
         vocab = json.load(f)["vocab_size"]
 
-    srv = Server(padded)
+    srv = serve(padded)
     status, r = post(srv, {"prompt": prompt, "max_tokens": 24, "temperature": 0, "ignore_eos": True,
                            "return_token_ids": True})
     ids, text = r["choices"][0]["token_ids"], r["choices"][0]["text"]
@@ -289,7 +316,7 @@ def repeats(ids):
 def part_penalties():
     model = with_tokenizer(FIXTURE, os.path.join(WORK, "tiny-with-tokenizer"))
     prompt = "a b c d e"
-    srv = Server(model)
+    srv = serve(model)
     req = {"prompt": prompt, "max_tokens": 40, "temperature": 0, "ignore_eos": True, "return_token_ids": True}
     status, r = post(srv, req)
     pids, base = r["choices"][0]["prompt_token_ids"], r["choices"][0]["token_ids"]
@@ -355,7 +382,7 @@ def part_penalties():
     def edit(t):
         t["lm_head.bias"][eos] += 40.0
     patch_tensors(os.path.join(eos_model, "model.safetensors"), edit)
-    srv = Server(eos_model)
+    srv = serve(eos_model)
     ereq = {"prompt": prompt, "max_tokens": 30, "temperature": 0, "return_token_ids": True}
     status, r = post(srv, ereq)
     check(r["choices"][0]["token_ids"] == [eos] and r["choices"][0]["finish_reason"] == "stop",
