@@ -584,23 +584,25 @@ static void test_degenerate_settings(void) {
             }
     /* temperatures: a denormal or 0 after narrowing, NaN, negative -> greedy or a valid draw */
     for (size_t t = 0; t < sizeof temps / sizeof *temps; t++)
-        for (int mode = 0; mode < 2; mode++) {
-            tp_sampling s = {temps[t], mode ? 20 : 0, 0.5f, 1, 0};
+        for (int mode = 0; mode < 4; mode++) { /* bit 0: candidates; bit 1: top_p 1 (a NaN T drew the worst) */
+            tp_sampling s = {temps[t], mode & 1 ? 20 : 0, mode & 2 ? 1.0f : 0.5f, 1, 0};
             tp_rng rng;
             tp_rng_seed(&rng, t, 0);
             tp_sample o;
             memset(&o, 0, sizeof o);
             int rc;
-            if (mode == 0) rc = tp_sample_full(&s, &rng, l, V, NULL, 0, g_work, &o);
+            if (!(mode & 1)) rc = tp_sample_full(&s, &rng, l, V, NULL, 0, g_work, &o);
             else {
                 tp_cand c[TP_MAX_CANDIDATES];
                 float lse;
                 int k = cands_make(l, V, 20, c, &lse);
                 rc = tp_sample_candidates(&s, &rng, c, k, lse, &o);
             }
-            /* top_p 0.5 with the best 0.5 logits ahead keeps {123} at most {123, 5}; a tiny T keeps 123 */
-            CHECK(rc == 0 && (o.id == 123 || (temps[t] >= 0.5f && o.id == 5)), "%s temperature %g: rc %d id %d",
-                  MODE_NAME[mode], (double)temps[t], rc, o.id);
+            /* a temperature that is not > 0 (or tiny) gives the best; top_p 0.5 with the best two
+             * 0.5 apart keeps {123, 5} at most; top_p 1 any id */
+            int drawn = temps[t] >= 0.5f && (o.id == 5 || ((mode & 2) && o.id >= 0 && o.id < V));
+            CHECK(rc == 0 && (o.id == 123 || drawn), "%s top_p %g temperature %g: rc %d id %d", MODE_NAME[mode & 1],
+                  (double)s.top_p, (double)temps[t], rc, o.id);
         }
     /* logprobs past the arrays' size: at most TP_MAX_CANDIDATES reported, never written past */
     tp_sampling s = {0, 0, 1, 1, TP_MAX_CANDIDATES + 1000};

@@ -2,7 +2,7 @@
 """Request validation and the knobs with no functional test before (issue 22), on the server and the CLI.
 
 usage: validate_test.py TPGEN MPIEXEC NP FIXTURE TOKENIZER_DIR WORKDIR PART [TINY_PY_MODEL]
-(the arguments of serve_test.py, whose Server, launch, check and generate this reuses)
+(the arguments of serve_test.py, whose Server, launch, check and ok this reuses)
 PART "requests": numbers that change meaning once narrowed to the float the sampler applies
   (top_p 1e-300 is 0 as a float: a hang at TP 1, SIGSEGV on every rank at TP 2) and
   repetition_penalty outside [0.01, 100] are a 400 naming the field, on the server, and a clear
@@ -123,8 +123,8 @@ def post(srv, body):
 
 
 def alive(srv, what):
-    status, r = post(srv, {"prompt": [1, 2, 3], "max_tokens": 2, "temperature": 0})
-    check(status == 200 and len(r["choices"][0]["text"]) >= 0, "answers after %s: %d %s" % (what, status, r))
+    status, r = post(srv, {"prompt": [1, 2, 3], "max_tokens": 2, "temperature": 0, "ignore_eos": True})
+    check(status == 200 and r["usage"]["completion_tokens"] == 2, "answers after %s: %d %s" % (what, status, r))
 
 
 def stop(srv):
