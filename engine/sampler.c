@@ -93,6 +93,13 @@ static int n_top(const tp_sampling *s, int n) {
     return k < n ? k : n;
 }
 
+/* s with logprobs within [0, TP_MAX_CANDIDATES], for the full-row samplers. */
+static tp_sampling with_top_clamped(const tp_sampling *s) {
+    tp_sampling c = *s;
+    c.logprobs = n_top(s, TP_MAX_CANDIDATES);
+    return c;
+}
+
 /* Draws from n processed logits sorted best-first: temperature, top-k, top-p, then the draw.
  * Returns the index into c. */
 static int draw(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, double *prob) {
@@ -183,7 +190,7 @@ static float prepare_full(const tp_sampling *s, const float *logits, int V, cons
 /* out->id's log-probability and the top log-probabilities of the raw distribution. */
 static void report_full(const tp_sampling *s, const float *logits, int V, float lse, tp_sample *out) {
     out->logprob = logits[out->id] - lse;
-    out->n_top = n_top(s, V);
+    out->n_top = s->logprobs < V ? s->logprobs : V;
     for (int k = 0; k < out->n_top; k++) out->top_ids[k] = -1;
     for (int v = 0; v < V; v++) {
         tp_cand x = {v, logits[v]};
@@ -207,6 +214,8 @@ static int argmax_cand(const tp_cand *c, int n) {
 
 int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
                    int n_hist, void *work, tp_sample *out) {
+    const tp_sampling clamped = with_top_clamped(s); /* report_full writes s->logprobs entries */
+    s = &clamped;
     /* widest alignment first: with an odd V a float array before the doubles misaligns them */
     double *prob = work;                      /* [V] */
     tp_cand *c = (tp_cand *)(prob + V);       /* [V] */
@@ -303,6 +312,8 @@ int tp_sample_verify_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand
 
 int tp_sample_verify_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
                           int n_hist, void *work, int32_t draft, tp_sample *out) {
+    const tp_sampling clamped = with_top_clamped(s);
+    s = &clamped;
     double *prob = work;                /* [V] */
     tp_cand *c = (tp_cand *)(prob + V); /* [V] */
     float *proc = (float *)(c + V);     /* [V] */

@@ -25,9 +25,10 @@ import time
 
 import openai
 
-TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, PART = sys.argv[1:8]
-NP = int(NP)
 FAILS = []
+if __name__ == "__main__":  # imported (tests/server/scoring_test.py): the importer sets TPGEN, MPIEXEC, NP
+    TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, PART = sys.argv[1:8]
+    NP = int(NP)
 
 
 def check(cond, what):
@@ -538,7 +539,7 @@ def part_engine_error():
     ok("engine errors (NaN logits) are per-request errors: 500 engine_error / SSE error event, server stays up")
 
 
-if __name__ == "__main__":  # tests/server/validate_test.py imports Server, check, launch
+if __name__ == "__main__":
     os.makedirs(WORK, exist_ok=True)
     if PART == "limits":
         part_limits()

@@ -34,10 +34,12 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_test as st  # noqa: E402  (parses the same argv)
+import serve_test as st  # noqa: E402  (Server, launch, check, ok)
 from serve_test import Server, check, launch, ok  # noqa: E402
 
-NP, FIXTURE, TOKDIR, WORK, PART = st.NP, st.FIXTURE, st.TOKDIR, st.WORK, st.PART
+TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, PART = sys.argv[1:8]
+NP = int(NP)
+st.TPGEN, st.MPIEXEC, st.NP = TPGEN, MPIEXEC, NP  # serve_test reads its argv only when run itself
 TINY_PY = sys.argv[8] if len(sys.argv) > 8 else None
 COMPLETIONS = "/v1/completions"
 
@@ -266,12 +268,12 @@ def part_detokenize():
     res = cli_json(["generate", "--model", padded, "--prompt", prompt, "--max-new-tokens", "24", "--ignore-eos",
                     "--json"])[0]
     check(res["ids"] == ids, "CLI generate == server: %s vs %s" % (res["ids"], ids))
-    out = subprocess.run([st.TPGEN, "detokenize", "--model", padded, "--ids", ",".join(map(str, res["ids"])),
+    out = subprocess.run([TPGEN, "detokenize", "--model", padded, "--ids", ",".join(map(str, res["ids"])),
                           "--json"], capture_output=True, text=True, timeout=60)
     check(out.returncode == 0 and json.loads(out.stdout)["text"] == res["text"],
           "tpgen detokenize of generate's ids == its text %r: %d %s %s" % (res["text"], out.returncode, out.stdout,
                                                                           out.stderr))
-    out = subprocess.run([st.TPGEN, "detokenize", "--model", padded, "--ids", "5,%d" % vocab], capture_output=True,
+    out = subprocess.run([TPGEN, "detokenize", "--model", padded, "--ids", "5,%d" % vocab], capture_output=True,
                          text=True, timeout=60)
     check(out.returncode == 1 and "out of range [0, %d)" % vocab in out.stderr and "vocab_size" in out.stderr,
           "tpgen detokenize of id %d: exit 1 naming the range: %d %s" % (vocab, out.returncode, out.stderr))
