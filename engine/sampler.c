@@ -44,10 +44,12 @@ static int cand_cmp(const void *pa, const void *pb) {
 }
 
 /* The kept set of a best-first prefix c[0..m) of n processed logits whose weights exp(l / T - mx)
- * sum to total (over all n): top-p keeps tokens while the mass before them is < top_p (HF TopP, at
- * least one); without top-p all m are kept and their mass is total. Fills prob[0..keep) with the
- * weights and *kept with the kept mass. Returns keep, or -1 when m < n is too short to tell where
- * the nucleus ends. */
+ * sum to total (over all n): top-p keeps tokens while the mass before them is < top_p (HF TopP),
+ * and always the first: a top_p of 0, negative or NaN (1e-300 narrowed to float is 0) keeps the
+ * best token alone, never none (none made decide() return -1: draw() read c[-1], the full-row
+ * loop never ended). Without top-p all m are kept and their mass is total. Fills prob[0..keep)
+ * with the weights and *kept with the kept mass. Returns keep (>= 1 for m >= 1), or -1 when
+ * m < n is too short to tell where the nucleus ends. */
 static int nucleus(const tp_sampling *s, const tp_cand *c, int m, int n, double mx, double total, double *prob,
                    double *kept) {
     const double T = s->temperature;
@@ -58,7 +60,8 @@ static int nucleus(const tp_sampling *s, const tp_cand *c, int m, int n, double 
     }
     double before = 0;
     int keep = 0;
-    while (keep < m && before / total < s->top_p) before += (prob[keep] = exp(c[keep].logit / T - mx)), keep++;
+    while (keep < m && (keep == 0 || before / total < s->top_p))
+        before += (prob[keep] = exp(c[keep].logit / T - mx)), keep++;
     if (keep == m && m < n && before / total < s->top_p) return -1; /* the nucleus goes on */
     *kept = before;
     return keep;
@@ -80,10 +83,27 @@ static int decide(const tp_sampling *s, double u, const tp_cand *c, int m, int n
     return limit < n && s->top_p >= 1.0f ? -1 : limit - 1;
 }
 
+/* Greedy unless the temperature is > 0: a NaN temperature is greedy too, not a draw over NaN weights. */
+static int greedy(const tp_sampling *s) { return !(s->temperature > 0); }
+
+/* Top log-probabilities to report: s->logprobs within [0, TP_MAX_CANDIDATES] (the arrays' size)
+ * and at most the n tokens there are. */
+static int n_top(const tp_sampling *s, int n) {
+    int k = s->logprobs < 0 ? 0 : s->logprobs > TP_MAX_CANDIDATES ? TP_MAX_CANDIDATES : s->logprobs;
+    return k < n ? k : n;
+}
+
+/* s with logprobs within [0, TP_MAX_CANDIDATES], for the full-row samplers. */
+static tp_sampling with_top_clamped(const tp_sampling *s) {
+    tp_sampling c = *s;
+    c.logprobs = n_top(s, TP_MAX_CANDIDATES);
+    return c;
+}
+
 /* Draws from n processed logits sorted best-first: temperature, top-k, top-p, then the draw.
  * Returns the index into c. */
 static int draw(const tp_sampling *s, tp_rng *rng, const tp_cand *c, int n, double *prob) {
-    if (s->temperature <= 0) return 0;
+    if (greedy(s)) return 0;
     if (s->top_k > 0 && s->top_k < n) n = s->top_k;
     double T = s->temperature, mx = c[0].logit / T, total = 0; /* in double: a tiny T must not overflow */
     for (int i = 0; i < n; i++) total += exp(c[i].logit / T - mx);
@@ -128,7 +148,7 @@ int tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, in
     int i = draw(s, rng, c, n, prob);
     out->id = c[i].id;
     out->logprob = c[i].logit - lse;
-    out->n_top = s->logprobs < n ? s->logprobs : n;
+    out->n_top = n_top(s, n);
     for (int k = 0; k < out->n_top; k++) {
         out->top_ids[k] = c[k].id;
         out->top_lps[k] = c[k].logit - lse;
@@ -198,6 +218,8 @@ static int argmax_cand(const tp_cand *c, int n) {
 
 int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
                    int n_hist, void *work, tp_sample *out) {
+    const tp_sampling clamped = with_top_clamped(s); /* report_full writes s->logprobs entries */
+    s = &clamped;
     /* widest alignment first: with an odd V a float array before the doubles misaligns them */
     double *prob = work;                      /* [V] */
     tp_cand *c = (tp_cand *)(prob + V);       /* [V] */
@@ -206,7 +228,7 @@ int tp_sample_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V
     if (isnan(lse)) return -1;
 
     int i;
-    if (s->temperature <= 0) { /* argmax, lowest id on ties */
+    if (greedy(s)) { /* argmax, lowest id on ties */
         i = argmax_cand(c, V);
     } else if (s->top_k > 0 && s->top_k < V) { /* only the top k matter: select, sort, draw */
         sort_best(c, V, s->top_k);
@@ -243,8 +265,8 @@ static int verify(const tp_sampling *s, tp_rng *rng, tp_cand *c, int n, int32_t 
     /* the kept set as decide() sees it; without top-p every token's weight (c unsorted: the walk
      * below needs no order) */
     int keep;
-    for (int m = s->top_p < 1.0f && n > 256 ? 256 : n;; m = m * 4 < n ? m * 4 : n) {
-        if (s->top_p < 1.0f) sort_best(c, n, m);
+    for (int m = !(s->top_p >= 1.0f) && n > 256 ? 256 : n;; m = m * 4 < n ? m * 4 : n) {
+        if (!(s->top_p >= 1.0f)) sort_best(c, n, m); /* top-p on (a NaN top_p too: nucleus() keeps the best) */
         if ((keep = nucleus(s, c, m, n, mx, total, prob, &kept)) >= 0) break;
     }
     int xi = -1;
@@ -274,7 +296,7 @@ int tp_sample_verify_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand
     for (int k = 0; k < n; k++)
         if (bad_logit(c[k].logit)) return -1;
     int accepted;
-    if (s->temperature <= 0) {
+    if (greedy(s)) {
         out->id = c[0].id;
         accepted = c[0].id == draft;
     } else {
@@ -284,7 +306,7 @@ int tp_sample_verify_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand
     int i = 0; /* the chosen id's raw logit: among the candidates (it was drawn from them) */
     while (i < n - 1 && c[i].id != out->id) i++;
     out->logprob = c[i].logit - lse;
-    out->n_top = s->logprobs < n ? s->logprobs : n;
+    out->n_top = n_top(s, n);
     for (int k = 0; k < out->n_top; k++) {
         out->top_ids[k] = c[k].id;
         out->top_lps[k] = c[k].logit - lse;
@@ -294,13 +316,15 @@ int tp_sample_verify_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand
 
 int tp_sample_verify_full(const tp_sampling *s, tp_rng *rng, const float *logits, int V, const int32_t *history,
                           int n_hist, void *work, int32_t draft, tp_sample *out) {
+    const tp_sampling clamped = with_top_clamped(s);
+    s = &clamped;
     double *prob = work;                /* [V] */
     tp_cand *c = (tp_cand *)(prob + V); /* [V] */
     float *proc = (float *)(c + V);     /* [V] */
     const float lse = prepare_full(s, logits, V, history, n_hist, proc, c);
     if (isnan(lse)) return -1;
     int accepted;
-    if (s->temperature <= 0) {
+    if (greedy(s)) {
         out->id = c[argmax_cand(c, V)].id;
         accepted = out->id == draft;
     } else

@@ -10,10 +10,21 @@
 #ifndef TPGEN_SAMPLER_H
 #define TPGEN_SAMPLER_H
 
+#include <float.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define TP_MAX_CANDIDATES 64
+
+/* The repetition penalty's range, for every front end (server, CLI). It divides a positive logit
+ * or multiplies a negative one by R; within [1/100, 100] a logit moves by a factor of 100 at most,
+ * so any logit below FLT_MAX / 100 (3.4e36, far above a model's) stays finite and R itself and 1/R
+ * are normal floats. Outside it the penalty is no longer a penalty one can apply: 1e-50 is 0 as a
+ * float (logit / 0 = inf), and beyond 100 every repeated token is already ~0 (HF and vLLM take any
+ * R > 0; common values are 1 to 1.5). */
+#define TP_REP_PENALTY_MIN 0.01
+#define TP_REP_PENALTY_MAX 100.0
 
 typedef struct {
     float temperature;        /* 0: greedy */
@@ -39,6 +50,12 @@ typedef struct {
     int32_t top_ids[TP_MAX_CANDIDATES];
     float top_lps[TP_MAX_CANDIDATES];
 } tp_sample;
+
+/* 1 when the double a front end parsed keeps its meaning as the float tp_sampling holds: 0 stays
+ * 0, anything else must narrow to a normal float (|x| >= FLT_MIN, about 1.2e-38). top_p 1e-300
+ * is > 0 as a double but 0 as a float; a denormal loses its digits. The server and the CLI refuse
+ * such values (naming the field or flag) instead of sampling with something else. */
+static inline int tp_sampling_value_ok(double x) { return x == 0 || fabsf((float)x) >= FLT_MIN; }
 
 /* Candidates a row needs in candidate mode, or 0 when it needs full logits. */
 int tp_sampling_candidates(const tp_sampling *s);

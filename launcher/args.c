@@ -1,6 +1,7 @@
 #include "args.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,12 +10,14 @@
 
 #include "util/log.h"
 #include "engine/hub.h"
+#include "engine/sampler.h"
 #include "engine/speculate.h"
 
 static const char *USAGE =
     "usage:\n"
     "  tpgen generate --model DIR (--prompt TEXT | --prompt-ids 5,17,9 | --prompts-file F)\n"
     "         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]\n"
+    "         [--presence-penalty P] [--frequency-penalty F] [--min-tokens N]\n"
     "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json] [--speculate ngram:K[:N]]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
@@ -46,6 +49,16 @@ static double parse_double(const char *flag, const char *v, double lo, double hi
     if (errno || end == v || *end || !(x >= lo && x <= hi))
         tp_die_all("%s expects a number in [%g, %g], got \"%s\"", flag, lo, hi, v);
     return x;
+}
+
+/* A number the sampler keeps as a float: in range, and one that keeps its meaning once narrowed
+ * (tp_sampling_value_ok: --top-p 1e-300 would be 0). */
+static float parse_float(const char *flag, const char *v, double lo, double hi) {
+    double x = parse_double(flag, v, lo, hi);
+    if (!tp_sampling_value_ok(x))
+        tp_die_all("%s expects 0 or a number of magnitude at least %g (it is applied as a 32-bit float, where %g is "
+                   "%g), got \"%s\"", flag, FLT_MIN, x, (double)(float)x, v);
+    return (float)x;
 }
 
 int32_t *tp_parse_id_list(const char *s, int *n, const char *what) {
@@ -136,10 +149,14 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--prompt-ids") && gen) a->prompt_ids = VAL();
         else if (IS("--prompts-file") && gen) a->prompts_file = VAL();
         else if (IS("--max-new-tokens") && gen) a->max_new_tokens = (int)parse_long(flag, VAL(), 0, 1 << 24);
-        else if (IS("--temperature") && gen) a->temperature = parse_double(flag, VAL(), 0, 100);
+        else if (IS("--temperature") && gen) a->temperature = parse_float(flag, VAL(), 0, 100);
         else if (IS("--top-k") && gen) a->top_k = (int)parse_long(flag, VAL(), 0, 1 << 24);
-        else if (IS("--top-p") && gen) a->top_p = parse_double(flag, VAL(), 1e-6, 1);
-        else if (IS("--repetition-penalty") && gen) a->repetition_penalty = parse_double(flag, VAL(), 1e-3, 100);
+        else if (IS("--top-p") && gen) a->top_p = parse_float(flag, VAL(), 1e-6, 1);
+        else if (IS("--repetition-penalty") && gen)
+            a->repetition_penalty = parse_float(flag, VAL(), TP_REP_PENALTY_MIN, TP_REP_PENALTY_MAX);
+        else if (IS("--presence-penalty") && gen) a->presence_penalty = parse_float(flag, VAL(), -2, 2);
+        else if (IS("--frequency-penalty") && gen) a->frequency_penalty = parse_float(flag, VAL(), -2, 2);
+        else if (IS("--min-tokens") && gen) a->min_tokens = (int)parse_long(flag, VAL(), 0, 1 << 24);
         else if (IS("--seed") && gen) a->seed = (uint64_t)parse_long(flag, VAL(), 0, LONG_MAX);
         else if (IS("--ignore-eos") && gen) a->ignore_eos = 1;
         else if (IS("--stop") && gen) {
@@ -181,6 +198,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         const char *k = getenv("TPGEN_API_KEY");
         if (k && *k) a->api_key = k;
     }
+    if (gen && a->min_tokens > a->max_new_tokens)
+        tp_die_all("--min-tokens %d exceeds --max-new-tokens %d", a->min_tokens, a->max_new_tokens);
     if (gen && !!a->prompt + !!a->prompt_ids + !!a->prompts_file != 1)
         tp_die_all("give exactly one of --prompt, --prompt-ids, --prompts-file");
     if (score && !a->ids) tp_die_all("`tpgen score` needs --ids 5,17,9,...");

@@ -31,7 +31,9 @@ typedef struct {
     const char *prompts_file;/* --prompts-file F */
     const char *ids;         /* --ids (score) */
     int max_new_tokens;
-    double temperature, top_p, repetition_penalty;
+    float temperature, top_p, repetition_penalty; /* as the sampler applies them (parse_float) */
+    float presence_penalty, frequency_penalty;  /* OpenAI's, on the generated tokens (0: off) */
+    int min_tokens;                              /* EOS masked until this many tokens are out */
     int top_k;
     uint64_t seed;
     const char *stop[TP_MAX_STOP];

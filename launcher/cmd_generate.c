@@ -234,10 +234,12 @@ int tp_cmd_generate(int argc, char **argv) {
                 r->prompt = ps[i].ids;
                 r->n_prompt = ps[i].n;
                 r->max_new_tokens = a.max_new_tokens;
-                r->sampling = (tp_sampling){(float)a.temperature, a.top_k, (float)a.top_p,
-                                            (float)a.repetition_penalty, a.logprobs};
+                r->sampling = (tp_sampling){a.temperature, a.top_k, a.top_p, a.repetition_penalty, a.logprobs};
                 r->seed = a.seed;
                 r->ignore_eos = a.ignore_eos;
+                r->presence_penalty = a.presence_penalty; /* as the server's presence_penalty, ... */
+                r->frequency_penalty = a.frequency_penalty;
+                r->min_tokens = a.min_tokens;
                 r->speculate_k = a.speculate_k;
                 r->speculate_n = a.speculate_n;
                 if (g.tok) {

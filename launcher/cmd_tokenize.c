@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/log.h"
 #include "tokenizer/tokenizer.h"
+#include "engine/config.h"
 #include "engine/hub.h"
 #include "launcher/commands.h"
 
@@ -28,7 +30,9 @@ static const char *const DETOKENIZE_USAGE =
     "usage: tpgen detokenize --model DIR --ids 1,2,3 [--json] [--skip-special] [--truncate-before PAT]...\n"
     "  Prints the text of the ids as raw bytes, or {\"text\": \"...\"} with --json.\n"
     "  --model DIR            a directory with the tokenizer files (as for tokenize)\n"
-    "  --ids LIST             token ids separated by commas and/or spaces ([1, 2] also accepted)\n"
+    "  --ids LIST             token ids separated by commas and/or spaces ([1, 2] also accepted); with a\n"
+    "                         config.json in DIR, any id below its vocab_size (ids with no token, such as\n"
+    "                         CodeGen's padding past the tokenizer, decode to nothing, as HF does)\n"
     "  --json                 JSON output\n"
     "  --skip-special         leave out special tokens such as <|endoftext|>\n"
     "  --truncate-before PAT  CodeGen's truncate_before_pattern (regex, multiline; repeatable)\n";
@@ -79,7 +83,10 @@ static int write_all(const char *cmd, const char *s, size_t n) {
 
 static const char *g_revision; /* --revision R: the hub revision of --model ORG/NAME */
 
-static tp_tokenizer *load(const char *cmd, const char *model) {
+/* The tokenizer of --model; with model_vocab, also the ids the model makes: its config.json's
+ * vocab_size when the directory has one (CodeGen pads it past the tokenizer), else 0 (the
+ * tokenizer's size). */
+static tp_tokenizer *load(const char *cmd, const char *model, int32_t *model_vocab) {
     char err[1024];
     char *dir = tp_hub_resolve(model, g_revision, err, sizeof err);
     if (!dir) {
@@ -87,8 +94,22 @@ static tp_tokenizer *load(const char *cmd, const char *model) {
         return NULL;
     }
     tp_tokenizer *t = tp_tokenizer_load(dir, err, sizeof err);
-    free(dir);
     if (!t) fail(cmd, "%s", err);
+    if (t && model_vocab) {
+        char path[4096];
+        struct stat st;
+        tp_config cfg;
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        *model_vocab = 0;
+        if (stat(path, &st) == 0) {
+            if (tp_config_load(path, &cfg, err, sizeof err)) {
+                fail(cmd, "%s", err);
+                tp_tokenizer_free(t);
+                t = NULL;
+            } else *model_vocab = cfg.vocab_size;
+        }
+    }
+    free(dir);
     return t;
 }
 
@@ -119,7 +140,7 @@ int tp_cmd_tokenize(int argc, char **argv) {
     if (!text == !file) return usage_error(cmd, "give exactly one of --text T or --file F");
 
     double t0 = tp_now_seconds();
-    tp_tokenizer *t = load(cmd, model);
+    tp_tokenizer *t = load(cmd, model, NULL);
     if (!t) return 1;
     double t_load = tp_now_seconds() - t0;
 
@@ -262,17 +283,20 @@ int tp_cmd_detokenize(int argc, char **argv) {
         free(ids);
         return usage_error(cmd, "--ids '%.60s' is not a list of integers such as 1,2,3", ids_arg);
     }
-    tp_tokenizer *t = load(cmd, model);
+    int32_t model_vocab;
+    tp_tokenizer *t = load(cmd, model, &model_vocab);
     if (!t) {
         free(ids);
         return 1;
     }
     char *text;
     size_t len;
-    int rc = tp_tokenizer_decode(t, ids, n, skip, &text, &len, err, sizeof err);
+    int rc = tp_tokenizer_decode_model(t, model_vocab, ids, n, skip, &text, &len, err, sizeof err);
     tp_tokenizer_free(t);
     free(ids);
-    if (rc) return fail(cmd, "--ids: %s", err);
+    if (rc)
+        return fail(cmd, "--ids: %s (%s)", err, model_vocab ? "the vocab_size of the model's config.json"
+                                                            : "the tokenizer's size: the directory has no config.json");
     len = tp_tokenizer_truncate(text, len, patterns, n_patterns);
     if (json) {
         size_t el;

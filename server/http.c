@@ -299,8 +299,9 @@ static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ct
         return send_error(s, c, 400, "invalid_request_error", NULL, "tokens",
                           "the model directory has no tokenizer (vocab.json + merges.txt, or tokenizer.json)");
     }
-    long long lim = tp_tokenizer_vocab_size(s->tok);
-    if (s->ready && s->vocab < lim) lim = s->vocab;
+    /* the model's ids (vocab_size; CodeGen pads it past the tokenizer: those decode to nothing), or
+     * the tokenizer's before the model is known */
+    long long lim = s->ready ? s->vocab : tp_tokenizer_vocab_size(s->tok);
     int32_t *ids = tp_malloc((t->n ? t->n : 1) * sizeof(int32_t));
     for (size_t i = 0; i < t->n; i++) {
         const json_value *v = &t->items[i];
@@ -312,13 +313,14 @@ static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ct
             free(ids);
             json_free(root);
             return send_error(s, c, 400, "invalid_request_error", NULL, "tokens",
-                              "token %zu is %s, not a token id in [0, %lld)", i, what, lim);
+                              "token %zu is %s, not a token id in [0, %lld) (the %s)", i, what, lim,
+                              s->ready ? "model's vocab_size" : "tokenizer's size");
         }
         ids[i] = (int32_t)v->integer;
     }
     char *text = NULL, err[256];
     size_t len = 0;
-    int bad = tp_tokenizer_decode(s->tok, ids, t->n, 1, &text, &len, err, sizeof err);
+    int bad = tp_tokenizer_decode_model(s->tok, (int32_t)lim, ids, t->n, 1, &text, &len, err, sizeof err);
     free(ids);
     json_free(root);
     if (bad) return send_error(s, c, 400, "invalid_request_error", NULL, "tokens", "%s", err);

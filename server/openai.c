@@ -1,4 +1,5 @@
 /* The OpenAI completions API: the request (validated into a job) and the response bodies. */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -83,6 +84,23 @@ static int get_number(errctx *e, const json_value *root, const char *key, double
         return -1;
     }
     *out = v->number;
+    return 1;
+}
+
+/* A number the engine keeps as a float (tp_sampling, tp_request's penalties): in range as a
+ * double, and one that keeps its meaning once narrowed (tp_sampling_value_ok: top_p 1e-300 is > 0
+ * as a double but 0 as a float, a nucleus of nothing). */
+static int get_float(errctx *e, const json_value *root, const char *key, double lo, double hi, int lo_open,
+                     float *out) {
+    double x;
+    int rc = get_number(e, root, key, lo, hi, lo_open, &x);
+    if (rc <= 0) return rc;
+    if (!tp_sampling_value_ok(x)) {
+        fail(e, 400, key, NULL, "'%s' must be %sat least %g in magnitude: tpgen applies it as a 32-bit float, "
+             "where %g is %g; got %g", key, lo_open && lo == 0 ? "" : "0 or ", FLT_MIN, x, (double)(float)x, x);
+        return -1;
+    }
+    *out = (float)x;
     return 1;
 }
 
@@ -207,6 +225,10 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     const json_value *v;
     if ((v = json_get(root, "model")) && v->type != JSON_NULL) {
         if (v->type != JSON_STRING) return fail(e, 400, "model", NULL, "'model' must be a string, got %s", type_of(v));
+        /* the whole string: a name with an embedded \u0000 is not the served one (strcmp stopped at it) */
+        if (strlen(v->str) != v->str_len)
+            return fail(e, 404, "model", "model_not_found", "The model '%s\\u0000...' (a name holding a NUL character) "
+                        "does not exist; this server serves '%s'", v->str, s->o.name);
         if (strcmp(v->str, s->o.name) != 0)
             return fail(e, 404, "model", "model_not_found", "The model '%s' does not exist; this server serves '%s'",
                         v->str, s->o.name);
@@ -216,7 +238,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     if ((v = json_get(root, "logit_bias")) && v->type != JSON_NULL && !(v->type == JSON_OBJECT && v->n == 0))
         return fail(e, 400, "logit_bias", NULL, "'logit_bias' is not supported");
     long long max_tokens = 16, n = 1, best_of = -1, logprobs = -1, top_k = 0, min_tokens = 0, seed = -1;
-    double temperature = 1, top_p = 1, rep = 1, presence = 0, frequency = 0;
+    /* floats, as the engine applies them (get_float) */
+    float temperature = 1, top_p = 1, rep = 1, presence = 0, frequency = 0;
     int stream = 0, echo = 0, ignore_eos = 0, include_usage = 0, seeded = 0, return_ids = 0;
     if (get_int(e, root, "max_tokens", 0, 1 << 24, &max_tokens) < 0) return NULL;
     if (get_int(e, root, "n", 1, SRV_MAX_N, &n) < 0) return NULL;
@@ -225,13 +248,15 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
         return fail(e, 400, "best_of", NULL, "'best_of' must equal 'n' (%lld): tpgen returns every sequence it makes, "
                                              "got best_of=%lld", n, best_of);
     if (get_int(e, root, "logprobs", 0, SRV_MAX_LOGPROBS, &logprobs) < 0) return NULL;
-    if (get_number(e, root, "temperature", 0, 100, 0, &temperature) < 0) return NULL;
-    if (get_number(e, root, "top_p", 0, 1, 1, &top_p) < 0) return NULL;
+    if (get_float(e, root, "temperature", 0, 100, 0, &temperature) < 0) return NULL;
+    if (get_float(e, root, "top_p", 0, 1, 1, &top_p) < 0) return NULL;
     if (get_int(e, root, "top_k", -1, 1 << 24, &top_k) < 0) return NULL;
     if (top_k < 0) top_k = 0;
-    if (get_number(e, root, "repetition_penalty", 0, 100, 1, &rep) < 0) return NULL;
-    if (get_number(e, root, "presence_penalty", -2, 2, 0, &presence) < 0) return NULL;
-    if (get_number(e, root, "frequency_penalty", -2, 2, 0, &frequency) < 0) return NULL;
+    /* [TP_REP_PENALTY_MIN, TP_REP_PENALTY_MAX] (sampler.h says why): 1e-50 was accepted, became 0
+     * as a float and every positive logit of a repeated id logit / 0 = inf, a 500 blamed on the model */
+    if (get_float(e, root, "repetition_penalty", TP_REP_PENALTY_MIN, TP_REP_PENALTY_MAX, 0, &rep) < 0) return NULL;
+    if (get_float(e, root, "presence_penalty", -2, 2, 0, &presence) < 0) return NULL;
+    if (get_float(e, root, "frequency_penalty", -2, 2, 0, &frequency) < 0) return NULL;
     if (get_int(e, root, "min_tokens", 0, 1 << 24, &min_tokens) < 0) return NULL;
     if (min_tokens > max_tokens)
         return fail(e, 400, "min_tokens", NULL, "'min_tokens' (%lld) exceeds 'max_tokens' (%lld)", min_tokens,
@@ -339,12 +364,11 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
         memcpy(r->prompt, q->ids, q->n * sizeof(int32_t));
         r->n_prompt = q->n;
         r->max_new_tokens = (int)max_tokens;
-        r->sampling = (tp_sampling){(float)temperature, (int)top_k, (float)top_p, (float)rep,
-                                    logprobs > 0 ? (int)logprobs : 0};
+        r->sampling = (tp_sampling){temperature, (int)top_k, top_p, rep, logprobs > 0 ? (int)logprobs : 0};
         r->seed = base_seed;
         r->ignore_eos = ignore_eos;
-        r->presence_penalty = (float)presence;
-        r->frequency_penalty = (float)frequency;
+        r->presence_penalty = presence;
+        r->frequency_penalty = frequency;
         r->min_tokens = (int)min_tokens;
         r->speculate_k = s->o.speculate_k;
         r->speculate_n = s->o.speculate_n;

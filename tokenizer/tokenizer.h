@@ -33,6 +33,12 @@ int tp_tokenizer_encode(tp_tokenizer *t, const char *text, size_t len, int32_t *
  * multi-byte character) become U+FFFD, one per maximal invalid subpart, as HF does. */
 int tp_tokenizer_decode(const tp_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,
                         size_t *len, char *err, size_t err_size);
+/* As tp_tokenizer_decode, for the ids a model makes: CodeGen pads its vocabulary past the
+ * tokenizer's (vocab_size 51,200, 50,295 tokens), so an id in [0, model_vocab) that no token has
+ * decodes to nothing, as HF's decode does (the server's completion text skips it too); only an
+ * id < 0 or >= model_vocab is an error. model_vocab <= 0: the tokenizer's size. */
+int tp_tokenizer_decode_model(const tp_tokenizer *t, int32_t model_vocab, const int32_t *ids, size_t n,
+                              int skip_special, char **text, size_t *len, char *err, size_t err_size);
 int tp_tokenizer_vocab_size(const tp_tokenizer *t); /* including added tokens */
 
 /* Incremental decoder for streaming: push one id, get the newly completed UTF-8 text (never half a char). */

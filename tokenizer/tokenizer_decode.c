@@ -11,14 +11,22 @@ static int check_id(const tp_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_ids && (t->tok_flags[id] & TPK_TOK_PRESENT);
 }
 
-int tp_tokenizer_decode(const tp_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,
-                        size_t *len, char *err, size_t err_size) {
+/* The ids' text. model_vocab 0: every id must have a token; else ids in [0, model_vocab) without
+ * one decode to nothing (tp_tokenizer_decode_model). */
+static int decode(const tp_tokenizer *t, int32_t model_vocab, const int32_t *ids, size_t n, int skip_special,
+                  char **text, size_t *len, char *err, size_t err_size) {
     *text = NULL;
     *len = 0;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
+        if (model_vocab > 0 && (id < 0 || id >= model_vocab)) {
+            if (err && err_size)
+                snprintf(err, err_size, "token id %d (position %zu) is out of range [0, %d)", id, i, model_vocab);
+            return -1;
+        }
         if (!check_id(t, id)) {
+            if (model_vocab > 0) continue; /* a padded id: nothing */
             if (err && err_size)
                 snprintf(err, err_size, "token id %d (position %zu) is %s (vocab size %d)", id, i,
                          id >= 0 && id < t->n_ids ? "not assigned to a token" : "out of range", t->n_ids);
@@ -30,6 +38,7 @@ int tp_tokenizer_decode(const tp_tokenizer *t, const int32_t *ids, size_t n, int
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
+        if (!check_id(t, id)) continue; /* a padded id (checked above) */
         if (skip_special && (t->tok_flags[id] & TPK_TOK_SPECIAL)) continue;
         size_t k = t->tok_off[id + 1] - t->tok_off[id];
         memcpy(raw + o, t->tok_bytes + t->tok_off[id], k);
@@ -49,6 +58,16 @@ int tp_tokenizer_decode(const tp_tokenizer *t, const int32_t *ids, size_t n, int
     *text = buf;
     *len = bl;
     return 0;
+}
+
+int tp_tokenizer_decode(const tp_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,
+                        size_t *len, char *err, size_t err_size) {
+    return decode(t, 0, ids, n, skip_special, text, len, err, err_size);
+}
+
+int tp_tokenizer_decode_model(const tp_tokenizer *t, int32_t model_vocab, const int32_t *ids, size_t n,
+                              int skip_special, char **text, size_t *len, char *err, size_t err_size) {
+    return decode(t, model_vocab > 0 ? model_vocab : t->n_ids, ids, n, skip_special, text, len, err, err_size);
 }
 
 /* ---- streaming ---- */

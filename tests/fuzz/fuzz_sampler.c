@@ -8,7 +8,13 @@
  * A row that is not a distribution (NaN, +inf, or a penalty that overflows a huge finite logit to
  * inf) must be refused (-1), never loop or read out of bounds; the inputs that found those defects
  * (issue 9 part 1) replay from tests/fuzz/regress/sampler/. TPGEN_FUZZ_SAMPLER_KNOWN=1 (off by
- * default) restores the old input filter: NaN to 0, logits clamped to +-1e30, V rounded to even. */
+ * default) restores the old input filter: NaN to 0, logits clamped to +-1e30, V rounded to even.
+ *
+ * The settings reach the sampler as the server and the CLI make them: parsed as doubles, then
+ * narrowed to float. So temperature, top_p and the penalty may also be (float) of an edge double
+ * (bit 7 of their byte, the table EDGE): 1e-300 (> 0 as a double, 0 as a float: top_p 1e-300 kept
+ * no token, a hang at TP 1 and c[-1] at TP 2, issue 22), float denormals, -0, NaN, inf, and doubles
+ * that round to 1. A finite row without a repetition penalty must always give a token (rc 0). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,15 +34,26 @@ static int by_best(const void *a, const void *b) {
     return tp_cand_before(a, b) ? -1 : tp_cand_before(b, a) ? 1 : 0;
 }
 
+/* Doubles whose float is an edge: 0 from a positive double, denormals, the float's extremes, -0,
+ * NaN, inf, 1 from a double just below or above it. */
+static const double EDGE[16] = {1e-300, 4.9406564584124654e-324, 1e-46, 1.401298464324817e-45, 1e-40,
+                                1.1754943508222875e-38, -0.0, -1e-300, NAN, INFINITY, 3.4028235677973366e38,
+                                1e39, 0.99999999999999989, 1.0000000000000002, 0.999999997, 1e-7};
+
+/* The setting from byte b: bit 7 set: (float) of an edge double (as the request parsers narrow
+ * it), else the value from the byte's own table. */
+static float narrowed(uint8_t b, float plain) { return b & 0x80 ? (float)EDGE[(b >> 3) & 15] : plain; }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const float temps[16] = {0, 0, 1e-30f, 1e-6f, 0.01f, 0.1f, 0.5f, 0.7f, 1, 1, 1.5f, 2, 10, 50, 100, 1};
     static const float pens[8] = {1, 1, 1e-3f, 0.5f, 1.2f, 2, 100, 1};
     if (size < HEAD) return 0;
     tp_sampling s;
-    s.temperature = temps[data[1] & 15];
+    s.temperature = narrowed(data[1], temps[data[1] & 15]);
     s.top_k = data[2] < 200 ? data[2] % 70 : data[2] == 255 ? 1 << 24 : (data[2] - 200) * 100;
     s.top_p = data[3] == 0 || data[3] >= 250 ? 1.0f : data[3] == 1 ? 1e-6f : data[3] / 250.0f;
-    s.repetition_penalty = pens[data[4] & 7];
+    if (data[3] >= 128 && data[3] < 250 && (data[3] & 4)) s.top_p = narrowed(data[3], 1.0f);
+    s.repetition_penalty = narrowed(data[4], pens[data[4] & 7]);
     s.logprobs = data[5] % (TP_MAX_CANDIDATES + 1);
     uint64_t seed = data[6];
     size_t n_hist = data[7] % 32, at = HEAD;
@@ -74,6 +91,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(work);
     }
     if (rc < 0) { /* refused: the row (after processing) was not finite; nothing was chosen */
+        /* only a row that is no distribution, or one the penalty made so, may be refused: any
+         * settings on a finite row give a token */
+        if (isfinite(tp_logsumexp(logits, V)) && (s.repetition_penalty == 1.0f || n_hist == 0)) {
+            fprintf(stderr, "a finite row was refused (temperature %g top_k %d top_p %g)\n", (double)s.temperature,
+                    s.top_k, (double)s.top_p);
+            abort();
+        }
         free(logits);
         return 0;
     }

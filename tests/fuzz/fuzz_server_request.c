@@ -15,7 +15,8 @@
  * (docs/SERVING.md): 1..64 prompts, each non-empty with every id in [0, vocab_size) and prompt +
  * max_tokens <= n_positions; n in 1..16 and n_prompts x n choices, choice i drawing from prompt
  * i / n with stream i; max_tokens in [0, 2^24] and min_tokens <= max_tokens; logprobs -1..5
- * (top logprobs per token <= 5); temperature in [0, 100], top_p in (0, 1], repetition_penalty in (0, 100],
+ * (top logprobs per token <= 5); temperature in [0, 100], top_p in (0, 1], repetition_penalty in [0.01, 100],
+ * each float as the sampler applies it 0 or normal (not 1e-300 narrowed to 0),
  * penalties in [-2, 2], top_k >= 0; at most 16 stop strings, each non-empty without NUL, and
  * stops only with a tokenizer; the KV blocks a choice needs within the server's; the prompt text
  * (echo) with one offset per token, non-decreasing and within it. */
@@ -110,7 +111,10 @@ static void check_job(const tp_server *s, const srv_job *j) {
         CHECK(sp->temperature >= 0 && sp->temperature <= 100);
         CHECK(sp->top_p > 0 && sp->top_p <= 1);
         CHECK(sp->top_k >= 0 && sp->top_k <= 1 << 24);
-        CHECK(sp->repetition_penalty > 0 && sp->repetition_penalty <= 100);
+        CHECK(sp->repetition_penalty >= (float)TP_REP_PENALTY_MIN && sp->repetition_penalty <= TP_REP_PENALTY_MAX);
+        /* as the sampler applies them: 0 or a normal float (top_p 1e-300 narrowed to 0 hung TP 1) */
+        CHECK(tp_sampling_value_ok(sp->temperature) && tp_sampling_value_ok(sp->top_p));
+        CHECK(tp_sampling_value_ok(r->presence_penalty) && tp_sampling_value_ok(r->frequency_penalty));
         CHECK(sp->logprobs >= 0 && sp->logprobs <= SRV_MAX_LOGPROBS);
         CHECK(r->presence_penalty >= -2 && r->presence_penalty <= 2);
         CHECK(r->frequency_penalty >= -2 && r->frequency_penalty <= 2);

@@ -10,10 +10,12 @@
  * usage: test_sampler        (exit 0: all checks passed; 1: some failed, each printed)
  */
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/sampler.h"
 #include "tests/common/check.h"
@@ -519,6 +521,100 @@ static void test_seeds(void) {
     CHECK(fabs(sum / 100000 - 0.5) < 0.01, "rng mean %g", sum / 100000);
 }
 
+/* Settings that arrive narrowed from double (the server and the CLI parse doubles, the sampler
+ * takes floats): top_p 1e-300 is > 0 as a double but 0 as a float, 1e-45 a float denormal; and
+ * what no check upstream should let through (negative, NaN). Every one must give a token: top-p
+ * keeps at least the best (HF TopP's min_tokens_to_keep = 1), a temperature that is not > 0 is
+ * greedy. Before the fix top_p 0 kept no token: the full-row draw looped forever (the alarm
+ * below ends it) and the candidate draw read c[-1]. Verification of a draft likewise. */
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "FAIL test_degenerate_settings: the sampler did not return in 20 s (a hang)\n";
+    if (write(2, msg, sizeof msg - 1) < 0) _exit(1);
+    _exit(1);
+}
+
+static void test_degenerate_settings(void) {
+    enum { V = 700 };
+    float l[V];
+    for (int i = 0; i < V; i++) l[i] = nrand();
+    l[123] = 7.0f; /* the best token, by a margin */
+    l[5] = 6.5f;
+    const double tiny_p[] = {1e-300, 4.9406564584124654e-324, 1e-46, -0.0, -1.0, NAN};
+    const float temps[] = {1.0f, 0.7f, (float)1e-300, (float)1e-45, NAN, -1.0f};
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    for (size_t a = 0; a < sizeof tiny_p / sizeof *tiny_p; a++)
+        for (int top_k = 0; top_k <= 50; top_k += 50)
+            for (int mode = 0; mode < 2; mode++) {
+                /* as the server builds it: (float) of the validated double */
+                tp_sampling s = {1.0f, top_k, (float)tiny_p[a], 1, 2};
+                tp_rng rng;
+                tp_rng_seed(&rng, a, 0);
+                tp_sample o;
+                memset(&o, 0, sizeof o);
+                int rc, k = tp_sampling_candidates(&s);
+                if (mode == 1 && k == 0) continue; /* top-p without top-k needs the full row */
+                if (mode == 0) {
+                    if (g_work_V < V) { free(g_work); g_work = malloc(tp_sample_full_work_bytes(V)); g_work_V = V; }
+                    rc = tp_sample_full(&s, &rng, l, V, NULL, 0, g_work, &o);
+                } else {
+                    tp_cand c[TP_MAX_CANDIDATES];
+                    float lse;
+                    k = cands_make(l, V, k, c, &lse);
+                    rc = tp_sample_candidates(&s, &rng, c, k, lse, &o);
+                }
+                CHECK(rc == 0 && o.id == 123, "%s top_p %g (float %g) top_k %d: rc %d id %d, want the best (123)",
+                      MODE_NAME[mode], tiny_p[a], (double)s.top_p, top_k, rc, o.id);
+                CHECK(o.n_top == 2 && o.top_ids[0] == 123 && o.top_ids[1] == 5, "%s top_p %g: top ids %d %d",
+                      MODE_NAME[mode], tiny_p[a], o.top_ids[0], o.top_ids[1]);
+                /* a draft: the best is accepted, any other replaced by the best */
+                for (int32_t draft = 5; draft <= 123; draft += 118) {
+                    tp_rng_seed(&rng, a, 1);
+                    if (mode == 0) rc = tp_sample_verify_full(&s, &rng, l, V, NULL, 0, g_work, draft, &o);
+                    else {
+                        tp_cand c[TP_MAX_CANDIDATES];
+                        float lse;
+                        k = cands_make(l, V, tp_sampling_candidates(&s), c, &lse);
+                        rc = tp_sample_verify_candidates(&s, &rng, c, k, lse, draft, &o);
+                    }
+                    CHECK(rc == (draft == 123) && o.id == 123, "%s verify top_p %g draft %d: rc %d id %d",
+                          MODE_NAME[mode], tiny_p[a], draft, rc, o.id);
+                }
+            }
+    /* temperatures: a denormal or 0 after narrowing, NaN, negative -> greedy or a valid draw */
+    for (size_t t = 0; t < sizeof temps / sizeof *temps; t++)
+        for (int mode = 0; mode < 4; mode++) { /* bit 0: candidates; bit 1: top_p 1 (a NaN T drew the worst) */
+            tp_sampling s = {temps[t], mode & 1 ? 20 : 0, mode & 2 ? 1.0f : 0.5f, 1, 0};
+            tp_rng rng;
+            tp_rng_seed(&rng, t, 0);
+            tp_sample o;
+            memset(&o, 0, sizeof o);
+            int rc;
+            if (!(mode & 1)) rc = tp_sample_full(&s, &rng, l, V, NULL, 0, g_work, &o);
+            else {
+                tp_cand c[TP_MAX_CANDIDATES];
+                float lse;
+                int k = cands_make(l, V, 20, c, &lse);
+                rc = tp_sample_candidates(&s, &rng, c, k, lse, &o);
+            }
+            /* a temperature that is not > 0 (or tiny) gives the best; top_p 0.5 with the best two
+             * 0.5 apart keeps {123, 5} at most; top_p 1 any id */
+            int drawn = temps[t] >= 0.5f && (o.id == 5 || ((mode & 2) && o.id >= 0 && o.id < V));
+            CHECK(rc == 0 && (o.id == 123 || drawn), "%s top_p %g temperature %g: rc %d id %d", MODE_NAME[mode & 1],
+                  (double)s.top_p, (double)temps[t], rc, o.id);
+        }
+    /* logprobs past the arrays' size: at most TP_MAX_CANDIDATES reported, never written past */
+    tp_sampling s = {0, 0, 1, 1, TP_MAX_CANDIDATES + 1000};
+    tp_rng rng;
+    tp_rng_seed(&rng, 0, 0);
+    tp_sample o;
+    int rc = tp_sample_full(&s, &rng, l, V, NULL, 0, g_work, &o);
+    CHECK(rc == 0 && o.id == 123 && o.n_top == TP_MAX_CANDIDATES, "logprobs %d: rc %d n_top %d", s.logprobs, rc,
+          o.n_top);
+    alarm(0);
+}
+
 int main(void) {
     test_candidates_needed();
     test_greedy();
@@ -530,6 +626,7 @@ int main(void) {
     test_repetition_penalty();
     test_modes_agree();
     test_seeds();
+    test_degenerate_settings();
     free(g_work);
     if (g_fail) {
         fprintf(stderr, "test_sampler: %d of %d checks FAILED\n", g_fail, g_checks);
