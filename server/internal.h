@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 
+#include <microhttpd.h>
+
 #include "engine/scheduler.h"
 #include "jbuf.h"
 #include "metrics.h"
@@ -47,6 +49,8 @@ typedef struct {
     float *top_lps;
 } srv_prompt;
 
+typedef struct srv_conn srv_conn; /* conns.c */
+
 typedef struct srv_job srv_job;
 struct srv_job {
     char id[48];
@@ -83,6 +87,12 @@ struct tp_server {
     int n_jobs;           /* enqueued and not finished (for --max-queue) */
     int open_requests;    /* HTTP requests not yet fully answered (drain waits for them) */
     srv_metrics met;
+    /* conns.c: the open connections and the watchdog of their header deadlines */
+    pthread_mutex_t conn_mu;
+    pthread_cond_t conns_cv;
+    srv_conn *conns;
+    pthread_t conns_thread;
+    int conns_running, conns_stop;
 };
 
 /* Set by the SIGTERM/SIGINT handler (on whichever thread the signal lands), read by the HTTP
@@ -104,6 +114,14 @@ const char *srv_job_error(const srv_job *j); /* a choice failed in the engine: w
  * 2: echo sent). */
 int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text, int *flags, jbuf *b);
 void srv_render_usage_chunk(tp_server *s, srv_job *j, jbuf *b);
+
+/* conns.c: a request's headers (and the wait for the next request) take at most --conn-timeout
+ * seconds in all. srv_conns_notify is libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback. */
+void srv_conns_start(tp_server *s);
+void srv_conns_stop(tp_server *s); /* after MHD_stop_daemon */
+void srv_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode toe);
+void srv_conn_head_done(tp_server *s, struct MHD_Connection *c); /* its headers are in */
+void srv_conn_head_next(tp_server *s, struct MHD_Connection *c); /* answered: the next request's clock starts */
 
 /* engine.c */
 void srv_job_release(tp_server *s, srv_job *j); /* under mu */
