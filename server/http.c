@@ -294,7 +294,8 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
 
 static enum MHD_Result tokenize(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
     char perr[256];
-    json_value *root = json_parse(rc->body.s ? rc->body.s : "", rc->body.n, perr, sizeof perr);
+    json_value *root = json_parse_limited(rc->body.s ? rc->body.s : "", rc->body.n, SRV_JSON_DEPTH,
+                                          srv_json_budget(rc->body.n), perr, sizeof perr);
     if (!root) return send_error(s, c, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON: %s", perr);
     const json_value *p = root->type == JSON_OBJECT ? json_get(root, "prompt") : NULL;
     if (!p || p->type != JSON_STRING) {
@@ -326,7 +327,8 @@ static enum MHD_Result tokenize(tp_server *s, struct MHD_Connection *c, req_ctx 
 
 static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
     char perr[256];
-    json_value *root = json_parse(rc->body.s ? rc->body.s : "", rc->body.n, perr, sizeof perr);
+    json_value *root = json_parse_limited(rc->body.s ? rc->body.s : "", rc->body.n, SRV_JSON_DEPTH,
+                                          srv_json_budget(rc->body.n), perr, sizeof perr);
     if (!root) return send_error(s, c, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON: %s", perr);
     const json_value *t = root->type == JSON_OBJECT ? json_get(root, "tokens") : NULL;
     if (!t || t->type != JSON_ARRAY) {

@@ -21,6 +21,12 @@
 #define SRV_MAX_N 16       /* choices per prompt */
 #define SRV_MAX_PROMPTS 64 /* prompts per request */
 #define SRV_MAX_LOGPROBS 5
+/* A request body's JSON: at most 32 levels deep (a request needs 3), and a tree of at most 32
+ * bytes per byte of body + 1 MiB (json_parse_limited), so one request's parse costs a bounded
+ * multiple of its body. A value is 88 bytes of tree: a body over ~90 KB of 1-digit ids ("1,": 44
+ * bytes of tree per byte) is refused; ids of 2 digits and more (29 per byte and less) never are. */
+#define SRV_JSON_DEPTH 32
+static inline size_t srv_json_budget(size_t body_bytes) { return 32 * body_bytes + ((size_t)1 << 20); }
 
 /* One generated sequence. r comes first: the engine's hooks get &r and cast back. */
 typedef struct {
