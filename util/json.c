@@ -207,6 +207,7 @@ static int parse_container(parser *p, json_value *v, int depth, int object) {
         if (p->s < p->end && *p->s == close) {
             p->s++;
             if (v->n < cap) { /* to size: what a tree keeps is its elements, not the doubling's slack */
+                p->used -= (cap - v->n) * (sizeof *v->items + (object ? sizeof *v->keys + sizeof *v->key_lens : 0));
                 v->items = tp_realloc(v->items, v->n * sizeof *v->items);
                 if (object) {
                     v->keys = tp_realloc(v->keys, v->n * sizeof *v->keys);
