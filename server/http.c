@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,16 @@ static int peer_gone(struct MHD_Connection *c) {
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* The client's address, numeric ("127.0.0.1", "::1"): who holds what (--max-seqs-per-client). */
+static void peer_address(struct MHD_Connection *c, char *out, size_t size) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    snprintf(out, size, "?");
+    if (!ci || !ci->client_addr) return;
+    socklen_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    int rc = getnameinfo(ci->client_addr, len, out, (socklen_t)size, NULL, 0, NI_NUMERICHOST);
+    if (rc) snprintf(out, size, "?");
+}
+
 /* --conn-timeout limits how long a client may stay silent, not how long the server makes it
  * wait: while a completion waits for the engine (its answer, or a stream's next tokens) the
  * connection's timer is paused. libmicrohttpd restarts the timer when a timeout is set on a
@@ -83,6 +94,7 @@ static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int sta
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     jb_free(b);
@@ -224,7 +236,29 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
     j->created = (long)time(NULL);
     j->t_arrival = t0;
 
+    peer_address(c, j->client, sizeof j->client);
+    int cap = s->o.max_seqs_per_client;
+    if (j->n_choices > cap) {
+        int nc = j->n_choices;
+        pthread_mutex_lock(&s->mu);
+        srv_job_release(s, j);
+        pthread_mutex_unlock(&s->mu);
+        return send_error(s, c, 400, "invalid_request_error", NULL, "n",
+                          "this request makes %d sequences (n x prompts), more than a client may hold (%d, "
+                          "--max-seqs-per-client)", nc, cap);
+    }
     pthread_mutex_lock(&s->mu);
+    int held = srv_client_held(s, j->client);
+    if (held + j->n_choices > cap && !(s->draining || srv_stop_signal)) {
+        int nc = j->n_choices;
+        char who[sizeof j->client];
+        snprintf(who, sizeof who, "%s", j->client);
+        srv_job_release(s, j);
+        pthread_mutex_unlock(&s->mu);
+        return send_error(s, c, 429, "invalid_request_error", "too_many_sequences", NULL,
+                          "client %s holds %d sequences (queued or running); %d more would pass --max-seqs-per-client "
+                          "%d; retry when some finish", who, held, nc, cap);
+    }
     if (s->draining || srv_stop_signal || s->n_jobs >= s->o.max_queue) {
         int full = !(s->draining || srv_stop_signal);
         srv_job_release(s, j);
@@ -235,6 +269,7 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
         return send_error(s, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
     }
     j->refs = 2; /* this thread and the engine */
+    srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (engine.c) */
     if (s->inbox_tail) s->inbox_tail->next = j;
     else s->inbox = j;
     s->inbox_tail = j;
@@ -650,6 +685,11 @@ void tp_server_free(tp_server *s) {
     if (!s) return;
     MHD_stop_daemon(s->d);
     srv_conns_stop(s);
+    while (s->clients) {
+        srv_client *c = s->clients;
+        s->clients = c->next;
+        free(c);
+    }
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->tok_mu);
     pthread_cond_destroy(&s->engine_cv);

@@ -57,6 +57,14 @@ typedef struct {
 
 typedef struct srv_conn srv_conn; /* conns.c */
 
+/* A client (peer address) and the sequences its requests hold, queued or running (under mu). */
+typedef struct srv_client srv_client;
+struct srv_client {
+    char addr[64];
+    int held;
+    srv_client *next;
+};
+
 typedef struct srv_job srv_job;
 struct srv_job {
     char id[48];
@@ -67,6 +75,10 @@ struct srv_job {
     srv_choice *ch;
     int stream, include_usage, echo, logprobs; /* logprobs: -1 none, else 0..5 */
     int return_token_ids; /* vLLM's extension: prompt_token_ids and token_ids in each choice */
+    char client[64];      /* the peer's address: the unit of --max-seqs-per-client and of fair admission */
+    /* engine thread only: choices [0, next_sub) are submitted to the scheduler, live of them
+     * not finished */
+    int next_sub, live;
     char *stops[16];
     int n_stops;
     /* under mu */
@@ -93,6 +105,7 @@ struct tp_server {
     int n_jobs;           /* enqueued and not finished (for --max-queue) */
     int open_requests;    /* HTTP requests not yet fully answered (drain waits for them) */
     srv_metrics met;
+    srv_client *clients;  /* under mu: sequences held (queued or running) per peer address */
     /* conns.c: the open connections and the watchdog of their header deadlines */
     pthread_mutex_t conn_mu;
     pthread_cond_t conns_cv;
@@ -131,5 +144,8 @@ void srv_conn_head_next(tp_server *s, struct MHD_Connection *c); /* answered: th
 
 /* engine.c */
 void srv_job_release(tp_server *s, srv_job *j); /* under mu */
+/* under mu: the sequences j->client holds (0 if none); srv_client_hold adds n (n < 0 releases). */
+int srv_client_held(tp_server *s, const char *addr);
+void srv_client_hold(tp_server *s, const char *addr, int n);
 
 #endif
