@@ -18,6 +18,11 @@ PART "memory": rank 0's peak RSS (VmHWM) over one request of each costly kind, o
 PART "loris": --max-connections 4 --conn-timeout 2 and 4 clients trickling header bytes (one
   every 0.5 s, under the 2 s idle limit): each is cut at its header deadline and a fresh client
   is served within 8 s, where before it waited for the tricklers (12 s here).
+PART "fair": --max-batch 2 --max-seqs-per-client 8. A client (127.0.0.2) streams 8 sequences x 120
+  tokens and never reads; a second client (127.0.0.3) asks for 4 tokens: it is admitted at the
+  next free slot (< 372 tokens generated meanwhile), not behind the 6 queued sequences (> 700).
+  8 more sequences from the first address are a 429 + Retry-After, a request of 9 sequences a
+  400; once the stream is closed (cancelled) the address is served again.
 """
 import json
 import os
@@ -247,8 +252,58 @@ def part_loris():
     srv.p.wait(30)
 
 
+def post_from(srv, addr, body):
+    """POST /v1/completions from a given loopback address (a distinct client): (status, text, response)."""
+    import http.client
+    c = http.client.HTTPConnection(srv.host, srv.port, timeout=60, source_address=(addr, 0))
+    c.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    text = r.read().decode()
+    c.close()
+    return r.status, text, r
+
+
+def part_fair():
+    srv = Server(st.FIXTURE, ["--max-batch", "2", "--max-seqs-per-client", "8"])
+    # the hog (127.0.0.2): a stream of 8 sequences x 120 tokens that it never reads
+    T = 120
+    body = json.dumps({"prompt": [1, 2, 3], "n": 8, "max_tokens": T, "ignore_eos": True, "stream": True}).encode()
+    hog = socket.create_connection((srv.host, srv.port), source_address=("127.0.0.2", 0))
+    hog.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    deadline = time.time() + 20
+    while time.time() < deadline and srv.metrics()["tpgen_requests_running"] < 2:
+        time.sleep(0.005)
+    g0 = srv.metrics()["tpgen_generation_tokens_total"]
+    # the hog's address holds sequences until its last one ends: 8 more from it pass the cap (429)
+    status, text, r = post_from(srv, "127.0.0.2", {"prompt": [1], "max_tokens": 2, "n": 8})
+    hog_over = srv.metrics()["tpgen_generation_tokens_total"] >= g0 + 6 * T  # its last pair may have ended
+    check(status == 429 and r.getheader("Retry-After") == "1" and "--max-seqs-per-client" in text or hog_over,
+          "8 more sequences from the hog's address: %d %s" % (status, text[:200]))
+    # the normal client (127.0.0.3): 4 tokens, admitted at the next free slot
+    status, text, _ = post_from(srv, "127.0.0.3", {"prompt": [4, 5], "max_tokens": 4, "ignore_eos": True})
+    waited = srv.metrics()["tpgen_generation_tokens_total"] - g0
+    print("fair: tokens generated while the normal request waited and ran: %d (hog: 8 x %d, batch of 2)" %
+          (waited, T), flush=True)
+    check(status == 200, "normal request: %d %s" % (status, text[:200]))
+    # fair: the running pair's 2 x 120 and its own 4 (+ the hog's next one beside it); FIFO: behind
+    # the hog's 6 queued sequences too, 3 more rounds of 2 x 120 (> 700)
+    check(waited < 2 * T + 3 * 4 + T, "the normal request waited for %d hog tokens (< %d)" % (waited, 3 * T + 12))
+    status, text, _ = post_from(srv, "127.0.0.4", {"prompt": [1], "max_tokens": 2, "n": 9})
+    check(status == 400 and "--max-seqs-per-client" in text, "n 9 over the cap of 8: %d %s" % (status, text[:200]))
+    hog.close()  # its stream is cancelled: the address holds nothing
+    deadline = time.time() + 30
+    while time.time() < deadline and srv.metrics()["tpgen_requests_running"] > 0:
+        time.sleep(0.05)
+    status, text, _ = post_from(srv, "127.0.0.2", {"prompt": [1], "max_tokens": 2, "n": 8})
+    check(status == 200, "the hog's address is served again once its stream is gone: %d %s" % (status, text[:200]))
+    ok("fair admission across clients; --max-seqs-per-client 429/400")
+    srv.p.terminate()
+    srv.p.wait(30)
+
+
 os.makedirs(st.WORK, exist_ok=True)
-{"framing": part_framing, "memory": part_memory, "loris": part_loris}[PART]()
+{"framing": part_framing, "memory": part_memory, "loris": part_loris, "fair": part_fair}[PART]()
 if st.FAILS:
     print("%d checks failed" % len(st.FAILS))
     sys.exit(1)
