@@ -126,28 +126,16 @@ static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int st
     return r;
 }
 
-/* A refusal on the headers: the connection closes after it when a body was announced (it is
- * not read, and none of its bytes may be taken for the next request). */
-static enum MHD_Result send_error_v_close(tp_server *s, struct MHD_Connection *c, int status, int close,
+/* A refusal on the headers. close: the connection ends after it (its framing cannot be trusted,
+ * or a body was announced: it is not read, and none of its bytes may be taken for the next
+ * request). */
+static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, int status, int close,
                                           const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static enum MHD_Result send_error_v_close(tp_server *s, struct MHD_Connection *c, int status, int close,
+static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, int status, int close,
                                           const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     enum MHD_Result r = send_error_v(s, c, status, close, "invalid_request_error", code, NULL, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-/* An error answered before the request's body was read: the connection closes after it, so
- * that no byte of an unread body is taken for the next request. */
-static enum MHD_Result send_error_close(tp_server *s, struct MHD_Connection *c, int status, const char *code,
-                                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static enum MHD_Result send_error_close(tp_server *s, struct MHD_Connection *c, int status, const char *code,
-                                        const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    enum MHD_Result r = send_error_v(s, c, status, 1, "invalid_request_error", code, NULL, fmt, ap);
     va_end(ap);
     return r;
 }
@@ -524,9 +512,9 @@ static int framing_error(struct MHD_Connection *c, const char *version, int *has
         *has_body = 1;
     }
     if (f.n_cl) { /* libmicrohttpd has refused a value that is not a number (400) or too large (413) */
-        char *end;
-        long long x = strtoll(f.cl, &end, 10);
-        if (end == f.cl || *end || x < 0) {
+        size_t nd = strspn(f.cl, "0123456789"); /* 1*DIGIT, nothing else (RFC 9110 8.6) */
+        long long x = nd ? strtoll(f.cl, NULL, 10) : -1;
+        if (!nd || f.cl[nd] || x < 0) {
             snprintf(msg, msg_size, "Content-Length \"%.32s\" is not a length", f.cl);
             return 400;
         }
@@ -545,14 +533,14 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
     int has_body;
     long long cl;
     int bad = framing_error(c, version, &has_body, &cl, msg, sizeof msg);
-    if (bad) return send_error_close(s, c, bad, bad == 501 ? "not_implemented" : "bad_framing", "%s", msg);
+    if (bad) return refuse(s, c, bad, 1, bad == 501 ? "not_implemented" : "bad_framing", "%s", msg);
     int want_post, get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     route_id what = route_of(url, &want_post);
     rc->answered = 1; /* unless the body is read below */
     if (what == R_NONE)
-        return send_error_v_close(s, c, 404, has_body, "not_found", "no route %s %s (see docs/SERVING.md)", method, url);
+        return refuse(s, c, 404, has_body, "not_found", "no route %s %s (see docs/SERVING.md)", method, url);
     if (want_post ? !post : !get)
-        return send_error_v_close(s, c, 405, has_body, "method_not_allowed", "%s %s: use %s", method, url,
+        return refuse(s, c, 405, has_body, "method_not_allowed", "%s %s: use %s", method, url,
                                   want_post ? "POST" : "GET");
     if (what == R_HEALTH) {
         pthread_mutex_lock(&s->mu);
@@ -570,10 +558,10 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
         return send_body(s, c, 200, "text/plain; version=0.0.4", &b, 0, has_body);
     }
     if (!authorized(s, c))
-        return send_error_v_close(s, c, 401, has_body, "invalid_api_key",
+        return refuse(s, c, 401, has_body, "invalid_api_key",
                                   "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
     if (cl > s->o.max_body_bytes)
-        return send_error_v_close(s, c, 413, 1, "request_too_large",
+        return refuse(s, c, 413, 1, "request_too_large",
                                   "the request body is over the limit of %ld bytes (--max-body-bytes)",
                                   s->o.max_body_bytes);
     if (what == R_MODELS) return models(s, c, has_body);
