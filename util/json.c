@@ -222,7 +222,7 @@ static int parse_container(parser *p, json_value *v, int depth, int object) {
 }
 
 static int parse_value(parser *p, json_value *v, int depth) {
-    if (depth > p->max_depth) {
+    if (depth >= p->max_depth) { /* depth 0 is the first level */
         char what[64];
         snprintf(what, sizeof what, "nested deeper than %d levels", p->max_depth);
         fail(p, what);

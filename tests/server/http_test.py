@@ -9,7 +9,8 @@ PART "framing": exact bytes on raw sockets. Each request whose framing RFC 9112 
   connection is closed with nothing after it: the bytes behind it are never run as a second
   request (the smuggled request would be counted in /metrics). Good chunked and keep-alive
   requests still work. With --api-key, a request without the key gets its 401 on the headers,
-  before the body is sent; a Content-Length over --max-body-bytes its 413 the same way.
+  before the body is sent; a Content-Length over --max-body-bytes its 413 the same way. A body
+  nested 33 levels deep is a 400 naming the limit of 32.
 PART "memory": rank 0's peak RSS (VmHWM) over one request of each costly kind, on a fresh server
   each: 1.25 MiB of small nested arrays (served: within the parse budget); 16 stop strings of 64
   KiB over 256 choices (served); 1 MiB of 1-digit numbers (refused: over the budget, 44 bytes of
@@ -148,6 +149,15 @@ def part_framing():
         check(status == want and closed and rest == b"" and time.time() - t0 < 3.5,
               "%s: want %d on the headers, got %s closed=%s after %.1f s" % (name, want, status, closed, time.time() - t0))
     ok("401 and 413 on the headers, before any body byte")
+
+    # nesting: 33 levels is a clear 400 naming the limit, 32 parse (then fail as a request)
+    for depth, want in [(33, "nested deeper than 32 levels"), (32, "'prompt' is required")]:
+        deep = b'{"x": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
+        data, _ = exchange(port, post(b"Content-Length: %d\r\nConnection: close\r\n" % len(deep), deep), wait=3)
+        status, _, rbody, _ = parse_one(data)
+        msg = json.loads(rbody or b"{}").get("error", {}).get("message", "")
+        check(status == 400 and want in msg, "JSON %d levels deep: %s %s" % (depth, status, msg))
+    ok("JSON nesting limited to 32 levels, with a 400 that says so")
     srv.p.terminate()
     srv.p.wait(30)
 
