@@ -7,4 +7,7 @@ foreach(part framing memory loris fair)
                    ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen
                    ${CMAKE_CURRENT_BINARY_DIR}/server/http-${part} ${part})
   set_tests_properties(server_http_${part} PROPERTIES LABELS "server" TIMEOUT 120 FIXTURES_REQUIRED server_deps)
+  if(TPGEN_SANITIZE) # the runtime owns the memory there: RSS bounds are for the plain build
+    set_tests_properties(server_http_${part} PROPERTIES ENVIRONMENT TPGEN_SANITIZED=1)
+  endif()
 endforeach()
