@@ -11,3 +11,12 @@ foreach(part framing memory loris fair)
     set_tests_properties(server_http_${part} PROPERTIES ENVIRONMENT TPGEN_SANITIZED=1)
   endif()
 endforeach()
+
+# --max-seqs-per-client: a bad value fails cleanly, once, on every rank.
+add_test(NAME server_bad_flag_max_seqs_per_client
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh
+                 "--max-seqs-per-client expects an integer in .1, 1048576., got \"0\"" ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS}
+                 -np 2 $<TARGET_FILE:tpgen> serve --model ${TPGEN_TEST_DATA}/tiny-f32 --backend cpu --threads 1
+                 --max-seqs-per-client 0)
+set_tests_properties(server_bad_flag_max_seqs_per_client PROPERTIES LABELS "server;errors;mpi" TIMEOUT 60
+                     ENVIRONMENT OMPI_MCA_odls_base_sigkill_timeout=0)
