@@ -26,6 +26,7 @@ static const char *USAGE =
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
     "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512] [--speculate ngram:K[:N]]\n"
+    "         [--max-seqs-per-client 1024]\n"
     "         (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
@@ -119,6 +120,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     a->drain_timeout = 30;
     a->conn_timeout = 30;
     a->max_connections = 512;
+    a->max_seqs_per_client = 1024; /* SRV_MAX_N x SRV_MAX_PROMPTS: the largest request */
     int gen = strcmp(cmd, "generate") == 0, score = strcmp(cmd, "score") == 0, bench = strcmp(cmd, "bench") == 0;
     int serve = strcmp(cmd, "serve") == 0;
     for (int i = 0; i < argc; i++) {
@@ -177,6 +179,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--drain-timeout") && serve) a->drain_timeout = parse_double(flag, VAL(), 0, 86400);
         else if (IS("--conn-timeout") && serve) a->conn_timeout = (int)parse_long(flag, VAL(), 0, 86400);
         else if (IS("--max-connections") && serve) a->max_connections = (int)parse_long(flag, VAL(), 1, 65536);
+        else if (IS("--max-seqs-per-client") && serve)
+            a->max_seqs_per_client = (int)parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--speculate") && (gen || serve)) {
             char err[512];
             a->speculate = VAL();

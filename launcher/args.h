@@ -60,6 +60,7 @@ typedef struct {
     double drain_timeout;    /* --drain-timeout seconds */
     int conn_timeout;        /* --conn-timeout seconds of client inactivity (0: none) */
     int max_connections;     /* --max-connections open at once */
+    int max_seqs_per_client; /* --max-seqs-per-client: sequences one peer address holds, queued or running */
     /* generate, serve */
     const char *speculate;   /* --speculate ngram:K[:N] (NULL: off) */
     int speculate_k, speculate_n; /* parsed from it (0: off) */

@@ -20,6 +20,28 @@ void srv_job_release(tp_server *s, srv_job *j) {
     if (--j->refs == 0) srv_job_free(j);
 }
 
+int srv_client_held(tp_server *s, const char *addr) {
+    for (srv_client *c = s->clients; c; c = c->next)
+        if (strcmp(c->addr, addr) == 0) return c->held;
+    return 0;
+}
+
+void srv_client_hold(tp_server *s, const char *addr, int n) {
+    srv_client **pp = &s->clients;
+    while (*pp && strcmp((*pp)->addr, addr)) pp = &(*pp)->next;
+    if (!*pp) {
+        if (n <= 0) return;
+        *pp = tp_calloc(1, sizeof **pp);
+        snprintf((*pp)->addr, sizeof (*pp)->addr, "%s", addr);
+    }
+    srv_client *c = *pp;
+    c->held += n;
+    if (c->held <= 0) { /* holds nothing: forgotten */
+        *pp = c->next;
+        free(c);
+    }
+}
+
 static void text_add(srv_choice *c, const char *t, size_t n) {
     if (!c->stops) {
         if (n) jb_put(&c->text, t, n);
@@ -106,6 +128,8 @@ static void on_done(void *ctx, tp_request *r) {
     s->met.spec_accepted += r->spec_accepted;
     c->done = 1;
     if (j) {
+        j->live--;
+        srv_client_hold(s, j->client, -1);
         /* its last sequence: the job no longer counts against --max-queue (its client may
          * send the next request as soon as it has this answer); nothing more will be scored
          * (a prompt cancelled before it was has no scores: the renderers leave them out) */
@@ -143,9 +167,68 @@ static void on_scored(void *ctx, tp_request *r) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static void cancel_job(tp_sched *sc, srv_job *j) {
-    for (int i = 0; i < j->n_choices; i++)
+/* Ends a job's submitted sequences, and finishes by hand those never submitted (under no lock). */
+static void cancel_job(tp_server *s, tp_sched *sc, srv_job *j) {
+    for (int i = 0; i < j->next_sub; i++)
         if (j->ch[i].r.state != 2) tp_sched_cancel(sc, &j->ch[i].r);
+    if (j->next_sub == j->n_choices) return;
+    pthread_mutex_lock(&s->mu);
+    int left = j->n_choices - j->next_sub;
+    for (int i = j->next_sub; i < j->n_choices; i++) {
+        j->ch[i].r.state = 2; /* never to the scheduler */
+        j->ch[i].done = 1;
+        j->ch[i].finish = "cancelled";
+    }
+    j->next_sub = j->n_choices;
+    srv_client_hold(s, j->client, -left);
+    j->n_done += left;
+    if (j->n_done == j->n_choices) {
+        s->n_jobs--;
+        j->scored = 1; /* nothing more will be scored: an echo waiting for it goes out without */
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Fair admission. The scheduler admits in arrival order and never preempts, so a client that
+ * sent n=16 requests first held every slot and queued the rest ahead of everyone: four such
+ * clients made eight single requests wait 68 s. The engine keeps the sequences the scheduler
+ * cannot start now, and submits only what it can admit at the next step (a slot and the KV
+ * blocks), taking each next sequence from the client (peer address) with the fewest running,
+ * then the request with the fewest running, then the oldest: a newcomer waits for the next free
+ * slot, not for the backlog of those before it. Engine thread only. */
+static int client_live(srv_job *active, const char *addr) {
+    int n = 0;
+    for (srv_job *j = active; j; j = j->next)
+        if (strcmp(j->client, addr) == 0) n += j->live;
+    return n;
+}
+
+static void admit_fair(tp_sched *sc, tp_model *m, srv_job *active) {
+    if (tp_sched_waiting(sc)) return; /* what was submitted has not been admitted yet */
+    int slots = m->a.max_seqs - tp_sched_running(sc), blocks = tp_sched_kv_free(sc);
+    while (slots > 0) {
+        srv_job *best = NULL;
+        int best_c = 0;
+        for (srv_job *j = active; j; j = j->next) {
+            if (j->next_sub >= j->n_choices) continue;
+            int c = client_live(active, j->client);
+            if (!best || c < best_c || (c == best_c && (j->live < best->live ||
+                                                        (j->live == best->live && j->t_arrival < best->t_arrival)))) {
+                best = j;
+                best_c = c;
+            }
+        }
+        if (!best) return;
+        tp_request *r = &best->ch[best->next_sub].r;
+        int need = tp_request_blocks(m, r);
+        if (need > blocks) return; /* the fairest waits for room; no one overtakes it */
+        best->next_sub++;
+        best->live++; /* before: a request with nothing to generate is done within submit */
+        if (tp_sched_submit(sc, r)) tp_die("internal: a validated request does not fit the KV cache");
+        slots--;
+        blocks -= need;
+    }
 }
 
 void tp_server_run(tp_server *s, tp_model *m) {
@@ -172,7 +255,9 @@ void tp_server_run(tp_server *s, tp_model *m) {
             fprintf(stderr, "tpgen: draining: %d requests in flight, %.0f s to finish them\n", s->n_jobs,
                     s->o.drain_timeout);
         }
-        int busy = tp_sched_running(sc) || tp_sched_waiting(sc);
+        int backlog = 0; /* sequences the engine holds back for fair admission */
+        for (srv_job *j = e.active; j; j = j->next) backlog += j->n_choices - j->next_sub;
+        int busy = tp_sched_running(sc) || tp_sched_waiting(sc) || backlog;
         int cancels = 0;
         for (srv_job *j = e.active; j; j = j->next) cancels |= j->cancel && j->n_done < j->n_choices;
         if (!busy && !s->inbox && !cancels) {
@@ -204,17 +289,16 @@ void tp_server_run(tp_server *s, tp_model *m) {
             srv_job *j = fresh;
             fresh = j->next;
             j->next = e.active;
-            e.active = j;
-            for (int i = 0; i < j->n_choices; i++)
-                if (tp_sched_submit(sc, &j->ch[i].r)) tp_die("internal: a validated request does not fit the KV cache");
+            e.active = j; /* submitted by admit_fair; an echo + logprobs prompt is scored in its prefill */
         }
         int drain_over = s->draining && tp_now_seconds() > deadline;
         for (srv_job *j = e.active; j; j = j->next) {
             pthread_mutex_lock(&s->mu);
             int cancel = j->cancel;
             pthread_mutex_unlock(&s->mu);
-            if (cancel || drain_over) cancel_job(sc, j);
+            if (cancel || drain_over) cancel_job(s, sc, j);
         }
+        admit_fair(sc, m, e.active);
 
         tp_sched_step(sc);
 
@@ -243,6 +327,7 @@ void tp_server_run(tp_server *s, tp_model *m) {
         }
         s->met.running = tp_sched_running(sc);
         s->met.waiting = tp_sched_waiting(sc);
+        for (srv_job *j = e.active; j; j = j->next) s->met.waiting += j->n_choices - j->next_sub;
         s->met.kv_free = tp_sched_kv_free(sc);
         pthread_mutex_unlock(&s->mu);
     }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,14 @@
 #include "util/json.h"
 #include "util/log.h"
 
+/* The routes, decided on the request line and headers (before any body byte is read). */
+typedef enum { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE } route_id;
+
 typedef struct {
     jbuf body;
-    int too_big;
+    route_id what;
+    int too_big;  /* a chunked body ran over --max-body-bytes: dropped as it comes */
+    int answered; /* a response is queued (or refused on the headers) */
 } req_ctx;
 
 static void on_signal(int sig) {
@@ -52,6 +58,16 @@ static int peer_gone(struct MHD_Connection *c) {
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* The client's address, numeric ("127.0.0.1", "::1"): who holds what (--max-seqs-per-client). */
+static void peer_address(struct MHD_Connection *c, char *out, size_t size) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    snprintf(out, size, "?");
+    if (!ci || !ci->client_addr) return;
+    socklen_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    int rc = getnameinfo(ci->client_addr, len, out, (socklen_t)size, NULL, 0, NI_NUMERICHOST);
+    if (rc) snprintf(out, size, "?");
+}
+
 /* --conn-timeout limits how long a client may stay silent, not how long the server makes it
  * wait: while a completion waits for the engine (its answer, or a stream's next tokens) the
  * connection's timer is paused. libmicrohttpd restarts the timer when a timeout is set on a
@@ -64,18 +80,21 @@ static void client_timer(tp_server *s, struct MHD_Connection *c, int on) {
                 on ? "restart" : "pause");
 }
 
+/* close: the connection ends after this response (its request's framing cannot be trusted, or
+ * its body was never read). */
 static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int status, const char *type, jbuf *b,
-                                 int count) {
+                                 int count, int close) {
     struct MHD_Response *r = MHD_create_response_from_buffer(b->n, b->s ? b->s : "", MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     pthread_mutex_lock(&s->mu);
-    if (s->draining) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (s->draining || close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (count) srv_metrics_status(&s->met, status);
     pthread_mutex_unlock(&s->mu);
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     jb_free(b);
@@ -83,7 +102,16 @@ static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int sta
 }
 
 static enum MHD_Result send_json(tp_server *s, struct MHD_Connection *c, int status, jbuf *b) {
-    return send_body(s, c, status, "application/json", b, 1);
+    return send_body(s, c, status, "application/json", b, 1, 0);
+}
+
+static enum MHD_Result send_error_v(tp_server *s, struct MHD_Connection *c, int status, int close, const char *type,
+                                    const char *code, const char *param, const char *fmt, va_list ap) {
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    jbuf b = {0};
+    srv_error_json(&b, msg, type, param, code);
+    return send_body(s, c, status, "application/json", &b, 1, close);
 }
 
 static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int status, const char *type,
@@ -91,14 +119,25 @@ static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int st
     __attribute__((format(printf, 7, 8)));
 static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int status, const char *type,
                                   const char *code, const char *param, const char *fmt, ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    enum MHD_Result r = send_error_v(s, c, status, 0, type, code, param, fmt, ap);
     va_end(ap);
-    jbuf b = {0};
-    srv_error_json(&b, msg, type, param, code);
-    return send_json(s, c, status, &b);
+    return r;
+}
+
+/* A refusal on the headers. close: the connection ends after it (its framing cannot be trusted,
+ * or a body was announced: it is not read, and none of its bytes may be taken for the next
+ * request). */
+static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, int status, int close,
+                                          const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, int status, int close,
+                                          const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result r = send_error_v(s, c, status, close, "invalid_request_error", code, NULL, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 /* ---- completions ---- */
@@ -185,7 +224,29 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
     j->created = (long)time(NULL);
     j->t_arrival = t0;
 
+    peer_address(c, j->client, sizeof j->client);
+    int cap = s->o.max_seqs_per_client;
+    if (j->n_choices > cap) {
+        int nc = j->n_choices;
+        pthread_mutex_lock(&s->mu);
+        srv_job_release(s, j);
+        pthread_mutex_unlock(&s->mu);
+        return send_error(s, c, 400, "invalid_request_error", NULL, "n",
+                          "this request makes %d sequences (n x prompts), more than a client may hold (%d, "
+                          "--max-seqs-per-client)", nc, cap);
+    }
     pthread_mutex_lock(&s->mu);
+    int held = srv_client_held(s, j->client);
+    if (held + j->n_choices > cap && !(s->draining || srv_stop_signal)) {
+        int nc = j->n_choices;
+        char who[sizeof j->client];
+        snprintf(who, sizeof who, "%s", j->client);
+        srv_job_release(s, j);
+        pthread_mutex_unlock(&s->mu);
+        return send_error(s, c, 429, "invalid_request_error", "too_many_sequences", NULL,
+                          "client %s holds %d sequences (queued or running); %d more would pass --max-seqs-per-client "
+                          "%d; retry when some finish", who, held, nc, cap);
+    }
     if (s->draining || srv_stop_signal || s->n_jobs >= s->o.max_queue) {
         int full = !(s->draining || srv_stop_signal);
         srv_job_release(s, j);
@@ -196,6 +257,7 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
         return send_error(s, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
     }
     j->refs = 2; /* this thread and the engine */
+    srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (engine.c) */
     if (s->inbox_tail) s->inbox_tail->next = j;
     else s->inbox = j;
     s->inbox_tail = j;
@@ -255,7 +317,8 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
 
 static enum MHD_Result tokenize(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
     char perr[256];
-    json_value *root = json_parse(rc->body.s ? rc->body.s : "", rc->body.n, perr, sizeof perr);
+    json_value *root = json_parse_limited(rc->body.s ? rc->body.s : "", rc->body.n, SRV_JSON_DEPTH,
+                                          srv_json_budget(rc->body.n), perr, sizeof perr);
     if (!root) return send_error(s, c, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON: %s", perr);
     const json_value *p = root->type == JSON_OBJECT ? json_get(root, "prompt") : NULL;
     if (!p || p->type != JSON_STRING) {
@@ -287,7 +350,8 @@ static enum MHD_Result tokenize(tp_server *s, struct MHD_Connection *c, req_ctx 
 
 static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
     char perr[256];
-    json_value *root = json_parse(rc->body.s ? rc->body.s : "", rc->body.n, perr, sizeof perr);
+    json_value *root = json_parse_limited(rc->body.s ? rc->body.s : "", rc->body.n, SRV_JSON_DEPTH,
+                                          srv_json_budget(rc->body.n), perr, sizeof perr);
     if (!root) return send_error(s, c, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON: %s", perr);
     const json_value *t = root->type == JSON_OBJECT ? json_get(root, "tokens") : NULL;
     if (!t || t->type != JSON_ARRAY) {
@@ -332,7 +396,7 @@ static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ct
     return send_json(s, c, 200, &b);
 }
 
-static enum MHD_Result models(tp_server *s, struct MHD_Connection *c) {
+static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, int close) {
     jbuf b = {0};
     jb_str(&b, "{\"object\": \"list\", \"data\": [{\"id\": ");
     jb_json(&b, s->o.name, strlen(s->o.name));
@@ -340,7 +404,7 @@ static enum MHD_Result models(tp_server *s, struct MHD_Connection *c) {
     jb_json(&b, s->o.name, strlen(s->o.name));
     if (s->ready) jb_printf(&b, ", \"max_model_len\": %d}]}", s->n_positions);
     else jb_str(&b, ", \"max_model_len\": null}]}");
-    return send_json(s, c, 200, &b);
+    return send_body(s, c, 200, "application/json", &b, 1, close);
 }
 
 static int is_engine_route(const char *url) {
@@ -363,53 +427,165 @@ static int authorized(tp_server *s, struct MHD_Connection *c) {
     return diff == 0;
 }
 
-static enum MHD_Result route(tp_server *s, struct MHD_Connection *c, const char *url, const char *method,
-                             req_ctx *rc) {
-    int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-    enum { NONE, HEALTH, METRICS, MODELS, COMPLETIONS, TOKENIZE, DETOKENIZE } what = NONE;
-    int want_post = 1;
-    if (strcmp(url, "/health") == 0) what = HEALTH, want_post = 0;
-    else if (strcmp(url, "/metrics") == 0) what = METRICS, want_post = 0;
-    else if (strcmp(url, "/v1/models") == 0) what = MODELS, want_post = 0;
-    else if (strcmp(url, "/v1/completions") == 0 || is_engine_route(url)) what = COMPLETIONS;
-    else if (strcmp(url, "/tokenize") == 0) what = TOKENIZE;
-    else if (strcmp(url, "/detokenize") == 0) what = DETOKENIZE;
-    if (what == NONE)
-        return send_error(s, c, 404, "invalid_request_error", "not_found", NULL, "no route %s %s (see docs/SERVING.md)",
-                          method, url);
+static route_id route_of(const char *url, int *want_post) {
+    *want_post = 1;
+    if (strcmp(url, "/health") == 0) return *want_post = 0, R_HEALTH;
+    if (strcmp(url, "/metrics") == 0) return *want_post = 0, R_METRICS;
+    if (strcmp(url, "/v1/models") == 0) return *want_post = 0, R_MODELS;
+    if (strcmp(url, "/v1/completions") == 0 || is_engine_route(url)) return R_COMPLETIONS;
+    if (strcmp(url, "/tokenize") == 0) return R_TOKENIZE;
+    if (strcmp(url, "/detokenize") == 0) return R_DETOKENIZE;
+    return R_NONE;
+}
+
+/* ---- request framing (RFC 9112 section 6), on the headers ----
+ * libmicrohttpd 0.9.75 takes a header whose name is followed by a space ("Content-Length : 5") as
+ * an unknown header, so the body was read as the next request (smuggled); it takes the first of
+ * two Content-Length headers; and with a Transfer-Encoding other than chunked it waits for a
+ * body that has no length. Every request is checked here, before its body is read, and refused
+ * with the connection closed: a server that cannot tell where a request ends must not read on. */
+typedef struct {
+    int n_cl, n_te, n_host, bad_name;
+    char name[64];           /* the first bad header name, for the message */
+    const char *cl, *te;     /* the values */
+} framing;
+
+static int is_tchar(unsigned char ch) { /* RFC 9110 section 5.6.2 */
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                      const char *value, size_t value_size) {
+    (void)kind;
+    (void)value_size;
+    framing *f = cls;
+    int bad = key_size == 0;
+    for (size_t i = 0; i < key_size; i++) bad |= !is_tchar((unsigned char)key[i]);
+    if (bad && !f->bad_name++) snprintf(f->name, sizeof f->name, "%.*s", (int)(key_size < 60 ? key_size : 60), key);
+    if (!bad && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) f->n_cl++, f->cl = value;
+    if (!bad && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) f->n_te++, f->te = value;
+    if (!bad && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) f->n_host++;
+    return MHD_YES;
+}
+
+/* 0 when the framing is sound, else the status to refuse with (400, or 501 for a transfer coding
+ * tpgen does not implement) and why in msg. *has_body: a body follows the headers. */
+static int framing_error(struct MHD_Connection *c, const char *version, int *has_body, long long *cl, char *msg,
+                         size_t msg_size) {
+    framing f = {0};
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, framing_header, &f);
+    *has_body = 0;
+    *cl = -1;
+    if (f.bad_name) {
+        /* the name as sent; a control character in it is shown escaped by the JSON writer */
+        snprintf(msg, msg_size, "malformed header name \"%s\" (a token, no space before the colon: RFC 9112 5.1)",
+                 f.name);
+        return 400;
+    }
+    /* libmicrohttpd's own check (MHD_OPTION_STRICT_FOR_CLIENT) sends its 400 head twice in 0.9.75 */
+    if (f.n_host > 1 || (f.n_host == 0 && strcmp(version, MHD_HTTP_VERSION_1_1) == 0)) {
+        snprintf(msg, msg_size, "%s Host header; an HTTP/1.1 request has exactly one (RFC 9112 3.2)",
+                 f.n_host ? "more than one" : "no");
+        return 400;
+    }
+    if (f.n_cl > 1) {
+        snprintf(msg, msg_size, "%d Content-Length headers; a request has at most one (RFC 9112 6.3)", f.n_cl);
+        return 400;
+    }
+    if (f.n_te && f.n_cl) {
+        snprintf(msg, msg_size, "both Transfer-Encoding and Content-Length; a request has one or the other (RFC 9112 6.1)");
+        return 400;
+    }
+    if (f.n_te) {
+        const char *v = f.te;
+        while (*v == ' ' || *v == '\t') v++;
+        size_t n = strlen(v);
+        while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
+        if (f.n_te > 1 || n != 7 || strncasecmp(v, "chunked", 7)) {
+            /* a coding other than chunked (gzip, ...): not implemented; chunked not last: no length */
+            const char *last = f.te + strlen(f.te);
+            while (last > f.te && (last[-1] == ' ' || last[-1] == '\t')) last--;
+            int chunked_last = f.n_te == 1 && last - f.te >= 7 && strncasecmp(last - 7, "chunked", 7) == 0;
+            snprintf(msg, msg_size, "Transfer-Encoding \"%.64s\"%s: tpgen takes only \"chunked\" (RFC 9112 6.1)",
+                     f.n_te > 1 ? "(several headers)" : f.te, chunked_last ? " has a coding it does not implement" : "");
+            return chunked_last ? 501 : 400;
+        }
+        *has_body = 1;
+    }
+    if (f.n_cl) { /* libmicrohttpd has refused a value that is not a number (400) or too large (413) */
+        size_t nd = strspn(f.cl, "0123456789"); /* 1*DIGIT, nothing else (RFC 9110 8.6) */
+        long long x = nd ? strtoll(f.cl, NULL, 10) : -1;
+        if (!nd || f.cl[nd] || x < 0) {
+            snprintf(msg, msg_size, "Content-Length \"%.32s\" is not a length", f.cl);
+            return 400;
+        }
+        *cl = x;
+        *has_body = x > 0;
+    }
+    return 0;
+}
+
+/* The request line and headers are in, no byte of the body is read: everything that can be
+ * decided now is (framing, route, method, API key, size), so a request that will be refused
+ * never has its body buffered. Returns MHD_YES to read the body (the route answers at its end). */
+static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, req_ctx *rc) {
+    char msg[256];
+    int has_body;
+    long long cl;
+    int bad = framing_error(c, version, &has_body, &cl, msg, sizeof msg);
+    if (bad) return refuse(s, c, bad, 1, bad == 501 ? "not_implemented" : "bad_framing", "%s", msg);
+    int want_post, get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    route_id what = route_of(url, &want_post);
+    rc->answered = 1; /* unless the body is read below */
+    if (what == R_NONE)
+        return refuse(s, c, 404, has_body, "not_found", "no route %s %s (see docs/SERVING.md)", method, url);
     if (want_post ? !post : !get)
-        return send_error(s, c, 405, "invalid_request_error", "method_not_allowed", NULL, "%s %s: use %s", method, url,
-                          want_post ? "POST" : "GET");
-    if (what == HEALTH) {
+        return refuse(s, c, 405, has_body, "method_not_allowed", "%s %s: use %s", method, url,
+                                  want_post ? "POST" : "GET");
+    if (what == R_HEALTH) {
         pthread_mutex_lock(&s->mu);
         int ready = s->ready, draining = s->draining || srv_stop_signal; /* the signal counts at once */
         pthread_mutex_unlock(&s->mu);
         jbuf b = {0};
         jb_printf(&b, "{\"status\": \"%s\"}", draining ? "draining" : ready ? "ok" : "loading");
-        return send_body(s, c, ready && !draining ? 200 : 503, "application/json", &b, 0);
+        return send_body(s, c, ready && !draining ? 200 : 503, "application/json", &b, 0, has_body);
     }
-    if (what == METRICS) {
+    if (what == R_METRICS) {
         jbuf b = {0};
         pthread_mutex_lock(&s->mu);
         srv_metrics_render(&s->met, &b);
         pthread_mutex_unlock(&s->mu);
-        return send_body(s, c, 200, "text/plain; version=0.0.4", &b, 0);
+        return send_body(s, c, 200, "text/plain; version=0.0.4", &b, 0, has_body);
     }
     if (!authorized(s, c))
-        return send_error(s, c, 401, "invalid_request_error", "invalid_api_key", NULL,
-                          "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
-    if (rc->too_big)
+        return refuse(s, c, 401, has_body, "invalid_api_key",
+                                  "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
+    if (cl > s->o.max_body_bytes)
+        return refuse(s, c, 413, 1, "request_too_large",
+                                  "the request body is over the limit of %ld bytes (--max-body-bytes)",
+                                  s->o.max_body_bytes);
+    if (what == R_MODELS) return models(s, c, has_body);
+    rc->answered = 0;
+    rc->what = what;
+    if (cl > 0) jb_reserve(&rc->body, (size_t)cl); /* the body's exact size, not a doubling */
+    return MHD_YES;
+}
+
+/* The whole body is in. */
+static enum MHD_Result on_body(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
+    rc->answered = 1;
+    if (rc->too_big) /* chunked: its size was known only now */
         return send_error(s, c, 413, "invalid_request_error", "request_too_large", NULL,
                           "the request body is over the limit of %ld bytes (--max-body-bytes)", s->o.max_body_bytes);
-    if (what == MODELS) return models(s, c);
-    if (what == TOKENIZE) return tokenize(s, c, rc);
-    if (what == DETOKENIZE) return detokenize(s, c, rc);
+    if (rc->what == R_TOKENIZE) return tokenize(s, c, rc);
+    if (rc->what == R_DETOKENIZE) return detokenize(s, c, rc);
     return completions(s, c, rc);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    (void)version;
     tp_server *s = cls;
     req_ctx *rc = *con_cls;
     if (!rc) {
@@ -418,6 +594,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         pthread_mutex_lock(&s->mu);
         s->open_requests++;
         pthread_mutex_unlock(&s->mu);
+        srv_conn_head_done(s, c);
+        return on_headers(s, c, url, method, version, rc);
+    }
+    if (rc->answered) { /* refused on its headers: what libmicrohttpd still reads is dropped */
+        *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size) {
@@ -430,13 +611,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         *upload_size = 0;
         return MHD_YES;
     }
-    return route(s, c, url, method, rc);
+    return on_body(s, c, rc);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode code) {
-    (void)c;
     (void)code;
     tp_server *s = cls;
+    srv_conn_head_next(s, c);
     req_ctx *rc = *con_cls;
     if (!rc) return;
     jb_free(&rc->body);
@@ -467,16 +648,19 @@ tp_server *tp_server_start(const tp_serve_opts *o, tp_tokenizer *tok, char *err,
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->tok_mu, NULL);
     pthread_cond_init(&s->engine_cv, NULL);
+    srv_conns_start(s);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+                            srv_conns_notify, s, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->conn_timeout,
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         snprintf(err, err_size, "cannot listen on %s port %d (in use, or not an address of this machine?)", o->host,
                  o->port);
+        srv_conns_stop(s);
         free(s);
         return NULL;
     }
@@ -490,6 +674,12 @@ int tp_server_port(const tp_server *s) { return s->port; }
 void tp_server_free(tp_server *s) {
     if (!s) return;
     MHD_stop_daemon(s->d);
+    srv_conns_stop(s);
+    while (s->clients) {
+        srv_client *c = s->clients;
+        s->clients = c->next;
+        free(c);
+    }
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->tok_mu);
     pthread_cond_destroy(&s->engine_cv);

@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 
+#include <microhttpd.h>
+
 #include "engine/scheduler.h"
 #include "jbuf.h"
 #include "metrics.h"
@@ -19,6 +21,12 @@
 #define SRV_MAX_N 16       /* choices per prompt */
 #define SRV_MAX_PROMPTS 64 /* prompts per request */
 #define SRV_MAX_LOGPROBS 5
+/* A request body's JSON: at most 32 levels deep (a request needs 3), and a tree of at most 32
+ * bytes per byte of body + 1 MiB (json_parse_limited), so one request's parse costs a bounded
+ * multiple of its body. A value is 88 bytes of tree: a body over ~90 KB of 1-digit ids ("1,": 44
+ * bytes of tree per byte) is refused; ids of 2 digits and more (29 per byte and less) never are. */
+#define SRV_JSON_DEPTH 32
+static inline size_t srv_json_budget(size_t body_bytes) { return 32 * body_bytes + ((size_t)1 << 20); }
 
 /* One generated sequence. r comes first: the engine's hooks get &r and cast back. */
 typedef struct {
@@ -48,6 +56,16 @@ typedef struct {
     float *top_lps;
 } srv_prompt;
 
+typedef struct srv_conn srv_conn; /* conns.c */
+
+/* A client (peer address) and the sequences its requests hold, queued or running (under mu). */
+typedef struct srv_client srv_client;
+struct srv_client {
+    char addr[64];
+    int held;
+    srv_client *next;
+};
+
 typedef struct srv_job srv_job;
 struct srv_job {
     char id[48];
@@ -58,6 +76,10 @@ struct srv_job {
     srv_choice *ch;
     int stream, include_usage, echo, logprobs; /* logprobs: -1 none, else 0..5 */
     int return_token_ids; /* vLLM's extension: prompt_token_ids and token_ids in each choice */
+    char client[64];      /* the peer's address: the unit of --max-seqs-per-client and of fair admission */
+    /* engine thread only: choices [0, next_sub) are submitted to the scheduler, live of them
+     * not finished */
+    int next_sub, live;
     char *stops[16];
     int n_stops;
     /* under mu */
@@ -84,6 +106,13 @@ struct tp_server {
     int n_jobs;           /* enqueued and not finished (for --max-queue) */
     int open_requests;    /* HTTP requests not yet fully answered (drain waits for them) */
     srv_metrics met;
+    srv_client *clients;  /* under mu: sequences held (queued or running) per peer address */
+    /* conns.c: the open connections and the watchdog of their header deadlines */
+    pthread_mutex_t conn_mu;
+    pthread_cond_t conns_cv;
+    srv_conn *conns;
+    pthread_t conns_thread;
+    int conns_running, conns_stop;
 };
 
 /* Set by the SIGTERM/SIGINT handler (on whichever thread the signal lands), read by the HTTP
@@ -106,7 +135,18 @@ const char *srv_job_error(const srv_job *j); /* a choice failed in the engine: w
 int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text, int *flags, jbuf *b);
 void srv_render_usage_chunk(tp_server *s, srv_job *j, jbuf *b);
 
+/* conns.c: a request's headers (and the wait for the next request) take at most --conn-timeout
+ * seconds in all. srv_conns_notify is libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback. */
+void srv_conns_start(tp_server *s);
+void srv_conns_stop(tp_server *s); /* after MHD_stop_daemon */
+void srv_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode toe);
+void srv_conn_head_done(tp_server *s, struct MHD_Connection *c); /* its headers are in */
+void srv_conn_head_next(tp_server *s, struct MHD_Connection *c); /* answered: the next request's clock starts */
+
 /* engine.c */
 void srv_job_release(tp_server *s, srv_job *j); /* under mu */
+/* under mu: the sequences j->client holds (0 if none); srv_client_hold adds n (n < 0 releases). */
+int srv_client_held(tp_server *s, const char *addr);
+void srv_client_hold(tp_server *s, const char *addr, int n);
 
 #endif

@@ -22,6 +22,12 @@ static void reserve(jbuf *b, size_t more) {
     b->cap = cap;
 }
 
+void jb_reserve(jbuf *b, size_t n) {
+    if (n + 1 <= b->cap) return;
+    b->s = tp_realloc(b->s, n + 1);
+    b->cap = n + 1;
+}
+
 void jb_put(jbuf *b, const char *s, size_t n) {
     reserve(b, n);
     memcpy(b->s + b->n, s, n);

@@ -11,6 +11,8 @@ typedef struct {
 } jbuf;
 
 void jb_free(jbuf *b);
+/* Room for n bytes in all, allocated exactly (a body of known length). */
+void jb_reserve(jbuf *b, size_t n);
 void jb_put(jbuf *b, const char *s, size_t n);
 void jb_str(jbuf *b, const char *s); /* raw text */
 void jb_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

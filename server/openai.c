@@ -386,7 +386,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
         c->tok_off = tp_calloc(max_tokens > 0 ? max_tokens : 1, sizeof(size_t));
         if (s->tok) {
             c->detok = tp_detok_stream_new(s->tok, 1);
-            if (j->n_stops) c->stops = tp_stop_matcher_new((const char *const *)j->stops, j->n_stops);
+            if (j->n_stops) /* the job's strings, shared by its choices (freed after them) */
+                c->stops = tp_stop_matcher_new_shared((const char *const *)j->stops, j->n_stops);
         }
     }
 #undef BAIL
@@ -396,7 +397,7 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
 srv_job *srv_parse_completion(tp_server *s, const char *body, size_t n, int *status, jbuf *err) {
     errctx e = {status, err};
     char perr[256];
-    json_value *root = json_parse(body, n, perr, sizeof perr);
+    json_value *root = json_parse_limited(body, n, SRV_JSON_DEPTH, srv_json_budget(n), perr, sizeof perr);
     if (!root) return fail(&e, 400, NULL, NULL, "the request body is not valid JSON: %s", perr);
     srv_job *j = parse(s, root, &e);
     json_free(root);

@@ -21,6 +21,7 @@ typedef struct {
     int conn_timeout;     /* seconds a client may stay silent (not reading, not sending); 0: none */
     int max_connections;  /* open at once; one more is closed as soon as accepted */
     int speculate_k, speculate_n; /* --speculate ngram:K:N for every request (0: off) */
+    int max_seqs_per_client; /* sequences one peer address may hold, queued or running (429 beyond) */
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;

@@ -72,6 +72,9 @@ int32_t tp_tokenizer_eos_id(const tp_tokenizer *t); /* <|endoftext|> (or the eos
  * held back. */
 typedef struct tp_stop_matcher tp_stop_matcher;
 tp_stop_matcher *tp_stop_matcher_new(const char *const *stops, int n_stops);
+/* The same on strings the caller keeps alive until tp_stop_matcher_free: one copy of the stop
+ * strings for every sequence of a server request (n x prompts matchers). */
+tp_stop_matcher *tp_stop_matcher_new_shared(const char *const *stops, int n_stops);
 int tp_stop_matcher_feed(tp_stop_matcher *m, const char *text, size_t len, char **out, size_t *out_len);
 void tp_stop_matcher_finish(tp_stop_matcher *m, char **out, size_t *out_len);
 void tp_stop_matcher_free(tp_stop_matcher *m);

@@ -142,21 +142,29 @@ struct tp_stop_matcher {
     char **stops; /* [n] non-empty stop strings */
     size_t *lens; /* [n] */
     int n;
+    int borrowed; /* stops are the caller's (tp_stop_matcher_new_shared), not copies */
     char *pend; /* text held back: it may be the start of a stop string */
     size_t npend, cap;
     int stopped;
 };
 
-tp_stop_matcher *tp_stop_matcher_new(const char *const *stops, int n_stops) {
+static tp_stop_matcher *matcher_new(const char *const *stops, int n_stops, int borrow) {
     tp_stop_matcher *m = tp_calloc(1, sizeof *m);
     m->stops = tp_calloc((size_t)(n_stops > 0 ? n_stops : 1), sizeof *m->stops);
     m->lens = tp_calloc((size_t)(n_stops > 0 ? n_stops : 1), sizeof *m->lens);
+    m->borrowed = borrow;
     for (int i = 0; i < n_stops; i++)
         if (stops[i] && stops[i][0]) {
-            m->stops[m->n] = tp_strdup(stops[i]);
+            m->stops[m->n] = borrow ? (char *)stops[i] : tp_strdup(stops[i]);
             m->lens[m->n++] = strlen(stops[i]);
         }
     return m;
+}
+
+tp_stop_matcher *tp_stop_matcher_new(const char *const *stops, int n_stops) { return matcher_new(stops, n_stops, 0); }
+
+tp_stop_matcher *tp_stop_matcher_new_shared(const char *const *stops, int n_stops) {
+    return matcher_new(stops, n_stops, 1);
 }
 
 int tp_stop_matcher_feed(tp_stop_matcher *m, const char *text, size_t len, char **out, size_t *out_len) {
@@ -196,7 +204,8 @@ void tp_stop_matcher_finish(tp_stop_matcher *m, char **out, size_t *out_len) {
 
 void tp_stop_matcher_free(tp_stop_matcher *m) {
     if (!m) return;
-    for (int i = 0; i < m->n; i++) free(m->stops[i]);
+    if (!m->borrowed)
+        for (int i = 0; i < m->n; i++) free(m->stops[i]);
     free(m->stops);
     free(m->lens);
     free(m->pend);

@@ -15,6 +15,8 @@ typedef struct {
     char *err;
     size_t err_size;
     int failed;
+    int max_depth;
+    size_t budget, used; /* bytes the tree may take (json_parse_limited), and those it takes */
 } parser;
 
 static void fail(parser *p, const char *what) {
@@ -25,6 +27,17 @@ static void fail(parser *p, const char *what) {
         if (*c == '\n') { line++; col = 1; } else col++;
     }
     if (p->err && p->err_size) snprintf(p->err, p->err_size, "line %d column %d: %s", line, col, what);
+}
+
+/* Counts n more bytes of tree against the budget; 0 (and the error) when over it. */
+static int take(parser *p, size_t n) {
+    p->used += n;
+    if (p->used <= p->budget) return 1;
+    char what[128];
+    snprintf(what, sizeof what, "the parsed document would take more than %zu bytes (the limit for this text)",
+             p->budget);
+    fail(p, what);
+    return 0;
 }
 
 static void skip_ws(parser *p) {
@@ -67,6 +80,7 @@ static int parse_string(parser *p, char **out, size_t *out_len) {
     const char *q = p->s;
     while (q < p->end && *q != '"') q += (*q == '\\') ? 2 : 1;
     if (q >= p->end) { fail(p, "unterminated string"); return 0; }
+    if (!take(p, (size_t)(q - p->s) + 1)) return 0;
     char *buf = tp_malloc((size_t)(q - p->s) + 1), *o = buf;
     while (*p->s != '"') {
         unsigned char c = (unsigned char)*p->s;
@@ -164,7 +178,13 @@ static int parse_container(parser *p, json_value *v, int depth, int object) {
     if (p->s < p->end && *p->s == close) { p->s++; return 1; }
     for (;;) {
         if (v->n == cap) {
-            cap = cap ? cap * 2 : 8;
+            /* doubling, but never past what the rest of the text can hold: each element takes at
+             * least 2 bytes of it (a value and a ',' or the closing bracket) */
+            size_t most = v->n + (size_t)(p->end - p->s) / 2 + 1, grown = cap ? cap * 2 : 8;
+            size_t old = cap;
+            cap = grown < most ? grown : most;
+            if (!take(p, (cap - old) * (sizeof *v->items + (object ? sizeof *v->keys + sizeof *v->key_lens : 0))))
+                return 0;
             v->items = tp_realloc(v->items, cap * sizeof *v->items);
             if (object) {
                 v->keys = tp_realloc(v->keys, cap * sizeof *v->keys);
@@ -184,14 +204,30 @@ static int parse_container(parser *p, json_value *v, int depth, int object) {
         if (!parse_value(p, &v->items[v->n - 1], depth + 1)) return 0;
         skip_ws(p);
         if (p->s < p->end && *p->s == ',') { p->s++; continue; }
-        if (p->s < p->end && *p->s == close) { p->s++; return 1; }
+        if (p->s < p->end && *p->s == close) {
+            p->s++;
+            if (v->n < cap) { /* to size: what a tree keeps is its elements, not the doubling's slack */
+                p->used -= (cap - v->n) * (sizeof *v->items + (object ? sizeof *v->keys + sizeof *v->key_lens : 0));
+                v->items = tp_realloc(v->items, v->n * sizeof *v->items);
+                if (object) {
+                    v->keys = tp_realloc(v->keys, v->n * sizeof *v->keys);
+                    v->key_lens = tp_realloc(v->key_lens, v->n * sizeof *v->key_lens);
+                }
+            }
+            return 1;
+        }
         fail(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
         return 0;
     }
 }
 
 static int parse_value(parser *p, json_value *v, int depth) {
-    if (depth > JSON_MAX_DEPTH) { fail(p, "nesting too deep"); return 0; }
+    if (depth >= p->max_depth) { /* depth 0 is the first level */
+        char what[64];
+        snprintf(what, sizeof what, "nested deeper than %d levels", p->max_depth);
+        fail(p, what);
+        return 0;
+    }
     skip_ws(p);
     if (p->s >= p->end) { fail(p, "unexpected end of input"); return 0; }
     switch (*p->s) {
@@ -219,7 +255,13 @@ static void free_children(json_value *v) {
 }
 
 json_value *json_parse(const char *text, size_t len, char *err, size_t err_size) {
-    parser p = {text, text + len, text, err, err_size, 0};
+    return json_parse_limited(text, len, JSON_MAX_DEPTH, SIZE_MAX, err, err_size);
+}
+
+json_value *json_parse_limited(const char *text, size_t len, int max_depth, size_t max_bytes, char *err,
+                               size_t err_size) {
+    parser p = {text, text + len, text, err, err_size, 0, max_depth < JSON_MAX_DEPTH ? max_depth : JSON_MAX_DEPTH,
+                max_bytes, 0};
     json_value *root = tp_calloc(1, sizeof *root);
     if (parse_value(&p, root, 0)) {
         skip_ws(&p);

@@ -28,6 +28,12 @@ struct json_value {
 
 /* Returns NULL on a syntax error and writes "line L column C: what" into err. */
 json_value *json_parse(const char *text, size_t len, char *err, size_t err_size);
+/* json_parse for text from a client: at most max_depth levels of nesting (256 at most) and at
+ * most max_bytes of tree (elements, member names and strings; the allocator's own overhead
+ * aside), so that the memory a document costs is bounded by its caller. Over a limit: NULL and
+ * the error, as for a syntax error. */
+json_value *json_parse_limited(const char *text, size_t len, int max_depth, size_t max_bytes, char *err,
+                               size_t err_size);
 void json_free(json_value *v);
 
 const json_value *json_get(const json_value *obj, const char *key); /* NULL if absent */

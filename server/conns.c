@@ -1,0 +1,121 @@
+/* The TCP connections, for the one limit libmicrohttpd 0.9.75 does not keep: how long a request's
+ * headers may take in all. Its connection timeout (--conn-timeout) bounds the silence between
+ * two bytes, so a client trickling a header byte every few seconds held its connection (and a
+ * --max-connections slot) forever; twelve of them kept fresh clients out. Here each connection
+ * has a deadline while it is between requests or in its headers: --conn-timeout seconds from
+ * its start or from its last answer. A watchdog thread shuts down the socket of a connection
+ * past its deadline; libmicrohttpd then sees the end of the stream and closes it. */
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "util/log.h"
+
+struct srv_conn {
+    srv_conn *prev, *next;
+    int fd;
+    int in_head;     /* between requests or in a request's headers: the deadline applies */
+    double deadline; /* tp_now_seconds() */
+    int cut;         /* shut down by the watchdog */
+};
+
+static srv_conn *conn_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+void srv_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                      enum MHD_ConnectionNotificationCode toe) {
+    tp_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        srv_conn *k = tp_calloc(1, sizeof *k);
+        k->fd = ci ? ci->connect_fd : -1;
+        k->in_head = 1;
+        k->deadline = tp_now_seconds() + s->o.conn_timeout;
+        pthread_mutex_lock(&s->conn_mu);
+        k->next = s->conns;
+        if (s->conns) s->conns->prev = k;
+        s->conns = k;
+        pthread_mutex_unlock(&s->conn_mu);
+        *socket_context = k;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        /* before libmicrohttpd closes the socket: the watchdog never touches a reused fd */
+        srv_conn *k = *socket_context;
+        pthread_mutex_lock(&s->conn_mu);
+        if (k->prev) k->prev->next = k->next;
+        else s->conns = k->next;
+        if (k->next) k->next->prev = k->prev;
+        pthread_mutex_unlock(&s->conn_mu);
+        free(k);
+        *socket_context = NULL;
+    }
+}
+
+void srv_conn_head_done(tp_server *s, struct MHD_Connection *c) {
+    srv_conn *k = conn_of(c);
+    if (!k) return;
+    pthread_mutex_lock(&s->conn_mu);
+    k->in_head = 0;
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+void srv_conn_head_next(tp_server *s, struct MHD_Connection *c) {
+    srv_conn *k = conn_of(c);
+    if (!k) return;
+    pthread_mutex_lock(&s->conn_mu);
+    k->in_head = 1;
+    k->deadline = tp_now_seconds() + s->o.conn_timeout;
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+static void *watchdog(void *arg) {
+    tp_server *s = arg;
+    pthread_mutex_lock(&s->conn_mu);
+    while (!s->conns_stop) {
+        double now = tp_now_seconds();
+        for (srv_conn *k = s->conns; k; k = k->next)
+            if (k->in_head && !k->cut && now > k->deadline && k->fd >= 0) {
+                k->cut = 1;
+                /* ENOTCONN: the peer is already gone; libmicrohttpd closes it anyway */
+                if (shutdown(k->fd, SHUT_RDWR) && errno != ENOTCONN)
+                    fprintf(stderr, "tpgen: warning: shutdown of a connection past its header deadline: %s\n",
+                            strerror(errno));
+            }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000L; /* the deadline is kept to within 0.2 s */
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&s->conns_cv, &s->conn_mu, &ts);
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    return NULL;
+}
+
+void srv_conns_start(tp_server *s) {
+    pthread_mutex_init(&s->conn_mu, NULL);
+    pthread_cond_init(&s->conns_cv, NULL);
+    if (!s->o.conn_timeout) return;
+    int rc = pthread_create(&s->conns_thread, NULL, watchdog, s);
+    if (rc) tp_die("pthread_create (connection watchdog): %s", strerror(rc));
+    s->conns_running = 1;
+}
+
+void srv_conns_stop(tp_server *s) {
+    if (s->conns_running) {
+        pthread_mutex_lock(&s->conn_mu);
+        s->conns_stop = 1;
+        pthread_cond_signal(&s->conns_cv);
+        pthread_mutex_unlock(&s->conn_mu);
+        int rc = pthread_join(s->conns_thread, NULL);
+        if (rc) tp_die("pthread_join (connection watchdog): %s", strerror(rc));
+    }
+    pthread_mutex_destroy(&s->conn_mu);
+    pthread_cond_destroy(&s->conns_cv);
+}

@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""`tpgen serve` at the byte level: HTTP framing, memory per request, slow headers, fairness.
+
+usage: http_test.py TPGEN MPIEXEC NP FIXTURE TOKENIZER_DIR WORKDIR PART  (the arguments of serve_test.py,
+whose Server class and check() it uses)
+PART "framing": exact bytes on raw sockets. Each request whose framing RFC 9112 refuses (a space
+  or tab before a header's colon, two Content-Length, Transfer-Encoding other than chunked or with
+  Content-Length, no Host) gets exactly one response, 400 (501 for an unknown coding), and the
+  connection is closed with nothing after it: the bytes behind it are never run as a second
+  request (the smuggled request would be counted in /metrics). Good chunked and keep-alive
+  requests still work. With --api-key, a request without the key gets its 401 on the headers,
+  before the body is sent; a Content-Length over --max-body-bytes its 413 the same way. A body
+  nested 33 levels deep is a 400 naming the limit of 32.
+PART "memory": rank 0's peak RSS (VmHWM) over one request of each costly kind, on a fresh server
+  each: 1.25 MiB of small nested arrays (served: within the parse budget); 16 stop strings of 64
+  KiB over 256 choices (served); 1 MiB of 1-digit numbers (refused: over the budget, 44 bytes of
+  tree per byte). Each must grow rank 0 by less than 48 bytes per body byte + 16 MiB (the parse
+  budget of server/internal.h is 32 + 1 MiB, the rest is the allocator's); not checked in a
+  sanitizer build (TPGEN_SANITIZED set by tests/http.cmake), where the runtime owns the memory.
+Every server must exit 0 on SIGTERM with no sanitizer report in its stderr.
+PART "loris": --max-connections 4 --conn-timeout 2 and 4 clients trickling header bytes (one
+  every 0.5 s, under the 2 s idle limit): each is cut at its header deadline and a fresh client
+  is served within 8 s, where before it waited for the tricklers (12 s here).
+PART "fair": --max-batch 2 --max-seqs-per-client 8. A client (127.0.0.2) streams 8 sequences x 120
+  tokens and never reads; a second client (127.0.0.3) asks for 4 tokens: it is admitted at the
+  next free slot (< 372 tokens generated meanwhile), not behind the 6 queued sequences (> 700).
+  8 more sequences from the first address are a 429 + Retry-After, a request of 9 sequences a
+  400; once the stream is closed (cancelled) the address is served again.
+"""
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_test as st  # noqa: E402
+from serve_test import Server, check, ok  # noqa: E402
+
+# serve_test reads its argv only when run itself: the same arguments, set here
+st.TPGEN, st.MPIEXEC, NP, st.FIXTURE, st.TOKDIR, st.WORK, PART = sys.argv[1:8]
+st.NP = int(NP)
+
+
+def exchange(port, raw, wait=5.0, send_body=None):
+    """Sends raw, reads until the server closes or wait s pass. Returns (bytes, closed)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=wait)
+    s.sendall(raw)
+    out, closed, t0 = b"", False, time.time()
+    s.settimeout(0.2)
+    while time.time() - t0 < wait:
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            closed = True
+            break
+        if not b:
+            closed = True
+            break
+        out += b
+    s.close()
+    return out, closed
+
+
+def parse_one(data):
+    """The first response in data: (status, headers {lower: value}, body, bytes after it)."""
+    head, sep, rest = data.partition(b"\r\n\r\n")
+    if not sep:
+        return None, {}, b"", data
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split()[1]) if lines[0].startswith(b"HTTP/1.") else None
+    hdrs = {}
+    for l in lines[1:]:
+        k, _, v = l.partition(b":")
+        hdrs[k.strip().lower().decode()] = v.strip().decode()
+    n = int(hdrs.get("content-length", "0"))
+    return status, hdrs, rest[:n], rest[n:]
+
+
+def stop(srv):
+    """SIGTERM, exit 0, and no sanitizer report in the server's stderr (a sanitized build)."""
+    srv.p.terminate()
+    check(srv.p.wait(30) == 0, "the server exits 0 after SIGTERM")
+    time.sleep(0.2)  # the stderr reader's last lines
+    reports = [l for l in srv.lines if "Sanitizer" in l or "runtime error:" in l]
+    check(not reports, "sanitizer reports from the server:\n" + "".join(reports[:20]))
+
+
+def req_count(srv, status):
+    return srv.metrics().get('tpgen_requests_total{status="%d"}' % status, 0)
+
+
+def part_framing():
+    key = "k-123"
+    srv = Server(st.FIXTURE, ["--max-body-bytes", "65536"], env={"TPGEN_API_KEY": key})
+    port, auth = srv.port, b"Authorization: Bearer " + key.encode() + b"\r\n"
+    body = b'{"prompt": [1, 2], "max_tokens": 1}'
+    smuggled = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth + b"\r\n"
+
+    def post(headers, payload, path=b"/v1/completions"):
+        return b"POST " + path + b" HTTP/1.1\r\nHost: x\r\n" + auth + headers + b"\r\n" + payload
+
+    cases = [  # name, bytes, status
+        ("space before colon", post(b"Content-Length : %d\r\n" % len(smuggled), smuggled), 400),
+        ("tab before colon", post(b"Content-Length\t: %d\r\n" % len(smuggled), smuggled), 400),
+        ("two Content-Length", post(b"Content-Length: %d\r\nContent-Length: 5\r\n" % len(body), body + smuggled), 400),
+        ("two equal Content-Length", post(b"Content-Length: %d\r\nContent-Length: %d\r\n" % (len(body), len(body)),
+                                          body + smuggled), 400),
+        ("Transfer-Encoding gzip", post(b"Transfer-Encoding: gzip\r\n", body + smuggled), 400),
+        ("Transfer-Encoding gzip, chunked", post(b"Transfer-Encoding: gzip, chunked\r\n", b"0\r\n\r\n" + smuggled), 501),
+        ("chunked and Content-Length", post(b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+                                            b"0\r\n\r\n" + smuggled), 400),
+        ("no Host", b"POST /v1/completions HTTP/1.1\r\n" + auth + b"Content-Length: %d\r\n\r\n" % len(body) + body +
+         smuggled, 400),
+    ]
+    for name, raw, want in cases:
+        before = req_count(srv, 200)
+        data, closed = exchange(port, raw)
+        status, hdrs, rbody, rest = parse_one(data)
+        err = json.loads(rbody or b"{}").get("error", {})
+        check(status == want and closed and rest == b"" and hdrs.get("connection") == "close" and err.get("message"),
+              "%s: want exactly one %d and the connection closed, got %s closed=%s after=%r body=%r" %
+              (name, want, status, closed, rest[:80], rbody[:120]))
+        check(req_count(srv, 200) == before, "%s: no request after it was run (200s %d -> %d)" %
+              (name, before, req_count(srv, 200)))
+    ok("framing refused on the headers: %d cases, each one response and the connection closed" % len(cases))
+
+    # libmicrohttpd refuses these itself (400/413) and closes; 0.9.75 writes its head twice, so
+    # only the first response and the close are asserted (docs/RELIABILITY.md, round 3)
+    for name, cl, want in [("negative", b"-5", 400), ("not a number", b"abc", 400),
+                           ("huge", b"99999999999999999999999", 413)]:
+        before = req_count(srv, 200)
+        data, closed = exchange(port, post(b"Content-Length: " + cl + b"\r\n", body + smuggled))
+        status, _, _, _ = parse_one(data)
+        check(status == want and closed and req_count(srv, 200) == before,
+              "Content-Length %s: %s closed=%s" % (name, status, closed))
+    ok("malformed Content-Length values: refused by libmicrohttpd, connection closed, nothing run")
+
+    # good framing still works: chunked, and two requests on one keep-alive connection
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    data, closed = exchange(port, post(b"Transfer-Encoding: chunked\r\n", chunked), wait=3)
+    status, _, rbody, rest = parse_one(data)
+    check(status == 200 and json.loads(rbody)["choices"], "chunked request: %s %r" % (status, data[:200]))
+    two = post(b"Content-Length: %d\r\n" % len(body), body) * 2
+    data, closed = exchange(port, two, wait=3)
+    s1, _, _, rest = parse_one(data)
+    s2, _, _, rest2 = parse_one(rest)
+    check(s1 == 200 and s2 == 200 and rest2 == b"", "two keep-alive requests: %s %s %r" % (s1, s2, rest2[:80]))
+    ok("chunked and keep-alive requests served")
+
+    # refused on the headers: the body is never waited for (it is not sent here)
+    for name, headers, want in [("no API key", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n", 401),
+                                ("wrong API key", b"POST /tokenize HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer no\r\n"
+                                                  b"Content-Length: 60000\r\n\r\n", 401),
+                                ("over --max-body-bytes", post(b"Content-Length: 70000\r\n", b""), 413)]:
+        t0 = time.time()
+        data, closed = exchange(port, headers, wait=4)
+        status, _, _, rest = parse_one(data)
+        check(status == want and closed and rest == b"" and time.time() - t0 < 3.5,
+              "%s: want %d on the headers, got %s closed=%s after %.1f s" % (name, want, status, closed, time.time() - t0))
+    ok("401 and 413 on the headers, before any body byte")
+
+    # nesting: 33 levels is a clear 400 naming the limit, 32 parse (then fail as a request)
+    for depth, want in [(33, "nested deeper than 32 levels"), (32, "'prompt' is required")]:
+        deep = b'{"x": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
+        data, _ = exchange(port, post(b"Content-Length: %d\r\nConnection: close\r\n" % len(deep), deep), wait=3)
+        status, _, rbody, _ = parse_one(data)
+        msg = json.loads(rbody or b"{}").get("error", {}).get("message", "")
+        check(status == 400 and want in msg, "JSON %d levels deep: %s %s" % (depth, status, msg))
+    ok("JSON nesting limited to 32 levels, with a 400 that says so")
+    stop(srv)
+
+
+def vm_hwm(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def part_memory():
+    model = os.path.join(st.WORK, "tiny-with-tokenizer")
+    os.makedirs(model, exist_ok=True)
+    for f in ["config.json", "model.safetensors"]:
+        shutil.copy(os.path.join(st.FIXTURE, f), model)
+    for f in ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]:
+        shutil.copy(os.path.join(st.TOKDIR, f), model)
+    nested = "[" + ",".join(["[0]"] * (262144 - 1)) + "]"
+    stops = ["a" * 65536 + str(i) for i in range(16)]
+    kinds = [
+        ("1 MiB of nested arrays", json.dumps({"prompt": [1, 2], "max_tokens": 1, "user": "x", "junk": json.loads(nested)}),
+         200),
+        ("1 MiB of 1-digit numbers", json.dumps({"prompt": [1, 2], "max_tokens": 1, "junk": [0] * (1 << 19)},
+                                                separators=(",", ":")), 400),
+        ("16 stops of 64 KiB x 256 choices", json.dumps({"prompt": [[1, 2]] * 16, "n": 16, "max_tokens": 2,
+                                                          "stop": stops}), 200),
+    ]
+    for name, body, want in kinds:
+        srv = Server(model, ["--max-body-bytes", str(4 << 20)])
+        pid = srv.rank_pids()[0]
+        st_, _, _ = srv.request("GET", "/health")
+        h0 = vm_hwm(pid)
+        status, text, _ = srv.request("POST", "/v1/completions", raw=body)
+        grow = vm_hwm(pid) - h0
+        bound = 48 * len(body) + (16 << 20)
+        print("memory: %s: body %.2f MiB, status %d, rank 0 VmHWM +%.1f MiB (bound %.1f MiB)" %
+              (name, len(body) / 2**20, status, grow / 2**20, bound / 2**20), flush=True)
+        print("memory: %s: %s" % (name, text[:160]), flush=True)
+        check(status == want and (want == 200 or "would take more than" in text),
+              "%s: status %d %s" % (name, status, text[:200]))
+        # under a sanitizer the runtime owns the memory (shadow, quarantine): statuses only there
+        check(os.environ.get("TPGEN_SANITIZED") or grow < bound,
+              "%s: rank 0 grew %.1f MiB, over %.1f MiB" % (name, grow / 2**20, bound / 2**20))
+        stop(srv)
+    ok("peak RSS per request kind bounded by its body")
+
+
+def part_loris():
+    srv = Server(st.FIXTURE, ["--max-connections", "4", "--conn-timeout", "2"])
+    stop_at = time.time() + 12
+    cut = {}
+
+    def loris(i):
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        t0 = time.time()
+        try:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+            for ch in b"X-Slow: " + b"a" * 100:
+                if time.time() > stop_at:
+                    break
+                s.sendall(bytes([ch]))
+                time.sleep(0.5)
+                s.setblocking(False)
+                try:
+                    if s.recv(1) == b"":
+                        break
+                except BlockingIOError:
+                    pass
+                finally:
+                    s.setblocking(True)
+        except OSError:
+            pass
+        cut[i] = time.time() - t0
+        s.close()
+
+    th = [threading.Thread(target=loris, args=(i,)) for i in range(4)]
+    for t in th:
+        t.start()
+    time.sleep(0.5)
+    t0, served = time.time(), None
+    while time.time() < stop_at + 2 and served is None:
+        try:
+            c = socket.create_connection(("127.0.0.1", srv.port), timeout=2)
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = c.recv(4096)
+            c.close()
+            if data.startswith(b"HTTP/1.1 200"):
+                served = time.time() - t0
+        except OSError:
+            pass
+        if served is None:
+            time.sleep(0.2)
+    for t in th:
+        t.join(20)
+    print("loris: fresh client served after %s s; tricklers cut after %s s" %
+          ("%.1f" % served if served is not None else "never", sorted("%.1f" % v for v in cut.values())), flush=True)
+    check(served is not None and served < 8, "a fresh client is served within 8 s of 4 slow-header clients")
+    check(len(cut) == 4 and all(v < 8 for v in cut.values()), "each trickler is cut at its header deadline: %s" % cut)
+    ok("slow headers bounded by --conn-timeout in all")
+    stop(srv)
+
+
+def post_from(srv, addr, body):
+    """POST /v1/completions from a given loopback address (a distinct client): (status, text, response)."""
+    import http.client
+    c = http.client.HTTPConnection(srv.host, srv.port, timeout=60, source_address=(addr, 0))
+    c.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    text = r.read().decode()
+    c.close()
+    return r.status, text, r
+
+
+def part_fair():
+    srv = Server(st.FIXTURE, ["--max-batch", "2", "--max-seqs-per-client", "8"])
+    # the hog (127.0.0.2): a stream of 8 sequences x 120 tokens that it never reads
+    T = 120
+    body = json.dumps({"prompt": [1, 2, 3], "n": 8, "max_tokens": T, "ignore_eos": True, "stream": True}).encode()
+    hog = socket.create_connection((srv.host, srv.port), source_address=("127.0.0.2", 0))
+    hog.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    deadline = time.time() + 20
+    while time.time() < deadline and srv.metrics()["tpgen_requests_running"] < 2:
+        time.sleep(0.005)
+    g0 = srv.metrics()["tpgen_generation_tokens_total"]
+    # the hog's address holds sequences until its last one ends: 8 more from it pass the cap (429)
+    status, text, r = post_from(srv, "127.0.0.2", {"prompt": [1], "max_tokens": 2, "n": 8})
+    hog_over = srv.metrics()["tpgen_generation_tokens_total"] >= g0 + 6 * T  # its last pair may have ended
+    check(status == 429 and r.getheader("Retry-After") == "1" and "--max-seqs-per-client" in text or hog_over,
+          "8 more sequences from the hog's address: %d %s" % (status, text[:200]))
+    # the normal client (127.0.0.3): 4 tokens, admitted at the next free slot
+    status, text, _ = post_from(srv, "127.0.0.3", {"prompt": [4, 5], "max_tokens": 4, "ignore_eos": True})
+    waited = srv.metrics()["tpgen_generation_tokens_total"] - g0
+    print("fair: tokens generated while the normal request waited and ran: %d (hog: 8 x %d, batch of 2)" %
+          (waited, T), flush=True)
+    check(status == 200, "normal request: %d %s" % (status, text[:200]))
+    # fair: the running pair's 2 x 120 and its own 4 (+ the hog's next one beside it); FIFO: behind
+    # the hog's 6 queued sequences too, 3 more rounds of 2 x 120 (> 700)
+    check(waited < 2 * T + 3 * 4 + T, "the normal request waited for %d hog tokens (< %d)" % (waited, 3 * T + 12))
+    status, text, _ = post_from(srv, "127.0.0.4", {"prompt": [1], "max_tokens": 2, "n": 9})
+    check(status == 400 and "--max-seqs-per-client" in text, "n 9 over the cap of 8: %d %s" % (status, text[:200]))
+    hog.close()  # its stream is cancelled: the address holds nothing
+    deadline = time.time() + 30
+    while time.time() < deadline and srv.metrics()["tpgen_requests_running"] > 0:
+        time.sleep(0.05)
+    status, text, _ = post_from(srv, "127.0.0.2", {"prompt": [1], "max_tokens": 2, "n": 8})
+    check(status == 200, "the hog's address is served again once its stream is gone: %d %s" % (status, text[:200]))
+    ok("fair admission across clients; --max-seqs-per-client 429/400")
+    stop(srv)
+
+
+os.makedirs(st.WORK, exist_ok=True)
+{"framing": part_framing, "memory": part_memory, "loris": part_loris, "fair": part_fair}[PART]()
+if st.FAILS:
+    print("%d checks failed" % len(st.FAILS))
+    sys.exit(1)
+print("all checks passed")
