@@ -45,20 +45,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 import serve_harness as sh  # noqa: E402
-FAILS = []
-LOCK = threading.Lock()
-
-
-def check(cond, what):
-    if not cond:
-        with LOCK:
-            FAILS.append(what)
-            print("FAIL:", what, flush=True)
-    return cond
-
-
-def ok(what):
-    print("ok:", what, flush=True)
+check, ok, FAILS = sh.check, sh.ok, sh.FAILS
 
 
 # ---- the server ----

@@ -29,15 +29,8 @@ import serve_harness as sh  # noqa: E402
 HARNESS = os.path.join(HERE, "..", "..", "tools", "bench_serving.py")
 KEYS = {"completed", "failed", "duration_s", "request_throughput", "input_token_throughput",
         "output_token_throughput", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "config"}
-FAILS = []
+check, FAILS = sh.check, sh.FAILS
 SERVE_FLAGS = ["--backend", "cpu", "--threads", "1"]
-
-
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
 
 
 def model_dir():

@@ -46,6 +46,32 @@ class ConnectionLost(Exception):
     """The connection was refused or closed before any answer (e.g. at --max-connections)."""
 
 
+# ---------------------------------------------------------------- checks
+
+FAILS = []  # what failed, in order (every driver's exit status comes from it)
+_LOCK = threading.Lock()
+
+
+def check(cond, what, say_ok=False):
+    """One check of a driver: records and prints "FAIL: what" when cond is false (and prints
+    "ok: what" when it holds and say_ok); returns cond. Safe from several threads."""
+    if not cond:
+        with _LOCK:
+            FAILS.append(what)
+    if not cond or say_ok:
+        print(("ok: " if cond else "FAIL: ") + what, flush=True)
+    return cond
+
+
+def check_ok(cond, what):
+    """check() that says "ok: what" too."""
+    return check(cond, what, say_ok=True)
+
+
+def ok(what):
+    print("ok:", what, flush=True)
+
+
 # ---------------------------------------------------------------- processes
 
 def is_wrapper(mpiexec):
@@ -165,6 +191,16 @@ def rss_kb(pid):
 
 def open_fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def wait_until(pred, timeout, every=0.1):
+    """Polls pred() until it holds or timeout s pass -> its last value."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(every)
+    return pred()
 
 
 def free_port():

@@ -22,13 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import serve_harness as sh  # noqa: E402
 
 TPGEN, MODEL = sys.argv[1:3]
-FAILS = []
-
-
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
+check, FAILS = sh.check_ok, sh.FAILS
 
 
 def main():

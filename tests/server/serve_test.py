@@ -29,18 +29,7 @@ import serve_harness as sh  # noqa: E402
 
 TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, PART = sys.argv[1:8]
 NP = int(NP)
-FAILS = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def ok(name):
-    print("ok:", name, flush=True)
+check, ok, FAILS = sh.check, sh.ok, sh.FAILS
 
 
 def launch(args):

@@ -21,14 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import serve_harness as sh  # noqa: E402
 
 TPGEN, MPIEXEC, NP, MODEL = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-FAILS = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
+check, FAILS = sh.check, sh.FAILS
 
 
 def launch(args):
