@@ -7,6 +7,6 @@ foreach(case drain timeout force)
   add_test(NAME faults_serve_group_sigint_${case}
            COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/reliability/stop_group.py $<TARGET_FILE:tpgen>
                    ${CMAKE_SOURCE_DIR}/launcher/tpgen-mpirun ${TPGEN_TEST_DATA}/tiny-f32 ${case})
-  set_tests_properties(faults_serve_group_sigint_${case} PROPERTIES LABELS "faults;server;mpi" TIMEOUT 150
+  set_tests_properties(faults_serve_group_sigint_${case} PROPERTIES LABELS "faults;server;mpi" TIMEOUT 240
                        RUN_SERIAL TRUE)
 endforeach()

@@ -4,15 +4,16 @@ foreground process group, faithfully made here by starting the wrapper in a sess
 group) of its own, as a shell starts a job, and signalling that group with killpg.
 
 usage: stop_group.py TPGEN WRAPPER MODEL CASE
-  drain:   4 streamed requests (n 4, 120 tokens, --max-batch 4: 16 sequences, a drain of seconds)
-           in flight, then SIGINT to the group: every stream finishes in full (finish_reason
-           "length" for all 4 choices, then [DONE]), tokens still arrive more than 1.5 s after the
+  drain:   4 streamed requests (n 8, 120 tokens, --max-batch 1: 32 sequences one after another,
+           3840 decode steps, a drain of seconds however fast the machine) in flight, then SIGINT
+           to the group: every stream finishes in full (finish_reason "length" for all 8
+           choices, then [DONE]), tokens still arrive more than 1.5 s after the
            signal (Open MPI kills the ranks 1 s after mpirun hears it, so a test that ends sooner
            shows nothing), the wrapper exits 0 (mpirun's status: 0 only when every rank exits 0)
            and no rank is left;
   timeout: the same with --drain-timeout 1: the streams end with finish_reason "abort" (none
            cut without one), exit 0, no rank left;
-  force:   the same with --drain-timeout 60, SIGINT to the group twice, 0.5 s apart: the second
+  force:   the same with --drain-timeout 120, SIGINT to the group twice, 0.2 s apart: the second
            forces (the wrapper SIGTERMs mpirun): the job ends within 10 s of it, non-zero, no rank
            left, the streams cut short.
 Only 127.0.0.1, port 0.
@@ -29,19 +30,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import serve_harness as sh  # noqa: E402
 
 TPGEN, WRAPPER, MODEL, CASE = sys.argv[1:5]
-DRAIN = {"drain": "60", "timeout": "1", "force": "60"}[CASE]
-FAILS = []
-
-
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
-    return cond
+DRAIN = {"drain": "120", "timeout": "1", "force": "120"}[CASE]
+N = 8  # choices per request: 4 requests, 32 sequences
+check, FAILS = sh.check_ok, sh.FAILS
 
 
 def main():
-    srv = sh.Server(TPGEN, ["--model", MODEL, "--backend", "cpu", "--threads", "1", "--max-batch", "4",
+    srv = sh.Server(TPGEN, ["--model", MODEL, "--backend", "cpu", "--threads", "1", "--max-batch", "1",
                             "--drain-timeout", DRAIN], np=2, mpiexec=WRAPPER, new_session=True)
     try:
         ranks = srv.rank_pids()
@@ -61,11 +56,14 @@ def run(srv, ranks):
         fins, done, last = {}, False, None
         try:
             c = http.client.HTTPConnection(srv.host, srv.port, timeout=90)
-            c.request("POST", "/v1/completions", json.dumps({"prompt": [1, 2, 3 + i], "max_tokens": 120, "n": 4,
+            c.request("POST", "/v1/completions", json.dumps({"prompt": [1, 2, 3 + i], "max_tokens": 120, "n": N,
                                                              "ignore_eos": True, "temperature": 0, "stream": True,
                                                              "return_token_ids": True}),
                       {"Content-Type": "application/json"})
             r = c.getresponse()
+            if r.status != 200:
+                res[i] = (fins, done, last, "status %d: %s" % (r.status, r.read()[:200]))
+                return
             for data in sh.sse_data(r):
                 if data == "[DONE]":
                     done = True
@@ -77,24 +75,25 @@ def run(srv, ranks):
                         fins[ch["index"]] = ch["finish_reason"]
             c.close()
             res[i] = (fins, done, last, None)
-        except (OSError, http.client.HTTPException, ValueError) as e:
+        except (OSError, http.client.HTTPException, ValueError, KeyError) as e:
             res[i] = (fins, done, last, repr(e))
 
     threads = [threading.Thread(target=stream, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
-    # every sequence received (16: 4 running, 12 waiting), so none is turned away by the drain
-    held, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] + m["tpgen_requests_waiting"] >= 16, 30)
-    if not check(held, "16 sequences in flight before the signal: %s running, %s waiting"
+    # every sequence received (32: 1 running, 31 waiting), so none is turned away by the drain
+    held, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] + m["tpgen_requests_waiting"] >= 4 * N, 30)
+    if not check(held, "32 sequences in flight before the signal: %s running, %s waiting"
                  % (m.get("tpgen_requests_running"), m.get("tpgen_requests_waiting"))):
+        print("the clients so far: %s" % res)
         return
     t_sig = time.time()
     srv.send_signal(signal.SIGINT, "group")
     if CASE == "force":
-        time.sleep(0.5)
+        time.sleep(0.2)
         t_sig = time.time()
         srv.send_signal(signal.SIGINT, "group")
-    end = srv.wait(90 if CASE != "force" else 10)
+    end = srv.wait(150 if CASE != "force" else 10)
     for t in threads:
         t.join(30)
     secs = time.time() - t_sig
@@ -104,23 +103,23 @@ def run(srv, ranks):
               % (CASE, end))
         check("tpgen: draining" in srv.stderr(), "the server drained")
     if CASE == "drain":
-        full = [r for r in res if r and r[1] and r[0] == {k: "length" for k in range(4)} and not r[3]]
-        check(len(full) == 4, "the 4 streams finished in full (4 x 4 choices, length, [DONE]): %s" % res)
+        full = [r for r in res if r and r[1] and r[0] == {k: "length" for k in range(N)} and not r[3]]
+        check(len(full) == 4, "the 4 streams finished in full (4 x 8 choices, length, [DONE]): %s" % res)
         check(lasts and max(lasts) > 1.5, "tokens still came %.1f s after the signal (> 1.5 s, else the test "
               "shows nothing)" % max(lasts or [0]))
         if not FAILS:
-            print("ok: Ctrl-C (SIGINT to the process group) drained 16 sequences in %.1f s; wrapper exit %s"
+            print("ok: Ctrl-C (SIGINT to the process group) drained 32 sequences in %.1f s; wrapper exit %s"
                   % (secs, end.rc))
     elif CASE == "timeout":
         fins = [f for r in res if r for f in r[0].values()]
-        check(all(r and r[1] and not r[3] and len(r[0]) == 4 for r in res) and "abort" in fins
+        check(all(r and r[1] and not r[3] and len(r[0]) == N for r in res) and "abort" in fins
               and set(fins) <= {"abort", "length"},
-              "each stream ends with a finish_reason for its 4 choices (some abort) and [DONE]: %s" % res)
+              "each stream ends with a finish_reason for its 8 choices (some abort) and [DONE]: %s" % res)
     else:
         check(end.rc not in (0, None) and not end.left, "a second SIGINT forces: the job ends, non-zero, no rank "
               "left: %s" % end)
         check(end.rc is not None and end.secs < 10, "forced within 10 s of the second signal (%.1f s)" % end.secs)
-        check(any(not (r and r[1] and len(r[0]) == 4) for r in res), "the forced stop cut the streams: %s" % res)
+        check(any(not (r and r[1] and len(r[0]) == N) for r in res), "the forced stop cut the streams: %s" % res)
         check("forced stop" in srv.stderr(), "the wrapper says it forced the stop")
 
 
