@@ -18,8 +18,8 @@ mpiexec (its flags split as a shell would, then MPI_FLAGS, `-np N`), or under
 launcher/tpgen-mpirun (an mpiexec whose name ends in tpgen-mpirun: TPGEN_BIN names the binary).
 
 Rank pids come from walking the process tree down from the launcher's pid (the children lists
-of /proc/PID/task/*/children where the kernel has them, else one pass over /proc/*/stat for the
-parent pids), keeping the processes whose executable is the tpgen binary; the rank is their
+of /proc/PID/task/*/children where the kernel has them, else the parent pids of one pass over
+/proc/*/stat), keeping the processes whose executable is the tpgen binary; the rank is their
 OMPI_COMM_WORLD_RANK (or PMIX_RANK), 0 without one. Nothing is matched by name or command line.
 """
 import http.client
@@ -108,38 +108,42 @@ def alive(pid):
     return st is not None and st[0] not in ("Z", "X")
 
 
-def descendants(root):
-    """pids below root (children, their children, ...), live ones only, root excluded."""
+def descendants(root, via=None):
+    """pids below root (children, their children, ...), live ones only, root excluded. via:
+    "children" walks the kernel's children lists (CONFIG_PROC_CHILDREN) down from root, "stat"
+    reads every process's parent pid once (kernels without those lists); None: the first the
+    kernel has."""
+    if via is None:
+        via = "children" if os.path.exists("/proc/%d/task/%d/children" % (root, root)) else "stat"
     children = {}
-    kids_file = "/proc/%d/task/%d/children" % (root, root)
-    if os.path.exists(kids_file):  # CONFIG_PROC_CHILDREN: walk down from root only
-        out, todo = [], [root]
-        while todo:
-            pid = todo.pop()
+    if via == "stat":
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                st = _stat(int(d))
+                if st and st[0] not in ("Z", "X"):
+                    children.setdefault(st[1], []).append(int(d))
+
+    def kids_of(pid):
+        if via == "stat":
+            return children.get(pid, [])
+        out = []
+        try:
+            tasks = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            return out
+        for t in tasks:
             try:
-                tasks = os.listdir("/proc/%d/task" % pid)
+                with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                    out += [int(x) for x in f.read().split()]
             except OSError:
-                continue
-            for t in tasks:
-                try:
-                    with open("/proc/%d/task/%s/children" % (pid, t)) as f:
-                        kids = [int(x) for x in f.read().split()]
-                except OSError:
-                    continue
-                out += kids
-                todo += kids
-        return [p for p in out if alive(p)]
-    for d in os.listdir("/proc"):  # no children lists: the parent of every process, then the walk
-        if d.isdigit():
-            st = _stat(int(d))
-            if st and st[0] not in ("Z", "X"):
-                children.setdefault(st[1], []).append(int(d))
+                pass
+        return out
     out, todo = [], [root]
     while todo:
-        kids = children.get(todo.pop(), [])
+        kids = kids_of(todo.pop())
         out += kids
         todo += kids
-    return out
+    return [p for p in out if alive(p)]
 
 
 def exe_of(pid):
