@@ -4,18 +4,21 @@ foreground process group, faithfully made here by starting the wrapper in a sess
 group) of its own, as a shell starts a job, and signalling that group with killpg.
 
 usage: stop_group.py TPGEN WRAPPER MODEL CASE
-  drain:   4 streamed requests (n 8, 120 tokens, --max-batch 1: 32 sequences one after another,
-           3840 decode steps, a drain of seconds however fast the machine) in flight, then SIGINT
-           to the group: every stream finishes in full (finish_reason "length" for all 8
-           choices, then [DONE]), tokens still arrive more than 1.5 s after the
-           signal (Open MPI kills the ranks 1 s after mpirun hears it, so a test that ends sooner
-           shows nothing), the wrapper exits 0 (mpirun's status: 0 only when every rank exits 0)
-           and no rank is left;
-  timeout: the same with --drain-timeout 1: the streams end with finish_reason "abort" (none
-           cut without one), exit 0, no rank left;
-  force:   the same with --drain-timeout 120, SIGINT to the group twice, 0.2 s apart: the second
-           forces (the wrapper SIGTERMs mpirun): the job ends within 10 s of it, non-zero, no rank
-           left, the streams cut short.
+The load: K streamed requests of 8 choices of 120 tokens, --max-batch 1 (the sequences run one
+after another), K chosen from a timed warm-up request of the same size so that the K take about
+4 s on this machine (2 to 12 of them): a drain of seconds however fast or loaded the machine.
+The signal goes once every request has its response head (the server admitted it, so the
+drain owes it an answer).
+  drain:   SIGINT to the group: every stream finishes in full (finish_reason "length" for all 8
+           choices, then [DONE]), tokens still arrive more than 1.5 s after the signal (Open MPI
+           kills the ranks 1 s after mpirun hears it, so a test that ends sooner shows nothing),
+           the wrapper exits 0 (mpirun's status: 0 only when every rank exits 0) and no rank is
+           left;
+  timeout: the same with --drain-timeout 1: each stream ends with a finish_reason for all its
+           choices, some "abort", and [DONE]; exit 0, no rank left;
+  force:   --drain-timeout 120, SIGINT to the group twice, 0.2 s apart: the second forces (the
+           wrapper SIGTERMs mpirun): the job ends within 10 s of it, non-zero, no rank left, the
+           streams cut short.
 Only 127.0.0.1, port 0.
 """
 import http.client
@@ -31,7 +34,7 @@ import serve_harness as sh  # noqa: E402
 
 TPGEN, WRAPPER, MODEL, CASE = sys.argv[1:5]
 DRAIN = {"drain": "120", "timeout": "1", "force": "120"}[CASE]
-N = 8  # choices per request: 4 requests, 32 sequences
+N = 8  # choices per request
 check, FAILS = sh.check_ok, sh.FAILS
 
 
@@ -50,17 +53,26 @@ def main():
 
 
 def run(srv, ranks):
-    res = [None] * 4  # (finish reasons by choice, saw [DONE], arrival time of the last token, error)
+    body = {"prompt": [1, 2, 3], "max_tokens": 120, "n": N, "ignore_eos": True, "temperature": 0,
+            "return_token_ids": True}
+    t = time.time()
+    st, _, text = srv.complete(body, timeout=120)
+    t_req = time.time() - t
+    if not check(st == 200, "warm-up request: %d %s" % (st, "" if st == 200 else text[:200])):
+        return
+    k = min(12, max(2, int(4.0 / t_req) + 1))
+    print("a request of %d x 120 tokens takes %.2f s here: %d of them" % (N, t_req, k), flush=True)
+    res = [None] * k  # (finish reasons by choice, saw [DONE], arrival time of the last token, error)
+    admitted = [threading.Event() for _ in range(k)]
 
     def stream(i):
         fins, done, last = {}, False, None
         try:
-            c = http.client.HTTPConnection(srv.host, srv.port, timeout=90)
-            c.request("POST", "/v1/completions", json.dumps({"prompt": [1, 2, 3 + i], "max_tokens": 120, "n": N,
-                                                             "ignore_eos": True, "temperature": 0, "stream": True,
-                                                             "return_token_ids": True}),
+            c = http.client.HTTPConnection(srv.host, srv.port, timeout=150)
+            c.request("POST", "/v1/completions", json.dumps(dict(body, prompt=[1, 2, 3 + i], stream=True)),
                       {"Content-Type": "application/json"})
             r = c.getresponse()
+            admitted[i].set()
             if r.status != 200:
                 res[i] = (fins, done, last, "status %d: %s" % (r.status, r.read()[:200]))
                 return
@@ -76,15 +88,18 @@ def run(srv, ranks):
             c.close()
             res[i] = (fins, done, last, None)
         except (OSError, http.client.HTTPException, ValueError, KeyError) as e:
+            admitted[i].set()
             res[i] = (fins, done, last, repr(e))
 
-    threads = [threading.Thread(target=stream, args=(i,)) for i in range(4)]
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(k)]
     for t in threads:
         t.start()
-    # every sequence received (32: 1 running, 31 waiting), so none is turned away by the drain
-    held, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] + m["tpgen_requests_waiting"] >= 4 * N, 30)
-    if not check(held, "32 sequences in flight before the signal: %s running, %s waiting"
-                 % (m.get("tpgen_requests_running"), m.get("tpgen_requests_waiting"))):
+    deadline = time.time() + 30
+    got = all(e.wait(max(0, deadline - time.time())) for e in admitted)
+    m = srv.metrics()
+    if not check(got and m["tpgen_requests_running"] + m["tpgen_requests_waiting"] > 0,
+                 "%d requests admitted and streaming before the signal (%s running, %s waiting)"
+                 % (k, m["tpgen_requests_running"], m["tpgen_requests_waiting"])):
         print("the clients so far: %s" % res)
         return
     t_sig = time.time()
@@ -103,13 +118,13 @@ def run(srv, ranks):
               % (CASE, end))
         check("tpgen: draining" in srv.stderr(), "the server drained")
     if CASE == "drain":
-        full = [r for r in res if r and r[1] and r[0] == {k: "length" for k in range(N)} and not r[3]]
-        check(len(full) == 4, "the 4 streams finished in full (4 x 8 choices, length, [DONE]): %s" % res)
+        full = [r for r in res if r and r[1] and r[0] == {c: "length" for c in range(N)} and not r[3]]
+        check(len(full) == k, "the %d streams finished in full (8 choices each, length, [DONE]): %s" % (k, res))
         check(lasts and max(lasts) > 1.5, "tokens still came %.1f s after the signal (> 1.5 s, else the test "
               "shows nothing)" % max(lasts or [0]))
         if not FAILS:
-            print("ok: Ctrl-C (SIGINT to the process group) drained 32 sequences in %.1f s; wrapper exit %s"
-                  % (secs, end.rc))
+            print("ok: Ctrl-C (SIGINT to the process group) drained %d sequences in %.1f s; wrapper exit %s"
+                  % (k * N, secs, end.rc))
     elif CASE == "timeout":
         fins = [f for r in res if r for f in r[0].values()]
         check(all(r and r[1] and not r[3] and len(r[0]) == N for r in res) and "abort" in fins
