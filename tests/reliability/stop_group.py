@@ -96,8 +96,9 @@ def run(srv, ranks):
         t.start()
     deadline = time.time() + 30
     got = all(e.wait(max(0, deadline - time.time())) for e in admitted)
-    m = srv.metrics()
-    if not check(got and m["tpgen_requests_running"] + m["tpgen_requests_waiting"] > 0,
+    # the gauges follow the engine's next step
+    held, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] + m["tpgen_requests_waiting"] > 0, 10)
+    if not check(got and held,
                  "%d requests admitted and streaming before the signal (%s running, %s waiting)"
                  % (k, m["tpgen_requests_running"], m["tpgen_requests_waiting"])):
         print("the clients so far: %s" % res)
