@@ -39,7 +39,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,8 @@ from types import SimpleNamespace
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_serving as bs  # noqa: E402  (the tpgen serve launcher and the percentiles)
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+import serve_harness as sh  # noqa: E402
 
 PROG = "bench_baselines.py"
 NAMES = {"a": "(a) HF generate", "b": "(b) Triton BLS loop (seed pattern)", "c": "(c) tpgen via Triton",
@@ -61,12 +62,7 @@ def die(msg, rc=2):
     sys.exit(rc)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+free_port = sh.free_port
 
 
 def sse(port, path, body, timeout=1800):
@@ -78,11 +74,10 @@ def sse(port, path, body, timeout=1800):
     r = c.getresponse()
     if r.status != 200:
         raise RuntimeError(f"{path}: HTTP {r.status}: {r.read()[:300]!r}")
-    for raw in r:
-        line = raw.decode().rstrip("\r\n")
-        if not line.startswith("data: ") or line == "data: [DONE]":
+    for data in sh.sse_data(r):
+        if data == "[DONE]":
             continue
-        ev = json.loads(line[6:])
+        ev = json.loads(data)
         if "error" in ev:
             raise RuntimeError(f"{path}: {json.dumps(ev['error'])[:300]}")
         yield time.perf_counter(), ev
@@ -370,7 +365,7 @@ def main():
             sa = SimpleNamespace(tpgen=a.tpgen, model=a.model, np=1, mpiexec="mpiexec", server_timeout=a.load_timeout,
                                  extra=a.tpgen_flags.split() + (["--threads", str(a.threads)] if a.threads else []))
             server = bs.Server(sa)
-            dport = int(server.url.rsplit(":", 1)[1].split("/")[0])
+            dport = server.port
             run["d"] = lambda p, n: req_tpgen(dport, p, n)
         if need & {"b", "c"}:
             triton = Triton(a, a.model, server.url if "c" in need else None)

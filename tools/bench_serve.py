@@ -15,12 +15,14 @@ import http.client
 import json
 import os
 import random
-import re
-import signal
 import statistics
+import sys
 import subprocess
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
+import serve_harness as sh  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tpgen", default="build/bin/tpgen")
@@ -37,11 +39,12 @@ ap.add_argument("--threads", type=int, default=0)
 a = ap.parse_args()
 
 
+CPU = ["--backend", "cpu"] + (["--threads", str(a.threads)] if a.threads else [])
+MPIEXEC = a.mpiexec if a.np > 1 else None
+
+
 def cmd(args):
-    c = [a.tpgen] + args + ["--backend", "cpu"] + (["--threads", str(a.threads)] if a.threads else [])
-    if a.np > 1:
-        c = [a.mpiexec, "--oversubscribe", "--allow-run-as-root", "-np", str(a.np)] + c
-    return c
+    return sh.command(a.tpgen, args + CPU, a.np, MPIEXEC)
 
 
 # decode step of `tpgen bench` at batch 1, context = the middle of the streamed positions
@@ -51,32 +54,12 @@ out = subprocess.run(cmd(["bench", "--config", a.config, "--random-weights", "--
           check=True).stdout
 bench = [r for r in (json.loads(l) for l in out.splitlines() if l.startswith("{")) if r.get("kind", "decode") == "decode"][0]
 
-p = subprocess.Popen(cmd(["serve", "--config", a.config, "--random-weights", "--port", "0", "--max-batch",
-                          str(max(a.clients, 1)), "--kv-cache-tokens",
-                          str(a.clients * (a.client_prompt + a.client_tokens) + 2 * (a.prompt + a.tokens))]),
-                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-port = None
-for line in p.stderr:
-    m = re.match(r"tpgen: serving \S+ on http://([^:]+):(\d+)", line)
-    if m:
-        host, port = m.group(1), int(m.group(2))
-        break
-threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
+srv = sh.Server(a.tpgen, ["--config", a.config, "--random-weights", "--max-batch", str(max(a.clients, 1)),
+                         "--kv-cache-tokens",
+                         str(a.clients * (a.client_prompt + a.client_tokens) + 2 * (a.prompt + a.tokens))] + CPU,
+                a.np, MPIEXEC, timeout=600)
+host, port = srv.host, srv.port
 rng = random.Random(1)
-
-
-def stop_server():
-    """SIGTERM to rank 0 (it drains and stops the workers)."""
-    if a.np == 1:
-        p.send_signal(signal.SIGTERM)
-    for d in os.listdir("/proc") if a.np > 1 else []:
-        try:
-            if d.isdigit() and b"OMPI_COMM_WORLD_RANK=0" in open("/proc/%s/environ" % d, "rb").read() and \
-               "PPid:\t%d\n" % p.pid in open("/proc/%s/status" % d).read():
-                os.kill(int(d), signal.SIGTERM)
-        except OSError:
-            pass
-    p.wait(120)
 
 
 def stream(n_prompt, n_tokens):
@@ -88,10 +71,10 @@ def stream(n_prompt, n_tokens):
     c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     r = c.getresponse()
     times, gaps, last = [], [], None
-    for line in r:
-        if line.startswith(b"data: {"):
+    for data in sh.sse_data(r):
+        if data.startswith("{"):
             now = time.perf_counter()
-            ch = json.loads(line[6:])["choices"]
+            ch = json.loads(data)["choices"]
             k = len(ch[0]["token_ids"]) if ch else 0
             if k and last is not None:
                 gaps += [(now - last) / k] * k  # a chunk of k tokens: k steps since the last one
@@ -137,4 +120,4 @@ try:
                       "output_tokens_per_s": round(a.clients * a.client_tokens / dt, 2),
                       "median_ttft_s": round(statistics.median(s[1] for s in sat), 3)}), flush=True)
 finally:
-    stop_server()
+    srv.stop(timeout=120)  # SIGTERM to rank 0: it drains and stops the workers

@@ -54,13 +54,13 @@ import math
 import os
 import random
 import re
-import shlex
-import signal
-import subprocess
 import sys
 import threading
 import time
 import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
+import serve_harness as sh  # noqa: E402
 
 PROG = "bench_serving.py"
 LAT_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
@@ -228,73 +228,31 @@ def load_dataset(a):
 
 # ---------------------------------------------------------------- the server
 
-class Server:
-    """`tpgen serve` started by the harness, stopped with SIGTERM to rank 0."""
+class Server(sh.Server):
+    """`tpgen serve` started by the serve harness (tests/common/serve_harness.py) in a session of
+    its own, stopped with SIGTERM to rank 0 (the launcher when no rank 0 is found)."""
 
     def __init__(self, a):
         tpgen = a.tpgen or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "bin", "tpgen")
         if not (os.path.isfile(tpgen) and os.access(tpgen, os.X_OK)):
             die(f"no tpgen binary at {tpgen} (build it, or give --tpgen PATH)")
-        cmd = [tpgen, "serve", "--model", a.model, "--port", "0"] + a.extra
-        if a.np > 1:
-            cmd = shlex.split(a.mpiexec) + ["-np", str(a.np)] + cmd
-        self.np = a.np
-        self.cmd = cmd
-        print(f"{PROG}: starting {' '.join(cmd)}", file=sys.stderr, flush=True)
-        try:
-            self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                      start_new_session=True)
-        except OSError as e:
-            die(f"cannot start {cmd[0]}: {e.strerror}")
-        self.lines, self.url = [], None
-        ready = threading.Event()
-
-        def read():
-            for line in self.p.stderr:
-                self.lines.append(line)
-                m = re.match(r"tpgen: serving (\S+) on (http://\S+)$", line.rstrip("\n"))
-                if m and not self.url:
-                    self.name, self.url = m.group(1), m.group(2)
-                    ready.set()
-            ready.set()
-        threading.Thread(target=read, daemon=True).start()
+        flags = ["--model", a.model, "--port", "0"] + a.extra
+        mpiexec = a.mpiexec if a.np > 1 else None
+        print(f"{PROG}: starting {' '.join(sh.command(tpgen, ['serve'] + flags, a.np, mpiexec, []))}", file=sys.stderr,
+              flush=True)
         t0 = time.time()
-        while not ready.wait(0.2):
-            if time.time() - t0 > a.server_timeout:
-                self.kill()
-                die(f"the server printed no ready line in {a.server_timeout:g} s; its stderr:\n" + "".join(self.lines[-20:]))
-        if not self.url:
-            rc = self.p.wait()
-            die(f"the server exited ({rc}) before it was ready; its stderr:\n" + "".join(self.lines[-20:]))
+        try:
+            super().__init__(tpgen, flags, a.np, mpiexec, mpi_flags=[], timeout=a.server_timeout, new_session=True)
+        except OSError as e:
+            die(f"cannot start {e.filename}: {e.strerror}")
+        except sh.ServerError as e:
+            die(str(e))
+        self.url = self.base
         print(f"{PROG}: server ready at {self.url} ({time.time() - t0:.1f} s)", file=sys.stderr, flush=True)
 
-    def rank0_pid(self):
-        if self.np == 1:
-            return self.p.pid
-        for d in os.listdir("/proc"):
-            try:
-                if d.isdigit() and f"PPid:\t{self.p.pid}\n" in open(f"/proc/{d}/status").read() and \
-                   b"OMPI_COMM_WORLD_RANK=0\0" in open(f"/proc/{d}/environ", "rb").read():
-                    return int(d)
-            except OSError:
-                pass
-        return self.p.pid  # not Open MPI's mpirun: signal the launcher
-
     def stop(self):
-        if self.p.poll() is not None:
-            return
-        try:
-            os.kill(self.rank0_pid(), signal.SIGTERM)
-            self.p.wait(120)
-        except (OSError, subprocess.TimeoutExpired):
-            self.kill()
-
-    def kill(self):
-        try:
-            os.killpg(self.p.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        self.p.wait()
+        if self.p.poll() is None:
+            super().stop(timeout=120)
 
 
 # ---------------------------------------------------------------- one request
@@ -354,16 +312,9 @@ class TpgenClient:
                 c.close()
                 return res
             done = False
-            while True:
-                line = r.readline()
-                if not line:
-                    break
+            for data in sh.sse_data(r):
                 now = time.perf_counter()
-                line = line.strip()
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
+                if data == "[DONE]":
                     done = True
                     break
                 ev = json.loads(data)

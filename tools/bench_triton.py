@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+import serve_harness as sh  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("model")
 ap.add_argument("--venv", default=os.path.join(ROOT, "build", "triton-venv"))
@@ -49,12 +50,7 @@ PROMPTS = [
 ]
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+free_port = sh.free_port
 
 
 def stream(port, path, body):
@@ -65,11 +61,10 @@ def stream(port, path, body):
     r = c.getresponse()
     assert r.status == 200, (r.status, r.read())
     times, text = [], []
-    for raw in r:
-        line = raw.decode().rstrip("\r\n")
-        if not line.startswith("data: ") or line == "data: [DONE]":
+    for data in sh.sse_data(r):
+        if data == "[DONE]":
             continue
-        ev = json.loads(line[6:])
+        ev = json.loads(data)
         t = ev["text_output"] if "text_output" in ev else ev["choices"][0]["text"]
         if t:
             times.append(time.perf_counter())

@@ -32,13 +32,10 @@ server at --max-connections closes new connections at once) retries after 50-200
 its request's deadline (30 s); the retries are counted.
 """
 import argparse
-import http.client
 import json
 import os
 import random
-import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -46,104 +43,37 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAILS = []
-LOCK = threading.Lock()
-
-
-def check(cond, what):
-    if not cond:
-        with LOCK:
-            FAILS.append(what)
-            print("FAIL:", what, flush=True)
-    return cond
-
-
-def ok(what):
-    print("ok:", what, flush=True)
+sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
+import serve_harness as sh  # noqa: E402
+check, ok, FAILS = sh.check, sh.ok, sh.FAILS
 
 
 # ---- the server ----
 
-class Server:
+class Server(sh.Server):
     def __init__(self, args, model):
-        cmd = [args.tpgen, "serve", "--model", model, "--port", "0", "--backend", "cpu", "--threads", "1",
-               "--conn-timeout", str(args.conn_timeout), "--max-connections", str(args.max_connections),
-               "--max-queue", "1024", "--drain-timeout", "10"]
-        if args.np > 1:
-            cmd = [args.mpiexec, "--oversubscribe", "--allow-run-as-root", "-np", str(args.np)] + cmd
-        self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.np = args.np
-        self.lines = []
-        self.ready = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
-        if not self.ready.wait(90):
-            self.p.kill()
-            sys.exit("FAIL: no ready line in 90 s; stderr:\n" + "".join(self.lines))
-        m = re.match(r"^tpgen: serving (\S+) on http://([^:]+):(\d+)$", self.ready_line)
-        self.name, self.host, self.port = m.group(1), m.group(2), int(m.group(3))
-        self.pids = self._rank_pids()
-        if sorted(self.pids) != list(range(args.np)):
-            self.p.kill()
-            sys.exit("FAIL: cannot find the %d rank processes: %s" % (args.np, self.pids))
-
-    def _read(self):
-        for line in self.p.stderr:
-            self.lines.append(line)
-            if line.startswith("tpgen: serving "):
-                self.ready_line = line.rstrip("\n")
-                self.ready.set()
-
-    def _rank_pids(self):
-        if self.np == 1:
-            return {0: self.p.pid}
-        out = {}
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/status" % d) as f:
-                    ppid = int(re.search(r"PPid:\s+(\d+)", f.read()).group(1))
-                if ppid != self.p.pid:
-                    continue
-                with open("/proc/%s/environ" % d, "rb") as f:
-                    for kv in f.read().split(b"\0"):
-                        if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
-                            out[int(kv.split(b"=")[1])] = int(d)
-            except (OSError, AttributeError):
-                pass
-        return out
+        super().__init__(args.tpgen, ["--model", model, "--backend", "cpu", "--threads", "1",
+                                      "--conn-timeout", str(args.conn_timeout),
+                                      "--max-connections", str(args.max_connections), "--max-queue", "1024",
+                                      "--drain-timeout", "10"],
+                         args.np, args.mpiexec if args.np > 1 else None, timeout=90)
+        try:
+            self.pids = self.rank_pids()
+        except sh.ServerError:
+            self.kill()
+            raise
 
     def rss_kb(self):
-        out = {}
-        for r, pid in self.pids.items():
-            with open("/proc/%d/status" % pid) as f:
-                out[r] = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
-        return out
+        return {r: sh.rss_kb(pid) for r, pid in self.pids.items()}
 
     def fds(self, rank=0):
-        return len(os.listdir("/proc/%d/fd" % self.pids[rank]))
-
-    def metrics(self):
-        c = http.client.HTTPConnection(self.host, self.port, timeout=30)
-        c.request("GET", "/metrics")
-        text = c.getresponse().read().decode()
-        c.close()
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
+        return sh.open_fds(self.pids[rank])
 
 
 # ---- requests ----
 
 def tokenize(srv, text):
-    c = http.client.HTTPConnection(srv.host, srv.port, timeout=30)
-    c.request("POST", "/tokenize", json.dumps({"prompt": text}), {"Content-Type": "application/json"})
-    ids = json.loads(c.getresponse().read())["tokens"]
-    c.close()
-    return ids
+    return json.loads(srv.request("POST", "/tokenize", {"prompt": text}, timeout=30)[1])["tokens"]
 
 
 def make_templates(rng, n, srv, vocab):
@@ -194,33 +124,8 @@ def malformed_cases(name):
     ]
 
 
-class Reset(Exception):
-    """The connection closed before any answer (the server's connection limit): retry."""
-
-
-def raw_exchange(host, port, data, slow=0.0, timeout=60):
-    """Sends raw request bytes (one byte at a time, `slow` s apart, when slow) and returns the
-    http.client response (begun) and the socket."""
-    try:
-        s = socket.create_connection((host, port), timeout=timeout)
-    except ConnectionRefusedError as e:
-        raise Reset(str(e))
-    try:
-        if slow:
-            for i in range(len(data)):
-                s.sendall(data[i:i + 1])
-                time.sleep(slow)
-        else:
-            s.sendall(data)
-        r = http.client.HTTPResponse(s)
-        r.begin()
-    except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected) as e:
-        s.close()
-        raise Reset(str(e))
-    except Exception:
-        s.close()
-        raise
-    return r, s
+Reset = sh.ConnectionLost  # the connection closed before any answer (the server's connection limit): retry
+raw_exchange = sh.raw_exchange
 
 
 def completion_bytes(q, stream):
@@ -469,18 +374,6 @@ def run_load(args, srv, rng, templates, refs, cases, n_requests, waves, label):
     return stats, t_load, stall_res, rss_series
 
 
-def wait_idle(srv, secs):
-    m = {}
-    deadline = time.time() + secs
-    while time.time() < deadline:
-        m = srv.metrics()
-        if (m["tpgen_requests_running"] == 0 and m["tpgen_requests_waiting"] == 0
-                and m["tpgen_kv_blocks_free"] == m["tpgen_kv_blocks_total"]):
-            break
-        time.sleep(0.1)
-    return m
-
-
 def wait_fds(srv, want, secs):
     deadline = time.time() + secs
     n = srv.fds()
@@ -556,10 +449,9 @@ def main():
         with open(path, "w") as f:
             for q, _ in greedy:
                 f.write(json.dumps(q["prompt"]) + "\n")
-        cmd = [args.tpgen, "generate", "--model", model, "--prompts-file", path, "--json", "--max-new-tokens", "100",
-               "--ignore-eos", "--backend", "cpu", "--threads", "1"]
-        if args.np > 1:
-            cmd = [args.mpiexec, "--oversubscribe", "--allow-run-as-root", "-np", str(args.np)] + cmd
+        cmd = sh.command(args.tpgen, ["generate", "--model", model, "--prompts-file", path, "--json",
+                                      "--max-new-tokens", "100", "--ignore-eos", "--backend", "cpu", "--threads", "1"],
+                         args.np, args.mpiexec if args.np > 1 else None)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         gen = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
         differ = [q["prompt"] for (q, ref), g in zip(greedy, gen) if ref[0][2] != g["ids"][:q["max_tokens"]]]
@@ -573,7 +465,7 @@ def main():
         cases = malformed_cases(srv.name)
         stats, t_load, warm_stalls, _ = run_load(args, srv, rng, templates, refs, cases, args.warmup,
                                                      max(1, args.warmup // 500), "warm-up")
-        m = wait_idle(srv, 20)
+        _, m = srv.wait_idle(20)
         wait_fds(srv, fd0, 10)
         rss0 = srv.rss_kb()
         ok("warm-up: %d requests in %.1f s, %d stalled connections; RSS (kB) after it: %s"
@@ -588,7 +480,7 @@ def main():
               + ", ".join("%d: %d" % x for x in rss_series), flush=True)
 
         # 4. the end state
-        m = wait_idle(srv, 20)
+        _, m = srv.wait_idle(20)
         check(m["tpgen_requests_running"] == 0 and m["tpgen_requests_waiting"] == 0,
               "nothing running or waiting at the end: %s running, %s waiting"
               % (m["tpgen_requests_running"], m["tpgen_requests_waiting"]))
@@ -605,13 +497,8 @@ def main():
                                              "+%g%%" % args.rss_limit if args.rss_limit else "none"))
 
         # 5. SIGTERM to rank 0: drains, every rank exits 0
-        os.kill(srv.pids[0], signal.SIGTERM)
-        try:
-            rc = srv.p.wait(60)
-        except subprocess.TimeoutExpired:
-            srv.p.kill()
-            rc = "still running 60 s after SIGTERM"
-        check(rc == 0, "SIGTERM to rank 0 after the soak: the job exits 0 (got %s)" % rc)
+        end = srv.stop(timeout=60)
+        check(end.clean, "SIGTERM to rank 0 after the soak: the job exits 0 (got %s)" % end)
         print("soak: %d requests (%s) from %d clients in %.1f s (load phase %.1f s); %d stalled connections "
               "closed; %d retries; cancelled %d; rank 0 fds %d -> %d; RSS kB %s -> %s; KV blocks free %d/%d; "
               "answers equal: %d/%d; %s"
@@ -620,8 +507,7 @@ def main():
                  n_answered, n_wf, "FAILED: %d checks" % len(FAILS) if FAILS else "all checks passed"), flush=True)
     finally:
         if srv.p.poll() is None:
-            srv.p.kill()
-            srv.p.wait()
+            srv.kill()
     if FAILS:
         print("--- server stderr (last 40 lines)\n" + "".join(srv.lines[-40:]))
     return 1 if FAILS else 0

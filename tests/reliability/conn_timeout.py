@@ -11,48 +11,29 @@ One server (one rank, --conn-timeout 1, --max-batch 1 so that requests queue):
 buffers are full; on loopback they hold a whole tiny-model answer, so that is not tested here.)
 Only 127.0.0.1, port 0.
 """
-import http.client
 import json
-import re
+import os
 import socket
-import subprocess
 import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import serve_harness as sh  # noqa: E402
+
 TPGEN, MODEL = sys.argv[1:3]
-FAILS = []
-
-
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
+check, FAILS = sh.check_ok, sh.FAILS
 
 
 def main():
-    p = subprocess.Popen([TPGEN, "serve", "--model", MODEL, "--port", "0", "--backend", "cpu", "--threads", "1",
-                          "--conn-timeout", "1", "--max-batch", "1"], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
-    lines, ready, port = [], threading.Event(), [0]
-
-    def read():
-        for line in p.stderr:
-            lines.append(line)
-            m = re.match(r"^tpgen: serving \S+ on http://[^:]+:(\d+)$", line.rstrip("\n"))
-            if m:
-                port[0] = int(m.group(1))
-                ready.set()
-    threading.Thread(target=read, daemon=True).start()
+    srv = sh.Server(TPGEN, ["--model", MODEL, "--backend", "cpu", "--threads", "1", "--conn-timeout", "1",
+                            "--max-batch", "1"])
     try:
-        if not ready.wait(60):
-            sys.exit("FAIL: no ready line in 60 s:\n" + "".join(lines))
-        run(port[0])
+        run(srv.port)
     finally:
-        p.kill()
-        p.wait()
+        srv.kill()
     if FAILS:
-        print("--- server stderr\n" + "".join(lines[-20:]))
+        print("--- server stderr\n" + srv.stderr(20))
     return 1 if FAILS else 0
 
 
@@ -63,19 +44,15 @@ def run(port):
     def req(i):
         t0 = time.time()
         try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-            c.request("POST", "/v1/completions", json.dumps(dict(body, stream=i % 2 == 1)),
-                      {"Content-Type": "application/json"})
-            r = c.getresponse()
-            data = r.read().decode()
             if i % 2:
-                events = [json.loads(l[6:]) for l in data.splitlines() if l.startswith("data: {")]
+                st, events, done = sh.post_sse("127.0.0.1", port, "/v1/completions", dict(body, stream=True), 120)
                 fins = [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"]]
-                full = data.rstrip().endswith("data: [DONE]") and fins == ["length"] * 16
+                full = done and fins == ["length"] * 16
             else:
-                d = json.loads(data)
-                full = d["usage"]["completion_tokens"] == 1920
-            res[i] = (r.status == 200 and full, time.time() - t0)
+                st, text, _ = sh.http_request("127.0.0.1", port, "POST", "/v1/completions", dict(body, stream=False),
+                                              timeout=120)
+                full = json.loads(text)["usage"]["completion_tokens"] == 1920
+            res[i] = (st == 200 and full, time.time() - t0)
         except Exception as e:  # noqa: BLE001 (a failure of the server under test)
             res[i] = (False, repr(e))
     th = [threading.Thread(target=req, args=(i,)) for i in range(32)]

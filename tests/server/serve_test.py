@@ -15,7 +15,6 @@ PART "limits": a server on the fixture without a tokenizer, with --api-key (from
 import http.client
 import json
 import os
-import re
 import signal
 import struct
 import subprocess
@@ -25,92 +24,22 @@ import time
 
 import openai
 
-FAILS = []
-if __name__ == "__main__":  # imported (tests/server/scoring_test.py): the importer sets TPGEN, MPIEXEC, NP
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import serve_harness as sh  # noqa: E402
+
+check, ok, FAILS = sh.check, sh.ok, sh.FAILS
+if __name__ == "__main__":  # imported (scoring_test, validate_test, http_test): the importer sets these
     TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, PART = sys.argv[1:8]
     NP = int(NP)
 
 
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
+def launch(args):
+    return sh.command(TPGEN, args + ["--backend", "cpu", "--threads", "1"], NP, MPIEXEC if NP > 1 else None)
 
 
-def ok(name):
-    print("ok:", name, flush=True)
-
-
-def launch(args, env=None):
-    cmd = [TPGEN] + args + ["--backend", "cpu", "--threads", "1"]
-    if NP > 1:
-        cmd = [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", str(NP)] + cmd
-    return cmd
-
-
-class Server:
-    def __init__(self, model, extra=(), env=None):
-        e = dict(os.environ)
-        e.update(env or {})
-        self.p = subprocess.Popen(launch(["serve", "--model", model, "--port", "0"] + list(extra)), env=e,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.lines = []
-        self.ready = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
-        if not self.ready.wait(60):
-            self.p.kill()
-            sys.exit("FAIL: no ready line in 60 s; stderr:\n" + "".join(self.lines))
-        m = re.match(r"^tpgen: serving (\S+) on http://([^:]+):(\d+)$", self.ready_line)
-        self.name, self.host, self.port = m.group(1), m.group(2), int(m.group(3))
-        self.base = "http://%s:%d" % (self.host, self.port)
-
-    def _read(self):
-        for line in self.p.stderr:
-            self.lines.append(line)
-            if line.startswith("tpgen: serving "):
-                self.ready_line = line.rstrip("\n")
-                self.ready.set()
-
-    def rank_pids(self):
-        """{rank: pid} of the tpgen processes."""
-        if NP == 1:
-            return {0: self.p.pid}
-        out = {}
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/status" % d) as f:
-                    ppid = int(re.search(r"PPid:\s+(\d+)", f.read()).group(1))
-                if ppid != self.p.pid:
-                    continue
-                with open("/proc/%s/environ" % d, "rb") as f:
-                    env = f.read().split(b"\0")
-                for kv in env:
-                    if kv.startswith(b"OMPI_COMM_WORLD_RANK="):
-                        out[int(kv.split(b"=")[1])] = int(d)
-            except (OSError, AttributeError):
-                pass
-        return out
-
-    def request(self, method, path, body=None, headers=None, raw=None):
-        c = http.client.HTTPConnection(self.host, self.port, timeout=60)
-        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        c.request(method, path, body=data, headers=headers or {"Content-Type": "application/json"})
-        r = c.getresponse()
-        text = r.read().decode()
-        c.close()
-        return r.status, text, r
-
-    def metrics(self):
-        st, text, _ = self.request("GET", "/metrics")
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
+def Server(model, extra=(), env=None):
+    return sh.Server(TPGEN, ["--model", model] + list(extra) + ["--backend", "cpu", "--threads", "1"], NP,
+                     MPIEXEC if NP > 1 else None, env=env)
 
 
 def generate(model, prompts, flags):
@@ -123,12 +52,6 @@ def generate(model, prompts, flags):
     if out.returncode != 0:
         sys.exit("FAIL: tpgen generate: " + out.stderr)
     return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
-
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 PROMPTS = ["a b c d e", "d e f", "x y", "a b c d e a b c d e a b c d e l l o", "h e l l o"]
@@ -350,12 +273,8 @@ def part_api():
     c.close()
     st, text, _ = srv.request("POST", "/v1/completions", good)
     check(st == 200, "serving after a client left")
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        m = srv.metrics()
-        if m["tpgen_requests_running"] == 0 and m["tpgen_kv_blocks_free"] == m["tpgen_kv_blocks_total"]:
-            break
-        time.sleep(0.1)
+    _, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] == 0
+                            and m["tpgen_kv_blocks_free"] == m["tpgen_kv_blocks_total"], 20)
     check(m["tpgen_kv_blocks_free"] == m["tpgen_kv_blocks_total"] > 0,
           "kv_blocks_free %s of %s after the client left" % (m["tpgen_kv_blocks_free"], m["tpgen_kv_blocks_total"]))
     check(m["tpgen_requests_cancelled_total"] == m0["tpgen_requests_cancelled_total"] + 1, "the stream was cancelled")
@@ -378,9 +297,9 @@ def part_api():
     pids = srv.rank_pids()
     check(len(pids) == NP, "found the %d rank processes: %s" % (NP, pids))
     time.sleep(0.5)
-    c0 = {r: cpu_seconds(p) for r, p in pids.items()}
+    c0 = {r: sh.cpu_seconds(p) for r, p in pids.items()}
     time.sleep(5)
-    use = {r: (cpu_seconds(p) - c0[r]) / 5 for r, p in pids.items()}
+    use = {r: (sh.cpu_seconds(p) - c0[r]) / 5 for r, p in pids.items()}
     for r, u in sorted(use.items()):
         check(u < 0.05, "idle rank %d uses %.1f%% of a core" % (r, 100 * u))
     ok("idle CPU per rank over 5 s: " + ", ".join("rank %d %.2f%%" % (r, 100 * u) for r, u in sorted(use.items())))
@@ -405,13 +324,9 @@ def part_api():
     threads = [threading.Thread(target=long_req, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
-    deadline = time.time() + 20  # all 4 requests (32 sequences) in flight, then the signal
-    while time.time() < deadline:
-        m = srv.metrics()
-        if m["tpgen_requests_running"] + m["tpgen_requests_waiting"] >= 32:
-            break
-        time.sleep(0.005)
-    check(m["tpgen_requests_running"] + m["tpgen_requests_waiting"] >= 32, "4 requests in flight before SIGTERM")
+    # all 4 requests (32 sequences) in flight, then the signal
+    held, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] + m["tpgen_requests_waiting"] >= 32, 20, 0.005)
+    check(held, "4 requests in flight before SIGTERM")
     os.kill(pids[0], signal.SIGTERM)
     t0 = time.time()
     time.sleep(0.1)
@@ -423,12 +338,8 @@ def part_api():
     for t in threads:
         t.join(60)
     check(res == [True] * 4, "in-flight requests completed in full: %s" % res)
-    try:
-        rc = srv.p.wait(40)
-    except subprocess.TimeoutExpired:
-        srv.p.kill()
-        rc = "timeout"
-    check(rc == 0, "exit status after SIGTERM: %s\n%s" % (rc, "".join(srv.lines[-10:])))
+    end = srv.wait(40)
+    check(end.clean, "exit status after SIGTERM: %s\n%s" % (end, srv.stderr(10)))
     ok("SIGTERM drained %d in-flight requests, all ranks exited 0 in %.1f s" % (len(res), time.time() - t0))
 
 
@@ -493,12 +404,11 @@ def part_limits():
     th = threading.Thread(target=lambda: res.append(srv.request(
         "POST", "/v1/completions", {"prompt": [1, 2], "max_tokens": 120, "n": 16, "ignore_eos": True}, headers=auth)))
     th.start()
-    deadline = time.time() + 20
-    while time.time() < deadline and srv.metrics()["tpgen_requests_running"] == 0:
-        time.sleep(0.005)
+    srv.wait_for_metric("tpgen_requests_running", lambda v: v > 0, 20, 0.005)
     os.kill(srv.rank_pids()[0], signal.SIGTERM)
     th.join(30)
-    check(srv.p.wait(40) == 0, "exit 0 after SIGTERM")
+    end = srv.wait(40)
+    check(end.clean, "exit 0 after SIGTERM: %s" % end)
     st, text = res[0][0], res[0][1]
     fins = [c["finish_reason"] for c in json.loads(text)["choices"]] if st == 200 else []
     check(st == 200 and "abort" in fins and all(f in ("abort", "length") for f in fins),
@@ -534,8 +444,8 @@ def part_engine_error():
     check(st == 200, "the server is up after engine errors")
     m = srv.metrics()
     check(m["tpgen_kv_blocks_free"] == m["tpgen_kv_blocks_total"], "blocks of failed requests are free")
-    os.kill(srv.rank_pids()[0], signal.SIGTERM)
-    check(srv.p.wait(40) == 0, "exit 0 after SIGTERM")
+    end = srv.stop(timeout=40)
+    check(end.clean, "exit 0 after SIGTERM: %s" % end)
     ok("engine errors (NaN logits) are per-request errors: 500 engine_error / SSE error event, server stays up")
 
 

@@ -11,28 +11,21 @@
 
 usage: serve_spec.py TPGEN MPIEXEC NP MODEL
 """
-import http.client
 import json
-import re
+import os
 import subprocess
 import sys
 import threading
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import serve_harness as sh  # noqa: E402
 
 TPGEN, MPIEXEC, NP, MODEL = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-FAILS = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
+check, FAILS = sh.check, sh.FAILS
 
 
 def launch(args):
-    cmd = [TPGEN] + args + ["--backend", "cpu", "--threads", "1"]
-    return [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", str(NP)] + cmd
+    return sh.command(TPGEN, args + ["--backend", "cpu", "--threads", "1"], NP, MPIEXEC)
 
 
 PROMPTS = [[1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3], [5, 17, 900, 4, 77, 500], [7], [40, 41, 42, 40, 41]]
@@ -47,47 +40,8 @@ for i, (p, m) in enumerate(zip(PROMPTS, MAX)):
     check(out.returncode == 0, "generate failed: " + out.stderr)
     ref[i] = json.loads(out.stdout.splitlines()[-1])["ids"]
 
-srv = subprocess.Popen(launch(["serve", "--model", MODEL, "--port", "0", "--speculate", "ngram:5"]),
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-ready = threading.Event()
-lines = []
-host_port = []
-
-
-def read():
-    for line in srv.stderr:
-        lines.append(line)
-        m = re.match(r"^tpgen: serving \S+ on http://([^:]+):(\d+)$", line.rstrip("\n"))
-        if m:
-            host_port.extend([m.group(1), int(m.group(2))])
-            ready.set()
-
-
-threading.Thread(target=read, daemon=True).start()
-if not ready.wait(60):
-    srv.kill()
-    sys.exit("FAIL: no ready line in 60 s:\n" + "".join(lines))
-host, port = host_port
-
-
-def request(method, path, body=None):
-    c = http.client.HTTPConnection(host, port, timeout=120)
-    c.request(method, path, body=json.dumps(body) if body is not None else None,
-              headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    text = r.read().decode()
-    c.close()
-    return r.status, text
-
-
-def metrics():
-    out = {}
-    for line in request("GET", "/metrics")[1].splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
-    return out
-
+srv = sh.Server(TPGEN, ["--model", MODEL, "--speculate", "ngram:5", "--backend", "cpu", "--threads", "1"], NP,
+                MPIEXEC)
 
 try:
     results = {}
@@ -95,7 +49,7 @@ try:
     def complete(i):
         body = {"prompt": PROMPTS[i], "max_tokens": MAX[i], "temperature": 0, "n": 2, "ignore_eos": True,
                 "return_token_ids": True}
-        results[i] = request("POST", "/v1/completions", body)
+        results[i] = srv.request("POST", "/v1/completions", body, timeout=120)[:2]
 
     threads = [threading.Thread(target=complete, args=(i,)) for i in range(len(PROMPTS))]
     for t in threads:
@@ -118,23 +72,15 @@ try:
             accepted += sp["accepted"]
     check(accepted > 0, "no draft accepted (%d drafted): the test shows nothing" % drafted)
     # streamed, with the usage chunk
-    c = http.client.HTTPConnection(host, port, timeout=120)
-    c.request("POST", "/v1/completions", body=json.dumps({"prompt": PROMPTS[0], "max_tokens": 20, "temperature": 0,
-                                                          "stream": True, "ignore_eos": True,
-                                                          "stream_options": {"include_usage": True}}),
-              headers={"Content-Type": "application/json"})
-    events = [l[6:] for l in c.getresponse().read().decode().splitlines() if l.startswith("data: ")]
-    c.close()
-    usage = [json.loads(e)["usage"] for e in events if e != "[DONE]" and json.loads(e).get("usage")]
+    _, events, _ = srv.stream({"prompt": PROMPTS[0], "max_tokens": 20, "temperature": 0, "ignore_eos": True,
+                               "stream_options": {"include_usage": True}})
+    usage = [e["usage"] for e in events if e.get("usage")]
     if check(len(usage) == 1 and "speculative" in usage[0], "stream: usage chunk with speculative: %s" % usage):
         drafted += usage[0]["speculative"]["drafted"]
         accepted += usage[0]["speculative"]["accepted"]
-    m = {}
-    for _ in range(50):  # the gauges are updated after the engine's step
-        m = metrics()
-        if m.get("tpgen_kv_blocks_free") == m.get("tpgen_kv_blocks_total") and m.get("tpgen_requests_running") == 0:
-            break
-        time.sleep(0.1)
+    # the gauges are updated after the engine's step
+    _, m = srv.wait_metrics(lambda m: m.get("tpgen_kv_blocks_free") == m.get("tpgen_kv_blocks_total")
+                            and m.get("tpgen_requests_running") == 0, 5, 0.1)
     check(m.get("tpgen_spec_draft_tokens_total") == drafted,
           "metrics drafted %s, responses %d" % (m.get("tpgen_spec_draft_tokens_total"), drafted))
     check(m.get("tpgen_spec_accepted_tokens_total") == accepted,
@@ -143,12 +89,8 @@ try:
           "KV blocks free %s of %s after the requests" % (m.get("tpgen_kv_blocks_free"), m.get("tpgen_kv_blocks_total")))
     print("drafts: %d accepted of %d" % (accepted, drafted))
 finally:
-    srv.terminate()
-    try:
-        srv.wait(60)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        check(False, "server did not stop in 60 s after SIGTERM")
+    end = srv.stop(to="launcher", timeout=60)
+    check(end.rc is not None, "server did not stop in 60 s after SIGTERM")
 for f in FAILS:
     print("FAIL: " + f)
 if not FAILS:

@@ -12,94 +12,47 @@ client => tpgen cancels it and tpgen_kv_blocks_free returns to the total; bad sa
 (not JSON, temperature < 0, unknown model) => a Triton error with tpgen's message, then a good
 request works; unload (explicit model control) and SIGTERM to tritonserver each leave no tpgen rank.
 """
-import http.client
 import json
 import os
 import queue
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
 import tritonclient.grpc as grpcclient
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import serve_harness as sh  # noqa: E402
+
 TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, VENV = sys.argv[1:8]
 NP = int(NP)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FAILS = []
+check, ok, FAILS = sh.check, sh.ok, sh.FAILS
 EVENTS = []  # responses per stream: tpgen sends a chunk per token unless tokens come faster than read
 PROMPTS = ["a b c d e", "d e f", "x y", "h e l l o"]
 
 
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def ok(name):
-    print("ok:", name, flush=True)
-
-
-def free_port():
-    # tritonserver cannot report a port it picked itself: take free ones from the kernel.
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def tpgen_ranks():
-    """pids of `tpgen serve` processes started for this test (their cmdline names our model dir)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/cmdline" % d, "rb") as f:
-                    cmd = f.read().split(b"\0")
-            except OSError:
-                continue
-            if cmd and os.path.basename(cmd[0]) == b"tpgen" and b"serve" in cmd and WORK.encode() in b" ".join(cmd):
-                out.append(int(d))
-    return out
+    """pids of the tpgen processes below this test (tritonserver -> its Python stub -> mpirun ->
+    the ranks; this process is their subreaper, so ranks whose launcher died stay below it)."""
+    return list(sh.tpgen_pids(os.getpid(), TPGEN))
 
 
-def wait_for(pred, secs):
-    deadline = time.time() + secs
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return pred()
+free_port = sh.free_port  # tritonserver cannot report a port it picked itself
+wait_for = sh.wait_until
 
 
 def http_req(port, method, path, body=None, timeout=60):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    c.request(method, path, body=None if body is None else json.dumps(body), headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    text = r.read().decode()
-    c.close()
-    return r.status, text
+    return sh.http_request("127.0.0.1", port, method, path, body, timeout=timeout)[:2]
 
 
 def sse_events(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    events = []
-    for raw in r:
-        line = raw.decode().rstrip("\r\n")
-        if line.startswith("data: "):
-            events.append(json.loads(line[6:]))
-    c.close()
-    return r.status, events
+    st, events, _ = sh.post_sse("127.0.0.1", port, path, body)
+    return st, events
 
 
 class Triton:
@@ -146,9 +99,8 @@ def generate(model, prompts, flags):
     with open(path, "w") as f:
         for p in prompts:
             f.write(json.dumps(p) + "\n")
-    cmd = [TPGEN, "generate", "--model", model, "--prompts-file", path, "--json", "--backend", "cpu", "--threads", "1"] + flags
-    if NP > 1:
-        cmd = [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", str(NP)] + cmd
+    cmd = sh.command(TPGEN, ["generate", "--model", model, "--prompts-file", path, "--json", "--backend", "cpu",
+                             "--threads", "1"] + flags, NP, MPIEXEC if NP > 1 else None)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         sys.exit("FAIL: tpgen generate: " + out.stderr)
@@ -180,6 +132,7 @@ def make_repo(model):
 
 def main():
     os.makedirs(WORK, exist_ok=True)
+    sh.become_subreaper()  # see tpgen_ranks()
     model = os.path.join(WORK, "tiny-with-tokenizer")
     os.makedirs(model, exist_ok=True)
     for f in ["config.json", "model.safetensors"]:
@@ -346,8 +299,7 @@ def run(tr, model, greedy, cfg):
 
     # 5. a stream the client cancels: tpgen cancels its request; every KV block free again
     def metrics():
-        st, text = http_req(tport, "GET", "/metrics")
-        return {k: float(v) for k, v in (l.rsplit(" ", 1) for l in text.splitlines() if l and not l.startswith("#"))}
+        return sh.parse_metrics(http_req(tport, "GET", "/metrics")[1])
 
     # 16 streams of 120 tokens (n is 1 through Triton): long enough to be cancelled in flight
     m0 = metrics()
