@@ -32,7 +32,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_test as st  # noqa: E402  (the Server class, launch, check)
-from serve_test import Server, check, cpu_seconds, launch, ok  # noqa: E402
+from serve_test import Server, check, launch, ok  # noqa: E402
+from serve_harness import cpu_seconds  # noqa: E402  (serve_test put tests/common on the path)
 
 TPGEN, MPIEXEC, NP, MODEL, WORK, PART = sys.argv[1:7]
 st.TPGEN, st.MPIEXEC, st.NP = TPGEN, MPIEXEC, int(NP)
