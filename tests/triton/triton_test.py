@@ -30,6 +30,7 @@ import tritonclient.grpc as grpcclient
 
 TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, VENV = sys.argv[1:8]
 NP = int(NP)
+SCALE = int(os.environ.get("TPGEN_TIMEOUT_SCALE", "1"))  # x4 in a sanitizer build (tests/sanitize.cmake)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAILS = []
 EVENTS = []  # responses per stream: tpgen sends a chunk per token unless tokens come faster than read
@@ -72,7 +73,7 @@ def tpgen_ranks():
 
 
 def wait_for(pred, secs):
-    deadline = time.time() + secs
+    deadline = time.time() + secs * SCALE
     while time.time() < deadline:
         if pred():
             return True
@@ -81,7 +82,7 @@ def wait_for(pred, secs):
 
 
 def http_req(port, method, path, body=None, timeout=60):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout * SCALE)
     c.request(method, path, body=None if body is None else json.dumps(body), headers={"Content-Type": "application/json"})
     r = c.getresponse()
     text = r.read().decode()
@@ -90,7 +91,7 @@ def http_req(port, method, path, body=None, timeout=60):
 
 
 def sse_events(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60 * SCALE)
     c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
     r = c.getresponse()
     events = []
@@ -149,14 +150,14 @@ def generate(model, prompts, flags):
     cmd = [TPGEN, "generate", "--model", model, "--prompts-file", path, "--json", "--backend", "cpu", "--threads", "1"] + flags
     if NP > 1:
         cmd = [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", str(NP)] + cmd
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120 * SCALE)
     if out.returncode != 0:
         sys.exit("FAIL: tpgen generate: " + out.stderr)
     return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
 
 
 VALUES = {"tp_size": str(NP), "tpgen_bin": TPGEN, "mpirun": MPIEXEC, "mpirun_flags": "--oversubscribe --allow-run-as-root",
-          "tpgen_flags": "--backend cpu --threads 1", "drain_timeout_s": "5", "load_timeout_s": "60", "tpgen_url": ""}
+          "tpgen_flags": "--backend cpu --threads 1", "drain_timeout_s": str(5 * SCALE), "load_timeout_s": str(60 * SCALE), "tpgen_url": ""}
 
 
 def make_repo(model):
@@ -291,7 +292,7 @@ def run(tr, model, greedy, cfg):
                                   enable_empty_final_response=True)
         got = {rid: ([], None, None) for rid, _, _, _ in reqs}
         open_ = set(got)
-        deadline = time.time() + 60
+        deadline = time.time() + 60 * SCALE
         n = 0
         while open_ and time.time() < deadline:
             try:
