@@ -12,7 +12,8 @@
 #   of its name mod N: adding a test moves no other. The script prints K/N and the command that
 #   reruns that slice.
 #   --slice K/N: just slice K of N (0 <= K < N), e.g. to rerun the one a CI run drew.
-#   --all: every CPU test (the whole suite is about 70 min on 2 cores: docs/RELIABILITY.md).
+#   --all: every CPU test (far over what CI can give it: 137 tests took 38 min at -j2 in round 1,
+#   and the suite has about twice as many now; docs/RELIABILITY.md).
 #   --thread: ThreadSanitizer instead, for the threads that share state: builds build-tsan/
 #   (-DTPGEN_SANITIZE=thread; only tpgen and the canary, which is all these tests run) and runs
 #   the server tests (label server: libmicrohttpd's connection threads and the engine thread)
