@@ -170,8 +170,12 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
         }
         uint64_t data = loff + LOCAL_SIZE + rd16(buf + loff + 26) + rd16(buf + loff + 28);
         if (!inside(data, usize, size)) {
-            fail(err, err_size, "%s: truncated zip: entry %s needs bytes %llu..%llu, the file has %zu", what, name,
-                 (unsigned long long)data, (unsigned long long)(data + usize), size);
+            /* the sizes come from the central directory: a cut file or a corrupt entry (a ZIP64
+             * size can make data + usize wrap: say the size, not the sum) */
+            fail(err, err_size,
+                 "%s: truncated or corrupt zip: entry %s: %llu bytes from byte %llu run past the end of the file "
+                 "(%zu bytes)",
+                 what, name, (unsigned long long)usize, (unsigned long long)data, size);
             goto bad;
         }
         ze->data = buf + data;

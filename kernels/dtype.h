@@ -17,12 +17,25 @@ static inline const char *tp_dtype_name(tp_dtype t) {
     return t == TP_F32 ? "F32" : t == TP_F16 ? "F16" : "BF16";
 }
 
-/* n elements of src (type st) to f32 dst. */
+/* Element i of a 16-bit / 32-bit array that may sit at any byte offset: a tensor of a .bin or
+ * .safetensors file starts wherever its record does, odd offsets included, and a misaligned
+ * uint16_t* dereference is undefined behaviour. memcpy of 2 or 4 bytes compiles to one load. */
+static inline uint16_t tp_load_u16(const void *p, size_t i) {
+    uint16_t v;
+    memcpy(&v, (const unsigned char *)p + 2 * i, 2);
+    return v;
+}
+static inline float tp_load_f32(const void *p, size_t i) {
+    float v;
+    memcpy(&v, (const unsigned char *)p + 4 * i, 4);
+    return v;
+}
+
+/* n elements of src (type st, any alignment) to f32 dst. */
 static inline void tp_convert_to_f32(float *dst, const void *src, tp_dtype st, size_t n) {
     if (st == TP_F32) { memcpy(dst, src, n * 4); return; }
-    const uint16_t *s = (const uint16_t *)src;
-    if (st == TP_BF16) for (size_t i = 0; i < n; i++) dst[i] = tp_bf16_to_f32(s[i]);
-    else for (size_t i = 0; i < n; i++) dst[i] = tp_f16_to_f32(s[i]);
+    if (st == TP_BF16) for (size_t i = 0; i < n; i++) dst[i] = tp_bf16_to_f32(tp_load_u16(src, i));
+    else for (size_t i = 0; i < n; i++) dst[i] = tp_f16_to_f32(tp_load_u16(src, i));
 }
 
 static inline void tp_convert_from_f32(void *dst, tp_dtype dt, const float *src, size_t n) {

@@ -32,8 +32,9 @@ foreach(c IN LISTS canaries)
 endforeach()
 
 # Sanitized code runs several times slower (LeakSanitizer's exit check alone costs seconds per
-# MPI process): every test's TIMEOUT is scaled once all test areas have been added. The
-# bounds inside the test scripts (timeout 60 per command) are left as they are.
+# MPI process): every test's TIMEOUT is scaled once all test areas have been added, and every
+# test gets TPGEN_TIMEOUT_SCALE in its environment for the bounds inside its scripts (a script
+# that waits a fixed time for a command, a job or a server multiplies by it; 1 when unset).
 set(TPGEN_SANITIZE_TIMEOUT_SCALE 4 CACHE STRING "Factor applied to test timeouts in a sanitizer build")
 function(tpgen_scale_timeouts)
   get_property(all DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY TESTS)
@@ -43,6 +44,7 @@ function(tpgen_scale_timeouts)
       math(EXPR to "${to} * ${TPGEN_SANITIZE_TIMEOUT_SCALE}")
       set_tests_properties(${t} PROPERTIES TIMEOUT ${to})
     endif()
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT TPGEN_TIMEOUT_SCALE=${TPGEN_SANITIZE_TIMEOUT_SCALE})
   endforeach()
 endfunction()
 cmake_language(DEFER CALL tpgen_scale_timeouts)

@@ -26,15 +26,16 @@ void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path) 
     tp_log0("cpu bf16: %s -> %s\n", op, path);
 }
 
-/* n elements of st -> bf16 (f16 and f32 through f32, which holds both exactly). */
+/* n elements of st -> bf16 (f16 and f32 through f32, which holds both exactly); src_host may
+ * sit at any byte offset (a tensor of a .bin file): loads through kernels/dtype.h. */
 static void bf16_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, size_t n) {
     bf16 *d = dst;
     if (st == TP_BF16) { memcpy(d, src_host, n * 2); return; }
     #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float f;
-        if (st == TP_F32) f = ((const float *)src_host)[i];
-        else f = tp_f16_to_f32(((const uint16_t *)src_host)[i]);
+        if (st == TP_F32) f = tp_load_f32(src_host, i);
+        else f = tp_f16_to_f32(tp_load_u16(src_host, i));
         d[i] = f2b(f);
     }
 }

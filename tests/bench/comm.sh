@@ -8,7 +8,7 @@
 # usage: comm.sh exact|perturb TPGEN MPIEXEC NP
 set -euo pipefail
 mode=$1 tpgen=$2 mpiexec=$3 np=$4
-run() { timeout 60 "$mpiexec" --oversubscribe --allow-run-as-root -np "$np" "$tpgen" bench-comm --sizes 4:1M \
+run() { timeout $((60 * ${TPGEN_TIMEOUT_SCALE:-1})) "$mpiexec" --oversubscribe --allow-run-as-root -np "$np" "$tpgen" bench-comm --sizes 4:1M \
         --iters 3 --warmup 1 --backend cpu --threads 1 "$@"; }
 err=$(mktemp)
 trap 'rm -f "$err"' EXIT

@@ -106,6 +106,35 @@ static void expect_fail(const char *path, ...) {
     printf("ok: %s -> %s\n", path, err);
 }
 
+static void wr_le(uint8_t *p, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> 8 * i);
+}
+static uint64_t rd_le(const uint8_t *p, int bytes) {
+    uint64_t v = 0;
+    for (int i = bytes; i-- > 0;) v = v << 8 | p[i];
+    return v;
+}
+
+/* The central directory entry (its 46-byte fixed part; the name follows) of the record whose
+ * name ends with suffix, in the zip image buf[0..n); NULL if none. */
+static uint8_t *central_entry(uint8_t *buf, size_t n, const char *suffix) {
+    size_t ls = strlen(suffix);
+    for (size_t i = 0; i + 46 <= n; i++) {
+        if (memcmp(buf + i, "PK\1\2", 4) != 0) continue;
+        size_t nlen = rd_le(buf + i + 28, 2);
+        if (i + 46 + nlen <= n && nlen >= ls && !memcmp(buf + i + 46 + nlen - ls, suffix, ls)) return buf + i;
+    }
+    return NULL;
+}
+
+/* Opening the image buf[0..n), written to TMPDIR/name, must fail with an error containing every
+ * string of the NULL-terminated list (expect_fail's checks, on a patched copy of a case file). */
+#define expect_fail_image(name, buf, n, ...)                                                                           \
+    do {                                                                                                               \
+        write_all(path_of(g_tmp, "%s", name), buf, n);                                                                 \
+        expect_fail(path_of(g_tmp, "%s", name), __VA_ARGS__);                                                          \
+    } while (0)
+
 /* Every loadable tensor of reference.txt, with its values. */
 static void check_reference(const tp_bin_model *m, const char *what) {
     FILE *f = fopen(path_of(g_cases, "reference.txt"), "r");
@@ -280,6 +309,103 @@ static void test_cases(void) {
     }
 }
 
+/* Sizes in the central directory that run past the end of the file: the record's data would be
+ * read beyond the mapping. Stored entries: compressed size = size; both patched. The data starts
+ * after the local header (30 bytes + name + extra); the file holds exactly n - start bytes from
+ * there, which is accepted, one more is not. ZIP64: 64-bit sizes so large that start + size wraps
+ * around to a small number. */
+static void test_zip_sizes(void) {
+    char err[2048];
+    size_t n;
+    uint8_t *buf = read_all(path_of(g_cases, "dtypes.bin"), &n), *c = central_entry(buf, n, "/data/0");
+    CHECK(c && rd_le(c + 20, 4) == rd_le(c + 24, 4), "dtypes.bin: no stored central entry */data/0");
+    if (c) {
+        const uint8_t *loc = buf + rd_le(c + 42, 4);
+        uint64_t start = (uint64_t)(loc - buf) + 30 + rd_le(loc + 26, 2) + rd_le(loc + 28, 2);
+        char want[128];
+        for (int over = 0; over <= 1; over++) {
+            wr_le(c + 20, n - start + over, 4);
+            wr_le(c + 24, n - start + over, 4);
+            if (!over) {
+                tp_bin_model *m = tp_bin_open_buffer(buf, n, "to the end", err, sizeof err);
+                CHECK(m, "a record that ends at the end of the file: %s", err);
+                tp_bin_close(m);
+                continue;
+            }
+            snprintf(want, sizeof want, "%llu bytes from byte %llu run past the end of the file (%zu bytes)",
+                     (unsigned long long)(n - start + 1), (unsigned long long)start, n);
+            expect_fail_image("sizes_past_end.bin", buf, n, "sizes_past_end.bin", "corrupt zip", "entry dtypes/data/0",
+                              want, NULL);
+        }
+    }
+    free(buf);
+
+    buf = read_all(path_of(g_cases, "zip64.bin"), &n);
+    c = central_entry(buf, n, "/data/0");
+    /* forced ZIP64: both 32-bit sizes are 0xffffffff, the extra field (id 1) holds them */
+    uint8_t *x = c ? c + 46 + rd_le(c + 28, 2) : NULL;
+    CHECK(x && rd_le(c + 20, 4) == 0xffffffffu && rd_le(c + 24, 4) == 0xffffffffu && rd_le(x, 2) == 1 &&
+              rd_le(x + 2, 2) >= 16,
+          "zip64.bin: */data/0 has no ZIP64 sizes");
+    if (x && rd_le(x, 2) == 1) {
+        wr_le(x + 4, UINT64_MAX - 15, 8);
+        wr_le(x + 12, UINT64_MAX - 15, 8);
+        char want[128];
+        snprintf(want, sizeof want, "entry dtypes/data/0: %llu bytes from byte", (unsigned long long)(UINT64_MAX - 15));
+        expect_fail_image("zip64_sizes_wrap.bin", buf, n, "zip64_sizes_wrap.bin", "corrupt zip", want,
+                          "run past the end of the file", NULL);
+    }
+    free(buf);
+}
+
+/* Strides larger than row-major (a view of every other row or column, a slice of wider rows):
+ * not contiguous, refused like a transposed view. noncontig.bin holds shape (3, 2) with strides
+ * (1, 3) over a 6-element storage; its stride tuple (BININT1 1, BININT1 3, TUPLE2) is patched
+ * in place: (3, 1) and (4, 2) fit the storage's element count but not row-major order. */
+static void test_strides(void) {
+    size_t n;
+    uint8_t *buf = read_all(path_of(g_cases, "noncontig.bin"), &n);
+    static const uint8_t tuple[] = {'K', 1, 'K', 3, 0x86};
+    uint8_t *t = memmem(buf, n, tuple, sizeof tuple);
+    CHECK(t && !memmem(t + 1, n - (size_t)(t + 1 - buf), tuple, sizeof tuple),
+          "noncontig.bin: the stride tuple (1, 3) is not there once");
+    if (t) {
+        t[1] = 3, t[3] = 1;
+        expect_fail_image("strided_rows.bin", buf, n, "strided_rows.bin", "tensor transposed",
+                          "strides [3, 1] for shape [3, 2]", "not contiguous", NULL);
+        t[1] = 4, t[3] = 2;
+        expect_fail_image("strided_both.bin", buf, n, "strided_both.bin", "tensor transposed",
+                          "strides [4, 2] for shape [3, 2]", "not contiguous", NULL);
+        t[1] = 2, t[3] = 1; /* row-major: the same bytes read as a [3, 2] matrix */
+        char err[2048];
+        tp_bin_model *m = tp_bin_open_buffer(buf, n, "row-major", err, sizeof err);
+        CHECK(m && tp_bin_find(m, "transposed"), "strides [2, 1] for shape [3, 2] refused: %s", m ? "no tensor" : err);
+        tp_bin_close(m);
+    }
+    free(buf);
+}
+
+/* A memo index is bounded by the pickle's size (each memo entry takes an opcode), not by the
+ * 2^32 a LONG_BINPUT can say: refused with its message at size + 1, accepted at size. */
+static void test_memo_bound(void) {
+    uint8_t pkl[] = {0x80, 2, '}', 'r', 0, 0, 0, 0, '.'}; /* PROTO 2, EMPTY_DICT, LONG_BINPUT i, STOP */
+    char err[2048], want[64];
+    for (uint64_t idx = sizeof pkl; idx <= sizeof pkl + 1; idx++) {
+        wr_le(pkl + 4, idx, 4);
+        tp_pickle_dict d;
+        err[0] = 0;
+        int rc = tp_unpickle_state_dict(pkl, sizeof pkl, "memo", &d, err, sizeof err);
+        if (idx == sizeof pkl) CHECK(rc == 0 && d.n == 0, "memo index %llu (= the size) refused: %s", (unsigned long long)idx, err);
+        else {
+            snprintf(want, sizeof want, "memo index %llu is out of range", (unsigned long long)idx);
+            CHECK(rc != 0 && strstr(err, want), "memo index %llu: expected \"%s\", got %s", (unsigned long long)idx, want,
+                  rc ? err : "success");
+            printf("ok: memo index %llu in a %zu-byte pickle -> %s\n", (unsigned long long)idx, sizeof pkl, err);
+        }
+        if (!rc) tp_pickle_dict_free(&d);
+    }
+}
+
 /* Indexes and format choice, made here. */
 static void test_dirs(void) {
     char err[2048], *d;
@@ -368,6 +494,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     test_cases();
+    test_zip_sizes();
+    test_strides();
+    test_memo_bound();
     test_dirs();
     test_fixture("tiny-f32", 1);
     test_fixture("rot-full-bf16", 3);

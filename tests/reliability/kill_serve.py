@@ -6,7 +6,10 @@ usage: kill_serve.py TPGEN MPIEXEC MODEL NP VICTIM busy|idle [TERM]
   busy: clients keep requests in flight (running sequences in /metrics) when the kill lands;
   idle: no request has come for 2 s (the workers wait for the next step in bcast_idle).
   TERM: instead of a kill, SIGTERM to mpirun itself with requests in flight: they must all be
-    answered in full (drained), and every rank and mpirun exit 0.
+    answered in full (drained), and every rank and mpirun exit 0. Each client sends one request,
+    and the signal waits until /metrics shows the engine took all of them (its prompt-token
+    counter, which counts a request once the engine has it) and sequences still run: a request
+    still on its way when the drain starts would get the drain's 503, and was never in flight.
 Passes when, within 10 s of the kill, the launcher has exited non-zero, every other rank
 process is gone, and the launcher's output names the lost rank. Only 127.0.0.1, port 0.
 """
@@ -62,17 +65,18 @@ def main():
     answers = []  # (status or None, body or error, sent before the signal)
     t_sig = [float("inf")]
 
-    def client(i):  # long requests, one after another, until the job ends
-        body = json.dumps({"prompt": [1, 2, 3 + i], "max_tokens": 120, "n": 4, "ignore_eos": True,
-                           "temperature": 0})
+    prompt, n_choices = [1, 2, 3], 4
+
+    def client(i):  # long requests, one after another until the job ends (TERM: one)
+        body = json.dumps({"prompt": prompt[:2] + [prompt[2] + i], "max_tokens": 120, "n": n_choices,
+                           "ignore_eos": True, "temperature": 0})
         while not stop.is_set():
             t0 = time.time()
             try:
                 st, d, _ = srv.request("POST", "/v1/completions", raw=body, timeout=60)
                 if TERM:
                     answers.append((st, d, t0 < t_sig[0]))
-                    if st != 200:
-                        return
+                    return
             except (OSError, http.client.HTTPException) as e:
                 if TERM:
                     answers.append((None, repr(e), t0 < t_sig[0]))
@@ -80,9 +84,14 @@ def main():
     if MODE == "busy":
         for i in range(4):
             threading.Thread(target=client, args=(i,), daemon=True).start()
-        held, m = srv.wait_for_metric("tpgen_requests_running", lambda v: v >= 4, 20)
+        # TERM: all 4 requests taken by the engine (its prompt-token counter: len(prompt) * n
+        # per request), and still running; kill: 4 sequences running
+        taken = 4 * len(prompt) * n_choices if TERM else 0
+        held, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] >= 4
+                                   and m["tpgen_prompt_tokens_total"] >= taken, 20)
         if not held:
-            fail("requests never in flight", srv)
+            fail("requests never in flight (the engine took %d of %d prompt tokens)"
+                 % (m["tpgen_prompt_tokens_total"], taken), srv)
         what = "with %d sequences running, %d waiting" % (m["tpgen_requests_running"], m["tpgen_requests_waiting"])
     else:
         time.sleep(2)
@@ -100,11 +109,11 @@ def main():
             fail("mpirun still runs 60 s after SIGTERM", srv)
         rc, secs = end.rc, end.secs
         time.sleep(0.5)
-        # sent before the signal: answered in full; after it: answered in full or 503 shutting_down
-        bad = [a for a in answers if not (a[0] == 200 or (a[0] == 503 and not a[2] and "shutting_down" in a[1]))]
+        # every request was in flight (taken by the engine before the signal): answered in full
         full = [a for a in answers if a[0] == 200 and a[2] and all(
             c["finish_reason"] == "length" for c in json.loads(a[1])["choices"])]
-        if rc != 0 or bad or not full:
+        bad = [a for a in answers if a not in full]
+        if rc != 0 or bad or len(full) != 4:
             fail("SIG%s to %s %s: status %s after %.1f s; %d requests in flight answered in full; not answered: %s"
                  % (sys.argv[7], os.path.basename(MPIEXEC), what, rc, secs, len(full), bad[:3]), srv)
         if end.left:

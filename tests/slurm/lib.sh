@@ -1,12 +1,14 @@
 # Sourced by the tests/slurm/*.sh tests: a model dir, sbatch with a bound, the job's record.
 # The tests run against the cluster of tests/slurm/cluster.sh (ctest starts it as a fixture and
-# passes its SLURM_CONF). Every job is CPU-only, 2 tasks of 1 CPU, with a 2-minute time limit, so
+# passes its SLURM_CONF). Every job is CPU-only, 2 tasks of 1 CPU, with a 2-minute time limit (x scale), so
 # none outlives a failed test for long; the cluster's stop cancels what is left.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 [ -n "${SLURM_CONF:-}" ] && [ -f "$SLURM_CONF" ] || { echo "FAIL: SLURM_CONF does not name the test cluster's slurm.conf (start tests/slurm/cluster.sh)"; exit 1; }
 unset TPGEN_BIN TPGEN_LAUNCH  # the tests say where the binary is
-cpu_job=(--gpus-per-node=0 --cpus-per-task=1 --time=2)
+# (times x TPGEN_TIMEOUT_SCALE: a sanitizer build runs several times slower, tests/sanitize.cmake)
+scale=${TPGEN_TIMEOUT_SCALE:-1}
+cpu_job=(--gpus-per-node=0 --cpus-per-task=1 --time=$((2 * scale)))
 
 # make_model FIXTURE TOKDIR OUT: the random fixture's weights with the real CodeGen tokenizer
 make_model() {
@@ -15,15 +17,15 @@ make_model() {
   cp "$2"/vocab.json "$2"/merges.txt "$2"/added_tokens.json "$2"/special_tokens_map.json "$3"/
 }
 
-# submit OUT [sbatch flags and script args]: submits and waits for the job's end (at most 90 s,
-# then cancels it); sets job and rc (the job's exit code). sbatch --wait is not used: it polls
+# submit OUT [sbatch flags and script args]: submits and waits for the job's end (at most 90 s x
+# scale, then cancels it); sets job and rc (the job's exit code). sbatch --wait is not used: it polls
 # with a growing interval and adds up to 10 s per job.
 submit() {
   local out=$1; shift
   rm -f "$out"
   job=$(sbatch --parsable "${cpu_job[@]}" --output="$out" "$@") || { echo "FAIL: sbatch did not submit ($*)"; exit 1; }
   job=${job%%;*}
-  wait_job "$job" 90
+  wait_job "$job" $((90 * scale))
   rc=$(job_field "$job" ExitCode)
   rc=${rc%%:*}
 }

@@ -72,6 +72,20 @@ static void test_propose(void) {
     int32_t h5[] = {4, 4, 4, 4};
     n = tp_speculate_propose(h5, 4, 8, 3, d);
     CHECK(n == 8 && d[0] == 4 && d[7] == 4, "h5: n=%d", n);
+    /* occurrences at the very first position of the context (i = 0), and only there: a 1-gram
+     * (the last token is the first one), and a 3-gram whose shorter suffix occurs later with a
+     * different continuation (so a search that skips position 0 drafts other tokens) */
+    int32_t h6[] = {5, 9, 8, 5};
+    n = tp_speculate_propose(h6, 4, 3, 3, d);
+    CHECK(n == 3 && d[0] == 9 && d[1] == 8 && d[2] == 5, "h6: 1-gram at position 0: n=%d d=%d %d %d", n, d[0], d[1],
+          d[2]);
+    int32_t h7[] = {1, 2, 3, 7, 2, 3, 8, 1, 2, 3};
+    n = tp_speculate_propose(h7, 10, 4, 3, d);
+    CHECK(n == 4 && d[0] == 7 && d[1] == 2 && d[2] == 3 && d[3] == 8, "h7: 3-gram at position 0: n=%d d=%d %d %d %d",
+          n, d[0], d[1], d[2], d[3]);
+    int32_t h8[] = {6, 6}; /* the shortest context that can draft: 2 tokens, the match at 0 */
+    n = tp_speculate_propose(h8, 2, 2, 3, d);
+    CHECK(n == 2 && d[0] == 6 && d[1] == 6, "h8: len 2: n=%d", n);
     CHECK(tp_speculate_propose(h1, 8, 0, 3, d) == 0, "k=0 drafts");
     CHECK(tp_speculate_propose(h1, 1, 4, 3, d) == 0, "len 1 drafts");
 }

@@ -30,6 +30,7 @@ import serve_harness as sh  # noqa: E402
 
 TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, VENV = sys.argv[1:8]
 NP = int(NP)
+SCALE = int(os.environ.get("TPGEN_TIMEOUT_SCALE", "1"))  # x4 in a sanitizer build (tests/sanitize.cmake)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 check, ok, FAILS = sh.check, sh.ok, sh.FAILS
 EVENTS = []  # responses per stream: tpgen sends a chunk per token unless tokens come faster than read
@@ -43,15 +44,18 @@ def tpgen_ranks():
 
 
 free_port = sh.free_port  # tritonserver cannot report a port it picked itself
-wait_for = sh.wait_until
+
+
+def wait_for(pred, secs):
+    return sh.wait_until(pred, secs * SCALE)
 
 
 def http_req(port, method, path, body=None, timeout=60):
-    return sh.http_request("127.0.0.1", port, method, path, body, timeout=timeout)[:2]
+    return sh.http_request("127.0.0.1", port, method, path, body, timeout=timeout * SCALE)[:2]
 
 
 def sse_events(port, path, body):
-    st, events, _ = sh.post_sse("127.0.0.1", port, path, body)
+    st, events, _ = sh.post_sse("127.0.0.1", port, path, body, timeout=60 * SCALE)
     return st, events
 
 
@@ -101,14 +105,14 @@ def generate(model, prompts, flags):
             f.write(json.dumps(p) + "\n")
     cmd = sh.command(TPGEN, ["generate", "--model", model, "--prompts-file", path, "--json", "--backend", "cpu",
                              "--threads", "1"] + flags, NP, MPIEXEC if NP > 1 else None)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120 * SCALE)
     if out.returncode != 0:
         sys.exit("FAIL: tpgen generate: " + out.stderr)
     return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
 
 
 VALUES = {"tp_size": str(NP), "tpgen_bin": TPGEN, "mpirun": MPIEXEC, "mpirun_flags": "--oversubscribe --allow-run-as-root",
-          "tpgen_flags": "--backend cpu --threads 1", "drain_timeout_s": "5", "load_timeout_s": "60", "tpgen_url": ""}
+          "tpgen_flags": "--backend cpu --threads 1", "drain_timeout_s": str(5 * SCALE), "load_timeout_s": str(60 * SCALE), "tpgen_url": ""}
 
 
 def make_repo(model):
@@ -244,7 +248,7 @@ def run(tr, model, greedy, cfg):
                                   enable_empty_final_response=True)
         got = {rid: ([], None, None) for rid, _, _, _ in reqs}
         open_ = set(got)
-        deadline = time.time() + 60
+        deadline = time.time() + 60 * SCALE
         n = 0
         while open_ and time.time() < deadline:
             try:
