@@ -134,6 +134,20 @@ elif mode == "names":
                     env=dict(env, TPGEN_BF16_GEMV_MAX_T="32"))
     assert kernels(rows, "decode", "batch", 20)["matmul"] == "gemv-bf16-c", rows
     print("bf16 names under TPGEN_CPU_ISA=c / TPGEN_CPU_GEMM=blas / TPGEN_BF16_GEMV_MAX_T: ok")
+    # oneDNN's batched path where this CPU runs bf16 matmul natively (the name carries its kernel)
+    cmd = [mpiexec, "--oversubscribe", "--allow-run-as-root", "-np", "1", tpgen, "bench", "--model", fixture,
+           "--backend", "cpu", "--threads", "1", "--json", "--dtype", "bf16", "--verbose", *flags("20"),
+           "--prefill", "0"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=dict(os.environ, TPGEN_CPU_GEMM="dnnl"))
+    if p.returncode != 0 and "oneDNN has no bf16 matmul on this CPU" in p.stderr:
+        print("bf16 oneDNN name: not checked (oneDNN has no bf16 matmul on this CPU)")
+    else:
+        assert p.returncode == 0, (cmd, p.stderr[-2000:])
+        row = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")][0]
+        impl = row["kernels"]["matmul"]
+        assert impl.startswith("onednn-bf16 (") and impl.endswith(")"), row
+        assert "matmul -> oneDNN matmul " + impl[len("onednn-bf16 ("):-1] in p.stderr, (impl, p.stderr)
+        print("bf16 oneDNN name %s: ok" % impl)
 
 elif mode == "defaults":
     n_pos = cfg["n_positions"]
