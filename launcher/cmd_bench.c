@@ -267,14 +267,18 @@ int tp_cmd_bench(int argc, char **argv) {
             char kn[512];
             const int T1 = L < chunk ? L : chunk, Tl = L > chunk && L % chunk ? L % chunk : 0;
             kernels_json(kn, sizeof kn, job.b, T1, 1, T1, Tl, m->cfg.head_dim);
+            /* the GEMM probe's path (its rate is the %gemm reference) */
+            const char *gk = job.b->kernel_name ? job.b->kernel_name(job.b, TP_OP_MATMUL, gemm_T, 0) : NULL;
             if (a.json)
                 printf("{\"prefill_tokens\": %d, \"chunk\": %d, \"tp\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", "
                        "\"ms\": %.4f, \"tokens_per_s\": %.2f, \"gflop_per_rank\": %.4f, \"gflop_per_s\": %.3f, "
                        "\"gemm_gflop_per_s\": %.3f, \"gemm_shape\": [%d, %d, %d], \"pct_gemm\": %.2f, "
-                       "\"runs\": %d, \"kind\": \"prefill\", \"weights\": \"%s\", \"kernels\": %s}\n",
+                       "\"runs\": %d, \"kind\": \"prefill\", \"weights\": \"%s\", \"kernels\": %s, "
+                       "\"gemm_kernel\": %s%s%s}\n",
                        L, chunk, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, L / t, gf, gf / t, gemm,
                        gemm_T, m->sh.n_inner, m->cfg.n_embd, 100.0 * gf / t / gemm, a.prefill_runs,
-                       job.b->weights ? job.b->weights : tp_dtype_name(job.b->act), kn);
+                       job.b->weights ? job.b->weights : tp_dtype_name(job.b->act), kn, gk ? "\"" : "",
+                       gk ? gk : "null", gk ? "\"" : "");
             else
                 printf("%7d %6d %10.2f %10.1f %10.2f %12.1f %6.1f%%\n", L, chunk, t * 1e3, L / t, gf, gf / t,
                        100.0 * gf / t / gemm);

@@ -104,6 +104,8 @@ elif mode == "names":
     assert kernels(rows, "prefill", "prefill_tokens", 100) == {
         "matmul": "openblas-sgemm-f32", "logits": "openblas-sgemv-f32", "attention": "tile-f32-" + isa,
         "matmul_last_chunk": "rows-f32-" + isa}, rows
+    # the GEMM probe runs at the largest prefill chunk (48 tokens): sgemm
+    assert all(r["gemm_kernel"] == "openblas-sgemm-f32" for r in rows if r["kind"] == "prefill"), rows
     print("f32 names by T (%s build): ok" % isa)
 
     # int8: GEMV up to 64 tokens by default; each override moves every GEMM, attention stays f32
