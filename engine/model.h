@@ -33,7 +33,8 @@ typedef struct {
     void *lm_head_b;     /* [Vloc] */
     void *arena;         /* the one device allocation all of the above live in */
     size_t arena_bytes;
-    size_t matrix_bytes; /* bytes of the matrices read by every decode step (GEMM weights) */
+    size_t matrix_bytes;      /* bytes the GEMM matrices occupy in the arena (padding, oneDNN copies) */
+    size_t matrix_read_bytes; /* bytes of them every decode step reads (tp_matrix_read_bytes) */
 } tp_weights;
 
 /* Activation buffers, sized once for at most max_tokens tokens and max_rows logit rows. */

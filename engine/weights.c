@@ -217,13 +217,16 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     }
 
     /* Size table, then one arena. */
-    size_t total = 0, staging_max = 0, matrices = 0;
+    size_t total = 0, staging_max = 0, matrices = 0, matrices_read = 0;
     for (int i = 0; i < l.n; i++) {
         load_item *it = &l.items[i];
         it->offset = total;
         size_t bytes = item_bytes(b, it);
         total += (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-        if (it->is_matrix) matrices += bytes;
+        if (it->is_matrix) {
+            matrices += bytes;
+            matrices_read += tp_matrix_read_bytes(b, (int)it->out_rows, (int)item_out_cols(it));
+        }
         if (src[i]) {
             size_t sb = (size_t)(it->out_rows * item_out_cols(it)) * tp_dtype_size(src[i]->dtype);
             if (sb > staging_max) staging_max = sb;
@@ -232,6 +235,7 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     m->w.arena = b->alloc(b, total, "weights");
     m->w.arena_bytes = total;
     m->w.matrix_bytes = matrices;
+    m->w.matrix_read_bytes = matrices_read;
     for (int i = 0; i < l.n; i++) *l.items[i].dst = (char *)m->w.arena + l.items[i].offset;
 
     tp_log0("loading %s weights: %.1f MiB per rank (%s, TP=%d%s)\n", random ? "random" : "checkpoint",

@@ -49,6 +49,11 @@ typedef struct {
     int head_dim;   /* D */
 } tp_step_limits;
 
+/* Op classes whose implementation a backend picks per call (CPU features, dtype, step size,
+ * env overrides): what kernel_name names. MATMUL: matmul and matmul_gelu (the layers' GEMMs);
+ * LOGITS: matmul_f32out (lm_head); ATTENTION: attention. */
+typedef enum { TP_OP_MATMUL = 0, TP_OP_LOGITS = 1, TP_OP_ATTENTION = 2 } tp_op_class;
+
 typedef struct tp_backend tp_backend;
 struct tp_backend {
     const char *name; /* "cpu", "cuda" */
@@ -150,9 +155,27 @@ struct tp_backend {
     void (*graph_begin)(tp_backend *b, int key);
     void (*graph_end)(tp_backend *b, int key);
 
+    /* Optional (NULL: the backend does not say; `tpgen bench` then writes null). The implementation
+     * the op class takes on this backend as created, from the same decision the op makes:
+     * MATMUL / LOGITS at T tokens (rows) of the step; ATTENTION with T queries of one sequence in
+     * the step (1: decode, more: a prefill chunk) and head dim D (D is ignored elsewhere). A short
+     * static or backend-owned name, "<kernel>-<dtype>[-<isa>]" (e.g. "gemv-bf16-avx2",
+     * "openblas-sgemm-f32"), valid until destroy. */
+    const char *(*kernel_name)(tp_backend *b, tp_op_class op, int T, int D);
+
     void (*destroy)(tp_backend *b);
     void *impl;
 };
+
+/* Bytes one product with a [rows, cols] matrix (from matrix_upload) reads: the matrix once in its
+ * stored dtype -- int8 plus an f32 scale per row under --weights int8, act otherwise -- without
+ * layout padding or a second copy (matrix_bytes may hold one: the bf16 CPU backend keeps oneDNN's
+ * blocked W^T beside the plain rows, and a product reads one of the two). The weight bytes
+ * `tpgen bench` counts per decode step. */
+static inline size_t tp_matrix_read_bytes(const tp_backend *b, int rows, int cols) {
+    if (b->weights) return (size_t)rows * (size_t)cols + (size_t)rows * sizeof(float); /* "int8" */
+    return (size_t)rows * (size_t)cols * tp_dtype_size(b->act);
+}
 
 /* Backends compiled into this build. NULL + message in err when not available. */
 tp_backend *tp_backend_cpu_create(int n_threads);

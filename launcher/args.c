@@ -21,6 +21,7 @@ static const char *USAGE =
     "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json] [--speculate ngram:K[:N]]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
+    "         (defaults: --steps min(32, n_positions - 4), --context min(512, n_positions - steps - 4))\n"
     "         [--prefill 128,512,2048 | --prefill 0] [--prefill-runs N] [--json]\n"
     "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
@@ -109,8 +110,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     a->top_p = 1.0;
     a->repetition_penalty = 1.0;
     a->batches = "1,8,32";
-    a->context = 512;
-    a->steps = 32;
+    a->context = -1; /* -1: fitted to n_positions by tpgen bench (cmd_bench.c) */
+    a->steps = -1;
     a->prefill = "128,512,2048";
     a->prefill_runs = 3;
     a->host = "127.0.0.1";

@@ -47,7 +47,7 @@ typedef struct {
     double comm_timeout;     /* --comm-timeout S: a collective not done in S seconds ends the job (NCCL) */
     /* bench */
     const char *batches;     /* --batch 1,8,32 */
-    int context, steps;
+    int context, steps;      /* --context C, --steps N; -1 when not given (bench fits them to n_positions) */
     const char *prefill;     /* --prefill 128,512,2048 (prompt lengths; "0": none) */
     int prefill_runs;        /* --prefill-runs N: timed runs per length (median) */
     /* serve */

@@ -3,9 +3,13 @@
  * same run.
  *
  * Decode at batch B reads every weight matrix once per step plus the KV cache of B sequences,
- * so a step cannot beat (weight bytes + KV bytes) / memory bandwidth. Each batch size runs
- * --steps decode steps at positions --context.. (the cache content is zeros: the timing does not
- * depend on it), after 3 warm-up steps; the median step time is reported, per rank bytes. The
+ * so a step cannot beat (weight bytes + KV bytes) / memory bandwidth. The weight bytes are what
+ * this rank's matrices hold in their stored dtype (f32, bf16, or int8 + f32 row scales:
+ * tp_matrix_read_bytes), the KV bytes B (context + 1) positions in the KV dtype. Each batch size
+ * runs --steps decode steps at positions --context.. (the cache content is zeros: the timing does
+ * not depend on it), after 3 warm-up steps; the median step time is reported, per rank bytes.
+ * Unless given, --steps is min(32, n_positions - 4) and --context min(512, n_positions - steps -
+ * 4), so the defaults fit any model; a --context given that does not fit is an error. The
  * floor is the read-only bandwidth (tp_bench_read_gbs); the copy bandwidth stays beside it (a
  * copy under-reports a read stream on a CPU, so batch 1 could show more than 100% of it).
  *
@@ -13,7 +17,12 @@
  * chunks of --max-batch-tokens, logits for the last token only; median of --prefill-runs. Its
  * FLOPs per rank are the layers' GEMMs (2 T E (4 Hl D + 2 Il)), the causal attention
  * (4 Hl D per token and attended position) and one lm_head row, against the backend's GEMM rate
- * on this rank's fc_in shape at the chunk size. */
+ * on this rank's fc_in shape at the chunk size.
+ *
+ * Every JSON row names the kernels that made it (the backend's kernel_name, the decision its ops
+ * take): "kernels": {"matmul", "logits", "attention"} at the row's step shape -- decode: B tokens,
+ * B logits rows, one query per sequence; prefill: the chunk's tokens (and "matmul_last_chunk"
+ * when a shorter last chunk takes another path), one logits row, the chunk's queries. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +64,41 @@ static int32_t *prefill_lengths(const char *list, int n_positions, int *n) {
         if (!k || v[i] != v[k - 1]) v[k++] = v[i];
     *n = k;
     return v;
+}
+
+/* --steps and --context as given, or fitted to n_positions (the file comment). */
+static void fit_context(tp_args *a, int n_positions) {
+    const int room = n_positions - WARMUP - 1; /* positions for the context plus the timed steps */
+    if (a->steps < 0) a->steps = room < 32 ? room : 32;
+    if (a->steps < 1 || a->steps > room)
+        tp_die_all("--steps %d + %d warm-up steps + 1 exceeds n_positions=%d (at most %d steps fit)", a->steps, WARMUP,
+                   n_positions, room > 0 ? room : 0);
+    if (a->context < 0) {
+        a->context = room - a->steps < 512 ? room - a->steps : 512;
+        return;
+    }
+    if (a->context + a->steps > room)
+        tp_die_all("--context %d + %d steps (%d timed + %d warm-up) exceeds n_positions=%d (at most --context %d "
+                   "with --steps %d; leave --context out to fit it)",
+                   a->context, a->steps + WARMUP, a->steps, WARMUP, n_positions, room - a->steps, a->steps);
+}
+
+/* "kernels" of a JSON row: each op class's kernel_name at the row's step shape (file comment);
+ * T_last: the last prefill chunk's tokens (0: none other). null when the backend does not say. */
+static void kernels_json(char *buf, size_t size, tp_backend *b, int T, int logit_rows, int q_per_seq, int T_last,
+                         int D) {
+    if (!b->kernel_name) {
+        snprintf(buf, size, "null");
+        return;
+    }
+    const char *mm = b->kernel_name(b, TP_OP_MATMUL, T, D);
+    size_t u = (size_t)snprintf(buf, size, "{\"matmul\": \"%s\", \"logits\": \"%s\", \"attention\": \"%s\"", mm,
+                                b->kernel_name(b, TP_OP_LOGITS, logit_rows, D),
+                                b->kernel_name(b, TP_OP_ATTENTION, q_per_seq, D));
+    const char *last = T_last ? b->kernel_name(b, TP_OP_MATMUL, T_last, D) : mm;
+    if (u < size && strcmp(last, mm) != 0)
+        u += (size_t)snprintf(buf + u, size - u, ", \"matmul_last_chunk\": \"%s\"", last);
+    if (u < size) snprintf(buf + u, size - u, "}");
 }
 
 /* FLOPs this rank spends on an L-token prefill (see the file comment). */
@@ -102,10 +146,8 @@ int tp_cmd_bench(int argc, char **argv) {
     tp_model *m = &job.m;
     int np;
     int32_t *plens = prefill_lengths(a.prefill, m->cfg.n_positions, &np);
+    fit_context(&a, m->cfg.n_positions);
     int len = a.context + WARMUP + a.steps + 1;
-    if (len > m->cfg.n_positions)
-        tp_die_all("--context %d + %d steps (%d timed + %d warm-up) exceeds n_positions=%d", a.context, a.steps + WARMUP,
-                   a.steps, WARMUP, m->cfg.n_positions);
     tp_args sized = a;
     sized.max_batch = bmax;
     if (sized.max_batch_tokens < bmax) sized.max_batch_tokens = bmax;
@@ -151,10 +193,15 @@ int tp_cmd_bench(int argc, char **argv) {
         double *times = tp_malloc(n_times * sizeof(double));
         tp_step_output out;
         tp_step_output_init(&out, m);
-        if (!a.json)
-            printf("GEMM weights: %s, %.1f MB per rank read by every decode step (%.1f MB per token at batch 1)\n",
+        if (!a.json) {
+            printf("GEMM weights: %s, %.1f MB per rank read by every decode step (%.1f MB per token at batch 1)",
                    job.b->weights ? "int8 + f32 row scales (--weights int8)" : tp_dtype_name(job.b->act),
-                   m->w.matrix_bytes / 1e6, m->w.matrix_bytes / 1e6);
+                   m->w.matrix_read_bytes / 1e6, m->w.matrix_read_bytes / 1e6);
+            if (m->w.matrix_bytes > m->w.matrix_read_bytes * 1.01) /* a second layout beside the plain one */
+                printf("; they occupy %.1f MB (a step reads one layout)", m->w.matrix_bytes / 1e6);
+            printf("\ndecode: --context %d, --steps %d timed after %d warm-up (n_positions %d)\n", a.context, a.steps,
+                   WARMUP, m->cfg.n_positions);
+        }
         if (!a.json)
             printf("%6s %8s %10s %12s %12s %10s %9s %9s\n", "batch", "context", "ms/step", "tokens/s", "MB/rank/step",
                    "GB/s/rank", "%read-bw", "%copy-bw");
@@ -177,12 +224,13 @@ int tp_cmd_bench(int argc, char **argv) {
             }
             qsort(times, a.steps, sizeof *times, cmp_double);
             double t = times[a.steps / 2];
-            double wbytes = (double)m->w.matrix_bytes;
+            double wbytes = (double)m->w.matrix_read_bytes;
             double kvbytes = (double)B * (a.context + 1) * m->kv.bytes_per_token;
             double gbs = (wbytes + kvbytes) / t / 1e9;
             double pct = 100.0 * gbs / copy_gbs, pct_read = cpu ? 100.0 * gbs / read_gbs : 0.0;
             if (a.json) {
-                char rd[160];
+                char rd[160], kn[512];
+                kernels_json(kn, sizeof kn, job.b, B, B, 1, 0, m->cfg.head_dim);
                 if (cpu)
                     snprintf(rd, sizeof rd, "\"read_gb_per_s\": %.3f, \"pct_read\": %.2f, \"read_floor_ms\": %.4f",
                              read_gbs, pct_read, (wbytes + kvbytes) / (read_gbs * 1e9) * 1e3);
@@ -191,10 +239,10 @@ int tp_cmd_bench(int argc, char **argv) {
                        "\"ms_per_step\": %.4f, \"tokens_per_s\": %.2f, \"weight_bytes\": %.0f, \"kv_bytes\": %.0f, "
                        "\"gb_per_s\": %.3f, \"copy_gb_per_s\": %.3f, \"floor_ms\": %.4f, \"steps\": %d, "
                        "\"kind\": \"decode\", \"pct_copy\": %.2f, %s, \"weights\": \"%s\", "
-                       "\"weight_bytes_per_token\": %.0f}\n",
+                       "\"weight_bytes_per_token\": %.0f, \"kernels\": %s}\n",
                        B, a.context, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, B / t, wbytes,
                        kvbytes, gbs, copy_gbs, (wbytes + kvbytes) / (copy_gbs * 1e9) * 1e3, a.steps, pct, rd,
-                       job.b->weights ? job.b->weights : tp_dtype_name(job.b->act), wbytes / B);
+                       job.b->weights ? job.b->weights : tp_dtype_name(job.b->act), wbytes / B, kn);
             } else {
                 char rd[16];
                 if (cpu) snprintf(rd, sizeof rd, "%8.1f%%", pct_read);
@@ -216,14 +264,21 @@ int tp_cmd_bench(int argc, char **argv) {
             for (int r = 0; r < a.prefill_runs; r++) times[r] = prefill_once(m, L, chunk, ids, pos, seq, table, &out);
             qsort(times, a.prefill_runs, sizeof *times, cmp_double);
             double t = times[a.prefill_runs / 2], gf = prefill_flops(m, L) / 1e9;
+            char kn[512];
+            const int T1 = L < chunk ? L : chunk, Tl = L > chunk && L % chunk ? L % chunk : 0;
+            kernels_json(kn, sizeof kn, job.b, T1, 1, T1, Tl, m->cfg.head_dim);
+            /* the GEMM probe's path (its rate is the %gemm reference) */
+            const char *gk = job.b->kernel_name ? job.b->kernel_name(job.b, TP_OP_MATMUL, gemm_T, 0) : NULL;
             if (a.json)
                 printf("{\"prefill_tokens\": %d, \"chunk\": %d, \"tp\": %d, \"backend\": \"%s\", \"dtype\": \"%s\", "
                        "\"ms\": %.4f, \"tokens_per_s\": %.2f, \"gflop_per_rank\": %.4f, \"gflop_per_s\": %.3f, "
                        "\"gemm_gflop_per_s\": %.3f, \"gemm_shape\": [%d, %d, %d], \"pct_gemm\": %.2f, "
-                       "\"runs\": %d, \"kind\": \"prefill\", \"weights\": \"%s\"}\n",
+                       "\"runs\": %d, \"kind\": \"prefill\", \"weights\": \"%s\", \"kernels\": %s, "
+                       "\"gemm_kernel\": %s%s%s}\n",
                        L, chunk, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, L / t, gf, gf / t, gemm,
                        gemm_T, m->sh.n_inner, m->cfg.n_embd, 100.0 * gf / t / gemm, a.prefill_runs,
-                       job.b->weights ? job.b->weights : tp_dtype_name(job.b->act));
+                       job.b->weights ? job.b->weights : tp_dtype_name(job.b->act), kn, gk ? "\"" : "",
+                       gk ? gk : "null", gk ? "\"" : "");
             else
                 printf("%7d %6d %10.2f %10.1f %10.2f %12.1f %6.1f%%\n", L, chunk, t * 1e3, L / t, gf, gf / t,
                        100.0 * gf / t / gemm);

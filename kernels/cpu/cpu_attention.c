@@ -277,6 +277,18 @@ static void attend_tile(const att_args *a, const int *toks, int nq, int h, float
     }
 }
 
+/* The kernel a tile of n queries of one sequence takes (kernel_name names the same choice). */
+typedef enum { ATT_SCALAR, ATT_DOT, ATT_TILE } att_kind;
+static att_kind att_pick(int n, int D) { return D % 8 ? ATT_SCALAR : n >= 3 ? ATT_TILE : ATT_DOT; }
+
+const char *cpu_attention_kernel(int T, int D) {
+    const att_kind k = att_pick(T < QT ? T : QT, D); /* T queries: tiles of QT, the first names it */
+    const int avx2 = strcmp(cpu_clone_isa(), "avx2") == 0;
+    if (k == ATT_SCALAR) return "scalar-f32";
+    if (k == ATT_TILE) return avx2 ? "tile-f32-avx2" : "tile-f32-c";
+    return avx2 ? "dot-f32-avx2" : "dot-f32-c";
+}
+
 /* A work item: tokens order[first .. first+n) of one sequence, heads [h0, h0 + nh). */
 typedef struct {
     int first, n, max_pos, h0, nh;
@@ -320,7 +332,7 @@ void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cach
     for (int t = 0; t < T;) {
         int n = 1;
         while (t + n < T && n < QT && st->seq[order[t + n]] == st->seq[order[t]]) n++;
-        if (vec && n >= 3) n_tiles++;
+        if (att_pick(n, D) == ATT_TILE) n_tiles++;
         else n_single += n;
         max_pos = st->pos[order[t + n - 1]] > max_pos ? st->pos[order[t + n - 1]] : max_pos;
         t += n;
@@ -335,7 +347,7 @@ void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cach
     for (int t = 0; t < T;) {
         int n = 1;
         while (t + n < T && n < QT && st->seq[order[t + n]] == st->seq[order[t]]) n++;
-        if (vec && n >= 3) {
+        if (att_pick(n, D) == ATT_TILE) {
             for (int h = 0; h < Hl; h++) items[n_items++] = (att_item){t, n, st->pos[order[t + n - 1]], h, 1};
         } else {
             for (int i = 0; i < n; i++)

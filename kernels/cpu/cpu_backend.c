@@ -92,6 +92,11 @@ static void cpu_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp
     cpu_upload(b, dst, src_host, st, (size_t)rows * (size_t)cols);
 }
 
+const char *cpu_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
+    (void)b;
+    return op == TP_OP_ATTENTION ? cpu_attention_kernel(T, D) : cpu_matmul_kernel(T);
+}
+
 static void cpu_destroy(tp_backend *b) {
     if (!b) return;
     free(b->impl);
@@ -137,6 +142,7 @@ tp_backend *tp_backend_cpu_create(int n_threads) {
     b->graph_launch = NULL;
     b->graph_begin = NULL;
     b->graph_end = NULL;
+    b->kernel_name = cpu_kernel_name;
     b->destroy = cpu_destroy;
     return b;
 }

@@ -31,6 +31,7 @@ typedef struct {
     int few_tokens;   /* T <= this: the GEMV kernels (W streamed once per step) */
     tp_dnnl *dnnl;    /* batched GEMMs (T > few_tokens) when set; OpenBLAS on f32 panels otherwise */
     unsigned printed; /* bit per (op, path) already reported under --verbose */
+    char dnnl_name[160]; /* kernel_name of the oneDNN path, made at its first query */
 } tp_cpu_bf16;
 
 static inline tp_cpu_bf16 *bf16_impl(tp_backend *b) { return (tp_cpu_bf16 *)b->impl; }
@@ -45,6 +46,7 @@ bf16_isa bf16_isa_pick(void);
 size_t bf16_matrix_bytes(tp_backend *b, int rows, int cols);
 void bf16_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols);
 void bf16_ready_clear(void); /* forget which matrices hold their blocked copy (destroy) */
+const char *bf16_gemm_kernel(tp_backend *b, int T); /* kernel_name of the GEMM path at T tokens */
 void bf16_matmul(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
                  int accumulate);
 void bf16_matmul_f32out(tp_backend *b, float *y, const void *x, const void *W, const void *bias, int T, int N,

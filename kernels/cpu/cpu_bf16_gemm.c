@@ -12,6 +12,7 @@
  * Epilogue (all paths, in f32): v = x.w (+ y when accumulating) (+ bias); GELU; round to bf16 --
  * the CUDA backend's fused epilogue. matmul_f32out keeps f32 (logits). */
 #include <cblas.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -256,13 +257,34 @@ void bf16_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype
     }
 }
 
+/* The path by T (the file comment); bf16_gemm_kernel names it. */
+typedef enum { PATH_GEMV, PATH_DNNL, PATH_BLAS } gemm_path;
+static gemm_path path_pick(const tp_cpu_bf16 *c, int T) {
+    return T <= c->few_tokens ? PATH_GEMV : c->dnnl ? PATH_DNNL : PATH_BLAS;
+}
+
+const char *bf16_gemm_kernel(tp_backend *b, int T) {
+    tp_cpu_bf16 *c = bf16_impl(b);
+    switch (path_pick(c, T)) {
+    case PATH_GEMV:
+        return c->isa == BF16_ISA_AVX512BF16 ? "gemv-bf16-avx512bf16" : c->isa == BF16_ISA_AVX2 ? "gemv-bf16-avx2"
+                                                                                                : "gemv-bf16-c";
+    case PATH_DNNL:
+        if (!c->dnnl_name[0]) snprintf(c->dnnl_name, sizeof c->dnnl_name, "onednn-bf16 (%s)", tp_dnnl_impl(c->dnnl));
+        return c->dnnl_name;
+    default:
+        return "openblas-sgemm-bf16-panels";
+    }
+}
+
 static void gemm(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
                  int accumulate, int gelu, int out_f32, unsigned bit, const char *op) {
     if (T <= 0 || N <= 0) return;
     tp_cpu_bf16 *c = bf16_impl(b);
     const epi e = {y, bias, N, accumulate, gelu, out_f32};
     char path[160];
-    if (T <= c->few_tokens || K <= 0) {
+    const gemm_path pk = path_pick(c, T);
+    if (pk == PATH_GEMV || K <= 0) {
         snprintf(path, sizeof path, "GEMV %s (T <= %d)", bf16_isa_name(c->isa), c->few_tokens);
         bf16_report(b, bit, op, path);
         if (K <= 0) {
@@ -271,7 +293,7 @@ static void gemm(tp_backend *b, void *y, const void *x, const void *W, const voi
             return;
         }
         gemv_path(b, x, W, T, N, K, &e);
-    } else if (c->dnnl) {
+    } else if (pk == PATH_DNNL) {
         snprintf(path, sizeof path, "oneDNN matmul %s (T > %d)", tp_dnnl_impl(c->dnnl), c->few_tokens);
         bf16_report(b, bit + 1, op, path);
         if (!ready_has(W)) {

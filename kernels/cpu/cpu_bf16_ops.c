@@ -189,6 +189,11 @@ static void bf16_attention(tp_backend *b, void *out, const void *qkv, const void
     }
 }
 
+static const char *bf16_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
+    (void)D;
+    return op == TP_OP_ATTENTION ? "c-bf16" : bf16_gemm_kernel(b, T); /* bf16_attention: one path */
+}
+
 static void bf16_destroy(tp_backend *b) {
     if (!b) return;
     tp_dnnl_destroy(bf16_impl(b)->dnnl);
@@ -245,6 +250,7 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     b->gather_rows = bf16_gather_rows;
     b->rotary_kv_write = bf16_rotary_kv_write;
     b->attention = bf16_attention;
+    b->kernel_name = bf16_kernel_name;
     b->destroy = bf16_destroy;
     return b;
 }

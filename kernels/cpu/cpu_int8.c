@@ -285,6 +285,18 @@ static void blas_path(tp_backend *b, const float *x, const int8_t *W, int T, int
     }
 }
 
+/* 1: the GEMV kernels at T tokens, 0: the panels (the file comment); i8_kernel_name names it. */
+static int use_gemv(const tp_cpu_int8 *c, int T) {
+    return c->force == I8_GEMM_GEMV || (c->force == I8_GEMM_AUTO && T <= c->few_tokens);
+}
+
+static const char *i8_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
+    if (op == TP_OP_ATTENTION) return cpu_kernel_name(b, op, T, D); /* activations and KV stay f32 */
+    const tp_cpu_int8 *c = i8_impl(b);
+    if (!use_gemv(c, T)) return "openblas-sgemm-int8-panels";
+    return c->isa == I8_ISA_AVX2 ? "gemv-int8-avx2" : "gemv-int8-c";
+}
+
 static void gemm(tp_backend *b, float *y, const float *x, const void *W, const float *bias, int T, int N, int K,
                  int accumulate, int gelu, unsigned bit, const char *op) {
     if (T <= 0 || N <= 0) return;
@@ -296,7 +308,7 @@ static void gemm(tp_backend *b, float *y, const float *x, const void *W, const f
             for (int n = 0; n < N; n++) epi_store(&e, t, n, 0.0f);
         return;
     }
-    const int gemv = c->force == I8_GEMM_GEMV || (c->force == I8_GEMM_AUTO && T <= c->few_tokens);
+    const int gemv = use_gemv(c, T);
     if (gemv) {
         if (c->force) snprintf(path, sizeof path, "GEMV %s (TPGEN_INT8_GEMM=gemv)", isa_name(c->isa));
         else snprintf(path, sizeof path, "GEMV %s (T <= %d)", isa_name(c->isa), c->few_tokens);
@@ -386,5 +398,6 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     b->matmul = i8_matmul;
     b->matmul_f32out = i8_matmul_f32out;
     b->matmul_gelu = i8_matmul_gelu;
+    b->kernel_name = i8_kernel_name;
     return 0;
 }

@@ -31,6 +31,16 @@ static inline int cpu_threads(const tp_backend *b) { return ((const tp_cpu *)b->
 #else
 #define CPU_SIMD_CLONES
 #endif
+/* The build a CPU_SIMD_CLONES function runs here, for kernel names: "avx2" (x86-64-v3) or "c". */
+static inline const char *cpu_clone_isa(void) {
+#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)) && \
+    !defined(__SANITIZE_THREAD__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("x86-64-v3") ? "avx2" : "c";
+#else
+    return "c";
+#endif
+}
 /* The helpers are always inlined and the kernels are static, so the baseline ABI for 32-byte
  * vectors (GCC's -Wpsabi note, for every file of this backend) never applies. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -52,6 +62,11 @@ void cpu_matmul(tp_backend *b, void *y, const void *x, const void *W, const void
 void cpu_matmul_f32out(tp_backend *b, float *y, const void *x, const void *W, const void *bias, int T, int N,
                        int K);
 void cpu_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K);
+
+/* The f32 backend's kernel_name (tp_backend; the int8 backend asks it for attention). */
+const char *cpu_kernel_name(tp_backend *b, tp_op_class op, int T, int D);
+const char *cpu_matmul_kernel(int T);           /* cpu_matmul.c: the GEMM path at T tokens */
+const char *cpu_attention_kernel(int T, int D); /* cpu_attention.c: T queries of one sequence */
 
 /* cpu_norm_act.c */
 void cpu_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E);

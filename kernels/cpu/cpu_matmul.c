@@ -33,6 +33,16 @@ static void bias_rows(tp_backend *b, float *y, const float *bias, int T, int N, 
 
 #define CPU_FEW_TOKENS 16
 
+/* The path by T (the file comment); cpu_matmul_kernel names it. */
+typedef enum { GEMM_SGEMV, GEMM_ROWS, GEMM_SGEMM } gemm_kind;
+static gemm_kind gemm_pick(int T) { return T == 1 ? GEMM_SGEMV : T <= CPU_FEW_TOKENS ? GEMM_ROWS : GEMM_SGEMM; }
+
+const char *cpu_matmul_kernel(int T) {
+    const gemm_kind k = gemm_pick(T);
+    if (k == GEMM_ROWS) return strcmp(cpu_clone_isa(), "avx2") == 0 ? "rows-f32-avx2" : "rows-f32-c";
+    return k == GEMM_SGEMV ? "openblas-sgemv-f32" : "openblas-sgemm-f32";
+}
+
 /* y[t, n] = (add ? y[t, n] : 0) + x[t,:] . W[n,:] for all t < T and rows n in [n0, n1).
  * Register block: 2 rows of W x 4 tokens, 8 accumulators of 8 lanes. */
 CPU_SIMD_CLONES
@@ -93,7 +103,8 @@ static void gemm_f32(tp_backend *b, float *y, const float *x, const float *W, co
     }
     const int nt = cpu_threads(b);
     const double work = (double)T * N * K;
-    if (T >= 2 && T <= CPU_FEW_TOKENS) { /* slices of N, 2 rows at a time */
+    const gemm_kind kind = gemm_pick(T);
+    if (kind == GEMM_ROWS) { /* slices of N, 2 rows at a time */
         const int add = beta != 0.0f;
         if (nt == 1 || work < 1 << 17) {
             gemm_rows(y, x, W, T, N, K, 0, N, add);
@@ -105,7 +116,7 @@ static void gemm_f32(tp_backend *b, float *y, const float *x, const float *W, co
         return;
     }
     if (nt == 1 || work < 1 << 17) { /* small: one call */
-        if (T == 1) cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, W, K, x, 1, beta, y, 1);
+        if (kind == GEMM_SGEMV) cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, W, K, x, 1, beta, y, 1);
         else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, x, K, W, K, beta, y, N);
         return;
     }
@@ -114,7 +125,7 @@ static void gemm_f32(tp_backend *b, float *y, const float *x, const float *W, co
         #pragma omp parallel for schedule(static) num_threads(nt)
         for (int n0 = 0; n0 < N; n0 += chunk) {
             const int nn = N - n0 < chunk ? N - n0 : chunk;
-            if (T == 1)
+            if (kind == GEMM_SGEMV)
                 cblas_sgemv(CblasRowMajor, CblasNoTrans, nn, K, 1.0f, W + (size_t)n0 * K, K, x, 1, beta, y + n0, 1);
             else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, x, K, W + (size_t)n0 * K, K,

@@ -256,6 +256,23 @@ static void cuda_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype
 
 /* ---- lifetime ---- */
 
+/* kernel_name: the choices matmul_t (cuda_matmul.cu) and attention_t (cuda_attention.cu) make,
+ * for a model's GEMMs (K % 8 == 0, arena pointers 16-byte aligned: the GEMV's conditions hold).
+ * Above gemv_max_t: cuBLAS (cublasLt with the bias/GELU epilogue for fc_in and fc_out,
+ * cublasGemmEx for the GEMMs without a bias and the f32 logits). Attention: the split-K decode
+ * kernel when tpc_attn_is_decode (T queries of one sequence), the tiled prefill kernel otherwise. */
+const char *tpc_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
+    const int f16 = b->act == TP_F16;
+    if (op == TP_OP_ATTENTION) {
+        if (!tpc_attn_is_decode(T, 1)) return f16 ? "prefill-f16" : "prefill-bf16";
+        if (D % 8 == 0) return f16 ? "decode-vec8-f16" : "decode-vec8-bf16";
+        return f16 ? "decode-f16" : "decode-bf16";
+    }
+    if (T <= tpc(b)->gemv_max_t) return f16 ? "gemv-f16" : "gemv-bf16";
+    if (op == TP_OP_LOGITS) return f16 ? "cublas-gemmex-f16" : "cublas-gemmex-bf16";
+    return f16 ? "cublas-f16" : "cublas-bf16";
+}
+
 static void cuda_destroy(tp_backend *b) {
     tp_cuda *c = tpc(b);
     if (!c) return;
@@ -398,6 +415,7 @@ tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t e
     b->graph_launch = tpc_graph_launch;
     b->graph_begin = tpc_graph_begin;
     b->graph_end = tpc_graph_end;
+    b->kernel_name = tpc_kernel_name;
     b->destroy = cuda_destroy;
     b->impl = c;
     return b;

@@ -242,6 +242,14 @@ static void i8_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W,
                                               (const __nv_bfloat16 *)bias, T, N, K, 0, 1, 4, "matmul_gelu (fc_in)");
 }
 
+/* kernel_name: i8_gemm's choice for a model's GEMMs (K % 16 == 0, aligned arena pointers). */
+static const char *i8_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
+    if (op == TP_OP_ATTENTION) return tpc_kernel_name(b, op, T, D); /* activations and KV stay f16/bf16 */
+    const int f16 = b->act == TP_F16;
+    if (T <= tpc(b)->gemv_max_t) return f16 ? "gemv-int8-f16" : "gemv-int8-bf16";
+    return f16 ? "tiled-int8-f16" : "tiled-int8-bf16";
+}
+
 extern "C" int tp_backend_cuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_size) {
     if (!b || !b->name || strcmp(b->name, "cuda") != 0) {
         snprintf(err, err_size, "internal: tp_backend_cuda_use_int8 on the %s backend", b && b->name ? b->name : "(null)");
@@ -260,5 +268,6 @@ extern "C" int tp_backend_cuda_use_int8(tp_backend *b, int verbose, char *err, s
     b->matmul = i8_matmul;
     b->matmul_f32out = i8_matmul_f32out;
     b->matmul_gelu = i8_matmul_gelu;
+    b->kernel_name = i8_kernel_name;
     return 0;
 }

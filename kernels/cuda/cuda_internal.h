@@ -188,6 +188,8 @@ void tpc_matmul_destroy(tp_cuda *c);
 void tpc_attention_init(tp_cuda *c);
 void tpc_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl, int D,
                          int R);
+/* The backend's kernel_name (cuda_backend.cu; the int8 matmuls have their own, cuda_int8.cu). */
+const char *tpc_kernel_name(tp_backend *b, tp_op_class op, int T, int D);
 void tpc_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                    const tp_step *st, int Hl, int D);
 /* cuda_logits.cu */
