@@ -23,11 +23,17 @@
 #ifndef TPGEN_SCHEDULER_H
 #define TPGEN_SCHEDULER_H
 
-#include "generate.h"
+#include "model.h"
+#include "request.h"
 
 typedef struct tp_sched tp_sched;
 
-tp_sched *tp_sched_new(tp_model *m, const tp_generate_hooks *hooks);
+/* tp_request_kv_tokens / tp_request_kv_blocks (request.h) for the model's n_positions and KV
+ * block size (after tp_model_alloc): what admission reserves. */
+int tp_request_tokens(const tp_model *m, const tp_request *r);
+int tp_request_blocks(const tp_model *m, const tp_request *r);
+
+tp_sched *tp_sched_new(tp_model *m, const tp_request_hooks *hooks);
 void tp_sched_free(tp_sched *s); /* the requests stay the caller's */
 
 /* Queues r: allocates its result arrays and seeds its generator (stream r->index). A request with

@@ -92,7 +92,7 @@ static void print_result(gen_ctx *g, tp_request *r) {
         fflush(stdout);
         return;
     }
-    int k = r->sampling.logprobs;
+    int k = r->params.sampling.logprobs;
     printf("{\"prompt_ids\": ");
     tp_json_ids(stdout, r->prompt, r->n_prompt);
     printf(", \"ids\": ");
@@ -150,6 +150,34 @@ static void on_done(void *ctx, tp_request *r) {
     while (g->next_print < g->n && g->texts[g->next_print].done) print_result(g, &g->reqs[g->next_print++]);
 }
 
+/* Every prompt's request params, from the flags, checked by the rules the server shares
+ * (tp_request_params_validate) and worded with the flag; on every rank, before anything is read. */
+static tp_request_params request_params(const tp_args *a) {
+    static const char *const flag[] = {
+        [TP_REQ_PARAM_MAX_NEW_TOKENS] = "--max-new-tokens",   [TP_REQ_PARAM_MIN_TOKENS] = "--min-tokens",
+        [TP_REQ_PARAM_TEMPERATURE] = "--temperature",         [TP_REQ_PARAM_TOP_K] = "--top-k",
+        [TP_REQ_PARAM_TOP_P] = "--top-p",                     [TP_REQ_PARAM_REPETITION_PENALTY] = "--repetition-penalty",
+        [TP_REQ_PARAM_PRESENCE_PENALTY] = "--presence-penalty", [TP_REQ_PARAM_FREQUENCY_PENALTY] = "--frequency-penalty",
+        [TP_REQ_PARAM_LOGPROBS] = "--logprobs",
+    };
+    tp_request_params p = tp_request_params_default();
+    p.max_new_tokens = a->max_new_tokens;
+    p.sampling = (tp_sampling){.temperature = a->temperature, .top_k = a->top_k, .top_p = a->top_p,
+                               .repetition_penalty = a->repetition_penalty, .logprobs = a->logprobs};
+    p.seed = a->seed;
+    p.ignore_eos = a->ignore_eos;
+    p.presence_penalty = a->presence_penalty; /* as the server's presence_penalty, ... */
+    p.frequency_penalty = a->frequency_penalty;
+    p.min_tokens = a->min_tokens;
+    p.speculate_k = a->speculate_k;
+    p.speculate_n = a->speculate_n;
+    tp_request_param bad = tp_request_params_validate(&p);
+    if (bad == TP_REQ_PARAM_MIN_TOKENS)
+        tp_die_all("--min-tokens %d exceeds --max-new-tokens %d", p.min_tokens, p.max_new_tokens);
+    if (bad != TP_REQ_PARAM_OK) tp_die_all("%s is out of the range tpgen applies", flag[bad]);
+    return p;
+}
+
 static int check_requests(const tp_args *a, const tp_model *m, tp_request *reqs, const tp_prompt *ps, int n) {
     char where[4200];
     for (int i = 0; i < n; i++) {
@@ -190,6 +218,7 @@ int tp_cmd_generate(int argc, char **argv) {
     tp_comm *mpi = tp_comm_mpi_init(&argc, &argv);
     tp_args a;
     tp_args_parse(&a, "generate", argc, argv);
+    tp_request_params rp = request_params(&a);
     /* rank 0 reads the prompts (a --prompts-file need not exist on other nodes) and tells all */
     int text_line = mpi->rank == 0 ? tp_prompts_need_tokenizer(&a) : 0;
     mpi->bcast(mpi, &text_line, sizeof text_line, 0);
@@ -229,19 +258,7 @@ int tp_cmd_generate(int argc, char **argv) {
             g.reqs = tp_calloc(n, sizeof *g.reqs);
             g.texts = tp_calloc(n, sizeof *g.texts);
             for (int i = 0; i < n; i++) {
-                tp_request *r = &g.reqs[i];
-                r->index = i;
-                r->prompt = ps[i].ids;
-                r->n_prompt = ps[i].n;
-                r->max_new_tokens = a.max_new_tokens;
-                r->sampling = (tp_sampling){a.temperature, a.top_k, a.top_p, a.repetition_penalty, a.logprobs};
-                r->seed = a.seed;
-                r->ignore_eos = a.ignore_eos;
-                r->presence_penalty = a.presence_penalty; /* as the server's presence_penalty, ... */
-                r->frequency_penalty = a.frequency_penalty;
-                r->min_tokens = a.min_tokens;
-                r->speculate_k = a.speculate_k;
-                r->speculate_n = a.speculate_n;
+                tp_request_init(&g.reqs[i], i, ps[i].ids, ps[i].n, &rp);
                 if (g.tok) {
                     g.texts[i].detok = tp_detok_stream_new(g.tok, 1);
                     if (a.n_stop) g.texts[i].stops = tp_stop_matcher_new(a.stop, a.n_stop);
@@ -277,7 +294,7 @@ int tp_cmd_generate(int argc, char **argv) {
 
     double t0 = tp_now_seconds();
     if (mpi->rank == 0) {
-        tp_generate_hooks hooks = {on_token, on_done, &g, NULL};
+        tp_request_hooks hooks = {on_token, on_done, &g, NULL};
         long steps = tp_generate(m, g.reqs, g.n, &hooks);
         tp_step_stop(m);
         double dt = tp_now_seconds() - t0;

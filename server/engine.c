@@ -170,12 +170,12 @@ static void on_scored(void *ctx, tp_request *r) {
 /* Ends a job's submitted sequences, and finishes by hand those never submitted (under no lock). */
 static void cancel_job(tp_server *s, tp_sched *sc, srv_job *j) {
     for (int i = 0; i < j->next_sub; i++)
-        if (j->ch[i].r.state != 2) tp_sched_cancel(sc, &j->ch[i].r);
+        if (j->ch[i].r.state != TP_REQ_FINISHED) tp_sched_cancel(sc, &j->ch[i].r);
     if (j->next_sub == j->n_choices) return;
     pthread_mutex_lock(&s->mu);
     int left = j->n_choices - j->next_sub;
     for (int i = j->next_sub; i < j->n_choices; i++) {
-        j->ch[i].r.state = 2; /* never to the scheduler */
+        j->ch[i].r.state = TP_REQ_FINISHED; /* never to the scheduler */
         j->ch[i].done = 1;
         j->ch[i].finish = "cancelled";
     }
@@ -233,7 +233,7 @@ static void admit_fair(tp_sched *sc, tp_model *m, srv_job *active) {
 
 void tp_server_run(tp_server *s, tp_model *m) {
     engine e = {s, NULL};
-    tp_generate_hooks hooks = {on_token, on_done, &e, on_scored};
+    tp_request_hooks hooks = {on_token, on_done, &e, on_scored};
     tp_sched *sc = tp_sched_new(m, &hooks);
     pthread_mutex_lock(&s->mu);
     s->vocab = m->cfg.vocab_size;
