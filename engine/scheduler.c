@@ -197,26 +197,17 @@ static void record(tp_request *r, const tp_sample *smp) {
     r->n_ids++;
 }
 
-static int needs_adjust(const tp_request *r) {
-    return r->params.presence_penalty != 0 || r->params.frequency_penalty != 0 || r->n_ids < r->params.min_tokens;
+/* The request's penalties (sampler.h, steps 1-2 of its order) */
+static tp_penalties penalties(const tp_sched *s, const tp_request *r) {
+    return (tp_penalties){.presence_penalty = r->params.presence_penalty,
+                          .frequency_penalty = r->params.frequency_penalty,
+                          .min_tokens = r->params.min_tokens,
+                          .eos = s->m->cfg.eos_token_id};
 }
 
-/* OpenAI's penalties, over the tokens generated so far: l[j] -= c[j] * frequency + (c[j] > 0) *
- * presence; and EOS masked while fewer than min_tokens are out (a large finite negative, not
- * -inf, so the log-sum-exp stays finite). */
-static const float *adjust(tp_sched *s, const tp_request *r, const float *logits) {
-    int V = s->m->cfg.vocab_size;
-    memcpy(s->adjusted, logits, (size_t)V * sizeof(float));
-    for (int i = 0; i < r->n_ids; i++) s->counts[r->ids[i]]++;
-    for (int i = 0; i < r->n_ids; i++) {
-        int32_t id = r->ids[i];
-        if (!s->counts[id]) continue;
-        s->adjusted[id] -= s->counts[id] * r->params.frequency_penalty + r->params.presence_penalty;
-        s->counts[id] = 0;
-    }
-    int eos = s->m->cfg.eos_token_id;
-    if (r->n_ids < r->params.min_tokens && eos >= 0 && eos < V) s->adjusted[eos] = -1e30f;
-    return s->adjusted;
+static int needs_adjust(const tp_sched *s, const tp_request *r) {
+    tp_penalties p = penalties(s, r);
+    return tp_penalties_active(&p, r->n_ids);
 }
 
 /* Row i of the step's output can be sampled: no NaN or +inf among its logits (-inf is a masked
@@ -357,7 +348,7 @@ int tp_sched_step(tp_sched *s) {
             continue;
         }
         int k = tp_sampling_candidates(&r->params.sampling);
-        if (k == 0 || needs_adjust(r)) lr.mode = TP_LOGITS_FULL;
+        if (k == 0 || needs_adjust(s, r)) lr.mode = TP_LOGITS_FULL;
         else if (k > lr.k) lr.k = k;
         if (r->params.sampling.logprobs > lr.k) lr.k = r->params.sampling.logprobs;
     }
@@ -391,7 +382,11 @@ int tp_sched_step(tp_sched *s) {
             int bad = !row_usable(s, &lr, row);
             if (!bad && lr.mode == TP_LOGITS_FULL) {
                 const float *l = s->out.full + (size_t)row * V;
-                if (needs_adjust(r)) l = adjust(s, r, l);
+                if (needs_adjust(s, r)) {
+                    tp_penalties p = penalties(s, r);
+                    tp_penalties_apply(&p, r->ids, r->n_ids, l, V, s->counts, s->adjusted);
+                    l = s->adjusted;
+                }
                 const int32_t *h = r->history;
                 int nh = r->n_prompt + r->n_ids;
                 ok = verify ? tp_sample_verify_full(&r->params.sampling, &r->rng, l, V, h, nh, s->work, r->drafts[j], &smp)
