@@ -16,11 +16,9 @@
 
 /* Rank 0's text state of one request. */
 typedef struct {
-    tp_detok_stream *detok;
-    tp_stop_matcher *stops;
+    tp_text_stream *ts;
     char *text;   /* final text so far (stop strings never in it) */
     size_t text_len;
-    int stopped; /* a stop string matched */
     int done;
 } req_text;
 
@@ -36,13 +34,6 @@ typedef struct {
     int n_failed;        /* requests that ended in "error" */
 } gen_ctx;
 
-static void text_append(req_text *t, const char *s, size_t n) {
-    t->text = tp_realloc(t->text, t->text_len + n + 1);
-    memcpy(t->text + t->text_len, s, n);
-    t->text_len += n;
-    t->text[t->text_len] = 0;
-}
-
 static void stream_out(gen_ctx *g, req_text *t) {
     if (!g->stream || t->text_len == g->streamed) return;
     fwrite(t->text + g->streamed, 1, t->text_len - g->streamed, stdout);
@@ -54,20 +45,8 @@ static int on_token(void *ctx, tp_request *r) {
     gen_ctx *g = ctx;
     if (!g->tok) return 0;
     req_text *t = &g->texts[r->index];
-    char *chunk = NULL;
-    size_t n = 0;
-    tp_detok_stream_push(t->detok, r->ids[r->n_ids - 1], &chunk, &n);
-    int stop = 0;
-    if (t->stops) {
-        char *final = NULL;
-        size_t fn = 0;
-        stop = tp_stop_matcher_feed(t->stops, chunk ? chunk : "", n, &final, &fn);
-        if (fn) text_append(t, final, fn);
-        free(final);
-    } else if (n) text_append(t, chunk, n);
-    free(chunk);
+    int stop = tp_text_stream_push(t->ts, r->ids[r->n_ids - 1], &t->text, &t->text_len, NULL);
     stream_out(g, t);
-    if (stop) t->stopped = 1;
     return stop;
 }
 
@@ -124,24 +103,8 @@ static void print_result(gen_ctx *g, tp_request *r) {
 static void on_done(void *ctx, tp_request *r) {
     gen_ctx *g = ctx;
     req_text *t = &g->texts[r->index];
-    if (g->tok && !t->stopped) {
-        /* the stream ended without a stop string: release what was held back */
-        char *rest = NULL;
-        size_t n = 0;
-        tp_detok_stream_flush(t->detok, &rest, &n);
-        if (t->stops) {
-            char *final = NULL;
-            size_t fn = 0;
-            if (n) tp_stop_matcher_feed(t->stops, rest, n, &final, &fn);
-            if (fn) text_append(t, final, fn);
-            free(final);
-            final = NULL;
-            fn = 0;
-            tp_stop_matcher_finish(t->stops, &final, &fn);
-            if (fn) text_append(t, final, fn);
-            free(final);
-        } else if (n) text_append(t, rest, n);
-        free(rest);
+    if (g->tok) { /* ended without a stop string: releases what was held back (else a no-op) */
+        tp_text_stream_finish(t->ts, &t->text, &t->text_len, NULL);
         stream_out(g, t);
     }
     t->done = 1;
@@ -259,10 +222,7 @@ int tp_cmd_generate(int argc, char **argv) {
             g.texts = tp_calloc(n, sizeof *g.texts);
             for (int i = 0; i < n; i++) {
                 tp_request_init(&g.reqs[i], i, ps[i].ids, ps[i].n, &rp);
-                if (g.tok) {
-                    g.texts[i].detok = tp_detok_stream_new(g.tok, 1);
-                    if (a.n_stop) g.texts[i].stops = tp_stop_matcher_new(a.stop, a.n_stop);
-                }
+                if (g.tok) g.texts[i].ts = tp_text_stream_new(g.tok, (const char *const *)a.stop, a.n_stop, 0);
             }
             g.stream = !a.json && n == 1 && g.tok;
             if (check_requests(&a, m, g.reqs, ps, n)) ok = 0;
@@ -312,8 +272,7 @@ int tp_cmd_generate(int argc, char **argv) {
                     steps, m->forwarded_tokens, prompt, gen, dt, gen / (dt > 0 ? dt : 1), drafted, accepted);
         for (int i = 0; i < g.n; i++) {
             tp_request_free(&g.reqs[i]);
-            if (g.texts[i].detok) tp_detok_stream_free(g.texts[i].detok);
-            if (g.texts[i].stops) tp_stop_matcher_free(g.texts[i].stops);
+            tp_text_stream_free(g.texts[i].ts);
             free(g.texts[i].text);
         }
         free(g.reqs);

@@ -42,18 +42,6 @@ void srv_client_hold(tp_server *s, const char *addr, int n) {
     }
 }
 
-static void text_add(srv_choice *c, const char *t, size_t n) {
-    if (!c->stops) {
-        if (n) jb_put(&c->text, t, n);
-        return;
-    }
-    char *final = NULL;
-    size_t fn = 0;
-    tp_stop_matcher_feed(c->stops, t ? t : "", n, &final, &fn);
-    if (fn) jb_put(&c->text, final, fn);
-    free(final);
-}
-
 /* The job a choice belongs to: choices are allocated in one array per job, and each request
  * knows its index in it. */
 static srv_job *job_of(srv_choice *c, srv_job *active) {
@@ -76,19 +64,13 @@ static int on_token(void *ctx, tp_request *r) {
     pthread_mutex_lock(&s->mu);
     int i = r->n_ids - 1;
     c->tok_off[i] = c->dlen;
-    if (c->detok) {
-        char *chunk = NULL;
-        size_t n = 0;
-        tp_detok_stream_push(c->detok, r->ids[i], &chunk, &n);
-        c->dlen += n;
-        if (c->stops) {
-            char *final = NULL;
-            size_t fn = 0;
-            stop = tp_stop_matcher_feed(c->stops, chunk ? chunk : "", n, &final, &fn);
-            if (fn) jb_put(&c->text, final, fn);
-            free(final);
-        } else if (n) jb_put(&c->text, chunk, n);
-        free(chunk);
+    if (c->ts) {
+        char *out = NULL;
+        size_t n = 0, decoded = 0;
+        stop = tp_text_stream_push(c->ts, r->ids[i], &out, &n, &decoded);
+        c->dlen += decoded;
+        if (n) jb_put(&c->text, out, n);
+        free(out);
     }
     c->n_pub = r->n_ids;
     s->met.generation_tokens++;
@@ -106,21 +88,14 @@ static void on_done(void *ctx, tp_request *r) {
     srv_choice *c = (srv_choice *)r;
     srv_job *j = job_of(c, e->active);
     pthread_mutex_lock(&s->mu);
-    if (c->detok && strcmp(r->finish_reason, "stop") != 0) {
-        /* ended without a stop string: release what was held back */
+    if (c->ts && strcmp(r->finish_reason, "stop") != 0) {
+        /* ended without a stop string or EOS: release what was held back */
         char *rest = NULL;
-        size_t n = 0;
-        tp_detok_stream_flush(c->detok, &rest, &n);
-        c->dlen += n;
-        text_add(c, rest, n);
+        size_t n = 0, decoded = 0;
+        tp_text_stream_finish(c->ts, &rest, &n, &decoded);
+        c->dlen += decoded;
+        if (n) jb_put(&c->text, rest, n);
         free(rest);
-        if (c->stops) {
-            char *final = NULL;
-            size_t fn = 0;
-            tp_stop_matcher_finish(c->stops, &final, &fn);
-            if (fn) jb_put(&c->text, final, fn);
-            free(final);
-        }
     }
     c->n_pub = r->n_ids;
     c->finish = r->finish_reason;

@@ -30,8 +30,7 @@ void srv_job_free(srv_job *j) {
     for (int i = 0; i < j->n_choices; i++) {
         srv_choice *c = &j->ch[i];
         tp_request_free(&c->r);
-        if (c->detok) tp_detok_stream_free(c->detok);
-        if (c->stops) tp_stop_matcher_free(c->stops);
+        tp_text_stream_free(c->ts);
         jb_free(&c->text);
         free(c->tok_off);
     }
@@ -406,11 +405,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
                  max_tokens, blocks, s->kv_block_size, s->met.kv_total, s->met.kv_total * s->kv_block_size,
                  max_tokens > 0 ? "lower max_tokens or shorten the prompt" : "shorten the prompt");
         c->tok_off = tp_calloc(max_tokens > 0 ? max_tokens : 1, sizeof(size_t));
-        if (s->tok) {
-            c->detok = tp_detok_stream_new(s->tok, 1);
-            if (j->n_stops) /* the job's strings, shared by its choices (freed after them) */
-                c->stops = tp_stop_matcher_new_shared((const char *const *)j->stops, j->n_stops);
-        }
+        if (s->tok) /* the job's stop strings, shared by its choices (freed after them) */
+            c->ts = tp_text_stream_new(s->tok, (const char *const *)j->stops, j->n_stops, 1);
     }
 #undef BAIL
     return j;

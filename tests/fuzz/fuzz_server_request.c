@@ -119,7 +119,7 @@ static void check_job(const tp_server *s, const srv_job *j) {
         CHECK(r->params.presence_penalty >= -2 && r->params.presence_penalty <= 2);
         CHECK(r->params.frequency_penalty >= -2 && r->params.frequency_penalty <= 2);
         CHECK(r->params.seed == j->ch[0].r.params.seed);
-        CHECK(c->tok_off && (!s->tok || c->detok) && (!j->n_stops || c->stops));
+        CHECK(c->tok_off && (!s->tok || c->ts));
     }
 }
 
