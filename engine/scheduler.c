@@ -212,17 +212,17 @@ static int needs_adjust(const tp_sched *s, const tp_request *r) {
 
 /* Row i of the step's output can be sampled: no NaN or +inf among its logits (-inf is a masked
  * token), so the log-sum-exp is finite. */
-static int row_usable(const tp_sched *s, const tp_logits_request *lr, int i) {
+static int row_usable(const tp_sched *s, const tp_logits_request *lr, const tp_step_output *out, int i) {
     if (lr->mode == TP_LOGITS_FULL) {
         int V = s->m->cfg.vocab_size, finite = 0;
-        const float *l = s->out.full + (size_t)i * V;
+        const float *l = out->full + (size_t)i * V;
         for (int v = 0; v < V; v++) {
             if (isnan(l[v]) || l[v] == INFINITY) return 0;
             finite |= l[v] != -INFINITY;
         }
         return finite;
     }
-    const tp_row_result *rr = &s->out.rows[i];
+    const tp_row_result *rr = &out->rows[i];
     if (!isfinite(rr->lse) || rr->n < 1) return 0;
     for (int j = 0; j < rr->n; j++)
         if (isnan(rr->c[j].logit) || rr->c[j].logit == INFINITY) return 0;
@@ -239,15 +239,15 @@ static int feed_end(const tp_model *m, const tp_request *r) {
  * and the top alternatives, from the gathered candidates (as the sampling rows get theirs) or,
  * in a step that fetched full logits for another row, from the row's V logits. A non-finite row
  * is recorded as it is (score_bad says where); the request goes on. */
-static void score_row(tp_sched *s, const tp_logits_request *lr, int i, tp_request *r) {
+static void score_row(tp_sched *s, const tp_logits_request *lr, const tp_step_output *out, int i, tp_request *r) {
     int p = s->score_at[i], k = r->params.sampling.logprobs, V = s->m->cfg.vocab_size, n = 0;
-    const tp_row_result *rr = &s->out.rows[i];
+    const tp_row_result *rr = &out->rows[i];
     int32_t *ti = r->prompt_top_ids + (size_t)p * k;
     float *tl = r->prompt_top_lps + (size_t)p * k;
     r->prompt_lps[p] = rr->target_logit - rr->lse;
     if (!r->score_bad && (!isfinite(rr->lse) || isnan(rr->target_logit) || rr->target_logit == INFINITY))
         r->score_bad = p;
-    if (lr->mode == TP_LOGITS_FULL) n = tp_top_logprobs(s->out.full + (size_t)i * V, V, rr->lse, k, ti, tl);
+    if (lr->mode == TP_LOGITS_FULL) n = tp_top_logprobs(out->full + (size_t)i * V, V, rr->lse, k, ti, tl);
     else
         for (; n < k && n < rr->n; n++) {
             ti[n] = rr->c[n].id;
@@ -257,10 +257,10 @@ static void score_row(tp_sched *s, const tp_logits_request *lr, int i, tp_reques
     r->n_scored = p + 1;
 }
 
-int tp_sched_step(tp_sched *s) {
+int tp_sched_plan(tp_sched *s, tp_step_plan *plan) {
     tp_model *m = s->m;
     tp_acts *a = &m->a;
-    int MB = a->max_blocks, V = m->cfg.vocab_size;
+    int MB = a->max_blocks;
     admit(s);
     if (s->n_running == 0) return 0;
     /* pack the step: decode tokens first (with their drafts), then prefill chunks. Drafts take
@@ -352,8 +352,16 @@ int tp_sched_step(tp_sched *s) {
         else if (k > lr.k) lr.k = k;
         if (r->params.sampling.logprobs > lr.k) lr.k = r->params.sampling.logprobs;
     }
-    tp_step_host st = {T, s->ids, s->pos, s->seq, S, MB, s->table, R, s->rows};
-    tp_step_run(m, &st, &lr, &s->out);
+    plan->host = (tp_step_host){.n_tokens = T, .ids = s->ids, .pos = s->pos, .seq = s->seq, .n_seqs = S,
+                                .max_blocks = MB, .block_table = s->table, .n_rows = R, .rows = s->rows};
+    plan->logits = lr;
+    return 1;
+}
+
+void tp_sched_update(tp_sched *s, const tp_step_plan *plan, const tp_step_output *out) {
+    tp_model *m = s->m;
+    int V = m->cfg.vocab_size, R = plan->host.n_rows;
+    const tp_logits_request *lr = &plan->logits;
     s->steps++;
 
     /* a sequence's rows are consecutive: its scored prompt positions', its last token's, then
@@ -363,7 +371,7 @@ int tp_sched_step(tp_sched *s) {
     for (int i = 0; i < R;) {
         tp_request *r = s->row_req[i];
         if (s->score_at[i]) {
-            score_row(s, &lr, i, r);
+            score_row(s, lr, out, i, r);
             i++;
             if (to_score(r) > 0) continue;
             scored(s, r); /* before its first token, which is sampled from the next row if any */
@@ -379,9 +387,9 @@ int tp_sched_step(tp_sched *s) {
         for (int j = 0; j <= D; j++) {
             int row = i + j, verify = j < D, ok = 0;
             tp_sample smp;
-            int bad = !row_usable(s, &lr, row);
-            if (!bad && lr.mode == TP_LOGITS_FULL) {
-                const float *l = s->out.full + (size_t)row * V;
+            int bad = !row_usable(s, lr, out, row);
+            if (!bad && lr->mode == TP_LOGITS_FULL) {
+                const float *l = out->full + (size_t)row * V;
                 if (needs_adjust(s, r)) {
                     tp_penalties p = penalties(s, r);
                     tp_penalties_apply(&p, r->ids, r->n_ids, l, V, s->counts, s->adjusted);
@@ -392,7 +400,7 @@ int tp_sched_step(tp_sched *s) {
                 ok = verify ? tp_sample_verify_full(&r->params.sampling, &r->rng, l, V, h, nh, s->work, r->drafts[j], &smp)
                             : tp_sample_full(&r->params.sampling, &r->rng, l, V, h, nh, s->work, &smp);
             } else if (!bad) {
-                const tp_row_result *rr = &s->out.rows[row];
+                const tp_row_result *rr = &out->rows[row];
                 ok = verify ? tp_sample_verify_candidates(&r->params.sampling, &r->rng, rr->c, rr->n, rr->lse, r->drafts[j], &smp)
                             : tp_sample_candidates(&r->params.sampling, &r->rng, rr->c, rr->n, rr->lse, &smp);
             }
@@ -430,5 +438,13 @@ int tp_sched_step(tp_sched *s) {
         r->n_drafts = 0;
         i += D + 1;
     }
+}
+
+int tp_sched_step(tp_sched *s) {
+    tp_step_plan plan;
+    if (!tp_sched_plan(s, &plan)) return 0;
+    tp_step_run(s->m, &plan.host, &plan.logits, &s->out);
+    tp_sched_update(s, &plan, &s->out);
     return 1;
 }
+
