@@ -1,20 +1,11 @@
 #include "generate.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/log.h"
-#include "scheduler.h"
-#include "step.h"
 
-int tp_request_tokens(const tp_model *m, const tp_request *r) { return tp_request_kv_tokens(r, m->cfg.n_positions); }
-
-int tp_request_blocks(const tp_model *m, const tp_request *r) {
-    return tp_request_kv_blocks(r, m->cfg.n_positions, m->kv.block_size);
-}
-
-long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *hooks) {
+long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_request_hooks *hooks) {
     tp_sched *s = tp_sched_new(m, hooks);
     for (int i = 0; i < n; i++)
         if (tp_sched_submit(s, &reqs[i]))
@@ -31,12 +22,14 @@ long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_generate_hooks *
 }
 
 int tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps) {
-    tp_request r = {0};
-    r.prompt = tp_malloc((n > 0 ? n : 1) * sizeof(int32_t));
-    memcpy(r.prompt, ids, n * sizeof(int32_t));
-    r.n_prompt = n;
-    r.sampling.logprobs = k;
-    r.score_prompt = 1;
+    tp_request_params p = tp_request_params_default();
+    p.max_new_tokens = 0; /* scoring only */
+    p.sampling.logprobs = k;
+    p.score_prompt = 1;
+    int32_t *prompt = tp_malloc((n > 0 ? n : 1) * sizeof(int32_t));
+    memcpy(prompt, ids, n * sizeof(int32_t));
+    tp_request r;
+    tp_request_init(&r, 0, prompt, n, &p);
     tp_generate(m, &r, 1, NULL);
     memcpy(logprobs, r.prompt_lps, n * sizeof(float));
     memcpy(top_ids, r.prompt_top_ids, (size_t)n * k * sizeof(int32_t));

@@ -1,19 +1,64 @@
-/* The request on its own: the server's request parser (server/openai.c) sizes the requests it
- * takes (tp_request_kv_blocks) and frees those it refuses, and its fuzz target
- * (tests/fuzz/fuzz_server_request.c) links this file alone, without the model, the scheduler or
- * MPI. */
+/* The request on its own: the front ends build (tp_request_init) and check
+ * (tp_request_params_validate) their requests here, the server's request parser
+ * (server/openai.c) sizes the requests it takes (tp_request_kv_blocks) and frees those it
+ * refuses, and its fuzz target (tests/fuzz/fuzz_server_request.c) links this file alone, without
+ * the model, the scheduler or MPI. */
+#include "request.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "generate.h"
+tp_request_params tp_request_params_default(void) {
+    return (tp_request_params){
+        .max_new_tokens = 16,
+        .sampling = {.temperature = 1, .top_k = 0, .top_p = 1, .repetition_penalty = 1, .logprobs = 0},
+    };
+}
+
+static int in(double x, double lo, double hi) { return x >= lo && x <= hi; } /* false for NaN */
+
+tp_request_param tp_request_params_validate(const tp_request_params *p) {
+    const tp_sampling *s = &p->sampling;
+    if (p->max_new_tokens < 0) return TP_REQ_PARAM_MAX_NEW_TOKENS;
+    if (p->min_tokens < 0 || p->min_tokens > p->max_new_tokens) return TP_REQ_PARAM_MIN_TOKENS;
+    if (!in(s->temperature, 0, 100)) return TP_REQ_PARAM_TEMPERATURE;
+    if (s->top_k < 0) return TP_REQ_PARAM_TOP_K;
+    if (!in(s->top_p, 0, 1) || s->top_p == 0) return TP_REQ_PARAM_TOP_P;
+    /* the bounds as floats: 0.01 narrowed is just below 0.01 */
+    if (!in(s->repetition_penalty, (float)TP_REP_PENALTY_MIN, (float)TP_REP_PENALTY_MAX))
+        return TP_REQ_PARAM_REPETITION_PENALTY;
+    if (!in(p->presence_penalty, -2, 2)) return TP_REQ_PARAM_PRESENCE_PENALTY;
+    if (!in(p->frequency_penalty, -2, 2)) return TP_REQ_PARAM_FREQUENCY_PENALTY;
+    if (!in(s->logprobs, 0, TP_MAX_CANDIDATES)) return TP_REQ_PARAM_LOGPROBS;
+    return TP_REQ_PARAM_OK;
+}
+
+const char *tp_req_state_name(tp_req_state s) {
+    switch (s) {
+    case TP_REQ_WAITING: return "waiting";
+    case TP_REQ_RUNNING: return "running";
+    case TP_REQ_FINISHED: return "finished";
+    }
+    return "?";
+}
+
+void tp_request_init(tp_request *r, int index, int32_t *prompt, int n_prompt, const tp_request_params *p) {
+    memset(r, 0, sizeof *r);
+    r->index = index;
+    r->prompt = prompt;
+    r->n_prompt = n_prompt;
+    r->params = *p;
+    r->state = TP_REQ_WAITING;
+}
 
 int tp_request_kv_tokens(const tp_request *r, int n_positions) {
+    const tp_request_params *p = &r->params;
     long gen = 0; /* every token but the last generated one goes through the model */
-    if (r->max_new_tokens > 0 && r->n_prompt < n_positions) {
-        gen = (long)r->n_prompt + r->max_new_tokens - 1;
+    if (p->max_new_tokens > 0 && r->n_prompt < n_positions) {
+        gen = (long)r->n_prompt + p->max_new_tokens - 1;
         if (gen > n_positions - 1) gen = n_positions - 1; /* the sequence stops at n_positions */
     }
-    if (!r->score_prompt) return (int)gen;
+    if (!p->score_prompt) return (int)gen;
     if (r->n_prompt > n_positions) return -1;
     return r->n_prompt - 1 > gen ? r->n_prompt - 1 : (int)gen; /* all but the last prompt token */
 }

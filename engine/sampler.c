@@ -24,6 +24,23 @@ double tp_rng_uniform(tp_rng *r) {
     return (res >> 11) * (1.0 / 9007199254740992.0);
 }
 
+int tp_penalties_active(const tp_penalties *p, int n_generated) {
+    return p->presence_penalty != 0 || p->frequency_penalty != 0 || n_generated < p->min_tokens;
+}
+
+void tp_penalties_apply(const tp_penalties *p, const int32_t *generated, int n, const float *logits, int V,
+                        int32_t *counts, float *out) {
+    memcpy(out, logits, (size_t)V * sizeof(float));
+    for (int i = 0; i < n; i++) counts[generated[i]]++;
+    for (int i = 0; i < n; i++) { /* each id once: its count then back to 0 */
+        int32_t id = generated[i];
+        if (!counts[id]) continue;
+        out[id] -= counts[id] * p->frequency_penalty + p->presence_penalty;
+        counts[id] = 0;
+    }
+    if (n < p->min_tokens && p->eos >= 0 && p->eos < V) out[p->eos] = -1e30f;
+}
+
 int tp_sampling_candidates(const tp_sampling *s) {
     if (s->repetition_penalty != 1.0f) return 0;
     int k = s->logprobs > 1 ? s->logprobs : 1;

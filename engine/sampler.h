@@ -1,7 +1,12 @@
-/* Sampling on rank 0, with HF generate's order of logits processing:
- * repetition penalty -> temperature -> top-k -> top-p -> draw (greedy when temperature is 0).
- * Reported log-probabilities are always those of the model's own distribution
- * (log_softmax of the raw logits), whatever the sampling settings.
+/* Sampling on rank 0. The sampler owns every logits processing step, in this one order
+ * (docs/ARCHITECTURE.md, "The request life cycle"):
+ *   1. presence and frequency penalties, over the generated tokens (tp_penalties_apply)
+ *   2. min_tokens: EOS masked while fewer tokens are out (tp_penalties_apply)
+ *   3. repetition penalty, over prompt + generated tokens (HF's)
+ *   4. temperature   5. top-k   6. top-p   7. draw (greedy when temperature is 0)
+ * Steps 1-2 are the request's (tp_penalties_active says when it has any: the step then fetches
+ * full logits); 3-7 are HF generate's order. Reported log-probabilities are those of the logits
+ * after steps 1-2 (the model's own when there are none), never after 3-7.
  *
  * Two inputs. Candidate mode: the merged top-k raw logits of all ranks plus the global
  * log-sum-exp (exact, and all that greedy or top-k sampling needs; TP x k numbers cross per
@@ -56,6 +61,21 @@ typedef struct {
  * is > 0 as a double but 0 as a float; a denormal loses its digits. The server and the CLI refuse
  * such values (naming the field or flag) instead of sampling with something else. */
 static inline int tp_sampling_value_ok(double x) { return x == 0 || fabsf((float)x) >= FLT_MIN; }
+
+/* Steps 1-2 of the order above: OpenAI's additive penalties and vLLM's min_tokens. */
+typedef struct {
+    float presence_penalty, frequency_penalty; /* in [-2, 2], 0: off */
+    int min_tokens;                            /* EOS masked while fewer tokens are out, 0: off */
+    int32_t eos;                               /* the model's EOS id (outside [0, V): no mask) */
+} tp_penalties;
+
+/* 1 when steps 1-2 change a row's logits after n_generated tokens (the row needs full logits). */
+int tp_penalties_active(const tp_penalties *p, int n_generated);
+/* out[V] = logits[V] with l[j] -= c[j] * frequency + (c[j] > 0) * presence, c[j] the count of j
+ * in generated[0..n), and EOS set to -1e30 while n < min_tokens (a large finite negative, not
+ * -inf, so the log-sum-exp stays finite). counts: [V] of zeros, zeros again on return. */
+void tp_penalties_apply(const tp_penalties *p, const int32_t *generated, int n, const float *logits, int V,
+                        int32_t *counts, float *out);
 
 /* Candidates a row needs in candidate mode, or 0 when it needs full logits. */
 int tp_sampling_candidates(const tp_sampling *s);

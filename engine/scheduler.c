@@ -11,7 +11,7 @@
 
 struct tp_sched {
     tp_model *m;
-    tp_generate_hooks hooks;
+    tp_request_hooks hooks;
     tp_kv_blocks pool;
     tp_request *wait_head, *wait_tail; /* FIFO of waiting requests */
     int n_waiting, n_running;
@@ -30,7 +30,13 @@ struct tp_sched {
     int32_t *counts;                   /* [V] generated-token counts, zero between uses */
 };
 
-tp_sched *tp_sched_new(tp_model *m, const tp_generate_hooks *hooks) {
+int tp_request_tokens(const tp_model *m, const tp_request *r) { return tp_request_kv_tokens(r, m->cfg.n_positions); }
+
+int tp_request_blocks(const tp_model *m, const tp_request *r) {
+    return tp_request_kv_blocks(r, m->cfg.n_positions, m->kv.block_size);
+}
+
+tp_sched *tp_sched_new(tp_model *m, const tp_request_hooks *hooks) {
     tp_acts *a = &m->a;
     int V = m->cfg.vocab_size;
     tp_sched *s = tp_calloc(1, sizeof *s);
@@ -71,7 +77,7 @@ long tp_sched_steps(const tp_sched *s) { return s->steps; }
 
 static void done(tp_sched *s, tp_request *r, const char *reason) {
     r->finish_reason = reason;
-    r->state = 2;
+    r->state = TP_REQ_FINISHED;
     for (int i = 0; i < r->n_blocks; i++) tp_kv_blocks_give(&s->pool, r->blocks[i]);
     r->n_blocks = 0;
     if (s->hooks.on_done) s->hooks.on_done(s->hooks.ctx, r);
@@ -79,11 +85,11 @@ static void done(tp_sched *s, tp_request *r, const char *reason) {
 
 /* r generates tokens (else it only scores its prompt) */
 static int generates(const tp_model *m, const tp_request *r) {
-    return r->max_new_tokens > 0 && r->n_prompt < m->cfg.n_positions;
+    return r->params.max_new_tokens > 0 && r->n_prompt < m->cfg.n_positions;
 }
 
 /* Prompt positions r still has to score: one logits row each, fed in its prefill. */
-static int to_score(const tp_request *r) { return r->score_prompt ? r->n_prompt - r->n_scored : 0; }
+static int to_score(const tp_request *r) { return r->params.score_prompt ? r->n_prompt - r->n_scored : 0; }
 
 static void scored(tp_sched *s, tp_request *r) {
     if (s->hooks.on_scored) s->hooks.on_scored(s->hooks.ctx, r);
@@ -93,24 +99,24 @@ int tp_sched_submit(tp_sched *s, tp_request *r) {
     tp_model *m = s->m;
     int need = tp_request_blocks(m, r);
     if (need < 0 || need > s->pool.n_blocks) return -1;
-    int k = r->sampling.logprobs;
-    size_t cap = r->max_new_tokens > 0 ? r->max_new_tokens : 1;
+    int k = r->params.sampling.logprobs;
+    size_t cap = r->params.max_new_tokens > 0 ? r->params.max_new_tokens : 1;
     r->ids = tp_malloc(cap * sizeof(int32_t));
     r->logprobs = tp_malloc(cap * sizeof(float));
     r->top_ids = tp_malloc(cap * (k ? k : 1) * sizeof(int32_t));
     r->top_lps = tp_malloc(cap * (k ? k : 1) * sizeof(float));
     r->blocks = tp_malloc(m->a.max_blocks * sizeof(int32_t));
     r->history = tp_malloc((r->n_prompt + cap) * sizeof(int32_t));
-    if (r->speculate_k > TP_SPEC_MAX_K) r->speculate_k = TP_SPEC_MAX_K;
-    r->drafts = r->speculate_k > 0 ? tp_malloc(r->speculate_k * sizeof(int32_t)) : NULL;
+    if (r->params.speculate_k > TP_SPEC_MAX_K) r->params.speculate_k = TP_SPEC_MAX_K;
+    r->drafts = r->params.speculate_k > 0 ? tp_malloc(r->params.speculate_k * sizeof(int32_t)) : NULL;
     r->n_drafts = 0;
     r->spec_drafted = r->spec_accepted = 0;
     memcpy(r->history, r->prompt, r->n_prompt * sizeof(int32_t));
-    tp_rng_seed(&r->rng, r->seed, (uint64_t)r->index);
+    tp_rng_seed(&r->rng, r->params.seed, (uint64_t)r->index);
     r->n_ids = 0;
     r->n_blocks = 0;
     r->next = NULL;
-    if (r->score_prompt) { /* position 0 predicts nothing: no log-probability */
+    if (r->params.score_prompt) { /* position 0 predicts nothing: no log-probability */
         int n = r->n_prompt > 0 ? r->n_prompt : 1;
         r->prompt_lps = tp_malloc(n * sizeof(float));
         r->prompt_top_ids = tp_malloc((size_t)n * (k ? k : 1) * sizeof(int32_t));
@@ -127,7 +133,7 @@ int tp_sched_submit(tp_sched *s, tp_request *r) {
         done(s, r, "length");
         return 0;
     }
-    r->state = 0;
+    r->state = TP_REQ_WAITING;
     if (s->wait_tail) s->wait_tail->next = r;
     else s->wait_head = r;
     s->wait_tail = r;
@@ -136,8 +142,8 @@ int tp_sched_submit(tp_sched *s, tp_request *r) {
 }
 
 void tp_sched_cancel(tp_sched *s, tp_request *r) {
-    if (r->state == 2) return;
-    if (r->state == 0) { /* unlink from the queue */
+    if (r->state == TP_REQ_FINISHED) return;
+    if (r->state == TP_REQ_WAITING) { /* unlink from the queue */
         tp_request *prev = NULL;
         for (tp_request *q = s->wait_head; q; prev = q, q = q->next)
             if (q == r) {
@@ -172,7 +178,7 @@ static void admit(tp_sched *s) {
         for (int b = 0; b < need; b++) r->blocks[b] = tp_kv_blocks_take(&s->pool);
         r->n_blocks = need;
         r->slot = slot;
-        r->state = 1;
+        r->state = TP_REQ_RUNNING;
         r->n_cached = 0;
         s->running[slot] = r;
         s->n_running++;
@@ -180,7 +186,7 @@ static void admit(tp_sched *s) {
 }
 
 static void record(tp_request *r, const tp_sample *smp) {
-    int k = r->sampling.logprobs, i = r->n_ids;
+    int k = r->params.sampling.logprobs, i = r->n_ids;
     r->ids[i] = smp->id;
     r->logprobs[i] = smp->logprob;
     for (int j = 0; j < k; j++) {
@@ -191,41 +197,32 @@ static void record(tp_request *r, const tp_sample *smp) {
     r->n_ids++;
 }
 
-static int needs_adjust(const tp_request *r) {
-    return r->presence_penalty != 0 || r->frequency_penalty != 0 || r->n_ids < r->min_tokens;
+/* The request's penalties (sampler.h, steps 1-2 of its order) */
+static tp_penalties penalties(const tp_sched *s, const tp_request *r) {
+    return (tp_penalties){.presence_penalty = r->params.presence_penalty,
+                          .frequency_penalty = r->params.frequency_penalty,
+                          .min_tokens = r->params.min_tokens,
+                          .eos = s->m->cfg.eos_token_id};
 }
 
-/* OpenAI's penalties, over the tokens generated so far: l[j] -= c[j] * frequency + (c[j] > 0) *
- * presence; and EOS masked while fewer than min_tokens are out (a large finite negative, not
- * -inf, so the log-sum-exp stays finite). */
-static const float *adjust(tp_sched *s, const tp_request *r, const float *logits) {
-    int V = s->m->cfg.vocab_size;
-    memcpy(s->adjusted, logits, (size_t)V * sizeof(float));
-    for (int i = 0; i < r->n_ids; i++) s->counts[r->ids[i]]++;
-    for (int i = 0; i < r->n_ids; i++) {
-        int32_t id = r->ids[i];
-        if (!s->counts[id]) continue;
-        s->adjusted[id] -= s->counts[id] * r->frequency_penalty + r->presence_penalty;
-        s->counts[id] = 0;
-    }
-    int eos = s->m->cfg.eos_token_id;
-    if (r->n_ids < r->min_tokens && eos >= 0 && eos < V) s->adjusted[eos] = -1e30f;
-    return s->adjusted;
+static int needs_adjust(const tp_sched *s, const tp_request *r) {
+    tp_penalties p = penalties(s, r);
+    return tp_penalties_active(&p, r->n_ids);
 }
 
 /* Row i of the step's output can be sampled: no NaN or +inf among its logits (-inf is a masked
  * token), so the log-sum-exp is finite. */
-static int row_usable(const tp_sched *s, const tp_logits_request *lr, int i) {
+static int row_usable(const tp_sched *s, const tp_logits_request *lr, const tp_step_output *out, int i) {
     if (lr->mode == TP_LOGITS_FULL) {
         int V = s->m->cfg.vocab_size, finite = 0;
-        const float *l = s->out.full + (size_t)i * V;
+        const float *l = out->full + (size_t)i * V;
         for (int v = 0; v < V; v++) {
             if (isnan(l[v]) || l[v] == INFINITY) return 0;
             finite |= l[v] != -INFINITY;
         }
         return finite;
     }
-    const tp_row_result *rr = &s->out.rows[i];
+    const tp_row_result *rr = &out->rows[i];
     if (!isfinite(rr->lse) || rr->n < 1) return 0;
     for (int j = 0; j < rr->n; j++)
         if (isnan(rr->c[j].logit) || rr->c[j].logit == INFINITY) return 0;
@@ -242,15 +239,15 @@ static int feed_end(const tp_model *m, const tp_request *r) {
  * and the top alternatives, from the gathered candidates (as the sampling rows get theirs) or,
  * in a step that fetched full logits for another row, from the row's V logits. A non-finite row
  * is recorded as it is (score_bad says where); the request goes on. */
-static void score_row(tp_sched *s, const tp_logits_request *lr, int i, tp_request *r) {
-    int p = s->score_at[i], k = r->sampling.logprobs, V = s->m->cfg.vocab_size, n = 0;
-    const tp_row_result *rr = &s->out.rows[i];
+static void score_row(tp_sched *s, const tp_logits_request *lr, const tp_step_output *out, int i, tp_request *r) {
+    int p = s->score_at[i], k = r->params.sampling.logprobs, V = s->m->cfg.vocab_size, n = 0;
+    const tp_row_result *rr = &out->rows[i];
     int32_t *ti = r->prompt_top_ids + (size_t)p * k;
     float *tl = r->prompt_top_lps + (size_t)p * k;
     r->prompt_lps[p] = rr->target_logit - rr->lse;
     if (!r->score_bad && (!isfinite(rr->lse) || isnan(rr->target_logit) || rr->target_logit == INFINITY))
         r->score_bad = p;
-    if (lr->mode == TP_LOGITS_FULL) n = tp_top_logprobs(s->out.full + (size_t)i * V, V, rr->lse, k, ti, tl);
+    if (lr->mode == TP_LOGITS_FULL) n = tp_top_logprobs(out->full + (size_t)i * V, V, rr->lse, k, ti, tl);
     else
         for (; n < k && n < rr->n; n++) {
             ti[n] = rr->c[n].id;
@@ -260,10 +257,10 @@ static void score_row(tp_sched *s, const tp_logits_request *lr, int i, tp_reques
     r->n_scored = p + 1;
 }
 
-int tp_sched_step(tp_sched *s) {
+int tp_sched_plan(tp_sched *s, tp_step_plan *plan) {
     tp_model *m = s->m;
     tp_acts *a = &m->a;
-    int MB = a->max_blocks, V = m->cfg.vocab_size;
+    int MB = a->max_blocks;
     admit(s);
     if (s->n_running == 0) return 0;
     /* pack the step: decode tokens first (with their drafts), then prefill chunks. Drafts take
@@ -291,14 +288,14 @@ int tp_sched_step(tp_sched *s) {
             if (to_score(r) > 0 && take > a->max_rows - R) take = a->max_rows - R;
             r->n_drafts = 0;
             if (take <= 0 || R >= a->max_rows) continue;
-            if (decoding && r->speculate_k > 0) {
+            if (decoding && r->params.speculate_k > 0) {
                 /* drafts fed at positions len .. len + D - 1: within the KV reserved (which also
                  * bounds max_new_tokens and n_positions: tp_request_tokens) */
-                int cap = r->speculate_k;
+                int cap = r->params.speculate_k;
                 if (cap > tp_request_tokens(m, r) - len) cap = tp_request_tokens(m, r) - len;
                 if (cap > spare_tokens) cap = spare_tokens;
                 if (cap > spare_rows) cap = spare_rows;
-                if (cap > 0) r->n_drafts = tp_speculate_propose(r->history, len, cap, r->speculate_n, r->drafts);
+                if (cap > 0) r->n_drafts = tp_speculate_propose(r->history, len, cap, r->params.speculate_n, r->drafts);
                 spare_tokens -= r->n_drafts;
                 spare_rows -= r->n_drafts;
             }
@@ -307,7 +304,7 @@ int tp_sched_step(tp_sched *s) {
                 s->ids[T] = r->history[p];
                 s->pos[T] = p;
                 s->seq[T] = sl;
-                if (r->score_prompt && p + 1 < r->n_prompt) { /* a prompt token: scores the next one */
+                if (r->params.score_prompt && p + 1 < r->n_prompt) { /* a prompt token: scores the next one */
                     s->rows[R] = T;
                     s->score_at[R] = p + 1;
                     s->targets[R] = r->history[p + 1];
@@ -347,16 +344,24 @@ int tp_sched_step(tp_sched *s) {
     for (int i = 0; i < R; i++) {
         tp_request *r = s->row_req[i];
         if (s->score_at[i]) { /* a scored position: its top alternatives, whatever the form */
-            if (r->sampling.logprobs > lr.k) lr.k = r->sampling.logprobs;
+            if (r->params.sampling.logprobs > lr.k) lr.k = r->params.sampling.logprobs;
             continue;
         }
-        int k = tp_sampling_candidates(&r->sampling);
-        if (k == 0 || needs_adjust(r)) lr.mode = TP_LOGITS_FULL;
+        int k = tp_sampling_candidates(&r->params.sampling);
+        if (k == 0 || needs_adjust(s, r)) lr.mode = TP_LOGITS_FULL;
         else if (k > lr.k) lr.k = k;
-        if (r->sampling.logprobs > lr.k) lr.k = r->sampling.logprobs;
+        if (r->params.sampling.logprobs > lr.k) lr.k = r->params.sampling.logprobs;
     }
-    tp_step_host st = {T, s->ids, s->pos, s->seq, S, MB, s->table, R, s->rows};
-    tp_step_run(m, &st, &lr, &s->out);
+    plan->host = (tp_step_host){.n_tokens = T, .ids = s->ids, .pos = s->pos, .seq = s->seq, .n_seqs = S,
+                                .max_blocks = MB, .block_table = s->table, .n_rows = R, .rows = s->rows};
+    plan->logits = lr;
+    return 1;
+}
+
+void tp_sched_update(tp_sched *s, const tp_step_plan *plan, const tp_step_output *out) {
+    tp_model *m = s->m;
+    int V = m->cfg.vocab_size, R = plan->host.n_rows;
+    const tp_logits_request *lr = &plan->logits;
     s->steps++;
 
     /* a sequence's rows are consecutive: its scored prompt positions', its last token's, then
@@ -366,7 +371,7 @@ int tp_sched_step(tp_sched *s) {
     for (int i = 0; i < R;) {
         tp_request *r = s->row_req[i];
         if (s->score_at[i]) {
-            score_row(s, &lr, i, r);
+            score_row(s, lr, out, i, r);
             i++;
             if (to_score(r) > 0) continue;
             scored(s, r); /* before its first token, which is sampled from the next row if any */
@@ -382,18 +387,22 @@ int tp_sched_step(tp_sched *s) {
         for (int j = 0; j <= D; j++) {
             int row = i + j, verify = j < D, ok = 0;
             tp_sample smp;
-            int bad = !row_usable(s, &lr, row);
-            if (!bad && lr.mode == TP_LOGITS_FULL) {
-                const float *l = s->out.full + (size_t)row * V;
-                if (needs_adjust(r)) l = adjust(s, r, l);
+            int bad = !row_usable(s, lr, out, row);
+            if (!bad && lr->mode == TP_LOGITS_FULL) {
+                const float *l = out->full + (size_t)row * V;
+                if (needs_adjust(s, r)) {
+                    tp_penalties p = penalties(s, r);
+                    tp_penalties_apply(&p, r->ids, r->n_ids, l, V, s->counts, s->adjusted);
+                    l = s->adjusted;
+                }
                 const int32_t *h = r->history;
                 int nh = r->n_prompt + r->n_ids;
-                ok = verify ? tp_sample_verify_full(&r->sampling, &r->rng, l, V, h, nh, s->work, r->drafts[j], &smp)
-                            : tp_sample_full(&r->sampling, &r->rng, l, V, h, nh, s->work, &smp);
+                ok = verify ? tp_sample_verify_full(&r->params.sampling, &r->rng, l, V, h, nh, s->work, r->drafts[j], &smp)
+                            : tp_sample_full(&r->params.sampling, &r->rng, l, V, h, nh, s->work, &smp);
             } else if (!bad) {
-                const tp_row_result *rr = &s->out.rows[row];
-                ok = verify ? tp_sample_verify_candidates(&r->sampling, &r->rng, rr->c, rr->n, rr->lse, r->drafts[j], &smp)
-                            : tp_sample_candidates(&r->sampling, &r->rng, rr->c, rr->n, rr->lse, &smp);
+                const tp_row_result *rr = &out->rows[row];
+                ok = verify ? tp_sample_verify_candidates(&r->params.sampling, &r->rng, rr->c, rr->n, rr->lse, r->drafts[j], &smp)
+                            : tp_sample_candidates(&r->params.sampling, &r->rng, rr->c, rr->n, rr->lse, &smp);
             }
             bad |= ok < 0;
             if (bad) { /* no distribution to sample from (NaN or inf, raw or after the penalties): this request
@@ -413,8 +422,8 @@ int tp_sched_step(tp_sched *s) {
             r->spec_accepted += accepted;
             int stop = s->hooks.on_token ? s->hooks.on_token(s->hooks.ctx, r) : 0;
             const char *reason = NULL;
-            if (stop || (!r->ignore_eos && smp.id == m->cfg.eos_token_id)) reason = "stop";
-            else if (r->n_ids >= r->max_new_tokens || r->n_prompt + r->n_ids >= m->cfg.n_positions) reason = "length";
+            if (stop || (!r->params.ignore_eos && smp.id == m->cfg.eos_token_id)) reason = "stop";
+            else if (r->n_ids >= r->params.max_new_tokens || r->n_prompt + r->n_ids >= m->cfg.n_positions) reason = "length";
             if (reason) {
                 s->running[r->slot] = NULL;
                 s->n_running--;
@@ -429,5 +438,13 @@ int tp_sched_step(tp_sched *s) {
         r->n_drafts = 0;
         i += D + 1;
     }
+}
+
+int tp_sched_step(tp_sched *s) {
+    tp_step_plan plan;
+    if (!tp_sched_plan(s, &plan)) return 0;
+    tp_step_run(s->m, &plan.host, &plan.logits, &s->out);
+    tp_sched_update(s, &plan, &s->out);
     return 1;
 }
+

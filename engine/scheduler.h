@@ -23,11 +23,18 @@
 #ifndef TPGEN_SCHEDULER_H
 #define TPGEN_SCHEDULER_H
 
-#include "generate.h"
+#include "model.h"
+#include "request.h"
+#include "step.h"
 
 typedef struct tp_sched tp_sched;
 
-tp_sched *tp_sched_new(tp_model *m, const tp_generate_hooks *hooks);
+/* tp_request_kv_tokens / tp_request_kv_blocks (request.h) for the model's n_positions and KV
+ * block size (after tp_model_alloc): what admission reserves. */
+int tp_request_tokens(const tp_model *m, const tp_request *r);
+int tp_request_blocks(const tp_model *m, const tp_request *r);
+
+tp_sched *tp_sched_new(tp_model *m, const tp_request_hooks *hooks);
 void tp_sched_free(tp_sched *s); /* the requests stay the caller's */
 
 /* Queues r: allocates its result arrays and seeds its generator (stream r->index). A request with
@@ -42,6 +49,22 @@ void tp_sched_cancel(tp_sched *s, tp_request *r);
  * logits cannot be sampled (not finite) ends alone with finish_reason "error" (r->error says
  * why); the others go on. Returns 0, and runs nothing, when no request is waiting or running. */
 int tp_sched_step(tp_sched *s);
+
+/* tp_sched_step in its two halves, around tp_step_run, so that a test can drive the scheduler
+ * with a fabricated step output, without MPI or a model (tests/sched_unit):
+ *   plan: admits what fits and packs the step: which sequences, which tokens (ids, positions,
+ *     rows of the block table), the block tables, the logits rows and their form. Returns 0, and
+ *     plans nothing, when no request is waiting or running. The plan points into s's scratch: it
+ *     is valid until the next tp_sched_plan.
+ *   update: from the step's output (out->rows / out->full for plan->host.n_rows rows, in the
+ *     plan's logits form): records prompt scores, samples (verifies drafts), calls the hooks,
+ *     finishes what is done and gives its KV blocks back. */
+typedef struct {
+    tp_step_host host;        /* the step, as tp_step_run takes it */
+    tp_logits_request logits; /* the form of its logits rows */
+} tp_step_plan;
+int tp_sched_plan(tp_sched *s, tp_step_plan *plan);
+void tp_sched_update(tp_sched *s, const tp_step_plan *plan, const tp_step_output *out);
 
 int tp_sched_running(const tp_sched *s);
 int tp_sched_waiting(const tp_sched *s);

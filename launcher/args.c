@@ -203,8 +203,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         const char *k = getenv("TPGEN_API_KEY");
         if (k && *k) a->api_key = k;
     }
-    if (gen && a->min_tokens > a->max_new_tokens)
-        tp_die_all("--min-tokens %d exceeds --max-new-tokens %d", a->min_tokens, a->max_new_tokens);
+    /* --min-tokens against --max-new-tokens: tp_request_params_validate (cmd_generate.c) */
     if (gen && !!a->prompt + !!a->prompt_ids + !!a->prompts_file != 1)
         tp_die_all("give exactly one of --prompt, --prompt-ids, --prompts-file");
     if (score && !a->ids) tp_die_all("`tpgen score` needs --ids 5,17,9,...");

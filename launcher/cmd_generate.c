@@ -16,11 +16,9 @@
 
 /* Rank 0's text state of one request. */
 typedef struct {
-    tp_detok_stream *detok;
-    tp_stop_matcher *stops;
+    tp_text_stream *ts;
     char *text;   /* final text so far (stop strings never in it) */
     size_t text_len;
-    int stopped; /* a stop string matched */
     int done;
 } req_text;
 
@@ -36,13 +34,6 @@ typedef struct {
     int n_failed;        /* requests that ended in "error" */
 } gen_ctx;
 
-static void text_append(req_text *t, const char *s, size_t n) {
-    t->text = tp_realloc(t->text, t->text_len + n + 1);
-    memcpy(t->text + t->text_len, s, n);
-    t->text_len += n;
-    t->text[t->text_len] = 0;
-}
-
 static void stream_out(gen_ctx *g, req_text *t) {
     if (!g->stream || t->text_len == g->streamed) return;
     fwrite(t->text + g->streamed, 1, t->text_len - g->streamed, stdout);
@@ -54,20 +45,8 @@ static int on_token(void *ctx, tp_request *r) {
     gen_ctx *g = ctx;
     if (!g->tok) return 0;
     req_text *t = &g->texts[r->index];
-    char *chunk = NULL;
-    size_t n = 0;
-    tp_detok_stream_push(t->detok, r->ids[r->n_ids - 1], &chunk, &n);
-    int stop = 0;
-    if (t->stops) {
-        char *final = NULL;
-        size_t fn = 0;
-        stop = tp_stop_matcher_feed(t->stops, chunk ? chunk : "", n, &final, &fn);
-        if (fn) text_append(t, final, fn);
-        free(final);
-    } else if (n) text_append(t, chunk, n);
-    free(chunk);
+    int stop = tp_text_stream_push(t->ts, r->ids[r->n_ids - 1], &t->text, &t->text_len, NULL);
     stream_out(g, t);
-    if (stop) t->stopped = 1;
     return stop;
 }
 
@@ -92,7 +71,7 @@ static void print_result(gen_ctx *g, tp_request *r) {
         fflush(stdout);
         return;
     }
-    int k = r->sampling.logprobs;
+    int k = r->params.sampling.logprobs;
     printf("{\"prompt_ids\": ");
     tp_json_ids(stdout, r->prompt, r->n_prompt);
     printf(", \"ids\": ");
@@ -124,30 +103,42 @@ static void print_result(gen_ctx *g, tp_request *r) {
 static void on_done(void *ctx, tp_request *r) {
     gen_ctx *g = ctx;
     req_text *t = &g->texts[r->index];
-    if (g->tok && !t->stopped) {
-        /* the stream ended without a stop string: release what was held back */
-        char *rest = NULL;
-        size_t n = 0;
-        tp_detok_stream_flush(t->detok, &rest, &n);
-        if (t->stops) {
-            char *final = NULL;
-            size_t fn = 0;
-            if (n) tp_stop_matcher_feed(t->stops, rest, n, &final, &fn);
-            if (fn) text_append(t, final, fn);
-            free(final);
-            final = NULL;
-            fn = 0;
-            tp_stop_matcher_finish(t->stops, &final, &fn);
-            if (fn) text_append(t, final, fn);
-            free(final);
-        } else if (n) text_append(t, rest, n);
-        free(rest);
+    if (g->tok) { /* ended without a stop string: releases what was held back (else a no-op) */
+        tp_text_stream_finish(t->ts, &t->text, &t->text_len, NULL);
         stream_out(g, t);
     }
     t->done = 1;
     g->n_failed += strcmp(r->finish_reason, "error") == 0;
     /* print in input order */
     while (g->next_print < g->n && g->texts[g->next_print].done) print_result(g, &g->reqs[g->next_print++]);
+}
+
+/* Every prompt's request params, from the flags, checked by the rules the server shares
+ * (tp_request_params_validate) and worded with the flag; on every rank, before anything is read. */
+static tp_request_params request_params(const tp_args *a) {
+    static const char *const flag[] = {
+        [TP_REQ_PARAM_MAX_NEW_TOKENS] = "--max-new-tokens",   [TP_REQ_PARAM_MIN_TOKENS] = "--min-tokens",
+        [TP_REQ_PARAM_TEMPERATURE] = "--temperature",         [TP_REQ_PARAM_TOP_K] = "--top-k",
+        [TP_REQ_PARAM_TOP_P] = "--top-p",                     [TP_REQ_PARAM_REPETITION_PENALTY] = "--repetition-penalty",
+        [TP_REQ_PARAM_PRESENCE_PENALTY] = "--presence-penalty", [TP_REQ_PARAM_FREQUENCY_PENALTY] = "--frequency-penalty",
+        [TP_REQ_PARAM_LOGPROBS] = "--logprobs",
+    };
+    tp_request_params p = tp_request_params_default();
+    p.max_new_tokens = a->max_new_tokens;
+    p.sampling = (tp_sampling){.temperature = a->temperature, .top_k = a->top_k, .top_p = a->top_p,
+                               .repetition_penalty = a->repetition_penalty, .logprobs = a->logprobs};
+    p.seed = a->seed;
+    p.ignore_eos = a->ignore_eos;
+    p.presence_penalty = a->presence_penalty; /* as the server's presence_penalty, ... */
+    p.frequency_penalty = a->frequency_penalty;
+    p.min_tokens = a->min_tokens;
+    p.speculate_k = a->speculate_k;
+    p.speculate_n = a->speculate_n;
+    tp_request_param bad = tp_request_params_validate(&p);
+    if (bad == TP_REQ_PARAM_MIN_TOKENS)
+        tp_die_all("--min-tokens %d exceeds --max-new-tokens %d", p.min_tokens, p.max_new_tokens);
+    if (bad != TP_REQ_PARAM_OK) tp_die_all("%s is out of the range tpgen applies", flag[bad]);
+    return p;
 }
 
 static int check_requests(const tp_args *a, const tp_model *m, tp_request *reqs, const tp_prompt *ps, int n) {
@@ -190,6 +181,7 @@ int tp_cmd_generate(int argc, char **argv) {
     tp_comm *mpi = tp_comm_mpi_init(&argc, &argv);
     tp_args a;
     tp_args_parse(&a, "generate", argc, argv);
+    tp_request_params rp = request_params(&a);
     /* rank 0 reads the prompts (a --prompts-file need not exist on other nodes) and tells all */
     int text_line = mpi->rank == 0 ? tp_prompts_need_tokenizer(&a) : 0;
     mpi->bcast(mpi, &text_line, sizeof text_line, 0);
@@ -229,23 +221,8 @@ int tp_cmd_generate(int argc, char **argv) {
             g.reqs = tp_calloc(n, sizeof *g.reqs);
             g.texts = tp_calloc(n, sizeof *g.texts);
             for (int i = 0; i < n; i++) {
-                tp_request *r = &g.reqs[i];
-                r->index = i;
-                r->prompt = ps[i].ids;
-                r->n_prompt = ps[i].n;
-                r->max_new_tokens = a.max_new_tokens;
-                r->sampling = (tp_sampling){a.temperature, a.top_k, a.top_p, a.repetition_penalty, a.logprobs};
-                r->seed = a.seed;
-                r->ignore_eos = a.ignore_eos;
-                r->presence_penalty = a.presence_penalty; /* as the server's presence_penalty, ... */
-                r->frequency_penalty = a.frequency_penalty;
-                r->min_tokens = a.min_tokens;
-                r->speculate_k = a.speculate_k;
-                r->speculate_n = a.speculate_n;
-                if (g.tok) {
-                    g.texts[i].detok = tp_detok_stream_new(g.tok, 1);
-                    if (a.n_stop) g.texts[i].stops = tp_stop_matcher_new(a.stop, a.n_stop);
-                }
+                tp_request_init(&g.reqs[i], i, ps[i].ids, ps[i].n, &rp);
+                if (g.tok) g.texts[i].ts = tp_text_stream_new(g.tok, (const char *const *)a.stop, a.n_stop, 0);
             }
             g.stream = !a.json && n == 1 && g.tok;
             if (check_requests(&a, m, g.reqs, ps, n)) ok = 0;
@@ -277,7 +254,7 @@ int tp_cmd_generate(int argc, char **argv) {
 
     double t0 = tp_now_seconds();
     if (mpi->rank == 0) {
-        tp_generate_hooks hooks = {on_token, on_done, &g, NULL};
+        tp_request_hooks hooks = {on_token, on_done, &g, NULL};
         long steps = tp_generate(m, g.reqs, g.n, &hooks);
         tp_step_stop(m);
         double dt = tp_now_seconds() - t0;
@@ -295,8 +272,7 @@ int tp_cmd_generate(int argc, char **argv) {
                     steps, m->forwarded_tokens, prompt, gen, dt, gen / (dt > 0 ? dt : 1), drafted, accepted);
         for (int i = 0; i < g.n; i++) {
             tp_request_free(&g.reqs[i]);
-            if (g.texts[i].detok) tp_detok_stream_free(g.texts[i].detok);
-            if (g.texts[i].stops) tp_stop_matcher_free(g.texts[i].stops);
+            tp_text_stream_free(g.texts[i].ts);
             free(g.texts[i].text);
         }
         free(g.reqs);

@@ -42,18 +42,6 @@ void srv_client_hold(tp_server *s, const char *addr, int n) {
     }
 }
 
-static void text_add(srv_choice *c, const char *t, size_t n) {
-    if (!c->stops) {
-        if (n) jb_put(&c->text, t, n);
-        return;
-    }
-    char *final = NULL;
-    size_t fn = 0;
-    tp_stop_matcher_feed(c->stops, t ? t : "", n, &final, &fn);
-    if (fn) jb_put(&c->text, final, fn);
-    free(final);
-}
-
 /* The job a choice belongs to: choices are allocated in one array per job, and each request
  * knows its index in it. */
 static srv_job *job_of(srv_choice *c, srv_job *active) {
@@ -76,19 +64,13 @@ static int on_token(void *ctx, tp_request *r) {
     pthread_mutex_lock(&s->mu);
     int i = r->n_ids - 1;
     c->tok_off[i] = c->dlen;
-    if (c->detok) {
-        char *chunk = NULL;
-        size_t n = 0;
-        tp_detok_stream_push(c->detok, r->ids[i], &chunk, &n);
-        c->dlen += n;
-        if (c->stops) {
-            char *final = NULL;
-            size_t fn = 0;
-            stop = tp_stop_matcher_feed(c->stops, chunk ? chunk : "", n, &final, &fn);
-            if (fn) jb_put(&c->text, final, fn);
-            free(final);
-        } else if (n) jb_put(&c->text, chunk, n);
-        free(chunk);
+    if (c->ts) {
+        char *out = NULL;
+        size_t n = 0, decoded = 0;
+        stop = tp_text_stream_push(c->ts, r->ids[i], &out, &n, &decoded);
+        c->dlen += decoded;
+        if (n) jb_put(&c->text, out, n);
+        free(out);
     }
     c->n_pub = r->n_ids;
     s->met.generation_tokens++;
@@ -106,21 +88,14 @@ static void on_done(void *ctx, tp_request *r) {
     srv_choice *c = (srv_choice *)r;
     srv_job *j = job_of(c, e->active);
     pthread_mutex_lock(&s->mu);
-    if (c->detok && strcmp(r->finish_reason, "stop") != 0) {
-        /* ended without a stop string: release what was held back */
+    if (c->ts && strcmp(r->finish_reason, "stop") != 0) {
+        /* ended without a stop string or EOS: release what was held back */
         char *rest = NULL;
-        size_t n = 0;
-        tp_detok_stream_flush(c->detok, &rest, &n);
-        c->dlen += n;
-        text_add(c, rest, n);
+        size_t n = 0, decoded = 0;
+        tp_text_stream_finish(c->ts, &rest, &n, &decoded);
+        c->dlen += decoded;
+        if (n) jb_put(&c->text, rest, n);
         free(rest);
-        if (c->stops) {
-            char *final = NULL;
-            size_t fn = 0;
-            tp_stop_matcher_finish(c->stops, &final, &fn);
-            if (fn) jb_put(&c->text, final, fn);
-            free(final);
-        }
     }
     c->n_pub = r->n_ids;
     c->finish = r->finish_reason;
@@ -170,12 +145,12 @@ static void on_scored(void *ctx, tp_request *r) {
 /* Ends a job's submitted sequences, and finishes by hand those never submitted (under no lock). */
 static void cancel_job(tp_server *s, tp_sched *sc, srv_job *j) {
     for (int i = 0; i < j->next_sub; i++)
-        if (j->ch[i].r.state != 2) tp_sched_cancel(sc, &j->ch[i].r);
+        if (j->ch[i].r.state != TP_REQ_FINISHED) tp_sched_cancel(sc, &j->ch[i].r);
     if (j->next_sub == j->n_choices) return;
     pthread_mutex_lock(&s->mu);
     int left = j->n_choices - j->next_sub;
     for (int i = j->next_sub; i < j->n_choices; i++) {
-        j->ch[i].r.state = 2; /* never to the scheduler */
+        j->ch[i].r.state = TP_REQ_FINISHED; /* never to the scheduler */
         j->ch[i].done = 1;
         j->ch[i].finish = "cancelled";
     }
@@ -233,7 +208,7 @@ static void admit_fair(tp_sched *sc, tp_model *m, srv_job *active) {
 
 void tp_server_run(tp_server *s, tp_model *m) {
     engine e = {s, NULL};
-    tp_generate_hooks hooks = {on_token, on_done, &e, on_scored};
+    tp_request_hooks hooks = {on_token, on_done, &e, on_scored};
     tp_sched *sc = tp_sched_new(m, &hooks);
     pthread_mutex_lock(&s->mu);
     s->vocab = m->cfg.vocab_size;

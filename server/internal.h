@@ -32,8 +32,7 @@ static inline size_t srv_json_budget(size_t body_bytes) { return 32 * body_bytes
 typedef struct {
     tp_request r;          /* engine thread's while in flight; results readable up to n_pub */
     int prompt;            /* index into job->prompts */
-    tp_detok_stream *detok;
-    tp_stop_matcher *stops;
+    tp_text_stream *ts;    /* its text (NULL without a tokenizer): detokenizer + the job's stop strings */
     /* published under mu */
     jbuf text;             /* final text (a stop string and what follows never in it) */
     size_t *tok_off;       /* [max_tokens] decoded bytes before each generated token */

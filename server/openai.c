@@ -30,8 +30,7 @@ void srv_job_free(srv_job *j) {
     for (int i = 0; i < j->n_choices; i++) {
         srv_choice *c = &j->ch[i];
         tp_request_free(&c->r);
-        if (c->detok) tp_detok_stream_free(c->detok);
-        if (c->stops) tp_stop_matcher_free(c->stops);
+        tp_text_stream_free(c->ts);
         jb_free(&c->text);
         free(c->tok_off);
     }
@@ -127,6 +126,27 @@ static int get_bool(errctx *e, const json_value *root, const char *key, int *out
         return -1;
     }
     *out = v->boolean;
+    return 1;
+}
+
+/* The request rules every front end shares (tp_request_params_validate), worded with the JSON
+ * field: the parsers above check each field's range, so only min_tokens > max_tokens reaches
+ * here in practice. Returns 1 (and the 400) when one is broken. */
+static int bad_params(errctx *e, const tp_request_params *p) {
+    static const char *const field[] = {
+        [TP_REQ_PARAM_MAX_NEW_TOKENS] = "max_tokens",     [TP_REQ_PARAM_MIN_TOKENS] = "min_tokens",
+        [TP_REQ_PARAM_TEMPERATURE] = "temperature",       [TP_REQ_PARAM_TOP_K] = "top_k",
+        [TP_REQ_PARAM_TOP_P] = "top_p",                   [TP_REQ_PARAM_REPETITION_PENALTY] = "repetition_penalty",
+        [TP_REQ_PARAM_PRESENCE_PENALTY] = "presence_penalty", [TP_REQ_PARAM_FREQUENCY_PENALTY] = "frequency_penalty",
+        [TP_REQ_PARAM_LOGPROBS] = "logprobs",
+    };
+    tp_request_param bad = tp_request_params_validate(p);
+    if (bad == TP_REQ_PARAM_OK) return 0;
+    if (bad == TP_REQ_PARAM_MIN_TOKENS)
+        fail(e, 400, "min_tokens", NULL, "'min_tokens' (%d) exceeds 'max_tokens' (%d)", p->min_tokens,
+             p->max_new_tokens);
+    else
+        fail(e, 400, field[bad], NULL, "'%s' is out of the range tpgen applies", field[bad]);
     return 1;
 }
 
@@ -258,9 +278,17 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     if (get_float(e, root, "presence_penalty", -2, 2, 0, &presence) < 0) return NULL;
     if (get_float(e, root, "frequency_penalty", -2, 2, 0, &frequency) < 0) return NULL;
     if (get_int(e, root, "min_tokens", 0, 1 << 24, &min_tokens) < 0) return NULL;
-    if (min_tokens > max_tokens)
-        return fail(e, 400, "min_tokens", NULL, "'min_tokens' (%lld) exceeds 'max_tokens' (%lld)", min_tokens,
-                    max_tokens);
+    /* one request's params, as every choice gets them (seed and scoring are set per choice) */
+    tp_request_params rp = tp_request_params_default();
+    rp.max_new_tokens = (int)max_tokens;
+    rp.sampling = (tp_sampling){.temperature = temperature, .top_k = (int)top_k, .top_p = top_p,
+                                .repetition_penalty = rep, .logprobs = logprobs > 0 ? (int)logprobs : 0};
+    rp.presence_penalty = presence;
+    rp.frequency_penalty = frequency;
+    rp.min_tokens = (int)min_tokens;
+    rp.speculate_k = s->o.speculate_k;
+    rp.speculate_n = s->o.speculate_n;
+    if (bad_params(e, &rp)) return NULL;
     if (get_bool(e, root, "stream", &stream) < 0 || get_bool(e, root, "echo", &echo) < 0 ||
         get_bool(e, root, "ignore_eos", &ignore_eos) < 0 || get_bool(e, root, "return_token_ids", &return_ids) < 0)
         return NULL;
@@ -279,6 +307,7 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     }
     if ((v = json_get(root, "user")) && v->type != JSON_NULL && v->type != JSON_STRING)
         return fail(e, 400, "user", NULL, "'user' must be a string, got %s", type_of(v));
+    rp.ignore_eos = ignore_eos;
 
     srv_job *j = tp_calloc(1, sizeof *j);
     pthread_cond_init(&j->cv, NULL);
@@ -359,36 +388,25 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
         srv_prompt *q = &j->prompts[i / j->n];
         tp_request *r = &c->r;
         c->prompt = i / j->n;
-        r->index = i; /* the generator's stream: as `tpgen generate` with each prompt repeated n times */
-        r->prompt = tp_malloc(q->n * sizeof(int32_t));
-        memcpy(r->prompt, q->ids, q->n * sizeof(int32_t));
-        r->n_prompt = q->n;
-        r->max_new_tokens = (int)max_tokens;
-        r->sampling = (tp_sampling){temperature, (int)top_k, top_p, rep, logprobs > 0 ? (int)logprobs : 0};
-        r->seed = base_seed;
-        r->ignore_eos = ignore_eos;
-        r->presence_penalty = presence;
-        r->frequency_penalty = frequency;
-        r->min_tokens = (int)min_tokens;
-        r->speculate_k = s->o.speculate_k;
-        r->speculate_n = s->o.speculate_n;
+        /* the generator's stream is i: as `tpgen generate` with each prompt repeated n times */
+        int32_t *ids = tp_malloc(q->n * sizeof(int32_t));
+        memcpy(ids, q->ids, q->n * sizeof(int32_t));
+        rp.seed = base_seed;
         /* echo + logprobs: each prompt's first choice scores it, in its prefill (scheduler.h) */
-        r->score_prompt = echo && logprobs >= 0 && i % j->n == 0;
+        rp.score_prompt = echo && logprobs >= 0 && i % j->n == 0;
+        tp_request_init(r, i, ids, q->n, &rp);
         /* the scheduler's own count (tp_request_kv_blocks): what passes here is admitted once
          * the pool has room, never retried forever */
         int blocks = tp_request_kv_blocks(r, s->n_positions, s->kv_block_size);
         if (blocks < 0 || blocks > s->met.kv_total)
             BAIL(400, max_tokens > 0 ? "max_tokens" : "prompt", NULL, "prompt %d (%d tokens%s) with max_tokens %lld "
                  "needs %d KV cache blocks of %d tokens, more than the server's whole cache of %d blocks (%d tokens, "
-                 "--kv-cache-tokens); %s", c->prompt, q->n, r->score_prompt ? ", scored for echo + logprobs" : "",
+                 "--kv-cache-tokens); %s", c->prompt, q->n, r->params.score_prompt ? ", scored for echo + logprobs" : "",
                  max_tokens, blocks, s->kv_block_size, s->met.kv_total, s->met.kv_total * s->kv_block_size,
                  max_tokens > 0 ? "lower max_tokens or shorten the prompt" : "shorten the prompt");
         c->tok_off = tp_calloc(max_tokens > 0 ? max_tokens : 1, sizeof(size_t));
-        if (s->tok) {
-            c->detok = tp_detok_stream_new(s->tok, 1);
-            if (j->n_stops) /* the job's strings, shared by its choices (freed after them) */
-                c->stops = tp_stop_matcher_new_shared((const char *const *)j->stops, j->n_stops);
-        }
+        if (s->tok) /* the job's stop strings, shared by its choices (freed after them) */
+            c->ts = tp_text_stream_new(s->tok, (const char *const *)j->stops, j->n_stops, 1);
     }
 #undef BAIL
     return j;
@@ -474,7 +492,7 @@ static void usage(srv_job *j, jbuf *b) {
     for (int i = 0; i < j->n_prompts; i++) pt += j->prompts[i].n;
     for (int i = 0; i < j->n_choices; i++) ct += j->ch[i].r.n_ids;
     jb_printf(b, "{\"prompt_tokens\": %ld, \"completion_tokens\": %ld, \"total_tokens\": %ld", pt, ct, pt + ct);
-    if (j->n_choices > 0 && j->ch[0].r.speculate_k > 0) { /* --speculate: draft tokens fed and accepted, all choices */
+    if (j->n_choices > 0 && j->ch[0].r.params.speculate_k > 0) { /* --speculate: draft tokens fed and accepted, all choices */
         long d = 0, a = 0;
         for (int i = 0; i < j->n_choices; i++) { d += j->ch[i].r.spec_drafted; a += j->ch[i].r.spec_accepted; }
         jb_printf(b, ", \"speculative\": {\"drafted\": %ld, \"accepted\": %ld}", d, a);

@@ -57,8 +57,8 @@ tpgen_fuzz_target(prompts SOURCES launcher/prompts.c LIBS tpgen_tokenizer)
 tpgen_fuzz_target(sampler SOURCES engine/sampler.c LIBS ${MATH_LIB})
 tpgen_fuzz_target(bin SOURCES engine/zipfile.c engine/unpickle.c engine/torch_bin.c engine/safetensors.c
                   engine/ckpt_path.c LIBS tpgen_util)
-# server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the only
-# engine function it calls, tp_request_free, is engine/request.c alone)
+# server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the engine
+# functions it calls, the request builder, validation, KV count and free, are engine/request.c alone)
 find_package(Threads REQUIRED)
 tpgen_fuzz_target(server_request SOURCES server/openai.c server/jbuf.c engine/request.c
                   LIBS tpgen_tokenizer Threads::Threads)

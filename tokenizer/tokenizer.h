@@ -79,4 +79,25 @@ int tp_stop_matcher_feed(tp_stop_matcher *m, const char *text, size_t len, char 
 void tp_stop_matcher_finish(tp_stop_matcher *m, char **out, size_t *out_len);
 void tp_stop_matcher_free(tp_stop_matcher *m);
 
+/* Appends [s, s + n) to the malloc'd, NUL-terminated *out (NULL: allocated; the caller frees). */
+void tp_text_append(char **out, size_t *out_len, const char *s, size_t n);
+
+/* One generated sequence's text, the pipeline every front end runs (`tpgen generate`, the
+ * server): tp_detok_stream (no half UTF-8 character, special tokens skipped), then, with stop
+ * strings, tp_stop_matcher (text that may still start a stop string held back). */
+typedef struct tp_text_stream tp_text_stream;
+/* stops: n_stops strings (0: none); shared: they stay the caller's until tp_text_stream_free
+ * (tp_stop_matcher_new_shared), else copied. */
+tp_text_stream *tp_text_stream_new(const tp_tokenizer *t, const char *const *stops, int n_stops, int shared);
+/* Pushes one generated id: appends the text that became final to *out (tp_text_append) and sets
+ * *decoded (may be NULL) to the bytes the detokenizer released for it (the text offsets of the
+ * tokens). Returns 1 once a stop string has matched (the text before it is out, the stop string
+ * never is); the stream takes no more text then. */
+int tp_text_stream_push(tp_text_stream *s, int32_t id, char **out, size_t *out_len, size_t *decoded);
+/* The sequence ended (not at a stop string: then a no-op): appends what was held back, a
+ * pending partial UTF-8 character as U+FFFD, then the text that might have begun a stop string. */
+void tp_text_stream_finish(tp_text_stream *s, char **out, size_t *out_len, size_t *decoded);
+int tp_text_stream_stopped(const tp_text_stream *s);
+void tp_text_stream_free(tp_text_stream *s);
+
 #endif

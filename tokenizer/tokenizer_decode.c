@@ -87,7 +87,7 @@ tp_detok_stream *tp_detok_stream_new(const tp_tokenizer *t, int skip_special) {
 }
 
 /* appends bytes to the caller's buffer, whose allocation is exactly *out_len + 1 or more */
-static void out_append(char **out, size_t *out_len, const char *s, size_t n) {
+void tp_text_append(char **out, size_t *out_len, const char *s, size_t n) {
     if (!*out) {
         *out = tp_malloc(n + 1);
         *out_len = 0;
@@ -98,7 +98,7 @@ static void out_append(char **out, size_t *out_len, const char *s, size_t n) {
 }
 
 int tp_detok_stream_push(tp_detok_stream *s, int32_t id, char **out, size_t *out_len) {
-    out_append(out, out_len, "", 0);
+    tp_text_append(out, out_len, "", 0);
     const tp_tokenizer *t = s->t;
     if (!check_id(t, id)) return -1;
     if (s->skip_special && (t->tok_flags[id] & TPK_TOK_SPECIAL)) return 0;
@@ -114,20 +114,20 @@ int tp_detok_stream_push(tp_detok_stream *s, int32_t id, char **out, size_t *out
     size_t used = tpk_utf8_append_lossy(&buf, &bl, &cap, in, n, 1);
     s->npend = (int)(n - used); /* at most 3: a valid start of one character */
     memcpy(s->pend, in + used, (size_t)s->npend);
-    out_append(out, out_len, buf, bl);
+    tp_text_append(out, out_len, buf, bl);
     free(buf);
     if (in != small) free(in);
     return 0;
 }
 
 int tp_detok_stream_flush(tp_detok_stream *s, char **out, size_t *out_len) {
-    out_append(out, out_len, "", 0);
+    tp_text_append(out, out_len, "", 0);
     if (s->npend) {
         char *buf = NULL;
         size_t bl = 0, cap = 0;
         tpk_buf_append(&buf, &bl, &cap, "", 0);
         tpk_utf8_append_lossy(&buf, &bl, &cap, s->pend, (size_t)s->npend, 0);
-        out_append(out, out_len, buf, bl);
+        tp_text_append(out, out_len, buf, bl);
         free(buf);
         s->npend = 0;
     }
@@ -168,7 +168,7 @@ tp_stop_matcher *tp_stop_matcher_new_shared(const char *const *stops, int n_stop
 }
 
 int tp_stop_matcher_feed(tp_stop_matcher *m, const char *text, size_t len, char **out, size_t *out_len) {
-    out_append(out, out_len, "", 0);
+    tp_text_append(out, out_len, "", 0);
     if (m->stopped) return 1;
     tpk_buf_append(&m->pend, &m->npend, &m->cap, text, len);
     size_t first = m->npend; /* earliest stop string start */
@@ -177,7 +177,7 @@ int tp_stop_matcher_feed(tp_stop_matcher *m, const char *text, size_t len, char 
         if (hit && (size_t)(hit - m->pend) < first) first = (size_t)(hit - m->pend);
     }
     if (first < m->npend) {
-        out_append(out, out_len, m->pend, first);
+        tp_text_append(out, out_len, m->pend, first);
         m->npend = 0;
         m->stopped = 1;
         return 1;
@@ -190,15 +190,15 @@ int tp_stop_matcher_feed(tp_stop_matcher *m, const char *text, size_t len, char 
                 hold = l;
                 break;
             }
-    out_append(out, out_len, m->pend, m->npend - hold);
+    tp_text_append(out, out_len, m->pend, m->npend - hold);
     memmove(m->pend, m->pend + m->npend - hold, hold);
     m->npend = hold;
     return 0;
 }
 
 void tp_stop_matcher_finish(tp_stop_matcher *m, char **out, size_t *out_len) {
-    out_append(out, out_len, "", 0);
-    if (!m->stopped) out_append(out, out_len, m->pend, m->npend);
+    tp_text_append(out, out_len, "", 0);
+    if (!m->stopped) tp_text_append(out, out_len, m->pend, m->npend);
     m->npend = 0;
 }
 

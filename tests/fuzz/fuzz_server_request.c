@@ -102,24 +102,24 @@ static void check_job(const tp_server *s, const srv_job *j) {
         const srv_prompt *q = &j->prompts[i / j->n];
         CHECK(c->prompt == i / j->n && r->index == i);
         CHECK(r->n_prompt == q->n && memcmp(r->prompt, q->ids, q->n * sizeof(int32_t)) == 0);
-        CHECK(r->max_new_tokens >= 0 && r->max_new_tokens <= 1 << 24);
-        CHECK((long)r->n_prompt + r->max_new_tokens <= s->n_positions);
-        CHECK(r->min_tokens >= 0 && r->min_tokens <= r->max_new_tokens);
-        long blocks = ((long)r->n_prompt + r->max_new_tokens - 1 + s->kv_block_size - 1) / s->kv_block_size;
+        CHECK(r->params.max_new_tokens >= 0 && r->params.max_new_tokens <= 1 << 24);
+        CHECK((long)r->n_prompt + r->params.max_new_tokens <= s->n_positions);
+        CHECK(r->params.min_tokens >= 0 && r->params.min_tokens <= r->params.max_new_tokens);
+        long blocks = ((long)r->n_prompt + r->params.max_new_tokens - 1 + s->kv_block_size - 1) / s->kv_block_size;
         CHECK(blocks <= s->met.kv_total);
-        const tp_sampling *sp = &r->sampling;
+        const tp_sampling *sp = &r->params.sampling;
         CHECK(sp->temperature >= 0 && sp->temperature <= 100);
         CHECK(sp->top_p > 0 && sp->top_p <= 1);
         CHECK(sp->top_k >= 0 && sp->top_k <= 1 << 24);
         CHECK(sp->repetition_penalty >= (float)TP_REP_PENALTY_MIN && sp->repetition_penalty <= TP_REP_PENALTY_MAX);
         /* as the sampler applies them: 0 or a normal float (top_p 1e-300 narrowed to 0 hung TP 1) */
         CHECK(tp_sampling_value_ok(sp->temperature) && tp_sampling_value_ok(sp->top_p));
-        CHECK(tp_sampling_value_ok(r->presence_penalty) && tp_sampling_value_ok(r->frequency_penalty));
+        CHECK(tp_sampling_value_ok(r->params.presence_penalty) && tp_sampling_value_ok(r->params.frequency_penalty));
         CHECK(sp->logprobs >= 0 && sp->logprobs <= SRV_MAX_LOGPROBS);
-        CHECK(r->presence_penalty >= -2 && r->presence_penalty <= 2);
-        CHECK(r->frequency_penalty >= -2 && r->frequency_penalty <= 2);
-        CHECK(r->seed == j->ch[0].r.seed);
-        CHECK(c->tok_off && (!s->tok || c->detok) && (!j->n_stops || c->stops));
+        CHECK(r->params.presence_penalty >= -2 && r->params.presence_penalty <= 2);
+        CHECK(r->params.frequency_penalty >= -2 && r->params.frequency_penalty <= 2);
+        CHECK(r->params.seed == j->ch[0].r.params.seed);
+        CHECK(c->tok_off && (!s->tok || c->ts));
     }
 }
 

@@ -615,6 +615,37 @@ static void test_degenerate_settings(void) {
     alarm(0);
 }
 
+/* Steps 1-2 of the sampler's order (tp_penalties_apply): the frequency penalty once per
+ * occurrence, the presence penalty once per id, EOS masked only while fewer than min_tokens are
+ * out; the input row untouched, the counts scratch zero again. Values exact in binary floats. */
+static void test_penalties(void) {
+    enum { V = 8, EOS = 7 };
+    float l[V], out[V];
+    int32_t counts[V] = {0};
+    for (int i = 0; i < V; i++) l[i] = 0.5f * i;
+    const int32_t gen[] = {2, 5, 2, 2}; /* id 2 three times, id 5 once */
+    tp_penalties p = {.presence_penalty = 0.25f, .frequency_penalty = 0.5f, .min_tokens = 5, .eos = EOS};
+    CHECK(tp_penalties_active(&p, 4), "penalties on: active");
+    tp_penalties_apply(&p, gen, 4, l, V, counts, out);
+    for (int i = 0; i < V; i++) {
+        float want = 0.5f * i;
+        if (i == 2) want -= 3 * 0.5f + 0.25f;
+        if (i == 5) want -= 1 * 0.5f + 0.25f;
+        if (i == EOS) want = -1e30f;
+        CHECK(out[i] == want, "penalties: id %d got %g, expected %g", i, out[i], want);
+        CHECK(counts[i] == 0, "penalties: counts[%d] = %d after the call, expected 0", i, counts[i]);
+        CHECK(l[i] == 0.5f * i, "penalties: input logit %d changed", i);
+    }
+    tp_penalties_apply(&p, gen, 4, l, V, counts, out); /* the same again: counts were reset */
+    CHECK(out[2] == 0.5f * 2 - 1.75f, "penalties, second call: id 2 got %g, expected %g", out[2], 0.5f * 2 - 1.75f);
+    p.min_tokens = 4; /* 4 tokens out: EOS free */
+    tp_penalties_apply(&p, gen, 4, l, V, counts, out);
+    CHECK(out[EOS] == 0.5f * EOS, "min_tokens 4 with 4 out: EOS got %g, expected %g", out[EOS], 0.5f * EOS);
+    tp_penalties off = {.eos = EOS, .min_tokens = 4};
+    CHECK(!tp_penalties_active(&off, 4) && tp_penalties_active(&off, 3),
+          "no penalties: active only while fewer than min_tokens are out");
+}
+
 int main(void) {
     test_candidates_needed();
     test_greedy();
@@ -627,6 +658,7 @@ int main(void) {
     test_modes_agree();
     test_seeds();
     test_degenerate_settings();
+    test_penalties();
     free(g_work);
     if (g_fail) {
         fprintf(stderr, "test_sampler: %d of %d checks FAILED\n", g_fail, g_checks);

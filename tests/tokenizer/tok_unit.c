@@ -216,6 +216,48 @@ static void test_stop_strings(void) {
     }
 }
 
+/* The text stream both front ends run (tp_text_stream): ids in, final text out. A stop string
+ * ends it with the text before it, a possible stop start is held back until tp_text_stream_finish
+ * releases it, and the decoded byte counts add up to the plain decode of the ids pushed. */
+static void test_text_stream(const char *codegen_dir) {
+    tp_tokenizer *t = tt_load(codegen_dir);
+    static const char *const stops[] = {"\n\n", "never-there"};
+    const char *cases[] = {"def f(x):\n    return x  # \xc3\xa9\xf0\x9f\x98\x80\n\ndef g():", "x = 1\n"};
+    for (int c = 0; c < 2; c++) {
+        const char *text = cases[c];
+        char err[256];
+        int32_t *ids;
+        size_t n;
+        CHECK(tp_tokenizer_encode(t, text, strlen(text), &ids, &n, err, sizeof err) == 0, "encode: %s", err);
+        tp_text_stream *ts = tp_text_stream_new(t, stops, 2, 0);
+        char *out = NULL;
+        size_t out_len = 0, decoded = 0, d, pushed = 0;
+        int stopped = 0;
+        while (pushed < n && !stopped) {
+            stopped = tp_text_stream_push(ts, ids[pushed++], &out, &out_len, &d);
+            decoded += d;
+        }
+        const char *hit = strstr(text, "\n\n");
+        size_t want = hit ? (size_t)(hit - text) : strlen(text);
+        CHECK(stopped == (hit != NULL) && tp_text_stream_stopped(ts) == stopped, "case %d: stopped %d", c, stopped);
+        if (!hit) /* "\n" may begin "\n\n": held back until the end */
+            CHECK(out_len == want - 1, "case %d: %zu bytes before finish, want %zu", c, out_len, want - 1);
+        tp_text_stream_finish(ts, &out, &out_len, &d); /* a no-op after a stop */
+        decoded += d;
+        CHECK(out && out_len == want && memcmp(out, text, want) == 0, "case %d: text \"%s\", want %zu bytes of \"%s\"",
+              c, out ? out : "(null)", want, text);
+        char *dec;
+        size_t dn;
+        CHECK(tp_tokenizer_decode(t, ids, pushed, 1, &dec, &dn, err, sizeof err) == 0 && decoded == dn,
+              "case %d: %zu bytes decoded, plain decode of the %zu ids pushed has %zu", c, decoded, pushed, dn);
+        free(dec);
+        free(out);
+        free(ids);
+        tp_text_stream_free(ts);
+    }
+    tp_tokenizer_free(t);
+}
+
 int tt_cmd_unit(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_tokenizer unit CODEGEN_DIR SMALL_DIR TMPDIR\n");
@@ -230,6 +272,7 @@ int tt_cmd_unit(int argc, char **argv) {
     test_loading(argv[0], argv[1]);
     test_facts(argv[0]);
     test_stop_strings();
+    test_text_stream(argv[0]);
     printf("unit: %s\n", g_fails ? "FAILURES" : "ok");
     return g_fails ? 1 : 0;
 }
