@@ -88,8 +88,10 @@ static void on_done(void *ctx, tp_request *r) {
     srv_choice *c = (srv_choice *)r;
     srv_job *j = job_of(c, e->active);
     pthread_mutex_lock(&s->mu);
-    if (c->ts && strcmp(r->finish_reason, "stop") != 0) {
-        /* ended without a stop string or EOS: release what was held back */
+    if (c->ts) {
+        /* release what was held back (a partial UTF-8 character, text a stop string could still
+         * begin): at EOS and at the length limit too, as the CLI does; after a stop string it is
+         * a no-op (the text ends before the stop) */
         char *rest = NULL;
         size_t n = 0, decoded = 0;
         tp_text_stream_finish(c->ts, &rest, &n, &decoded);

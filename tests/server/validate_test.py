@@ -397,6 +397,17 @@ def part_penalties():
     determined, wrong = greedy_reference(raw_top(eos_model, pids + g), len(pids), g[:N], 0, 0, forbid={eos})
     check(determined >= N - 1 and not wrong, "min_tokens: the tokens before EOS are the greedy choice without EOS "
           "(%d determined, wrong %s)" % (determined, wrong))
+    # text a stop string could still begin, held back when EOS ends the sequence: released, as the
+    # CLI releases it (a stop string that never matched cuts nothing)
+    text = r["choices"][0]["text"]
+    held_stop = text[-1:] + "\u2603 never generated"
+    status, r2 = post(srv, dict(ereq, min_tokens=N, stop=[held_stop]))
+    check(status == 200 and r2["choices"][0]["text"] == text and len(text) > 0,
+          "EOS after text a stop string could begin: the held-back text is released: %r vs %r"
+          % (r2["choices"][0]["text"] if status == 200 else r2, text))
+    cli_held = cli_json(["generate", "--model", eos_model, "--prompt", prompt, "--max-new-tokens", "30", "--json",
+                         "--min-tokens", str(N), "--stop", held_stop])[0]
+    check(cli_held["text"] == text, "CLI: the same text with that stop string: %r vs %r" % (cli_held["text"], text))
     sreq = dict(ereq, temperature=1, top_k=20, top_p=0.9, seed=3, n=4, min_tokens=5)
     status, r = post(srv, sreq)
     sg = [c["token_ids"] for c in r["choices"]]
