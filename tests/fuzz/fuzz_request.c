@@ -1,0 +1,360 @@
+/* Fuzz target: whole requests, in one process. A completions body goes the way an HTTP thread
+ * sends it: srv_parse_completion (server/openai.c), the server's inbox, the server's own engine
+ * loop (tp_server_run, server/engine.c: scoring, the scheduler, the sampler, the hooks that
+ * publish tokens and text), then the response renderer, on the real tiny model
+ * (models/codegen-tiny-py, with its tokenizer), loaded once. One rank (TP 1): MPI is a
+ * singleton, and tp_server_run runs on a thread of its own, the only one that makes MPI calls
+ * while it runs (MPI_THREAD_SERIALIZED); no HTTP listener is started.
+ *
+ * The first byte picks the server's options: bit 0 prompt-lookup speculation (ngram:4:2, as
+ * `--speculate`) for every request; the rest is the body.
+ *
+ * A refused body must get OpenAI's error object (as fuzz_server_request checks). An accepted
+ * one runs when its work is small (each input stays fast: at most FUZZ_MAX_GEN tokens generated
+ * and FUZZ_MAX_PROMPT prompt tokens over all its choices; bigger ones are validated only), and
+ * then must: finish every choice ("stop" or "length", never "error": a request the server
+ * accepts must be one the engine can serve), generate at most max_tokens ids, each in the
+ * vocabulary, stop early only on EOS (not before min_tokens, unless ignore_eos) or a stop
+ * string, give finite log-probabilities <= 0, render to valid JSON whose choices and usage
+ * agree with what the engine made (the stream: every event valid JSON, each choice's text pieces
+ * adding up to the text of the whole response, and [DONE] last), and give every KV block back. */
+#include <math.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/step.h"
+#include "launcher/job.h"
+#include "server/internal.h"
+#include "util/json.h"
+
+#define FUZZ_MAX_GEN 32     /* sum of max_tokens over the choices of a request that runs */
+#define FUZZ_MAX_PROMPT 128 /* sum of prompt tokens over its choices (and prompts scored for echo) */
+#define FUZZ_WAIT_S 60.0    /* a request not done by then is a hang */
+
+static tp_comm *g_mpi;
+static tp_job g_job;
+static tp_tokenizer *g_tok;
+static tp_server g_srv;
+static pthread_t g_engine;
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "fuzz_request: %s:%d: %s: ", __FILE__, __LINE__, #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fputc('\n', stderr);                                                           \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static void *engine_main(void *arg) {
+    (void)arg;
+    tp_server_run(&g_srv, &g_job.m);
+    return NULL;
+}
+
+/* At exit (libFuzzer's and the replay driver's): drain the engine loop, stop the step loop,
+ * free the model, MPI_Finalize. */
+static void shutdown_engine(void) {
+    srv_stop_signal = 1;
+    pthread_mutex_lock(&g_srv.mu);
+    pthread_cond_signal(&g_srv.engine_cv);
+    pthread_mutex_unlock(&g_srv.mu);
+    pthread_join(g_engine, NULL);
+    tp_step_stop(&g_job.m);
+    tp_job_close(&g_job);
+    tp_tokenizer_free(g_tok);
+    tp_comm_finalize(g_mpi);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS ||
+        provided < MPI_THREAD_SERIALIZED) {
+        fprintf(stderr, "fuzz_request: MPI_Init_thread(SERIALIZED) failed (provided %d)\n", provided);
+        abort();
+    }
+    g_mpi = tp_comm_mpi_init(argc, argv); /* MPI is up: rank discovery and the exit hooks */
+    if (g_mpi->size != 1) {
+        fprintf(stderr, "fuzz_request: runs as one rank, not %d\n", g_mpi->size);
+        abort();
+    }
+    /* the model as `tpgen serve` loads it: 8 sequences of full length in the KV cache */
+    char *flags[] = {"--model", TPGEN_FUZZ_MODEL_DIR, "--backend", "cpu", "--threads", "1", "--max-batch", "8"};
+    tp_args a;
+    tp_args_parse(&a, "serve", (int)(sizeof flags / sizeof *flags), flags);
+    char err[1024];
+    if (!(g_tok = tp_tokenizer_load(TPGEN_FUZZ_MODEL_DIR, err, sizeof err))) {
+        fprintf(stderr, "fuzz_request: %s\n", err);
+        abort();
+    }
+    tp_job_open(&g_job, g_mpi, &a);
+    tp_job_alloc(&g_job, &a, (long)a.max_batch * g_job.m.cfg.n_positions);
+
+    tp_server *s = &g_srv; /* what tp_server_start sets, without the listener */
+    s->o.name = "codegen-tiny-py";
+    s->o.host = "fuzz";
+    s->o.drain_timeout = FUZZ_WAIT_S;
+    s->tok = g_tok;
+    pthread_mutex_init(&s->tok_mu, NULL);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->engine_cv, NULL);
+    if (pthread_create(&g_engine, NULL, engine_main, NULL)) {
+        fprintf(stderr, "fuzz_request: pthread_create failed\n");
+        abort();
+    }
+    pthread_mutex_lock(&s->mu); /* tp_server_run sets the limits from the model, then ready */
+    while (!s->ready) {
+        pthread_mutex_unlock(&s->mu);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    atexit(shutdown_engine);
+    return 0;
+}
+
+static int null_or_string(const json_value *v) { return v && (v->type == JSON_NULL || v->type == JSON_STRING); }
+
+static void check_error(int status, const jbuf *err) {
+    CHECK(status == 400 || status == 404, "status %d", status);
+    char perr[256];
+    json_value *root = json_parse(err->s, err->n, perr, sizeof perr);
+    CHECK(root && root->type == JSON_OBJECT, "error body not JSON: %s", perr);
+    const json_value *e = json_get(root, "error");
+    CHECK(e && e->type == JSON_OBJECT, "no error object");
+    const json_value *m = json_get(e, "message"), *t = json_get(e, "type");
+    CHECK(m && m->type == JSON_STRING && m->str_len > 0, "no message");
+    CHECK(t && t->type == JSON_STRING && strcmp(t->str, "invalid_request_error") == 0, "type");
+    CHECK(null_or_string(json_get(e, "param")) && null_or_string(json_get(e, "code")), "param/code");
+    json_free(root);
+}
+
+/* Small enough to run (the rest of the accepted requests are validated only). */
+static int small(const srv_job *j) {
+    long gen = 0, prompt = 0;
+    for (int i = 0; i < j->n_choices; i++) {
+        gen += j->ch[i].r.max_new_tokens;
+        prompt += j->ch[i].r.n_prompt;
+    }
+    if (!j->scored) /* echo + logprobs: every prompt position is scored too */
+        for (int p = 0; p < j->n_prompts; p++) prompt += j->prompts[p].n;
+    return gen <= FUZZ_MAX_GEN && prompt <= FUZZ_MAX_PROMPT;
+}
+
+/* The engine's result of each choice (read after the job is done: nothing writes it then). */
+static void check_choices(const tp_server *s, const srv_job *j) {
+    const tp_model *m = &g_job.m;
+    for (int i = 0; i < j->n_choices; i++) {
+        const srv_choice *c = &j->ch[i];
+        const tp_request *r = &c->r;
+        CHECK(c->done && c->finish, "choice %d not finished", i);
+        CHECK(strcmp(c->finish, "error") != 0, "choice %d: the engine failed on an accepted request: %s", i, r->error);
+        CHECK(strcmp(c->finish, "stop") == 0 || strcmp(c->finish, "length") == 0, "choice %d finish %s", i, c->finish);
+        CHECK(c->n_pub == r->n_ids, "choice %d: %d published of %d", i, c->n_pub, r->n_ids);
+        CHECK(r->n_ids >= 0 && r->n_ids <= r->max_new_tokens, "choice %d: %d ids, max_tokens %d", i, r->n_ids,
+              r->max_new_tokens);
+        for (int k = 0; k < r->n_ids; k++) CHECK(r->ids[k] >= 0 && r->ids[k] < s->vocab, "id %d", r->ids[k]);
+        const int full = r->n_prompt + r->n_ids >= m->cfg.n_positions;
+        if (strcmp(c->finish, "length") == 0) {
+            CHECK(r->n_ids == r->max_new_tokens || full, "choice %d: length after %d of %d", i, r->n_ids, r->max_new_tokens);
+        } else if (!j->n_stops) { /* stopped by EOS, never masked: not before min_tokens */
+            CHECK(r->n_ids >= 1 && !r->ignore_eos && r->ids[r->n_ids - 1] == s->eos, "choice %d: stop without EOS", i);
+            CHECK(r->n_ids > r->min_tokens, "choice %d: EOS after %d tokens, min_tokens %d", i, r->n_ids - 1,
+                  r->min_tokens);
+        }
+        if (j->logprobs >= 0)
+            for (int k = 0; k < r->n_ids; k++)
+                CHECK(isfinite(r->logprobs[k]) && r->logprobs[k] <= 1e-4f, "choice %d logprob[%d] %g", i, k,
+                      r->logprobs[k]);
+    }
+    for (int p = 0; p < j->n_prompts && j->echo && j->logprobs >= 0; p++)
+        for (int k = 1; k < j->prompts[p].n; k++)
+            CHECK(isfinite(j->prompts[p].lps[k]) && j->prompts[p].lps[k] <= 1e-4f, "prompt %d logprob[%d] %g", p, k,
+                  j->prompts[p].lps[k]);
+}
+
+static long get_int(const json_value *o, const char *key) {
+    const json_value *v = json_get(o, key);
+    CHECK(v && v->type == JSON_NUMBER, "no number '%s'", key);
+    return (long)v->number;
+}
+
+/* The text a choice's response carries: the prompt when echoed, then what it generated. */
+static void expected_text(const srv_job *j, int i, jbuf *t) {
+    const srv_prompt *p = &j->prompts[j->ch[i].prompt];
+    if (j->echo) jb_put(t, p->text ? p->text : "", p->text_len);
+    jb_put(t, j->ch[i].text.s ? j->ch[i].text.s : "", j->ch[i].text.n);
+}
+
+static void check_usage(const srv_job *j, const json_value *u) {
+    long pt = 0, ct = 0;
+    for (int p = 0; p < j->n_prompts; p++) pt += j->prompts[p].n;
+    for (int i = 0; i < j->n_choices; i++) ct += j->ch[i].r.n_ids;
+    CHECK(u && u->type == JSON_OBJECT, "no usage");
+    CHECK(get_int(u, "prompt_tokens") == pt && get_int(u, "completion_tokens") == ct &&
+          get_int(u, "total_tokens") == pt + ct, "usage disagrees with the engine");
+}
+
+static void check_completion(tp_server *s, srv_job *j) {
+    jbuf b = {0};
+    pthread_mutex_lock(&s->mu);
+    srv_render_completion(s, j, &b);
+    pthread_mutex_unlock(&s->mu);
+    char perr[256];
+    json_value *root = json_parse(b.s, b.n, perr, sizeof perr);
+    CHECK(root && root->type == JSON_OBJECT, "response not JSON: %s", perr);
+    const json_value *ch = json_get(root, "choices");
+    CHECK(ch && ch->type == JSON_ARRAY && (int)ch->n == j->n_choices, "choices");
+    for (int i = 0; i < j->n_choices; i++) {
+        const json_value *c = &ch->items[i], *t = json_get(c, "text"), *f = json_get(c, "finish_reason");
+        CHECK(get_int(c, "index") == i, "index");
+        jbuf want = {0};
+        expected_text(j, i, &want);
+        CHECK(t && t->type == JSON_STRING && t->str_len == want.n && memcmp(t->str, want.s, want.n) == 0,
+              "choice %d text is not the prompt (echo) and the generated text", i);
+        jb_free(&want);
+        CHECK(f && f->type == JSON_STRING && strcmp(f->str, j->ch[i].finish) == 0, "finish_reason");
+        const json_value *ids = json_get(c, "token_ids");
+        if (j->return_token_ids) {
+            CHECK(ids && ids->type == JSON_ARRAY && (int)ids->n == j->ch[i].r.n_ids, "token_ids");
+            for (int k = 0; k < j->ch[i].r.n_ids; k++) CHECK(ids->items[k].integer == j->ch[i].r.ids[k], "token id");
+        }
+    }
+    check_usage(j, json_get(root, "usage"));
+    json_free(root);
+    jb_free(&b);
+}
+
+/* The whole SSE stream of a finished job: every event valid JSON, pieces adding up. */
+static void check_stream(tp_server *s, srv_job *j) {
+    int *sent_tok = calloc(j->n_choices, sizeof(int)), *flags = calloc(j->n_choices, sizeof(int));
+    size_t *sent_text = calloc(j->n_choices, sizeof(size_t));
+    jbuf *text = calloc(j->n_choices, sizeof(jbuf));
+    CHECK(sent_tok && flags && sent_text && text, "calloc");
+    jbuf b = {0};
+    pthread_mutex_lock(&s->mu);
+    int all = 0;
+    for (int round = 0; round < 4 && !all; round++) all = srv_render_stream(s, j, sent_tok, sent_text, flags, &b);
+    CHECK(all, "the stream of a finished job does not end");
+    if (j->include_usage) srv_render_usage_chunk(s, j, &b);
+    pthread_mutex_unlock(&s->mu);
+    int usage_seen = 0;
+    for (size_t at = 0; at < b.n;) {
+        CHECK(b.n - at > 6 && memcmp(b.s + at, "data: ", 6) == 0, "event without 'data: '");
+        const char *end = memmem(b.s + at, b.n - at, "\n\n", 2);
+        CHECK(end, "event without its blank line");
+        const char *ev = b.s + at + 6;
+        const size_t n = (size_t)(end - ev);
+        char perr[256];
+        json_value *e = json_parse(ev, n, perr, sizeof perr);
+        CHECK(e && e->type == JSON_OBJECT, "event not JSON: %s: %.*s", perr, (int)(n < 200 ? n : 200), ev);
+        const json_value *ch = json_get(e, "choices"), *u = json_get(e, "usage");
+        CHECK(ch && ch->type == JSON_ARRAY, "event without choices");
+        if (ch->n == 0) { /* the usage chunk */
+            CHECK(j->include_usage && !usage_seen, "a chunk without choices");
+            check_usage(j, u);
+            usage_seen = 1;
+        }
+        for (size_t k = 0; k < ch->n; k++) {
+            const long i = get_int(&ch->items[k], "index");
+            const json_value *t = json_get(&ch->items[k], "text");
+            CHECK(i >= 0 && i < j->n_choices && t && t->type == JSON_STRING, "chunk choice");
+            jb_put(&text[i], t->str, t->str_len);
+        }
+        json_free(e);
+        at = (size_t)(end - b.s) + 2;
+    }
+    CHECK(usage_seen == j->include_usage, "usage chunk");
+    for (int i = 0; i < j->n_choices; i++) {
+        jbuf want = {0};
+        expected_text(j, i, &want);
+        CHECK(text[i].n == want.n && (want.n == 0 || memcmp(text[i].s, want.s, want.n) == 0),
+              "choice %d: the stream's text pieces (%zu bytes) are not the response's text (%zu bytes)", i, text[i].n,
+              want.n);
+        jb_free(&want);
+        jb_free(&text[i]);
+    }
+    free(text); free(sent_tok); free(flags); free(sent_text);
+    jb_free(&b);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* As the HTTP thread does (server/http.c: completions): enqueue, wake the engine, wait. */
+static void run_job(tp_server *s, srv_job *j) {
+    const double t0 = now_s();
+    pthread_mutex_lock(&s->mu);
+    j->refs = 2; /* this thread and the engine */
+    if (s->inbox_tail) s->inbox_tail->next = j;
+    else s->inbox = j;
+    s->inbox_tail = j;
+    s->n_jobs++;
+    pthread_cond_signal(&s->engine_cv);
+    while (!(j->scored && j->n_done == j->n_choices)) {
+        CHECK(now_s() - t0 < FUZZ_WAIT_S, "request not done after %.0f s (%d of %d choices)", FUZZ_WAIT_S, j->n_done,
+              j->n_choices);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&j->cv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Once the engine has retired the job, every KV block is free again and nothing runs. */
+static void check_idle(tp_server *s) {
+    const double t0 = now_s();
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        const int idle = !s->inbox && s->n_jobs == 0 && s->met.running == 0 && s->met.waiting == 0 &&
+                         s->met.kv_free == s->met.kv_total;
+        const int kv_free = s->met.kv_free, kv_total = s->met.kv_total, n_jobs = s->n_jobs;
+        pthread_mutex_unlock(&s->mu);
+        if (idle) return;
+        CHECK(now_s() - t0 < FUZZ_WAIT_S, "engine not idle after a request: %d of %d KV blocks free, %d jobs",
+              kv_free, kv_total, n_jobs);
+        nanosleep(&(struct timespec){0, 200000}, NULL);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    tp_server *s = &g_srv;
+    s->o.speculate_k = data[0] & 1 ? 4 : 0; /* read by srv_parse_completion only */
+    s->o.speculate_n = data[0] & 1 ? 2 : 0;
+    const char *body = (const char *)data + 1;
+    int status = -1;
+    jbuf err = {0};
+    srv_job *j = srv_parse_completion(s, body, size - 1, &status, &err);
+    if (!j) {
+        check_error(status, &err);
+        jb_free(&err);
+        return 0;
+    }
+    CHECK(err.n == 0, "an accepted request with an error body");
+    if (!small(j)) {
+        srv_job_free(j);
+        return 0;
+    }
+    snprintf(j->id, sizeof j->id, "cmpl-fuzz");
+    run_job(s, j);
+    check_choices(s, j);
+    if (j->stream) check_stream(s, j);
+    else check_completion(s, j);
+    pthread_mutex_lock(&s->mu);
+    srv_job_release(s, j);
+    pthread_mutex_unlock(&s->mu);
+    check_idle(s);
+    return 0;
+}
