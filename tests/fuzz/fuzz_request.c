@@ -147,6 +147,33 @@ static int small(const srv_job *j) {
     return gen <= FUZZ_MAX_GEN && prompt <= FUZZ_MAX_PROMPT;
 }
 
+/* A choice's text is its ids decoded at once (special tokens skipped; ids past the tokenizer's
+ * vocabulary, which the model's padded one allows, decode to nothing, as in HF), cut before the
+ * first stop string in it: what the hooks decoded and matched token by token must agree, however
+ * the choice ended (EOS, length, or the stop string). */
+static void check_text(const srv_job *j, int i) {
+    const srv_choice *c = &j->ch[i];
+    const int nv = tp_tokenizer_vocab_size(g_tok);
+    int32_t *ids = malloc(((size_t)c->r.n_ids + 1) * sizeof(int32_t));
+    CHECK(ids, "malloc");
+    size_t n = 0;
+    for (int k = 0; k < c->r.n_ids; k++)
+        if (c->r.ids[k] < nv) ids[n++] = c->r.ids[k];
+    char *text = NULL, err[256];
+    size_t len = 0;
+    CHECK(tp_tokenizer_decode(g_tok, ids, n, 1, &text, &len, err, sizeof err) == 0, "decode: %s", err);
+    size_t want = len;
+    for (int k = 0; k < j->n_stops; k++) {
+        const char *at = memmem(text, len, j->stops[k], strlen(j->stops[k]));
+        if (at && (size_t)(at - text) < want) want = (size_t)(at - text);
+    }
+    CHECK(c->text.n == want && (want == 0 || memcmp(c->text.s, text, want) == 0),
+          "choice %d (finish %s, %d ids): its text is %zu bytes, its ids decode to %zu (%zu before a stop string)",
+          i, c->finish, c->r.n_ids, c->text.n, len, want);
+    free(text);
+    free(ids);
+}
+
 /* The engine's result of each choice (read after the job is done: nothing writes it then). */
 static void check_choices(const tp_server *s, const srv_job *j) {
     const tp_model *m = &g_job.m;
@@ -168,6 +195,7 @@ static void check_choices(const tp_server *s, const srv_job *j) {
             CHECK(r->n_ids > r->min_tokens, "choice %d: EOS after %d tokens, min_tokens %d", i, r->n_ids - 1,
                   r->min_tokens);
         }
+        check_text(j, i);
         if (j->logprobs >= 0)
             for (int k = 0; k < r->n_ids; k++)
                 CHECK(isfinite(r->logprobs[k]) && r->logprobs[k] <= 1e-4f, "choice %d logprob[%d] %g", i, k,
