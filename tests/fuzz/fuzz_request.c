@@ -7,7 +7,8 @@
  * while it runs (MPI_THREAD_SERIALIZED); no HTTP listener is started.
  *
  * The first byte picks the server's options: bit 0 prompt-lookup speculation (ngram:4:2, as
- * `--speculate`) for every request; the rest is the body.
+ * `--speculate`) for every request; the rest is the body. A greedy request with speculation
+ * runs again without: the ids and ends must be the same.
  *
  * A refused body must get OpenAI's error object (as fuzz_server_request checks). An accepted
  * one runs when its work is small (each input stays fast: at most FUZZ_MAX_GEN tokens generated
@@ -356,33 +357,68 @@ static void check_idle(tp_server *s) {
     }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (size < 1) return 0;
-    tp_server *s = &g_srv;
-    s->o.speculate_k = data[0] & 1 ? 4 : 0; /* read by srv_parse_completion only */
-    s->o.speculate_n = data[0] & 1 ? 2 : 0;
-    const char *body = (const char *)data + 1;
+/* Parses the body with speculation on or off; NULL when refused (checked) or too big to run. */
+static srv_job *parse(tp_server *s, const char *body, size_t n, int speculate) {
+    s->o.speculate_k = speculate ? 4 : 0; /* read by srv_parse_completion only */
+    s->o.speculate_n = speculate ? 2 : 0;
     int status = -1;
     jbuf err = {0};
-    srv_job *j = srv_parse_completion(s, body, size - 1, &status, &err);
+    srv_job *j = srv_parse_completion(s, body, n, &status, &err);
     if (!j) {
         check_error(status, &err);
         jb_free(&err);
-        return 0;
+        return NULL;
     }
     CHECK(err.n == 0, "an accepted request with an error body");
     if (!small(j)) {
         srv_job_free(j);
-        return 0;
+        return NULL;
     }
     snprintf(j->id, sizeof j->id, "cmpl-fuzz");
+    return j;
+}
+
+static void release(tp_server *s, srv_job *j) {
+    pthread_mutex_lock(&s->mu);
+    srv_job_release(s, j);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int greedy(const srv_job *j) {
+    for (int i = 0; i < j->n_choices; i++)
+        if (j->ch[i].r.sampling.temperature != 0) return 0;
+    return 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    tp_server *s = &g_srv;
+    const int speculate = data[0] & 1;
+    const char *body = (const char *)data + 1;
+    srv_job *j = parse(s, body, size - 1, speculate);
+    if (!j) return 0;
     run_job(s, j);
     check_choices(s, j);
     if (j->stream) check_stream(s, j);
     else check_completion(s, j);
-    pthread_mutex_lock(&s->mu);
-    srv_job_release(s, j);
-    pthread_mutex_unlock(&s->mu);
     check_idle(s);
+    /* greedy with speculation: the same ids and ends as without (the drafts only change how
+     * many tokens a step feeds) */
+    if (speculate && greedy(j)) {
+        srv_job *p = parse(s, body, size - 1, 0);
+        CHECK(p && p->n_choices == j->n_choices, "the same body without speculation");
+        run_job(s, p);
+        for (int i = 0; i < j->n_choices; i++) {
+            const tp_request *a = &j->ch[i].r, *b = &p->ch[i].r;
+            int k = 0;
+            while (k < a->n_ids && k < b->n_ids && a->ids[k] == b->ids[k]) k++;
+            CHECK(a->n_ids == b->n_ids && k == a->n_ids && strcmp(a->finish_reason, b->finish_reason) == 0,
+                  "choice %d greedy: with speculation %d ids (%s), without %d (%s), first difference at %d", i,
+                  a->n_ids, a->finish_reason, b->n_ids, b->finish_reason, k);
+        }
+        release(s, p);
+        check_idle(s);
+    }
+    release(s, j);
     return 0;
 }
