@@ -101,6 +101,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     s->o.name = "codegen-tiny-py";
     s->o.host = "fuzz";
     s->o.drain_timeout = FUZZ_WAIT_S;
+    s->o.max_seqs_per_client = 1024; /* checked by the HTTP thread only */
     s->tok = g_tok;
     pthread_mutex_init(&s->tok_mu, NULL);
     pthread_mutex_init(&s->mu, NULL);
@@ -324,6 +325,8 @@ static void run_job(tp_server *s, srv_job *j) {
     const double t0 = now_s();
     pthread_mutex_lock(&s->mu);
     j->refs = 2; /* this thread and the engine */
+    snprintf(j->client, sizeof j->client, "fuzz");
+    srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (engine.c) */
     if (s->inbox_tail) s->inbox_tail->next = j;
     else s->inbox = j;
     s->inbox_tail = j;
@@ -341,18 +344,21 @@ static void run_job(tp_server *s, srv_job *j) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Once the engine has retired the job, every KV block is free again and nothing runs. */
+/* Once the engine has retired the job, every KV block is free again, nothing runs and the client
+ * holds no sequence (--max-seqs-per-client's count). */
 static void check_idle(tp_server *s) {
     const double t0 = now_s();
     for (;;) {
         pthread_mutex_lock(&s->mu);
         const int idle = !s->inbox && s->n_jobs == 0 && s->met.running == 0 && s->met.waiting == 0 &&
-                         s->met.kv_free == s->met.kv_total;
+                         s->met.kv_free == s->met.kv_total && !s->clients;
         const int kv_free = s->met.kv_free, kv_total = s->met.kv_total, n_jobs = s->n_jobs;
+        const int held = s->clients ? s->clients->held : 0;
         pthread_mutex_unlock(&s->mu);
         if (idle) return;
-        CHECK(now_s() - t0 < FUZZ_WAIT_S, "engine not idle after a request: %d of %d KV blocks free, %d jobs",
-              kv_free, kv_total, n_jobs);
+        CHECK(now_s() - t0 < FUZZ_WAIT_S,
+              "engine not idle after a request: %d of %d KV blocks free, %d jobs, %d sequences still held", kv_free,
+              kv_total, n_jobs, held);
         nanosleep(&(struct timespec){0, 200000}, NULL);
     }
 }
