@@ -106,7 +106,9 @@ static void on_done(void *ctx, tp_request *r) {
     srv_choice *c = (srv_choice *)r;
     srv_job *j = job_of(c, e->active);
     pthread_mutex_lock(&s->mu);
-    if (c->detok && strcmp(r->finish_reason, "stop") != 0) {
+    /* "stop" is a stop string or EOS; EOS decodes to nothing, so it never completes a stop string */
+    const int eos = !r->ignore_eos && r->n_ids > 0 && r->ids[r->n_ids - 1] == s->eos;
+    if (c->detok && (strcmp(r->finish_reason, "stop") != 0 || eos)) {
         /* ended without a stop string: release what was held back */
         char *rest = NULL;
         size_t n = 0;
