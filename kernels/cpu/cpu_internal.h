@@ -32,16 +32,21 @@ static inline int cpu_threads(const tp_backend *b) { return ((const tp_cpu *)b->
 #define __SANITIZE_THREAD__ 1
 #endif
 #endif
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)) && \
-    !defined(__SANITIZE_THREAD__)
+/* clang before 17 does not know "x86-64-v3" as a CPU level: its target_clones resolver for
+ * arch=x86-64-v3 tests the CPU vendor instead (clang 14: the v3 clone on an unknown vendor, the
+ * baseline on Intel and AMD), and __builtin_cpu_supports("x86-64-v3") does not compile. There the
+ * kernels are built once, for the baseline. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
+    ((defined(__clang__) && __clang_major__ >= 17) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12))
+#define CPU_HAVE_CLONES 1
 #define CPU_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
+#define CPU_HAVE_CLONES 0
 #define CPU_SIMD_CLONES
 #endif
 /* The build a CPU_SIMD_CLONES function runs here, for kernel names: "avx2" (x86-64-v3) or "c". */
 static inline const char *cpu_clone_isa(void) {
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)) && \
-    !defined(__SANITIZE_THREAD__)
+#if CPU_HAVE_CLONES
     __builtin_cpu_init();
     return __builtin_cpu_supports("x86-64-v3") ? "avx2" : "c";
 #else
