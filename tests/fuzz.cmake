@@ -14,9 +14,12 @@ if(TPGEN_FUZZ)
     message(FATAL_ERROR "TPGEN_FUZZ=ON needs clang (libFuzzer): configure with -DCMAKE_C_COMPILER=clang")
   endif()
   # The code under test gets coverage instrumentation and the sanitizers too.
-  foreach(lib tpgen_util tpgen_tokenizer)
+  foreach(lib tpgen_util tpgen_tokenizer tpgen_engine tpgen_server tpgen_comm)
     target_compile_options(${lib} PRIVATE -g -fsanitize=fuzzer-no-link ${FUZZ_SAN})
   endforeach()
+  # the kernels: sanitizers without coverage (their loops are the same for every request)
+  # (ASan checks keep their omp simd loops scalar: clang says so, -Wpass-failed, for each)
+  target_compile_options(tpgen_kernels PRIVATE -g ${FUZZ_SAN} -Wno-pass-failed)
   add_custom_target(fuzzers)
 endif()
 
@@ -26,7 +29,8 @@ function(tpgen_fuzz_target name)
   foreach(s ${F_SOURCES})
     list(APPEND srcs ${CMAKE_SOURCE_DIR}/${s})
   endforeach()
-  set(defs TPGEN_FUZZ_TOKENIZER_DATA="${TPGEN_TEST_DATA}/tokenizer")
+  set(defs TPGEN_FUZZ_TOKENIZER_DATA="${TPGEN_TEST_DATA}/tokenizer"
+           TPGEN_FUZZ_MODEL_DIR="${CMAKE_SOURCE_DIR}/models/codegen-tiny-py")
   add_executable(fuzz_replay_${name} ${srcs} ${FUZZ_DIR}/replay_main.c)
   target_link_libraries(fuzz_replay_${name} PRIVATE ${F_LIBS})
   target_compile_definitions(fuzz_replay_${name} PRIVATE ${defs})
@@ -62,3 +66,9 @@ tpgen_fuzz_target(bin SOURCES engine/zipfile.c engine/unpickle.c engine/torch_bi
 find_package(Threads REQUIRED)
 tpgen_fuzz_target(server_request SOURCES server/openai.c server/jbuf.c engine/request.c
                   LIBS tpgen_tokenizer Threads::Threads)
+# Whole requests in one process (TP 1): body -> srv_parse_completion -> the server's engine loop
+# (scheduler, sampler) -> the response, on models/codegen-tiny-py; the model is loaded as
+# `tpgen serve` does (launcher/job.c, launcher/args.c). Its replay test runs the engine.
+tpgen_fuzz_target(request SOURCES launcher/job.c launcher/args.c LIBS tpgen_server MPI::MPI_C)
+set_tests_properties(fuzz_replay_request PROPERTIES LABELS "fuzz;mpi" TIMEOUT 300
+                     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")

@@ -73,14 +73,14 @@ static inline void epi_store(const epi *e, int t, int n, float v) {
 /* ---- GEMV kernels: rows [n0, n1) of W for all T tokens ---- */
 typedef uint16_t v8u16 __attribute__((vector_size(16)));
 typedef uint32_t v8u32 __attribute__((vector_size(32)));
-V8_INLINE v8f v8_bf16(const bf16 *p) { /* 8 bf16 -> 8 f32: zero-extend, shift into the high half */
-    v8u16 h;
-    __builtin_memcpy(&h, p, sizeof h);
-    const v8u32 u = __builtin_convertvector(h, v8u32) << 16;
-    v8f f;
-    __builtin_memcpy(&f, &u, sizeof f);
-    return f;
-}
+/* 8 bf16 at p -> 8 f32: zero-extend, shift into the high half (a macro: see v8_load) */
+#define v8_bf16(p) __extension__({ \
+    v8u16 h8_; \
+    __builtin_memcpy(&h8_, (p), sizeof h8_); \
+    const v8u32 u8_ = __builtin_convertvector(h8_, v8u32) << 16; \
+    v8f f8_; \
+    __builtin_memcpy(&f8_, &u8_, sizeof f8_); \
+    f8_; })
 
 /* xf: x widened to f32 [T, K]. The body of the avx2 and c kernels (one source, two builds). */
 V8_INLINE void rows_f32x_body(const float *xf, const bf16 *W, int T, int K, int n0, int n1, const epi *e) {
@@ -164,7 +164,7 @@ static void rows_c(const float *xf, const bf16 *W, int T, int K, int n0, int n1,
     rows_f32x_body(xf, W, T, K, n0, n1, e);
 }
 
-CPU_SIMD_CLONES static void widen(float *dst, const bf16 *src, size_t n) {
+CPU_SIMD_CLONES static void widen_bf16(float *dst, const bf16 *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = tp_bf16_to_f32(src[i]);
 }
 
@@ -174,7 +174,7 @@ static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
     float *xf = NULL;
     if (c->isa != BF16_ISA_AVX512BF16) {
         xf = tp_malloc((size_t)T * K * sizeof(float));
-        widen(xf, x, (size_t)T * K);
+        widen_bf16(xf, x, (size_t)T * K);
     }
     const int chunk = ((N + nt - 1) / nt + 15) & ~15;
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
@@ -197,14 +197,14 @@ static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
 static void blas_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
     const int nt = cpu_threads(b);
     float *xf = tp_malloc((size_t)T * K * sizeof(float));
-    widen(xf, x, (size_t)T * K);
+    widen_bf16(xf, x, (size_t)T * K);
     #pragma omp parallel num_threads(nt)
     {
         float *wf = tp_malloc((size_t)PANEL * K * sizeof(float)), *tile = tp_malloc((size_t)T * PANEL * sizeof(float));
         #pragma omp for schedule(dynamic, 1)
         for (int n0 = 0; n0 < N; n0 += PANEL) {
             const int nn = N - n0 < PANEL ? N - n0 : PANEL;
-            widen(wf, W + (size_t)n0 * K, (size_t)nn * K);
+            widen_bf16(wf, W + (size_t)n0 * K, (size_t)nn * K);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xf, K, wf, K, 0.0f, tile, PANEL);
             for (int t = 0; t < T; t++)
                 for (int j = 0; j < nn; j++) epi_store(e, t, n0 + j, tile[(size_t)t * PANEL + j]);

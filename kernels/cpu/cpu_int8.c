@@ -256,7 +256,7 @@ static void gemv_path(tp_backend *b, const float *x, const int8_t *W, int T, int
     free(sx);
 }
 
-CPU_SIMD_CLONES static void widen(float *dst, const int8_t *src, size_t n) {
+CPU_SIMD_CLONES static void widen_int8(float *dst, const int8_t *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = (float)src[i];
 }
 
@@ -275,7 +275,7 @@ static void blas_path(tp_backend *b, const float *x, const int8_t *W, int T, int
         #pragma omp for schedule(dynamic, 1)
         for (int n0 = 0; n0 < N; n0 += P) {
             const int nn = N - n0 < P ? N - n0 : P;
-            widen(wf, W + (size_t)n0 * K, (size_t)nn * K);
+            widen_int8(wf, W + (size_t)n0 * K, (size_t)nn * K);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, x, K, wf, K, 0.0f, tile, P);
             for (int t = 0; t < T; t++)
                 for (int j = 0; j < nn; j++) epi_store(e, t, n0 + j, tile[(size_t)t * P + j]);

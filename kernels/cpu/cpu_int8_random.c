@@ -9,8 +9,9 @@
 
 /* Element (r, c) = the f32 backend's fill_random draw r * cols + c (kernels/common/tp_rng.h),
  * quantized: bench --random-weights then runs the quantized f32 model. */
-CPU_SIMD_CLONES void cpu_int8_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed,
-                                           float mean, float std) {
+/* The clones are static behind a plain exported function (clang 14: see cpu_random.c). */
+CPU_SIMD_CLONES static void int8_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed,
+                                             float mean, float std) {
     int8_t *q = dst;
     float *sc = (float *)((char *)dst + cpu_int8_q_bytes(rows, cols));
     const uint64_t key = tp_rng_key(seed);
@@ -26,3 +27,7 @@ CPU_SIMD_CLONES void cpu_int8_fill_random(tp_backend *b, void *dst, int rows, in
     }
 }
 
+
+void cpu_int8_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std) {
+    int8_fill_random(b, dst, rows, cols, seed, mean, std);
+}

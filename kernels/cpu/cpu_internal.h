@@ -24,34 +24,48 @@ static inline int cpu_threads(const tp_backend *b) { return ((const tp_cpu *)b->
 /* Not under ThreadSanitizer (gcc's -fsanitize=thread defines __SANITIZE_THREAD__): gcc instruments
  * the ifunc resolver too, which the dynamic loader runs before libtsan is relocated (SIGSEGV at
  * start). The TSan build (tools/test-sanitize.sh --thread) checks the server's threads, not
- * kernel speed. */
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)) && \
-    !defined(__SANITIZE_THREAD__)
+ * kernel speed.
+ * clang 14 exports the resolver of a cloned function as "<name>.resolver" even when the function
+ * is static: a cloned function's name must be unique across the backend's files. */
+#if defined(__has_feature) /* clang's spelling of __SANITIZE_THREAD__ */
+#if __has_feature(thread_sanitizer) && !defined(__SANITIZE_THREAD__)
+#define __SANITIZE_THREAD__ 1
+#endif
+#endif
+/* clang before 17 does not know "x86-64-v3" as a CPU level: its target_clones resolver for
+ * arch=x86-64-v3 tests the CPU vendor instead (clang 14: the v3 clone on an unknown vendor, the
+ * baseline on Intel and AMD), and __builtin_cpu_supports("x86-64-v3") does not compile. There the
+ * kernels are built once, for the baseline. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && \
+    ((defined(__clang__) && __clang_major__ >= 17) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12))
+#define CPU_HAVE_CLONES 1
 #define CPU_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
+#define CPU_HAVE_CLONES 0
 #define CPU_SIMD_CLONES
 #endif
 /* The build a CPU_SIMD_CLONES function runs here, for kernel names: "avx2" (x86-64-v3) or "c". */
 static inline const char *cpu_clone_isa(void) {
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)) && \
-    !defined(__SANITIZE_THREAD__)
+#if CPU_HAVE_CLONES
     __builtin_cpu_init();
     return __builtin_cpu_supports("x86-64-v3") ? "avx2" : "c";
 #else
     return "c";
 #endif
 }
-/* The helpers are always inlined and the kernels are static, so the baseline ABI for 32-byte
- * vectors (GCC's -Wpsabi note, for every file of this backend) never applies. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+/* The helpers are macros, not functions: a function that takes or returns a 32-byte vector has a
+ * different ABI with and without AVX, which clang refuses (an error) when an AVX clone calls a
+ * baseline helper, even an always_inline one, and GCC notes (-Wpsabi). As macros they compile
+ * into whichever clone uses them. v8_load/v8_store go through an unaligned, may_alias view of
+ * the vector (the same unaligned move the memcpy form compiled to). */
 typedef float v8f __attribute__((vector_size(32)));
+typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
+#define v8_load(p) (*(const v8f_u *)(p))
+#define v8_store(p, v) (*(v8f_u *)(p) = (v))
+#define v8_splat(x) __extension__({ const float s8_ = (x); (v8f){s8_, s8_, s8_, s8_, s8_, s8_, s8_, s8_}; })
+/* ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])): the order is fixed */
+#define v8_sum(v) __extension__({ const v8f v8_ = (v); ((v8_[0] + v8_[4]) + (v8_[1] + v8_[5])) + ((v8_[2] + v8_[6]) + (v8_[3] + v8_[7])); })
 #define V8_INLINE static inline __attribute__((always_inline))
-V8_INLINE v8f v8_load(const float *p) { v8f v; __builtin_memcpy(&v, p, sizeof v); return v; }
-V8_INLINE void v8_store(float *p, v8f v) { __builtin_memcpy(p, &v, sizeof v); }
-V8_INLINE v8f v8_splat(float x) { return (v8f){x, x, x, x, x, x, x, x}; }
-V8_INLINE float v8_sum(v8f v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
 
 /* Loops with fewer elements than this run on one thread: a parallel region costs more. */
 #define CPU_PAR_MIN 16384

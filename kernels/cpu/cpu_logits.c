@@ -29,7 +29,8 @@ void cpu_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int 
             ti[j] = -1;
         }
         double s = 0.0;
-        #pragma omp simd reduction(+ : s)
+        /* in order, no simd: expf has no vector form without -ffast-math (gcc and clang both
+         * left the loop scalar; clang warned that its simd pragma could not be honoured) */
         for (int c = 0; c < n_valid; c++) s += (double)tp_logit_exp(l[c], m);
         if (mx) mx[r] = m;
         if (se) se[r] = (float)s;

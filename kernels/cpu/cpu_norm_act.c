@@ -42,7 +42,8 @@ void cpu_layernorm(tp_backend *b, void *y, const void *x, const void *g, const v
  * backend; agrees with HF's f32 tanh form to f32 rounding). */
 void cpu_gelu_new(tp_backend *b, void *x, size_t n) {
     float *v = (float *)x;
-    #pragma omp parallel for simd schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
+    /* for, not for simd: expf has no vector form here (see cpu_logits.c) */
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) v[i] = tp_gelu_new(v[i]);
 }
 

@@ -7,8 +7,10 @@
 #include "kernels/cpu/cpu_internal.h"
 
 /* Cloned for x86-64-v3: the generator's fmaf calls become one instruction there (the C
- * library's software fmaf otherwise; both are exact, so the bits are the same either way). */
-CPU_SIMD_CLONES void cpu_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std) {
+ * library's software fmaf otherwise; both are exact, so the bits are the same either way).
+ * The clones are static behind a plain exported function: clang 14 names the dispatcher of an
+ * exported target_clones function "<name>.ifunc", so callers in other files found no symbol. */
+CPU_SIMD_CLONES static void fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std) {
     float *d = (float *)dst;
     const uint64_t key = tp_rng_key(seed);
     const size_t n_pairs = (n + 1) / 2;
@@ -19,4 +21,8 @@ CPU_SIMD_CLONES void cpu_fill_random(tp_backend *b, void *dst, size_t n, uint64_
         d[2 * j] = x0;
         if (2 * j + 1 < n) d[2 * j + 1] = x1;
     }
+}
+
+void cpu_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std) {
+    fill_random(b, dst, n, seed, mean, std);
 }

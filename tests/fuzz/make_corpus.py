@@ -165,6 +165,31 @@ def server_request_seeds():
     put("server_request", "not_json", b"\x01" + b'{"prompt": "x",}')
 
 
+def request_seeds():
+    # whole requests on models/codegen-tiny-py (fuzz_request.c); first byte: bit 0 --speculate ngram:4:2
+    reqs = {
+        "greedy": (0, {"model": "codegen-tiny-py", "prompt": "def add(a, b):", "max_tokens": 8, "temperature": 0}),
+        "sampled_n": (0, {"prompt": "import os\n", "max_tokens": 6, "n": 3, "seed": 11, "temperature": 0.8,
+                          "top_k": 40, "top_p": 0.9, "logprobs": 2}),
+        "stream_usage": (0, {"prompt": ["x = 1", "for i in"], "max_tokens": 5, "stream": True,
+                             "stream_options": {"include_usage": True}, "n": 2, "seed": 3}),
+        "echo_logprobs": (0, {"prompt": "class A:\n    def", "max_tokens": 3, "echo": True, "logprobs": 3}),
+        "echo_only": (0, {"prompt": [5, 6, 7, 8], "max_tokens": 0, "echo": True, "logprobs": 0}),
+        "stops_min": (0, {"prompt": "def f():\n", "max_tokens": 12, "stop": ["\n", "return"], "min_tokens": 4,
+                          "presence_penalty": 1.5, "frequency_penalty": -1, "repetition_penalty": 1.2}),
+        "ids_batch": (0, {"prompt": [[50256], [1, 2, 3]], "max_tokens": 4, "ignore_eos": True,
+                          "return_token_ids": True, "top_k": 1}),
+        "spec_greedy": (1, {"prompt": "a = 1\nb = 2\na = 1\nb = 2\na = 1\n", "max_tokens": 16, "temperature": 0,
+                            "return_token_ids": True}),
+        "spec_sampled_stream": (1, {"prompt": "x x x x x x x x", "max_tokens": 10, "temperature": 0.7, "seed": 5,
+                                    "stream": True, "logprobs": 1}),
+        "too_big": (0, {"prompt": "def", "max_tokens": 500}),
+        "refused": (0, {"prompt": "x", "top_p": 0}),
+    }
+    for name, (cfg, body) in reqs.items():
+        put("request", name, bytes([cfg]) + json.dumps(body).encode())
+
+
 if __name__ == "__main__":
     shutil.rmtree(OUT, ignore_errors=True)
     json_seeds()
@@ -175,5 +200,6 @@ if __name__ == "__main__":
     sampler_seeds()
     bin_seeds()
     server_request_seeds()
+    request_seeds()
     n = sum(len(fs) for _, _, fs in os.walk(OUT))
     print("wrote %d seeds under %s" % (n, OUT))

@@ -29,6 +29,14 @@
 #include "kernels/common/tp_rotary.h"
 #include "kernels/common/tp_round.h"
 
+/* The compiler's IEEE half for the reference conversions. clang before 15 has no _Float16 on
+ * x86; its __fp16 is the same format as a storage type, converted with the same rounding. */
+#if defined(__clang__) && __clang_major__ < 15
+typedef __fp16 half_ref;
+#else
+typedef _Float16 half_ref;
+#endif
+
 static int g_fail = 0, g_checks = 0;
 
 static void report(const char *area, const char *what, int ok, const char *fmt, ...)
@@ -197,7 +205,7 @@ static int check_f16(float f, int *nan_bad) {
         if (!ok) (*nan_bad)++;
         return ok;
     }
-    const _Float16 c = (_Float16)f;
+    const half_ref c = (half_ref)f;
     uint16_t hc;
     memcpy(&hc, &c, 2);
     const double r = round_ref(f, 10, -14, 65504.0);
@@ -222,7 +230,7 @@ static void test_round(void) {
     int bad16 = 0, badb = 0, nan16 = 0, nanb = 0, n = 0;
     for (uint32_t h = 0; h < 0x10000; h++) {
         const float v = tp_f16_to_f32((uint16_t)h);
-        _Float16 c;
+        half_ref c;
         const uint16_t hh = (uint16_t)h;
         memcpy(&c, &hh, 2);
         if ((h & 0x7c00) != 0x7c00 && fbits(v) != fbits((float)c)) bad16++; /* widening is exact */

@@ -1,0 +1,59 @@
+"""A choice that ends on EOS keeps all its text when it has stop strings (found by the invariant of
+tests/fuzz/fuzz_request.c: a choice's text is its ids decoded, cut before the first stop string).
+
+The stop matcher holds back text that could begin a stop string; on EOS the server must release it,
+as it does at max_tokens. Before the fix, a request with stop ["<its last char>\\u0001never"] lost
+its last character when it ended on EOS. The tiny model (tests/data/tiny-f32, vocab 1001, EOS 1000)
+with the CodeGen tokenizer, TP 1; sampled at temperature 1.5 so that some seed ends on EOS.
+
+    eos_stop_test.py TPGEN TINY_MODEL_DIR TOKENIZER_DIR
+"""
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import serve_harness as sh  # noqa: E402
+
+tpgen, model, tok = sys.argv[1:4]
+work = tempfile.mkdtemp(prefix="tpgen-eos-stop-")
+try:
+    for d in (model, tok):
+        for f in os.listdir(d):
+            if os.path.isfile(os.path.join(d, f)):
+                shutil.copy(os.path.join(d, f), work)
+    srv = sh.Server(tpgen, ["--model", work, "--backend", "cpu", "--threads", "1"])
+    try:
+        base = None
+        for seed in range(1, 200):  # the first seed whose choice ends on EOS with some text
+            body = {"prompt": [5, 6], "max_tokens": 100, "temperature": 1.5, "seed": seed, "return_token_ids": True}
+            st, js, _ = srv.complete(body)
+            sh.check(st == 200, "seed %d: status %s" % (seed, st))
+            c = js["choices"][0]
+            if c["finish_reason"] == "stop" and c["text"] and c["token_ids"][-1] == 1000:
+                base = (body, c)
+                break
+        sh.check_ok(base is not None, "some seed in 1..199 ends on EOS (id 1000)")
+        body, c = base
+        text = c["text"]
+        stop = text[-1] + "\u0001never"  # never in the text, but its first char ends it
+        st, js, _ = srv.complete(dict(body, stop=[stop]))
+        c2 = js["choices"][0] if st == 200 else {}
+        sh.check(st == 200 and c2.get("finish_reason") == "stop" and c2.get("token_ids") == c["token_ids"],
+                 "seed %d with stop %r: the same ids, finish stop (EOS)" % (body["seed"], stop))
+        sh.check(c2.get("text") == text, "seed %d: the text with a stop string that never matched is the text "
+                 "without (%d chars, got %d: %r)" % (body["seed"], len(text), len(c2.get("text", "")),
+                                                     c2.get("text", "")[-8:]))
+        st, events, done = srv.stream(dict(body, stop=[stop]))
+        streamed = "".join(ch.get("text", "") for e in events for ch in e.get("choices", []))
+        sh.check(st == 200 and done and streamed == text, "streamed: the same text (%d chars, got %d)" %
+                 (len(text), len(streamed)))
+    finally:
+        stopped = srv.stop()
+        sh.check(stopped.clean, "the server stops cleanly: %r" % (stopped,))
+finally:
+    shutil.rmtree(work, ignore_errors=True)
+if sh.FAILS:
+    sys.exit(1)
+print("ok: EOS with stop strings keeps the held-back text")
