@@ -141,7 +141,7 @@ static void check_error(int status, const jbuf *err) {
 static int small(const srv_job *j) {
     long gen = 0, prompt = 0;
     for (int i = 0; i < j->n_choices; i++) {
-        gen += j->ch[i].r.max_new_tokens;
+        gen += j->ch[i].r.params.max_new_tokens;
         prompt += j->ch[i].r.n_prompt;
     }
     if (!j->scored) /* echo + logprobs: every prompt position is scored too */
@@ -186,16 +186,16 @@ static void check_choices(const tp_server *s, const srv_job *j) {
         CHECK(strcmp(c->finish, "error") != 0, "choice %d: the engine failed on an accepted request: %s", i, r->error);
         CHECK(strcmp(c->finish, "stop") == 0 || strcmp(c->finish, "length") == 0, "choice %d finish %s", i, c->finish);
         CHECK(c->n_pub == r->n_ids, "choice %d: %d published of %d", i, c->n_pub, r->n_ids);
-        CHECK(r->n_ids >= 0 && r->n_ids <= r->max_new_tokens, "choice %d: %d ids, max_tokens %d", i, r->n_ids,
-              r->max_new_tokens);
+        CHECK(r->n_ids >= 0 && r->n_ids <= r->params.max_new_tokens, "choice %d: %d ids, max_tokens %d", i, r->n_ids,
+              r->params.max_new_tokens);
         for (int k = 0; k < r->n_ids; k++) CHECK(r->ids[k] >= 0 && r->ids[k] < s->vocab, "id %d", r->ids[k]);
         const int full = r->n_prompt + r->n_ids >= m->cfg.n_positions;
         if (strcmp(c->finish, "length") == 0) {
-            CHECK(r->n_ids == r->max_new_tokens || full, "choice %d: length after %d of %d", i, r->n_ids, r->max_new_tokens);
+            CHECK(r->n_ids == r->params.max_new_tokens || full, "choice %d: length after %d of %d", i, r->n_ids, r->params.max_new_tokens);
         } else if (!j->n_stops) { /* stopped by EOS, never masked: not before min_tokens */
-            CHECK(r->n_ids >= 1 && !r->ignore_eos && r->ids[r->n_ids - 1] == s->eos, "choice %d: stop without EOS", i);
-            CHECK(r->n_ids > r->min_tokens, "choice %d: EOS after %d tokens, min_tokens %d", i, r->n_ids - 1,
-                  r->min_tokens);
+            CHECK(r->n_ids >= 1 && !r->params.ignore_eos && r->ids[r->n_ids - 1] == s->eos, "choice %d: stop without EOS", i);
+            CHECK(r->n_ids > r->params.min_tokens, "choice %d: EOS after %d tokens, min_tokens %d", i, r->n_ids - 1,
+                  r->params.min_tokens);
         }
         check_text(j, i);
         if (j->logprobs >= 0)
@@ -392,7 +392,7 @@ static void release(tp_server *s, srv_job *j) {
 
 static int greedy(const srv_job *j) {
     for (int i = 0; i < j->n_choices; i++)
-        if (j->ch[i].r.sampling.temperature != 0) return 0;
+        if (j->ch[i].r.params.sampling.temperature != 0) return 0;
     return 1;
 }
 
