@@ -6,7 +6,7 @@ group) of its own, as a shell starts a job, and signalling that group with killp
 usage: stop_group.py TPGEN WRAPPER MODEL CASE
 The load: K streamed requests of 8 choices of 120 tokens, --max-batch 1 (the sequences run one
 after another), K chosen from a timed warm-up request of the same size so that the K take about
-4 s on this machine (2 to 12 of them): a drain of seconds however fast or loaded the machine.
+6 s on this machine (2 to 64 of them): a drain of seconds however fast or loaded the machine.
 The signal goes once every request has its response head (the server admitted it, so the
 drain owes it an answer).
   drain:   SIGINT to the group: every stream finishes in full (finish_reason "length" for all 8
@@ -60,7 +60,9 @@ def run(srv, ranks):
     t_req = time.time() - t
     if not check(st == 200, "warm-up request: %d %s" % (st, "" if st == 200 else text[:200])):
         return
-    k = min(12, max(2, int(4.0 / t_req) + 1))
+    # about 6 s of work in all: the drain must outlast Open MPI's 1-2 s kill and the forced stop's
+    # ~2 s, also on a quiet machine where one request takes 0.08 s (12 requests were too few there)
+    k = min(64, max(2, int(6.0 / t_req) + 1))
     print("a request of %d x 120 tokens takes %.2f s here: %d of them" % (N, t_req, k), flush=True)
     res = [None] * k  # (finish reasons by choice, saw [DONE], arrival time of the last token, error)
     admitted = [threading.Event() for _ in range(k)]
