@@ -89,9 +89,7 @@ static void *watchdog(void *arg) {
                             strerror(errno));
             }
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000000L; /* the deadline is kept to within 0.2 s */
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        srv_deadline_in(&ts, 200); /* the deadline is kept to within 0.2 s */
         pthread_cond_timedwait(&s->conns_cv, &s->conn_mu, &ts);
     }
     pthread_mutex_unlock(&s->conn_mu);

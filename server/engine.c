@@ -3,6 +3,7 @@
  * clients abandoned, publishes tokens, text and prompt scores to the HTTP threads (hooks), and
  * drains on SIGTERM/SIGINT. An echo + logprobs job's prompts are scored by the scheduler in its
  * choices' prefill (scheduler.h), chunked between the other sequences' tokens. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,22 @@
 #include "util/log.h"
 
 _Atomic int srv_stop_signal;
+
+void srv_deadline_in(struct timespec *ts, long ms) {
+    if (clock_gettime(CLOCK_REALTIME, ts)) tp_die("clock_gettime: %s", strerror(errno));
+    ts->tv_nsec += ms * 1000000L;
+    while (ts->tv_nsec >= 1000000000L) { ts->tv_sec++; ts->tv_nsec -= 1000000000L; }
+}
+
+void srv_job_enqueue(tp_server *s, srv_job *j) {
+    j->refs = 2; /* the HTTP thread and the engine */
+    srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (on_done, cancel_job) */
+    if (s->inbox_tail) s->inbox_tail->next = j;
+    else s->inbox = j;
+    s->inbox_tail = j;
+    s->n_jobs++;
+    pthread_cond_signal(&s->engine_cv);
+}
 
 /* under mu */
 void srv_job_release(tp_server *s, srv_job *j) {
@@ -247,9 +264,7 @@ void tp_server_run(tp_server *s, tp_model *m) {
                 break;
             }
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 50 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            srv_deadline_in(&ts, 50);
             pthread_cond_timedwait(&s->engine_cv, &s->mu, &ts);
             pthread_mutex_unlock(&s->mu);
             continue;

@@ -43,12 +43,6 @@ void tp_serve_install_signals(void) {
     if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) tp_die("signal(SIGPIPE): %s", strerror(errno));
 }
 
-static void deadline_in(struct timespec *ts, long ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_nsec += ms * 1000000L;
-    while (ts->tv_nsec >= 1000000000L) { ts->tv_sec++; ts->tv_nsec -= 1000000000L; }
-}
-
 /* The client closed its end (a read would see EOF): its request is abandoned. */
 static int peer_gone(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -173,7 +167,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             }
             if (st->pend.n) break;
             struct timespec ts;
-            deadline_in(&ts, 100);
+            srv_deadline_in(&ts, 100);
             pthread_cond_timedwait(&st->j->cv, &s->mu, &ts);
             if (peer_gone(st->conn)) {
                 pthread_mutex_unlock(&s->mu);
@@ -256,13 +250,7 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
                               "the server has %d requests in flight (--max-queue); retry later", s->o.max_queue);
         return send_error(s, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
     }
-    j->refs = 2; /* this thread and the engine */
-    srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (engine.c) */
-    if (s->inbox_tail) s->inbox_tail->next = j;
-    else s->inbox = j;
-    s->inbox_tail = j;
-    s->n_jobs++;
-    pthread_cond_signal(&s->engine_cv);
+    srv_job_enqueue(s, j);
 
     if (!j->stream) {
         pthread_mutex_unlock(&s->mu);
@@ -270,7 +258,7 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
         pthread_mutex_lock(&s->mu);
         while (!(j->scored && j->n_done == j->n_choices)) {
             struct timespec ts;
-            deadline_in(&ts, 100);
+            srv_deadline_in(&ts, 100);
             pthread_cond_timedwait(&j->cv, &s->mu, &ts);
             if (!(j->scored && j->n_done == j->n_choices) && peer_gone(c)) {
                 j->cancel = 1;

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include <microhttpd.h>
 
@@ -144,6 +145,11 @@ void srv_conn_head_next(tp_server *s, struct MHD_Connection *c); /* answered: th
 
 /* engine.c */
 void srv_job_release(tp_server *s, srv_job *j); /* under mu */
+/* under mu: j joins the engine's inbox (the HTTP thread and the engine hold it: refs 2), its
+ * sequences count against its client's share and --max-queue, and the engine wakes */
+void srv_job_enqueue(tp_server *s, srv_job *j);
+/* *ts = now + ms on CLOCK_REALTIME, for pthread_cond_timedwait */
+void srv_deadline_in(struct timespec *ts, long ms);
 /* under mu: the sequences j->client holds (0 if none); srv_client_hold adds n (n < 0 releases). */
 int srv_client_held(tp_server *s, const char *addr);
 void srv_client_hold(tp_server *s, const char *addr, int n);

@@ -30,6 +30,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -70,6 +71,15 @@ def check_ok(cond, what):
 
 def ok(what):
     print("ok:", what, flush=True)
+
+
+def exit_with_checks():
+    """A driver's end: exit 1 with the count when a check failed, else 0."""
+    if FAILS:
+        print("%d checks failed" % len(FAILS))
+        sys.exit(1)
+    print("all checks passed")
+    sys.exit(0)
 
 
 # ---------------------------------------------------------------- processes

@@ -324,21 +324,13 @@ static double now_s(void) {
 static void run_job(tp_server *s, srv_job *j) {
     const double t0 = now_s();
     pthread_mutex_lock(&s->mu);
-    j->refs = 2; /* this thread and the engine */
     snprintf(j->client, sizeof j->client, "fuzz");
-    srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (engine.c) */
-    if (s->inbox_tail) s->inbox_tail->next = j;
-    else s->inbox = j;
-    s->inbox_tail = j;
-    s->n_jobs++;
-    pthread_cond_signal(&s->engine_cv);
+    srv_job_enqueue(s, j);
     while (!(j->scored && j->n_done == j->n_choices)) {
         CHECK(now_s() - t0 < FUZZ_WAIT_S, "request not done after %.0f s (%d of %d choices)", FUZZ_WAIT_S, j->n_done,
               j->n_choices);
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        srv_deadline_in(&ts, 50);
         pthread_cond_timedwait(&j->cv, &s->mu, &ts);
     }
     pthread_mutex_unlock(&s->mu);

@@ -326,7 +326,4 @@ def part_fair():
 
 os.makedirs(st.WORK, exist_ok=True)
 {"framing": part_framing, "memory": part_memory, "loris": part_loris, "fair": part_fair}[PART]()
-if st.FAILS:
-    print("%d checks failed" % len(st.FAILS))
-    sys.exit(1)
-print("all checks passed")
+st.sh.exit_with_checks()

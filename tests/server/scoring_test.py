@@ -297,7 +297,4 @@ def part_kv():
 
 os.makedirs(WORK, exist_ok=True)
 {"values": part_values, "fairness": part_fairness, "kv": part_kv}[PART]()
-if st.FAILS:
-    print("%d checks failed" % len(st.FAILS))
-    sys.exit(1)
-print("all checks passed")
+st.sh.exit_with_checks()

@@ -456,7 +456,4 @@ if __name__ == "__main__":
         part_engine_error()
     else:
         part_api()
-    if FAILS:
-        print("%d checks failed" % len(FAILS))
-        sys.exit(1)
-    print("all checks passed")
+    sh.exit_with_checks()

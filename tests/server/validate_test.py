@@ -429,7 +429,4 @@ def part_penalties():
 
 os.makedirs(WORK, exist_ok=True)
 {"requests": part_requests, "detokenize": part_detokenize, "penalties": part_penalties}[PART]()
-if st.FAILS:
-    print("%d checks failed" % len(st.FAILS))
-    sys.exit(1)
-print("all checks passed")
+st.sh.exit_with_checks()
