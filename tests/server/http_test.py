@@ -30,6 +30,7 @@ PART "fair": --max-batch 2 --max-seqs-per-client 8. A client (127.0.0.2) streams
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import threading
@@ -83,9 +84,8 @@ def parse_one(data):
 
 def stop(srv):
     """SIGTERM, exit 0, and no sanitizer report in the server's stderr (a sanitized build)."""
-    srv.p.terminate()
-    check(srv.p.wait(30) == 0, "the server exits 0 after SIGTERM")
-    time.sleep(0.2)  # the stderr reader's last lines
+    end = srv.stop(signal.SIGTERM, to="launcher", timeout=30)  # waits for the stderr reader's last lines
+    check(end.rc == 0, "the server exits 0 after SIGTERM: %s" % end)
     reports = [l for l in srv.lines if "Sanitizer" in l or "runtime error:" in l]
     check(not reports, "sanitizer reports from the server:\n" + "".join(reports[:20]))
 
