@@ -714,6 +714,8 @@ def trace_runs(a):
         run["config"] = {
             "label": label, "url": url, "model": a.model, "np": a.np, "server_cmd": server.cmd if server else None,
             "dataset": a.dataset, "trace": {k: v for k, v in a.trace.items()}, "trace_sha256": digest,
+            "trace_files": [[ed["file"], ed["start"]] for ed in editors],
+            "trace_prompt_tokens": [[len(ids) for _, ids in ed["pauses"]] for ed in editors],
             "max_tokens": a.max_tokens, "stop": ct.STOP, "temperature": a.temperature, "seed": a.seed,
             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": os.uname().nodename,
             "argv": sys.argv[1:],

@@ -270,7 +270,7 @@ def markdown(runs):
     for r in runs:
         t, e, c = r["ttft_ms"], r["e2e_ms"], r["prefix_cache"]
         g = r.get("goodput")
-        gp = "n/a" if g is None else f"{g['request_goodput']:.2f} (TTFT <= {g['slo'].get('ttft_ms', '-')} ms)"
+        gp = "n/a" if g is None else f"{g['request_goodput']:.2f} ({', '.join(f'{k[:-3].upper()} <= {v:g} ms' for k, v in g['slo'].items())})"
         pm = r["prompt_tokens"]["mean"]
         lines.append(f"| {r['config']['label']} | {r['config']['trace']['editors']} | {r['requests']} | "
                      f"{r['completed']} | {r['cancelled']} | {ms(t['p50'])} / {ms(t['p90'])} / {ms(t['p99'])} | "
@@ -291,10 +291,12 @@ def plot_cdf(path, series, die):
     for label, run in series:
         xs = run["ttft_samples_ms"]
         if xs:
-            ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=f"{label} ({len(xs)} done)")
+            ax.step([xs[0]] + xs, [0.0] + [(i + 1) / len(xs) for i in range(len(xs))], where="post",
+                    label=f"{label} ({len(xs)} done)")
     ax.set_xscale("log")
     ax.set_xlabel("TTFT (ms), completed requests")
     ax.set_ylabel("fraction of requests")
+    ax.set_ylim(0, 1.02)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     tr = series[0][1]["config"]["trace"]

@@ -15,8 +15,8 @@ PART "trace": the harness starts `tpgen serve` itself, twice (--variant a=, --va
   completed or cancelled (0 failed), cancellations happened (client and server counts > 0), every
   editor's last request completed, prompts <= context tokens, percentiles ordered, the cache hit
   rate is a fraction or "n/a" (null), goodput present, a PNG written and redrawn from the JSON.
-PART "seed": against a running server (--url): seed 0 twice gives the same trace digest and the
-  same prompt tokens; seed 1 another digest.
+PART "seed": against a running server (--url): seed 0 twice gives the same trace digest, files,
+  starts and prompt lengths; seed 1 another digest.
 PART "errors": bad completion-trace specs and flags give clear errors naming the key or flag.
 """
 import json
@@ -128,6 +128,8 @@ def part_trace():
               f"{what}: the server cancelled what the editors dropped: {run['server_cancelled']}")
         pt = run["prompt_tokens"]
         check(pt["max"] <= 400 and pt["mean"] > 400 - 128, f"{what}: prompt tokens {pt} within (272, 400]")
+        sent = [n for ed in run["config"]["trace_prompt_tokens"] for n in ed]
+        check(len(sent) == 24 and all(400 - 128 < n <= 400 for n in sent), f"{what}: prompts sent {sent}")
         check(len(run["ttft_samples_ms"]) == run["completed"], f"{what}: a TTFT sample per completed request")
         for k in ("ttft_ms", "e2e_ms"):
             s = run[k]
@@ -163,8 +165,9 @@ def part_seed():
         if all(got):
             check(got[0]["config"]["trace_sha256"] == got[1]["config"]["trace_sha256"], "seed 0 twice: the same trace")
             check(got[0]["config"]["trace_sha256"] != got[2]["config"]["trace_sha256"], "seed 1: another trace")
-            check(got[0]["prompt_tokens"] == got[1]["prompt_tokens"] and got[0]["completed"] == 2,
-                  f"seed 0 twice: the same prompts completed: {got[0]['prompt_tokens']} {got[1]['prompt_tokens']}")
+            c0, c1 = got[0]["config"], got[1]["config"]
+            check(c0["trace_prompt_tokens"] == c1["trace_prompt_tokens"] and c0["trace_files"] == c1["trace_files"],
+                  f"seed 0 twice: the same files, starts and prompt lengths: {c0['trace_files']} {c1['trace_files']}")
     finally:
         srv.stop(to="launcher", timeout=30)
 
