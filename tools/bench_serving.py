@@ -277,7 +277,7 @@ def load_dataset(a):
         if not items:
             die(f"--dataset file: {path} has no prompts")
     else:
-        die(f"--dataset {spec!r}: use humaneval, random:IN:OUT, file:PATH or completion-trace[:KEY=VALUE,...]")
+        die(f"--dataset {spec!r}: use humaneval, random:IN:OUT or file:PATH (or completion-trace[:KEY=VALUE,...])")
     n = a.num_prompts or len(items)
     return [items[i % len(items)] for i in range(n)]  # cycles when more prompts than the data has
 
