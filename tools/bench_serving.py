@@ -321,6 +321,12 @@ class Result:
         self.cancelled, self.n_cached = False, None  # n_cached: usage.prompt_tokens_details.cached_tokens
 
 
+def failed_result(error):
+    r = Result()
+    r.error = error
+    return r
+
+
 class TpgenClient:
     def __init__(self, url, a):
         u = urllib.parse.urlsplit(url)
@@ -703,7 +709,7 @@ def trace_runs(a):
                     f"{os.path.basename(ed['file'])}@{ed['start']}" for ed in editors), file=sys.stderr, flush=True)
             n_sent = sum(len(ed["pauses"]) for ed in editors)
             met0 = client.metrics()
-            results, duration = ct.run_trace(client.send, editors, a.max_tokens)
+            results, duration = ct.run_trace(client.send, editors, a.max_tokens, failed_result)
             met1 = client.metrics()
         finally:
             if server:

@@ -166,10 +166,11 @@ class Cancel:
                     pass  # already closed: the request is over
 
 
-def run_trace(send, editors, max_tokens):
+def run_trace(send, editors, max_tokens, failed):
     """Plays the trace: one thread per editor sleeps each think time (the schedule does not wait
     for answers: people type on), cancels its in-flight request and sends the next; its last
-    request runs to its end. send(ids, max_tokens, handle) -> Result. -> (results, duration_s)."""
+    request runs to its end. send(ids, max_tokens, handle) -> Result; failed(error) -> a failed
+    Result. -> (results, duration_s)."""
     results, lock = [], threading.Lock()
     start = time.perf_counter()
 
@@ -185,7 +186,10 @@ def run_trace(send, editors, max_tokens):
             h = Cancel()
 
             def one(ids=ids, h=h):
-                r = send(ids, max_tokens, h)
+                try:
+                    r = send(ids, max_tokens, h)
+                except Exception as e:  # a harness bug must not lose the request: count it as failed
+                    r = failed(f"{type(e).__name__}: {e}")
                 with lock:
                     results.append(r)
             w = threading.Thread(target=one, daemon=True)
