@@ -165,6 +165,14 @@ def part_seed():
         if all(got):
             check(got[0]["config"]["trace_sha256"] == got[1]["config"]["trace_sha256"], "seed 0 twice: the same trace")
             check(got[0]["config"]["trace_sha256"] != got[2]["config"]["trace_sha256"], "seed 1: another trace")
+            # The second seed-0 run sends prompts the server has seen: with a prefix cache (the
+            # server reports cached_tokens), its completed requests are mostly served from it.
+            c = got[1]["prefix_cache"]
+            if c["hit_rate_usage"] is None:
+                print("note: the server reports no usage.prompt_tokens_details.cached_tokens: no hit check")
+            else:
+                check(c["hit_rate_usage"] > 0.5 and c["hit_rate_metrics"] is not None,
+                      f"the same trace again: most prompt tokens cached: {c}")
             c0, c1 = got[0]["config"], got[1]["config"]
             check(c0["trace_prompt_tokens"] == c1["trace_prompt_tokens"] and c0["trace_files"] == c1["trace_files"],
                   f"seed 0 twice: the same files, starts and prompt lengths: {c0['trace_files']} {c1['trace_files']}")
