@@ -23,7 +23,7 @@ void srv_deadline_in(struct timespec *ts, long ms) {
 
 void srv_job_enqueue(tp_server *s, srv_job *j) {
     j->refs = 2; /* the HTTP thread and the engine */
-    srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (on_done, cancel_job) */
+    srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (on_done, end_job) */
     if (s->inbox_tail) s->inbox_tail->next = j;
     else s->inbox = j;
     s->inbox_tail = j;
