@@ -18,3 +18,18 @@ foreach(part timeout priority)
                    ${CMAKE_SOURCE_DIR}/models/codegen-tiny-py ${part})
   set_tests_properties(deadline_${part} PROPERTIES LABELS "deadline;server" TIMEOUT 240)
 endforeach()
+# The two flags: a bad value fails cleanly, once, on every rank (TP 2).
+foreach(case "request_timeout;--request-timeout expects a number in .0, 1e.09., got \"nan\";--request-timeout;nan"
+             "request_timeout_neg;--request-timeout expects a number in .0, 1e.09., got \"-1\";--request-timeout;-1"
+             "policy;--scheduling-policy must be fcfs or priority, got \"lifo\";--scheduling-policy;lifo")
+  list(GET case 0 name)
+  list(GET case 1 want)
+  list(GET case 2 flag)
+  list(GET case 3 value)
+  add_test(NAME deadline_bad_flag_${name}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh "${want}" ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS}
+                   -np 2 $<TARGET_FILE:tpgen> serve --model ${TPGEN_TEST_DATA}/tiny-f32 --backend cpu --threads 1
+                   ${flag} ${value})
+  set_tests_properties(deadline_bad_flag_${name} PROPERTIES LABELS "deadline;server;errors;mpi" TIMEOUT 60
+                       ENVIRONMENT OMPI_MCA_odls_base_sigkill_timeout=0)
+endforeach()
