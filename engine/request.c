@@ -5,6 +5,7 @@
  * the model, the scheduler or MPI. */
 #include "request.h"
 
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@ tp_request_param tp_request_params_validate(const tp_request_params *p) {
     if (!in(p->presence_penalty, -2, 2)) return TP_REQ_PARAM_PRESENCE_PENALTY;
     if (!in(p->frequency_penalty, -2, 2)) return TP_REQ_PARAM_FREQUENCY_PENALTY;
     if (!in(s->logprobs, 0, TP_MAX_CANDIDATES)) return TP_REQ_PARAM_LOGPROBS;
+    if (!in(p->timeout_s, 0, DBL_MAX)) return TP_REQ_PARAM_TIMEOUT; /* NaN and inf too */
     return TP_REQ_PARAM_OK;
 }
 

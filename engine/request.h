@@ -34,6 +34,14 @@ typedef struct {
      * from the same steps (one logits row per prompt token, with its target). With
      * max_new_tokens 0 the request only scores: its first n_prompt - 1 tokens are fed. */
     int score_prompt;
+    /* Deadlines and priority (docs/SERVING.md, "Deadlines and priority"). priority: vLLM's
+     * meaning, a lower value is served first; the scheduler's waiting queue is ordered by
+     * (priority, arrival), so with every priority 0 (fcfs) it is plain arrival order. timeout_s:
+     * the request's time budget in seconds from its arrival, queueing and generation together (0:
+     * none); the front end enforces it between steps (tp_sched_end with "timeout"), the
+     * scheduler keeps no clock. */
+    int priority;
+    double timeout_s;
 } tp_request_params;
 
 /* Every processing step off: temperature 1, top-k 0, top-p 1, repetition penalty 1, no
@@ -53,6 +61,7 @@ typedef enum {
     TP_REQ_PARAM_PRESENCE_PENALTY,  /* not in [-2, 2] */
     TP_REQ_PARAM_FREQUENCY_PENALTY, /* not in [-2, 2] */
     TP_REQ_PARAM_LOGPROBS,          /* not in [0, TP_MAX_CANDIDATES] */
+    TP_REQ_PARAM_TIMEOUT,           /* not finite, or < 0 */
 } tp_request_param;
 
 /* The rules every front end shares, each field's range and min_tokens <= max_new_tokens (the
@@ -63,7 +72,7 @@ tp_request_param tp_request_params_validate(const tp_request_params *p);
 typedef enum {
     TP_REQ_WAITING = 0, /* queued (tp_sched_submit), no KV blocks */
     TP_REQ_RUNNING,     /* admitted: holds its KV blocks and a slot of the step */
-    TP_REQ_FINISHED,    /* done, stopped, cancelled or failed (finish_reason); blocks given back */
+    TP_REQ_FINISHED,    /* done, stopped, cancelled, timed out or failed (finish_reason); blocks given back */
 } tp_req_state;
 
 const char *tp_req_state_name(tp_req_state s); /* "waiting" | "running" | "finished" */
@@ -81,7 +90,7 @@ struct tp_request {
     int32_t *top_ids;     /* [n_ids, sampling.logprobs] */
     float *top_lps;       /* [n_ids, sampling.logprobs] */
     int n_ids;
-    const char *finish_reason; /* "length" | "stop" | "cancelled" | "error" */
+    const char *finish_reason; /* "length" | "stop" | "cancelled" | "timeout" | "error" */
     char error[192];           /* why, when finish_reason is "error" (e.g. non-finite logits at step S) */
     long spec_drafted, spec_accepted; /* draft tokens fed, and those the target accepted (<= drafted) */
     /* prompt scores (score_prompt), allocated by tp_sched_submit; valid below n_scored, complete
@@ -102,6 +111,7 @@ struct tp_request {
     int32_t *history;     /* prompt + generated, for the repetition penalty and the drafts */
     int32_t *drafts;      /* [speculate_k] this step's drafts */
     int n_drafts;         /* fed in this step (0: a plain decode or prefill row) */
+    long arrival;         /* submit order (tp_sched_submit): the queue's tie-break among equal priorities */
     tp_request *next;     /* waiting queue */
 };
 

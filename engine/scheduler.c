@@ -13,8 +13,9 @@ struct tp_sched {
     tp_model *m;
     tp_request_hooks hooks;
     tp_kv_blocks pool;
-    tp_request *wait_head, *wait_tail; /* FIFO of waiting requests */
+    tp_request *wait_head, *wait_tail; /* waiting requests, in queue_before order */
     int n_waiting, n_running;
+    long n_submitted;                  /* the next request's arrival number */
     tp_request **running;              /* [max_seqs] by slot; NULL = free slot */
     long steps;
     /* step scratch */
@@ -95,6 +96,28 @@ static void scored(tp_sched *s, tp_request *r) {
     if (s->hooks.on_scored) s->hooks.on_scored(s->hooks.ctx, r);
 }
 
+int tp_sched_queue_before(const tp_request *a, const tp_request *b) {
+    if (a->params.priority != b->params.priority) return a->params.priority < b->params.priority;
+    return a->arrival < b->arrival;
+}
+
+int tp_sched_victim_order(const tp_request *a, const tp_request *b) { return tp_sched_queue_before(b, a); }
+
+/* r joins the waiting queue at its place in queue_before order: after every request it does not
+ * go before (equal priorities keep arrival order). A walk from the head: the queue is short next
+ * to a step, and the usual case (equal priorities) appends at the tail at once. */
+static void wait_insert(tp_sched *s, tp_request *r) {
+    tp_request *prev = NULL;
+    if (s->wait_tail && tp_sched_queue_before(r, s->wait_tail))
+        for (tp_request *q = s->wait_head; q && !tp_sched_queue_before(r, q); q = q->next) prev = q;
+    else prev = s->wait_tail;
+    r->next = prev ? prev->next : s->wait_head;
+    if (prev) prev->next = r;
+    else s->wait_head = r;
+    if (s->wait_tail == prev) s->wait_tail = r;
+    s->n_waiting++;
+}
+
 int tp_sched_submit(tp_sched *s, tp_request *r) {
     tp_model *m = s->m;
     int need = tp_request_blocks(m, r);
@@ -134,14 +157,14 @@ int tp_sched_submit(tp_sched *s, tp_request *r) {
         return 0;
     }
     r->state = TP_REQ_WAITING;
-    if (s->wait_tail) s->wait_tail->next = r;
-    else s->wait_head = r;
-    s->wait_tail = r;
-    s->n_waiting++;
+    r->arrival = s->n_submitted++;
+    wait_insert(s, r);
     return 0;
 }
 
-void tp_sched_cancel(tp_sched *s, tp_request *r) {
+void tp_sched_cancel(tp_sched *s, tp_request *r) { tp_sched_end(s, r, "cancelled"); }
+
+void tp_sched_end(tp_sched *s, tp_request *r, const char *reason) {
     if (r->state == TP_REQ_FINISHED) return;
     if (r->state == TP_REQ_WAITING) { /* unlink from the queue */
         tp_request *prev = NULL;
@@ -158,11 +181,11 @@ void tp_sched_cancel(tp_sched *s, tp_request *r) {
         s->running[r->slot] = NULL;
         s->n_running--;
     }
-    done(s, r, "cancelled");
+    done(s, r, reason);
 }
 
-/* Admits waiting requests, in order, while blocks and slots last (the head waits for room
- * rather than being overtaken, so a long request is never starved). */
+/* Admits waiting requests, in queue order, while blocks and slots last (the head waits for room
+ * rather than being overtaken, so a long request is never starved by requests of its priority). */
 static void admit(tp_sched *s) {
     tp_acts *a = &s->m->a;
     int slot = 0;

@@ -1,7 +1,9 @@
 /* The online scheduler (continuous batching), rank 0. Both `tpgen generate` (all requests known
  * at start) and `tpgen serve` (requests arriving while others decode) run on it: one code path.
  *
- * Requests wait in a FIFO queue and are admitted in order, between steps, while the KV cache has
+ * Requests wait in a queue ordered by (params.priority, arrival): lower priority values first (vLLM's
+ * meaning), arrival order among equals, so plain FIFO when every priority is 0 (the server's fcfs
+ * policy). They are admitted in that order, between steps, while the KV cache has
  * blocks for their whole length (tp_request_tokens), reserved up front so a running sequence is
  * never preempted. Each step packs one decode token of every running sequence, then prefill
  * chunks of newly admitted ones, up to the step's token budget. A sequence that finishes, stops
@@ -42,9 +44,17 @@ void tp_sched_free(tp_sched *s); /* the requests stay the caller's */
  * one-token prompt is scored then too, on_scored first). Returns -1, r untouched, when r needs
  * more KV blocks than the whole cache holds (tp_request_blocks: it could never run). */
 int tp_sched_submit(tp_sched *s, tp_request *r);
-/* Ends r now, waiting or running (finish_reason "cancelled"): its KV blocks are free when this
- * returns; on_done is called. No-op for a finished request. Call between steps only. */
-void tp_sched_cancel(tp_sched *s, tp_request *r);
+/* Ends r now, waiting or running, with finish_reason reason (a string that outlives r: "cancelled",
+ * "timeout"): what it generated stays, its KV blocks are free when this returns, on_done is
+ * called. No-op for a finished request. Call between steps only. */
+void tp_sched_end(tp_sched *s, tp_request *r, const char *reason);
+void tp_sched_cancel(tp_sched *s, tp_request *r); /* tp_sched_end(s, r, "cancelled") */
+/* The waiting queue's order: 1 when a is served before b, by (params.priority, arrival), lower
+ * first. tp_sched_victim_order is its reverse, the order in which running sequences should be
+ * preempted when the KV pool runs dry: the highest priority value (least urgent) first, the latest
+ * arrived among equals (docs/SERVING.md, "Deadlines and priority"). */
+int tp_sched_queue_before(const tp_request *a, const tp_request *b);
+int tp_sched_victim_order(const tp_request *a, const tp_request *b);
 /* Admits what fits, runs one step on every rank, samples, finishes what is done. A request whose
  * logits cannot be sampled (not finite) ends alone with finish_reason "error" (r->error says
  * why); the others go on. Returns 0, and runs nothing, when no request is waiting or running. */

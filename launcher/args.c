@@ -27,7 +27,8 @@ static const char *USAGE =
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
     "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512] [--speculate ngram:K[:N]]\n"
-    "         [--max-seqs-per-client 1024]\n"
+    "         [--max-seqs-per-client 1024] [--request-timeout SECONDS (0: none)]\n"
+    "         [--scheduling-policy fcfs|priority]\n"
     "         (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
@@ -182,7 +183,13 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--max-connections") && serve) a->max_connections = (int)parse_long(flag, VAL(), 1, 65536);
         else if (IS("--max-seqs-per-client") && serve)
             a->max_seqs_per_client = (int)parse_long(flag, VAL(), 1, 1 << 20);
-        else if (IS("--speculate") && (gen || serve)) {
+        else if (IS("--request-timeout") && serve) a->request_timeout = parse_double(flag, VAL(), 0, 1e9);
+        else if (IS("--scheduling-policy") && serve) {
+            const char *p = VAL();
+            if (strcmp(p, "fcfs") && strcmp(p, "priority"))
+                tp_die_all("--scheduling-policy must be fcfs or priority, got \"%s\"", p);
+            a->priority_policy = strcmp(p, "priority") == 0;
+        } else if (IS("--speculate") && (gen || serve)) {
             char err[512];
             a->speculate = VAL();
             if (tp_speculate_parse(a->speculate, &a->speculate_k, &a->speculate_n, err, sizeof err))

@@ -41,7 +41,7 @@ int tp_cmd_serve(int argc, char **argv) {
         }
         tp_serve_opts o = {a.host, a.port, name, a.api_key, a.max_queue, a.max_body_bytes, a.drain_timeout,
                            a.conn_timeout, a.max_connections, a.speculate_k, a.speculate_n,
-                           a.max_seqs_per_client};
+                           a.max_seqs_per_client, a.request_timeout, a.priority_policy};
         if (ok && !(srv = tp_server_start(&o, tok, err, sizeof err))) {
             fprintf(stderr, "tpgen: error: %s\n", err);
             ok = 0;

@@ -23,7 +23,7 @@ void srv_deadline_in(struct timespec *ts, long ms) {
 
 void srv_job_enqueue(tp_server *s, srv_job *j) {
     j->refs = 2; /* the HTTP thread and the engine */
-    srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (on_done, cancel_job) */
+    srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (on_done, end_job) */
     if (s->inbox_tail) s->inbox_tail->next = j;
     else s->inbox = j;
     s->inbox_tail = j;
@@ -161,17 +161,18 @@ static void on_scored(void *ctx, tp_request *r) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Ends a job's submitted sequences, and finishes by hand those never submitted (under no lock). */
-static void cancel_job(tp_server *s, tp_sched *sc, srv_job *j) {
+/* Ends a job's submitted sequences with reason ("cancelled", "timeout": what they generated stays,
+ * their KV blocks go back at once), and finishes by hand those never submitted (under no lock). */
+static void end_job(tp_server *s, tp_sched *sc, srv_job *j, const char *reason) {
     for (int i = 0; i < j->next_sub; i++)
-        if (j->ch[i].r.state != TP_REQ_FINISHED) tp_sched_cancel(sc, &j->ch[i].r);
+        if (j->ch[i].r.state != TP_REQ_FINISHED) tp_sched_end(sc, &j->ch[i].r, reason);
     if (j->next_sub == j->n_choices) return;
     pthread_mutex_lock(&s->mu);
     int left = j->n_choices - j->next_sub;
     for (int i = j->next_sub; i < j->n_choices; i++) {
         j->ch[i].r.state = TP_REQ_FINISHED; /* never to the scheduler */
         j->ch[i].done = 1;
-        j->ch[i].finish = "cancelled";
+        j->ch[i].finish = reason;
     }
     j->next_sub = j->n_choices;
     srv_client_hold(s, j->client, -left);
@@ -184,13 +185,22 @@ static void cancel_job(tp_server *s, tp_sched *sc, srv_job *j) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Past its time budget (params.timeout_s from arrival, the same for every choice of a job):
+ * checked between steps, so a budget is kept to within one step. */
+static int job_expired(const srv_job *j, double now) {
+    double t = j->n_choices > 0 ? j->ch[0].r.params.timeout_s : 0;
+    return t > 0 && now >= j->t_arrival + t && j->n_done < j->n_choices;
+}
+
 /* Fair admission. The scheduler admits in arrival order and never preempts, so a client that
  * sent n=16 requests first held every slot and queued the rest ahead of everyone: four such
  * clients made eight single requests wait 68 s. The engine keeps the sequences the scheduler
  * cannot start now, and submits only what it can admit at the next step (a slot and the KV
  * blocks), taking each next sequence from the client (peer address) with the fewest running,
  * then the request with the fewest running, then the oldest: a newcomer waits for the next free
- * slot, not for the backlog of those before it. Engine thread only. */
+ * slot, not for the backlog of those before it. Under --scheduling-policy priority the request's
+ * priority comes before all of that (lower first: an interactive completion outranks a batch
+ * evaluation whoever sent it); under fcfs every priority is 0. Engine thread only. */
 static int client_live(srv_job *active, const char *addr) {
     int n = 0;
     for (srv_job *j = active; j; j = j->next)
@@ -207,8 +217,10 @@ static void admit_fair(tp_sched *sc, tp_model *m, srv_job *active) {
         for (srv_job *j = active; j; j = j->next) {
             if (j->next_sub >= j->n_choices) continue;
             int c = client_live(active, j->client);
-            if (!best || c < best_c || (c == best_c && (j->live < best->live ||
-                                                        (j->live == best->live && j->t_arrival < best->t_arrival)))) {
+            int p = j->ch[0].r.params.priority, best_p = best ? best->ch[0].r.params.priority : 0;
+            if (!best || p < best_p ||
+                (p == best_p && (c < best_c || (c == best_c && (j->live < best->live ||
+                                                                (j->live == best->live && j->t_arrival < best->t_arrival)))))) {
                 best = j;
                 best_c = c;
             }
@@ -283,12 +295,14 @@ void tp_server_run(tp_server *s, tp_model *m) {
             j->next = e.active;
             e.active = j; /* submitted by admit_fair; an echo + logprobs prompt is scored in its prefill */
         }
-        int drain_over = s->draining && tp_now_seconds() > deadline;
+        double t_check = tp_now_seconds();
+        int drain_over = s->draining && t_check > deadline;
         for (srv_job *j = e.active; j; j = j->next) {
             pthread_mutex_lock(&s->mu);
             int cancel = j->cancel;
             pthread_mutex_unlock(&s->mu);
-            if (cancel || drain_over) cancel_job(s, sc, j);
+            if (cancel || drain_over) end_job(s, sc, j, "cancelled");
+            else if (job_expired(j, t_check)) end_job(s, sc, j, "timeout");
         }
         admit_fair(sc, m, e.active);
 
@@ -302,12 +316,14 @@ void tp_server_run(tp_server *s, tp_model *m) {
             if (j->n_done == j->n_choices) {
                 *pp = j->next;
                 j->next = NULL;
-                int gen = 0, cancelled = 0;
+                int gen = 0, cancelled = 0, timed_out = 0;
                 for (int i = 0; i < j->n_choices; i++) {
                     gen += j->ch[i].r.n_ids;
                     cancelled |= strcmp(j->ch[i].finish, "cancelled") == 0;
+                    timed_out |= strcmp(j->ch[i].finish, "timeout") == 0;
                 }
                 s->met.cancelled += cancelled;
+                s->met.timed_out += timed_out;
                 if (j->t_first > 0) {
                     srv_hist_add(&s->met.ttft, j->t_first - j->t_arrival);
                     if (gen > j->n_choices)

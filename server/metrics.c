@@ -39,6 +39,9 @@ void srv_metrics_render(const srv_metrics *m, jbuf *b) {
     jb_printf(b, "# HELP tpgen_requests_cancelled_total Requests cancelled: the client went away, or the drain "
                  "timed out.\n# TYPE tpgen_requests_cancelled_total counter\ntpgen_requests_cancelled_total %ld\n",
               m->cancelled);
+    jb_printf(b, "# HELP tpgen_requests_timed_out_total Requests ended at their time budget (--request-timeout, or "
+                 "the request's timeout).\n# TYPE tpgen_requests_timed_out_total counter\n"
+                 "tpgen_requests_timed_out_total %ld\n", m->timed_out);
     jb_printf(b, "# HELP tpgen_requests_running Sequences in the running batch.\n# TYPE tpgen_requests_running gauge\n"
                  "tpgen_requests_running %d\n", m->running);
     jb_printf(b, "# HELP tpgen_requests_waiting Sequences waiting for KV blocks or a batch slot.\n"

@@ -17,6 +17,7 @@ typedef struct {
     long status_count[SRV_STATUS_SLOTS];
     long prompt_tokens, generation_tokens;
     long cancelled;                 /* requests ended early: client gone, or the drain timed out */
+    long timed_out;                 /* requests ended at their time budget (finish_reason "timeout") */
     long spec_drafted, spec_accepted; /* --speculate: draft tokens fed, and those accepted */
     int running, waiting, kv_total, kv_free;
     srv_hist ttft, tpot, e2e;

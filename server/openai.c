@@ -1,5 +1,6 @@
 /* The OpenAI completions API: the request (validated into a job) and the response bodies. */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -138,7 +139,7 @@ static int bad_params(errctx *e, const tp_request_params *p) {
         [TP_REQ_PARAM_TEMPERATURE] = "temperature",       [TP_REQ_PARAM_TOP_K] = "top_k",
         [TP_REQ_PARAM_TOP_P] = "top_p",                   [TP_REQ_PARAM_REPETITION_PENALTY] = "repetition_penalty",
         [TP_REQ_PARAM_PRESENCE_PENALTY] = "presence_penalty", [TP_REQ_PARAM_FREQUENCY_PENALTY] = "frequency_penalty",
-        [TP_REQ_PARAM_LOGPROBS] = "logprobs",
+        [TP_REQ_PARAM_LOGPROBS] = "logprobs",                [TP_REQ_PARAM_TIMEOUT] = "timeout",
     };
     tp_request_param bad = tp_request_params_validate(p);
     if (bad == TP_REQ_PARAM_OK) return 0;
@@ -278,6 +279,20 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     if (get_float(e, root, "presence_penalty", -2, 2, 0, &presence) < 0) return NULL;
     if (get_float(e, root, "frequency_penalty", -2, 2, 0, &frequency) < 0) return NULL;
     if (get_int(e, root, "min_tokens", 0, 1 << 24, &min_tokens) < 0) return NULL;
+    /* Deadlines and priority (docs/SERVING.md): vLLM's priority, refused under fcfs as vLLM does
+     * (it would be silently ignored); the time budget "timeout" in seconds, at most the server's
+     * --request-timeout when one is set (refused above it, never shortened behind the client's back) */
+    long long priority = 0;
+    double timeout = 0;
+    if (get_int(e, root, "priority", INT_MIN, INT_MAX, &priority) < 0) return NULL;
+    if (priority != 0 && !s->o.priority_policy)
+        return fail(e, 400, "priority", NULL, "'priority' is %lld, but this server schedules first come, first served: "
+                    "start it with --scheduling-policy priority, or send priority 0", priority);
+    int has_timeout = get_number(e, root, "timeout", 0, 1e9, 1, &timeout);
+    if (has_timeout < 0) return NULL;
+    if (has_timeout && s->o.request_timeout > 0 && timeout > s->o.request_timeout)
+        return fail(e, 400, "timeout", NULL, "'timeout' (%g s) exceeds the server's limit of %g s (--request-timeout)",
+                    timeout, s->o.request_timeout);
     /* one request's params, as every choice gets them (seed and scoring are set per choice) */
     tp_request_params rp = tp_request_params_default();
     rp.max_new_tokens = (int)max_tokens;
@@ -288,6 +303,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     rp.min_tokens = (int)min_tokens;
     rp.speculate_k = s->o.speculate_k;
     rp.speculate_n = s->o.speculate_n;
+    rp.priority = (int)priority;
+    rp.timeout_s = has_timeout ? timeout : s->o.request_timeout;
     if (bad_params(e, &rp)) return NULL;
     if (get_bool(e, root, "stream", &stream) < 0 || get_bool(e, root, "echo", &echo) < 0 ||
         get_bool(e, root, "ignore_eos", &ignore_eos) < 0 || get_bool(e, root, "return_token_ids", &return_ids) < 0)

@@ -22,6 +22,9 @@ typedef struct {
     int max_connections;  /* open at once; one more is closed as soon as accepted */
     int speculate_k, speculate_n; /* --speculate ngram:K:N for every request (0: off) */
     int max_seqs_per_client; /* sequences one peer address may hold, queued or running (429 beyond) */
+    double request_timeout;  /* --request-timeout: seconds from arrival a request may take (0: none); also
+                              * the largest per-request "timeout" */
+    int priority_policy;     /* --scheduling-policy priority: 1 ("priority" orders the queue), 0 fcfs */
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;

@@ -32,6 +32,7 @@
 #include "launcher/job.h"
 #include "server/internal.h"
 #include "util/json.h"
+#include "util/log.h"
 
 #define FUZZ_MAX_GEN 32     /* sum of max_tokens over the choices of a request that runs */
 #define FUZZ_MAX_PROMPT 128 /* sum of prompt tokens over its choices (and prompts scored for echo) */
@@ -184,7 +185,10 @@ static void check_choices(const tp_server *s, const srv_job *j) {
         const tp_request *r = &c->r;
         CHECK(c->done && c->finish, "choice %d not finished", i);
         CHECK(strcmp(c->finish, "error") != 0, "choice %d: the engine failed on an accepted request: %s", i, r->error);
-        CHECK(strcmp(c->finish, "stop") == 0 || strcmp(c->finish, "length") == 0, "choice %d finish %s", i, c->finish);
+        /* "timeout" only for a request that asked for a budget (its "timeout" field) */
+        CHECK(strcmp(c->finish, "stop") == 0 || strcmp(c->finish, "length") == 0 ||
+                  (strcmp(c->finish, "timeout") == 0 && r->params.timeout_s > 0),
+              "choice %d finish %s", i, c->finish);
         CHECK(c->n_pub == r->n_ids, "choice %d: %d published of %d", i, c->n_pub, r->n_ids);
         CHECK(r->n_ids >= 0 && r->n_ids <= r->params.max_new_tokens, "choice %d: %d ids, max_tokens %d", i, r->n_ids,
               r->params.max_new_tokens);
@@ -192,7 +196,7 @@ static void check_choices(const tp_server *s, const srv_job *j) {
         const int full = r->n_prompt + r->n_ids >= m->cfg.n_positions;
         if (strcmp(c->finish, "length") == 0) {
             CHECK(r->n_ids == r->params.max_new_tokens || full, "choice %d: length after %d of %d", i, r->n_ids, r->params.max_new_tokens);
-        } else if (!j->n_stops) { /* stopped by EOS, never masked: not before min_tokens */
+        } else if (strcmp(c->finish, "stop") == 0 && !j->n_stops) { /* stopped by EOS, never masked: not before min_tokens */
             CHECK(r->n_ids >= 1 && !r->params.ignore_eos && r->ids[r->n_ids - 1] == s->eos, "choice %d: stop without EOS", i);
             CHECK(r->n_ids > r->params.min_tokens, "choice %d: EOS after %d tokens, min_tokens %d", i, r->n_ids - 1,
                   r->params.min_tokens);
@@ -368,6 +372,7 @@ static srv_job *parse(tp_server *s, const char *body, size_t n, int speculate) {
         return NULL;
     }
     CHECK(err.n == 0, "an accepted request with an error body");
+    j->t_arrival = tp_now_seconds(); /* as the HTTP thread stamps it: a "timeout" budget counts from here */
     if (!small(j)) {
         srv_job_free(j);
         return NULL;
@@ -401,8 +406,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else check_completion(s, j);
     check_idle(s);
     /* greedy with speculation: the same ids and ends as without (the drafts only change how
-     * many tokens a step feeds) */
-    if (speculate && greedy(j)) {
+     * many tokens a step feeds); not with a time budget, whose cut depends on the clock */
+    if (speculate && greedy(j) && j->ch[0].r.params.timeout_s == 0) {
         srv_job *p = parse(s, body, size - 1, 0);
         CHECK(p && p->n_choices == j->n_choices, "the same body without speculation");
         run_job(s, p);

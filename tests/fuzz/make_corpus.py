@@ -184,6 +184,7 @@ def request_seeds():
         "spec_sampled_stream": (1, {"prompt": "x x x x x x x x", "max_tokens": 10, "temperature": 0.7, "seed": 5,
                                     "stream": True, "logprobs": 1}),
         "too_big": (0, {"prompt": "def", "max_tokens": 500}),
+        "timeout_tiny": (0, {"prompt": "def f():", "max_tokens": 8, "timeout": 1e-6, "stream": True}),
         "refused": (0, {"prompt": "x", "top_p": 0}),
     }
     for name, (cfg, body) in reqs.items():

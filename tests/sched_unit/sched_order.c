@@ -1,0 +1,171 @@
+/* The scheduler's waiting queue under priorities, and ending a request early with a reason
+ * (scheduler.h: tp_sched_queue_before, tp_sched_victim_order, tp_sched_end), without MPI or a model:
+ * a tp_model holding only the sizes the scheduler reads, one batch slot, so each tp_sched_plan
+ * admits exactly the queue's head. Checks that admission follows (priority, arrival) (lower
+ * priority first, arrival order among equals, plain FIFO when every priority is 0), that a waiting
+ * request ended from the middle or the tail of the queue leaves it consistent, that a running one
+ * ended with "timeout" keeps its tokens and gives every KV block back at once, and the victim order
+ * (the reverse). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/scheduler.h"
+
+static int g_fail, g_checks;
+#define CHECK(cond, ...)                                                             \
+    do {                                                                             \
+        g_checks++;                                                                  \
+        if (!(cond)) {                                                               \
+            g_fail++;                                                                \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+        }                                                                            \
+    } while (0)
+
+enum { V = 16, EOS = 15, N_POS = 32, MAX_TOKENS = 16, MAX_ROWS = 16, MAX_SEQS = 1, MAX_BLOCKS = 8, N_BLOCKS = 8,
+       BS = 4, N_REQ = 8 };
+
+static int n_done;
+static void on_done(void *ctx, tp_request *r) {
+    (void)ctx;
+    (void)r;
+    n_done++;
+}
+
+static void make(tp_request *r, int index, int priority) {
+    static const int32_t ids[] = {1, 2, 3};
+    tp_request_params p = tp_request_params_default();
+    p.max_new_tokens = 4;
+    p.sampling.temperature = 0;
+    p.priority = priority;
+    int32_t *prompt = malloc(sizeof ids);
+    memcpy(prompt, ids, sizeof ids);
+    tp_request_init(r, index, prompt, 3, &p);
+}
+
+/* The running request (one slot: at most one), NULL if none. */
+static tp_request *running(tp_request *r, int n) {
+    for (int i = 0; i < n; i++)
+        if (r[i].state == TP_REQ_RUNNING) return &r[i];
+    return NULL;
+}
+
+/* Submits n requests with these priorities, then admits them one by one (plan, then end the
+ * running one with "timeout"), and checks the admission order against want (request indexes). */
+static void order_case(tp_model *m, const char *name, const int *prio, int n, const int *want) {
+    tp_request_hooks hooks = {.on_done = on_done};
+    tp_sched *s = tp_sched_new(m, &hooks);
+    tp_request r[N_REQ];
+    for (int i = 0; i < n; i++) {
+        make(&r[i], i, prio[i]);
+        CHECK(tp_sched_submit(s, &r[i]) == 0, "%s: submit %d", name, i);
+    }
+    CHECK(tp_sched_waiting(s) == n, "%s: %d waiting, want %d", name, tp_sched_waiting(s), n);
+    for (int k = 0; k < n; k++) {
+        tp_step_plan p;
+        CHECK(tp_sched_plan(s, &p) == 1, "%s: step %d planned", name, k);
+        tp_request *x = running(r, n);
+        CHECK(x && x->index == want[k], "%s: admitted #%d is request %d (priority %d), want %d (priority %d)", name,
+              k, x ? x->index : -1, x ? x->params.priority : 0, want[k], prio[want[k]]);
+        if (!x) break;
+        CHECK(tp_sched_kv_free(s) < N_BLOCKS, "%s: #%d holds blocks", name, k);
+        tp_sched_end(s, x, "timeout");
+        CHECK(x->state == TP_REQ_FINISHED && x->finish_reason && !strcmp(x->finish_reason, "timeout") &&
+                  tp_sched_kv_free(s) == N_BLOCKS && tp_sched_running(s) == 0,
+              "%s: #%d ended: %s, %s, %d blocks free", name, k, tp_req_state_name(x->state),
+              x->finish_reason ? x->finish_reason : "-", tp_sched_kv_free(s));
+    }
+    tp_step_plan p;
+    CHECK(tp_sched_plan(s, &p) == 0 && tp_sched_waiting(s) == 0, "%s: idle at the end, %d waiting", name,
+          tp_sched_waiting(s));
+    for (int i = 0; i < n; i++) tp_request_free(&r[i]);
+    tp_sched_free(s);
+}
+
+int main(void) {
+    tp_model m;
+    memset(&m, 0, sizeof m);
+    m.cfg.vocab_size = V;
+    m.cfg.n_positions = N_POS;
+    m.cfg.eos_token_id = EOS;
+    m.a.max_tokens = MAX_TOKENS;
+    m.a.max_rows = MAX_ROWS;
+    m.a.max_seqs = MAX_SEQS;
+    m.a.max_blocks = MAX_BLOCKS;
+    m.kv.n_blocks = N_BLOCKS;
+    m.kv.block_size = BS;
+
+    /* fcfs: every priority 0, arrival order */
+    static const int fcfs[] = {0, 0, 0, 0, 0}, fcfs_want[] = {0, 1, 2, 3, 4};
+    order_case(&m, "fcfs", fcfs, 5, fcfs_want);
+    /* mixed: lower first, arrival among equals (the 5s, the -1s and the 0s each in arrival
+     * order), a new lowest at the head, a new highest at the tail */
+    static const int mixed[] = {5, 0, -1, 5, 0, -1, 7, -3}, mixed_want[] = {7, 2, 5, 1, 4, 0, 3, 6};
+    order_case(&m, "mixed", mixed, 8, mixed_want);
+    /* descending: each new one goes to the head */
+    static const int desc[] = {4, 3, 2, 1}, desc_want[] = {3, 2, 1, 0};
+    order_case(&m, "descending", desc, 4, desc_want);
+
+    /* ending waiting requests: from the middle and the tail of the queue (its tail pointer must
+     * follow, or the next submit is lost), then a running one with tokens ("timeout" keeps them) */
+    tp_request_hooks hooks = {.on_done = on_done};
+    tp_sched *s = tp_sched_new(&m, &hooks);
+    tp_request r[5];
+    static const int prio[] = {0, 1, 2, 3, 2};
+    for (int i = 0; i < 4; i++) {
+        make(&r[i], i, prio[i]);
+        tp_sched_submit(s, &r[i]);
+    }
+    int before = n_done;
+    tp_sched_end(s, &r[1], "timeout"); /* middle */
+    tp_sched_end(s, &r[3], "timeout"); /* tail */
+    CHECK(n_done == before + 2 && tp_sched_waiting(s) == 2 && r[1].state == TP_REQ_FINISHED && r[1].n_ids == 0 &&
+              !strcmp(r[1].finish_reason, "timeout") && tp_sched_kv_free(s) == N_BLOCKS,
+          "waiting ones ended: %d done, %d waiting, %d blocks free", n_done - before, tp_sched_waiting(s),
+          tp_sched_kv_free(s));
+    make(&r[4], 4, prio[4]); /* after the new tail (r[2], equal priority) */
+    tp_sched_submit(s, &r[4]);
+    tp_step_plan p;
+    tp_step_output out;
+    tp_step_output_init(&out, &m);
+    tp_sched_plan(s, &p); /* r[0]: its prefill, one sampling row */
+    CHECK(r[0].state == TP_REQ_RUNNING && p.host.n_rows == 1, "r0 runs first: %s, %d rows",
+          tp_req_state_name(r[0].state), p.host.n_rows);
+    out.rows[0] = (tp_row_result){.lse = 0, .n = 1};
+    out.rows[0].c[0] = (tp_cand){.id = 9, .logit = 0};
+    tp_sched_update(s, &p, &out);
+    tp_sched_end(s, &r[0], "timeout");
+    CHECK(r[0].n_ids == 1 && r[0].ids[0] == 9 && !strcmp(r[0].finish_reason, "timeout") &&
+              tp_sched_kv_free(s) == N_BLOCKS,
+          "r0 timed out running: %d ids, %s, %d blocks free", r[0].n_ids, r[0].finish_reason, tp_sched_kv_free(s));
+    tp_sched_plan(s, &p);
+    CHECK(r[2].state == TP_REQ_RUNNING, "r2 next (%s)", tp_req_state_name(r[2].state));
+    tp_sched_cancel(s, &r[2]);
+    CHECK(!strcmp(r[2].finish_reason, "cancelled"), "tp_sched_cancel says cancelled: %s", r[2].finish_reason);
+    tp_sched_plan(s, &p);
+    CHECK(r[4].state == TP_REQ_RUNNING && tp_sched_waiting(s) == 0, "r4 last, after the tail end: %s, %d waiting",
+          tp_req_state_name(r[4].state), tp_sched_waiting(s));
+    tp_sched_end(s, &r[4], "timeout");
+    tp_sched_end(s, &r[4], "cancelled"); /* a finished request: no-op */
+    CHECK(!strcmp(r[4].finish_reason, "timeout") && tp_sched_kv_free(s) == N_BLOCKS,
+          "ending a finished request changes nothing: %s", r[4].finish_reason);
+
+    /* the victim order is the queue order reversed: least urgent, then latest arrived */
+    CHECK(tp_sched_victim_order(&r[3], &r[0]) && !tp_sched_victim_order(&r[0], &r[3]),
+          "priority 3 is preempted before priority 0");
+    CHECK(tp_sched_victim_order(&r[4], &r[2]) && !tp_sched_victim_order(&r[2], &r[4]),
+          "equal priorities: the later arrival (%ld after %ld) is preempted first", r[4].arrival, r[2].arrival);
+    CHECK(!tp_sched_victim_order(&r[2], &r[2]), "a request is not before itself");
+
+    for (int i = 0; i < 5; i++) tp_request_free(&r[i]);
+    tp_step_output_free(&out);
+    tp_sched_free(s);
+    if (g_fail) {
+        fprintf(stderr, "sched_order: %d of %d checks FAILED\n", g_fail, g_checks);
+        return 1;
+    }
+    printf("sched_order: all %d checks passed\n", g_checks);
+    return 0;
+}
