@@ -16,7 +16,9 @@
 #include "util/log.h"
 
 /* The routes, decided on the request line and headers (before any body byte is read). */
-typedef enum { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_COPILOT_TOKEN } route_id;
+typedef enum {
+    R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_COPILOT_TOKEN
+} route_id;
 
 typedef struct {
     jbuf body;
