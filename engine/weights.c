@@ -13,7 +13,7 @@
 
 #include "util/log.h"
 #include "model.h"
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "kernels/common/tp_quant.h" /* tp_q8_absmax: row scales of column slices (--weights int8) */
 
 #define ARENA_ALIGN 256

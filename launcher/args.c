@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "util/log.h"
-#include "engine/hub.h"
+#include "checkpoint/hub.h"
 #include "engine/sampler.h"
 #include "engine/speculate.h"
 

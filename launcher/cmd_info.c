@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "engine/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "engine/config.h"
-#include "engine/hub.h"
+#include "checkpoint/hub.h"
 #include "engine/shard.h"
 #include "kernels/backend.h"
 #include "util/json.h"

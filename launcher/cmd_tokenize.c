@@ -11,7 +11,7 @@
 #include "util/log.h"
 #include "tokenizer/tokenizer.h"
 #include "engine/config.h"
-#include "engine/hub.h"
+#include "checkpoint/hub.h"
 #include "launcher/commands.h"
 
 #define MAX_PATTERNS 64

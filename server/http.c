@@ -16,7 +16,9 @@
 #include "util/log.h"
 
 /* The routes, decided on the request line and headers (before any body byte is read). */
-typedef enum { R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE } route_id;
+typedef enum {
+    R_NONE, R_HEALTH, R_METRICS, R_MODELS, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_COPILOT_TOKEN
+} route_id;
 
 typedef struct {
     jbuf body;
@@ -395,6 +397,22 @@ static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, int close)
     return send_body(s, c, 200, "application/json", &b, 1, close);
 }
 
+/* GET /copilot_internal/v2/token: the Copilot editor plugin asks for a session token before it
+ * completes, and sends it back as 'Authorization: Bearer TOKEN'. The shape FauxPilot answers:
+ * {"token": str, "expires_at": unix seconds, "refresh_in": seconds}. The route is behind the API
+ * key like every other (checked before this runs); with a key the token is that key, so the
+ * plugin's completions pass the same check; without one it is "1", as FauxPilot's. Expiry: an
+ * hour from now, refreshed every 15 min (FauxPilot: 2600000000 and 900), so a restarted server's
+ * new key reaches the plugin within 15 minutes. */
+static enum MHD_Result copilot_token(tp_server *s, struct MHD_Connection *c, int close) {
+    const char *key = s->o.api_key && *s->o.api_key ? s->o.api_key : "1";
+    jbuf b = {0};
+    jb_str(&b, "{\"token\": ");
+    jb_json(&b, key, strlen(key));
+    jb_printf(&b, ", \"expires_at\": %lld, \"refresh_in\": 900}", (long long)time(NULL) + 3600);
+    return send_body(s, c, 200, "application/json", &b, 1, close);
+}
+
 static int is_engine_route(const char *url) {
     const char *pre = "/v1/engines/", *suf = "/completions";
     size_t np = strlen(pre), ns = strlen(suf), n = strlen(url);
@@ -420,6 +438,7 @@ static route_id route_of(const char *url, int *want_post) {
     if (strcmp(url, "/health") == 0) return *want_post = 0, R_HEALTH;
     if (strcmp(url, "/metrics") == 0) return *want_post = 0, R_METRICS;
     if (strcmp(url, "/v1/models") == 0) return *want_post = 0, R_MODELS;
+    if (strcmp(url, "/copilot_internal/v2/token") == 0) return *want_post = 0, R_COPILOT_TOKEN;
     if (strcmp(url, "/v1/completions") == 0 || is_engine_route(url)) return R_COMPLETIONS;
     if (strcmp(url, "/tokenize") == 0) return R_TOKENIZE;
     if (strcmp(url, "/detokenize") == 0) return R_DETOKENIZE;
@@ -555,6 +574,7 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
                                   "the request body is over the limit of %ld bytes (--max-body-bytes)",
                                   s->o.max_body_bytes);
     if (what == R_MODELS) return models(s, c, has_body);
+    if (what == R_COPILOT_TOKEN) return copilot_token(s, c, has_body);
     rc->answered = 0;
     rc->what = what;
     if (cl > 0) jb_reserve(&rc->body, (size_t)cl); /* the body's exact size, not a doubling */

@@ -254,7 +254,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
             return fail(e, 404, "model", "model_not_found", "The model '%s' does not exist; this server serves '%s'",
                         v->str, s->o.name);
     }
-    if ((v = json_get(root, "suffix")) && v->type != JSON_NULL)
+    /* "" (Copilot's plugin sends it at the end of a file) has nothing after the cursor: no suffix */
+    if ((v = json_get(root, "suffix")) && v->type != JSON_NULL && !(v->type == JSON_STRING && v->str_len == 0))
         return fail(e, 400, "suffix", NULL, "'suffix' is not supported: CodeGen has no fill-in-the-middle");
     if ((v = json_get(root, "logit_bias")) && v->type != JSON_NULL && !(v->type == JSON_OBJECT && v->n == 0))
         return fail(e, 400, "logit_bias", NULL, "'logit_bias' is not supported");

@@ -4,7 +4,7 @@
 set(BIN_SRC ${CMAKE_CURRENT_SOURCE_DIR}/bin)
 set(BIN_TMP ${CMAKE_CURRENT_BINARY_DIR}/bin_tmp)
 add_executable(test_bin ${BIN_SRC}/test_bin.c)
-target_link_libraries(test_bin PRIVATE tpgen_engine)
+target_link_libraries(test_bin PRIVATE tpgen_checkpoint)
 add_test(NAME bin_reader COMMAND test_bin ${BIN_TMP}/reader ${BIN_SRC} ${TPGEN_TEST_DATA})
 set_tests_properties(bin_reader PROPERTIES LABELS "bin;loader" TIMEOUT 120)
 

@@ -14,7 +14,7 @@ if(TPGEN_FUZZ)
     message(FATAL_ERROR "TPGEN_FUZZ=ON needs clang (libFuzzer): configure with -DCMAKE_C_COMPILER=clang")
   endif()
   # The code under test gets coverage instrumentation and the sanitizers too.
-  foreach(lib tpgen_util tpgen_tokenizer tpgen_engine tpgen_server tpgen_comm)
+  foreach(lib tpgen_util tpgen_tokenizer tpgen_checkpoint tpgen_engine tpgen_server tpgen_comm)
     target_compile_options(${lib} PRIVATE -g -fsanitize=fuzzer-no-link ${FUZZ_SAN})
   endforeach()
   # the kernels: sanitizers without coverage (their loops are the same for every request)
@@ -54,13 +54,12 @@ endfunction()
 
 # One line per target; tools/fuzz.sh runs every fuzz_<name> it finds in build-fuzz/fuzz/.
 tpgen_fuzz_target(json LIBS tpgen_util)
-tpgen_fuzz_target(safetensors SOURCES engine/safetensors.c engine/ckpt_path.c LIBS tpgen_util)
-tpgen_fuzz_target(safetensors_index SOURCES engine/safetensors.c engine/ckpt_path.c LIBS tpgen_util)
+tpgen_fuzz_target(safetensors LIBS tpgen_checkpoint)
+tpgen_fuzz_target(safetensors_index LIBS tpgen_checkpoint)
 tpgen_fuzz_target(tokenizer LIBS tpgen_tokenizer)
 tpgen_fuzz_target(prompts SOURCES launcher/prompts.c LIBS tpgen_tokenizer)
 tpgen_fuzz_target(sampler SOURCES engine/sampler.c LIBS ${MATH_LIB})
-tpgen_fuzz_target(bin SOURCES engine/zipfile.c engine/unpickle.c engine/torch_bin.c engine/safetensors.c
-                  engine/ckpt_path.c LIBS tpgen_util)
+tpgen_fuzz_target(bin LIBS tpgen_checkpoint)
 # server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the engine
 # functions it calls, the request builder, validation, KV count and free, are engine/request.c alone)
 find_package(Threads REQUIRED)

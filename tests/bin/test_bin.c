@@ -1,4 +1,4 @@
-/* Tests of the torch.save reader (engine/zipfile.c, unpickle.c, torch_bin.c, checkpoint.c).
+/* Tests of the torch.save reader (checkpoint/zipfile.c, unpickle.c, torch_bin.c, checkpoint.c).
  *
  * Reads the files tests/bin/make_cases.py wrote with torch and Python's zipfile (argv[2]) and
  * compares every value with reference.txt (torch's own reading of them); checks that each bad
@@ -17,10 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/checkpoint.h"
-#include "engine/torch_bin.h"
-#include "engine/unpickle.h"
-#include "engine/zipfile.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/torch_bin.h"
+#include "checkpoint/unpickle.h"
+#include "checkpoint/zipfile.h"
 #include "kernels/dtype.h"
 
 static int g_failed, g_checks;

@@ -1,4 +1,5 @@
-/* Fuzz target: engine/safetensors.c's index reader (model.safetensors.index.json) on any text,
+/* Fuzz target: the sharded-index reader (checkpoint/tensor_index.c, through safetensors.c's
+ * tp_st_open_index_text: model.safetensors.index.json) on any text,
  * over a fixed shard directory made at start: a.safetensors (tensors x, y), b.safetensors (z) and
  * bad.safetensors (a header length beyond the file). Either the model opens, with every tensor
  * the weight_map names found in the file it names, or it fails with a message. */
@@ -8,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/safetensors.h"
+#include "checkpoint/safetensors.h"
 #include "util/json.h"
 
 static char g_dir[64];

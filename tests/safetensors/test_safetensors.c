@@ -1,4 +1,4 @@
-/* Tests of the safetensors reader (engine/safetensors.c).
+/* Tests of the safetensors reader (checkpoint/safetensors.c).
  *
  * Files are written here by hand, byte by byte, in a temp dir under the build tree (argv[1]):
  * valid ones must round-trip every data byte, each malformed one must fail with a message that
@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 static int g_failed, g_checks;
 static const char *g_tmp;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ckpt_path.h"
+#include "tensor_index.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -28,11 +29,7 @@ typedef struct {
 struct tp_st_model {
     st_file *files;        /* [n_files] */
     size_t n_files, cap_files;
-    tp_st_tensor *tensors; /* [n_tensors] file by file, each file's in offset order */
-    size_t n_tensors, cap_tensors;
-    size_t *slots;         /* [n_slots] open-addressing hash of names: tensor index + 1, 0 empty */
-    size_t n_slots;        /* power of two, at least twice n_tensors */
-    size_t total_bytes;
+    tp_tensor_table table; /* file by file, each file's tensors in offset order */
 };
 
 #define TP_ST_DTYPES "F32, F16, BF16"
@@ -67,50 +64,6 @@ const char *tp_st_shape_str(const int64_t *shape, int ndim, char *buf, size_t si
         used += snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
     if (used < size) snprintf(buf + used, size - used, "]");
     return buf;
-}
-
-/* ---- name hash ---- */
-
-static uint64_t hash_name(const char *s) { /* FNV-1a */
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
-static size_t *slot_of(const tp_st_model *m, const char *name) {
-    size_t mask = m->n_slots - 1;
-    for (size_t i = hash_name(name) & mask;; i = (i + 1) & mask) {
-        size_t s = m->slots[i];
-        if (!s || strcmp(m->tensors[s - 1].name, name) == 0) return &m->slots[i];
-    }
-}
-
-/* Grows the table to hold need names, re-adding tensors [0, n_indexed). */
-static void rehash(tp_st_model *m, size_t need, size_t n_indexed) {
-    size_t n = 16;
-    while (n < 2 * need) n *= 2;
-    if (n <= m->n_slots) return;
-    free(m->slots);
-    m->slots = tp_calloc(n, sizeof *m->slots);
-    m->n_slots = n;
-    for (size_t i = 0; i < n_indexed; i++) *slot_of(m, m->tensors[i].name) = i + 1; /* names are unique */
-}
-
-/* Adds tensors [first, n_tensors) to the table; fails on a name already there. */
-static int index_tensors(tp_st_model *m, size_t first, char *err, size_t err_size) {
-    rehash(m, m->n_tensors, first);
-    for (size_t i = first; i < m->n_tensors; i++) {
-        const tp_st_tensor *t = &m->tensors[i];
-        size_t *s = slot_of(m, t->name);
-        if (*s) {
-            const tp_st_tensor *o = &m->tensors[*s - 1];
-            if (o->file == t->file) seterr(err, err_size, "%s: tensor %s appears twice in the header", t->file, t->name);
-            else seterr(err, err_size, "tensor %s is in two files: %s and %s", t->name, o->file, t->file);
-            return 0;
-        }
-        *s = i + 1;
-    }
-    return 1;
 }
 
 /* ---- one header entry ---- */
@@ -256,9 +209,9 @@ static int by_offset(const void *a, const void *b) {
 
 /* Sorts tensors [first, n) of one file by offset and rejects overlapping byte ranges. */
 static int check_overlap(tp_st_model *m, size_t first, char *err, size_t err_size) {
-    size_t n = m->n_tensors - first;
+    size_t n = m->table.n - first;
     if (n < 2) return 1; /* before the pointer: tensors is NULL while no tensor has been seen */
-    tp_st_tensor *t = m->tensors + first;
+    tp_st_tensor *t = m->table.tensors + first;
     qsort(t, n, sizeof *t, by_offset);
     const tp_st_tensor *last = NULL; /* the non-empty tensor reaching furthest so far */
     for (size_t i = 0; i < n; i++) {
@@ -277,14 +230,6 @@ static int check_overlap(tp_st_model *m, size_t first, char *err, size_t err_siz
 }
 
 /* ---- one file ---- */
-
-static void add_tensor_slot(tp_st_model *m) {
-    if (m->n_tensors == m->cap_tensors) {
-        m->cap_tensors = m->cap_tensors ? 2 * m->cap_tensors : 256;
-        m->tensors = tp_realloc(m->tensors, m->cap_tensors * sizeof *m->tensors);
-    }
-    memset(&m->tensors[m->n_tensors], 0, sizeof *m->tensors);
-}
 
 static int load_header(tp_st_model *m, st_file *f, char *err, size_t err_size);
 
@@ -375,7 +320,7 @@ static int load_header(tp_st_model *m, st_file *f, char *err, size_t err_size) {
         json_free(root);
         return 0;
     }
-    size_t first = m->n_tensors;
+    size_t first = m->table.n;
     int ok = 1;
     for (size_t i = 0; ok && i < root->n; i++) {
         const char *name = root->keys[i];
@@ -385,126 +330,41 @@ static int load_header(tp_st_model *m, st_file *f, char *err, size_t err_size) {
         } else if (strcmp(name, "__metadata__") == 0) {
             ok = check_metadata(f, &root->items[i], err, err_size);
         } else {
-            add_tensor_slot(m);
-            tp_st_tensor *t = &m->tensors[m->n_tensors];
+            tp_st_tensor *t = tp_tensor_table_reserve(&m->table);
             ok = parse_entry(f, name, &root->items[i], t, err, err_size);
             if (ok) {
                 t->name = tp_strdup(name);
-                m->n_tensors++;
-                m->total_bytes += t->nbytes;
+                tp_tensor_table_push(&m->table);
             }
         }
     }
     json_free(root);
-    return ok && check_overlap(m, first, err, err_size) && index_tensors(m, first, err, err_size);
+    return ok && check_overlap(m, first, err, err_size) && !tp_tensor_table_index(&m->table, first, err, err_size);
 }
 
-/* ---- index + shards ---- */
+/* ---- index + shards (tensor_index.h) ---- */
 
-static int by_string(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static char *join_path(const char *dir, const char *name) {
-    size_t n = strlen(dir);
-    int slash = n && dir[n - 1] == '/';
-    char *p = tp_malloc(n + strlen(name) + 2);
-    sprintf(p, "%s%s%s", dir, slash ? "" : "/", name);
-    return p;
-}
-
-/* The index's text (read from the file named index) names shards in dir. */
-static int load_index_text(tp_st_model *m, const char *text, size_t len, const char *index, const char *dir,
-                           char *err, size_t err_size) {
-    char jerr[160];
-    json_value *root = json_parse(text, len, jerr, sizeof jerr);
-    if (!root) { seterr(err, err_size, "%s: not valid JSON: %s", index, jerr); return 0; }
-
-    int ok = 0;
-    const char **names = NULL;
-    char *path = NULL;
-    const json_value *wm = json_get(root, "weight_map");
-    if (root->type != JSON_OBJECT) {
-        seterr(err, err_size, "%s: holds %s, not a JSON object", index, a_type(root->type));
-        goto done;
-    }
-    if (!wm) { seterr(err, err_size, "%s: no \"weight_map\"", index); goto done; }
-    if (wm->type != JSON_OBJECT || wm->n == 0) {
-        seterr(err, err_size, "%s: \"weight_map\" must be a non-empty object (tensor name -> shard file)", index);
-        goto done;
-    }
-    names = tp_malloc(wm->n * sizeof *names); /* [wm->n] shard names, then deduplicated */
-    for (size_t i = 0; i < wm->n; i++) {
-        const json_value *v = &wm->items[i];
-        if (v->type != JSON_STRING || v->str_len == 0 || v->str_len != strlen(v->str)) {
-            seterr(err, err_size, "%s: weight_map[\"%s\"] is not a file name", index, wm->keys[i]);
-            goto done;
-        }
-        char why[320];
-        if (tp_ckpt_path_check(v->str, why, sizeof why)) {
-            seterr(err, err_size, "%s: weight_map[\"%s\"]: %s", index, wm->keys[i], why);
-            goto done;
-        }
-        names[i] = v->str;
-    }
-    qsort(names, wm->n, sizeof *names, by_string);
-    size_t n_shards = 0;
-    for (size_t i = 0; i < wm->n; i++)
-        if (!n_shards || strcmp(names[n_shards - 1], names[i]) != 0) names[n_shards++] = names[i];
-    char why[64 + 4096];
-    for (size_t i = 0; i < n_shards; i++) {
-        path = join_path(dir, names[i]);
-        snprintf(why, sizeof why, "(a shard named by the weight_map of %s)", index);
-        if (!load_file(m, path, why, err, err_size)) goto done;
-        free(path);
-        path = NULL;
-    }
-    for (size_t i = 0; i < wm->n; i++) {
-        const char *tname = wm->keys[i];
-        path = join_path(dir, wm->items[i].str);
-        const tp_st_tensor *t = tp_st_find(m, tname);
-        if (!t || strcmp(t->file, path) != 0) {
-            seterr(err, err_size, "%s: weight_map maps tensor %s to %s, but that file's header lacks it%s%s%s", index,
-                   tname, path, t ? " (it is in " : "", t ? t->file : "", t ? ")" : "");
-            goto done;
-        }
-        free(path);
-        path = NULL;
-    }
-    ok = 1;
-done:
-    free(path);
-    free(names);
-    json_free(root);
-    return ok;
+static int load_shard(void *m, const char *path, const char *why, char *err, size_t err_size) {
+    return load_file(m, path, why, err, err_size) ? 0 : -1;
 }
 
 static int load_index(tp_st_model *m, const char *index, const char *dir, char *err, size_t err_size) {
-    size_t len;
-    char *text = tp_read_file(index, &len);
-    if (!text) { seterr(err, err_size, "%s: cannot read: %s", index, strerror(errno)); return 0; }
-    int ok = load_index_text(m, text, len, index, dir, err, err_size);
-    free(text);
-    return ok;
+    return !tp_tensor_index_load(index, dir, m, load_shard, NULL, &m->table, err, err_size);
 }
 
 /* ---- public ---- */
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 tp_st_model *tp_st_open(const char *path, char *err, size_t err_size) {
     tp_st_model *m = tp_calloc(1, sizeof *m);
-    rehash(m, 0, 0);
+    tp_tensor_table_init(&m->table);
     struct stat st;
     int ok = 0;
     if (stat(path, &st) != 0) {
         seterr(err, err_size, "%s: %s", path, strerror(errno));
     } else if (S_ISDIR(st.st_mode)) {
         /* transformers looks for the single file first, then the index: do the same. */
-        char *single = join_path(path, "model.safetensors"), *index = join_path(path, "model.safetensors.index.json");
+        char *single = tp_ckpt_join(path, "model.safetensors");
+        char *index = tp_ckpt_join(path, "model.safetensors.index.json");
         struct stat s1, s2;
         int have_single = stat(single, &s1) == 0, single_errno = errno;
         int have_index = !have_single && stat(index, &s2) == 0, index_errno = errno;
@@ -515,10 +375,8 @@ tp_st_model *tp_st_open(const char *path, char *err, size_t err_size) {
         else seterr(err, err_size, "no model.safetensors or model.safetensors.index.json in %s", path);
         free(single);
         free(index);
-    } else if (ends_with(path, ".json")) {
-        const char *slash = strrchr(path, '/');
-        char *dir = slash ? tp_strdup(path) : tp_strdup(".");
-        if (slash) dir[slash - path + (slash == path)] = 0; /* keep "/" for a file in the root */
+    } else if (tp_ckpt_ends_with(path, ".json")) {
+        char *dir = tp_ckpt_dir_of(path);
         ok = load_index(m, path, dir, err, err_size);
         free(dir);
     } else {
@@ -530,7 +388,7 @@ tp_st_model *tp_st_open(const char *path, char *err, size_t err_size) {
 
 tp_st_model *tp_st_open_memory(const void *data, size_t size, const char *name, char *err, size_t err_size) {
     tp_st_model *m = tp_calloc(1, sizeof *m);
-    rehash(m, 0, 0);
+    tp_tensor_table_init(&m->table);
     m->files = tp_calloc(1, sizeof *m->files);
     m->cap_files = m->n_files = 1;
     st_file *f = &m->files[0];
@@ -551,19 +409,21 @@ tp_st_model *tp_st_open_memory(const void *data, size_t size, const char *name, 
 tp_st_model *tp_st_open_index_text(const char *text, size_t len, const char *index, const char *dir, char *err,
                                    size_t err_size) {
     tp_st_model *m = tp_calloc(1, sizeof *m);
-    rehash(m, 0, 0);
-    if (!load_index_text(m, text, len, index, dir, err, err_size)) { tp_st_close(m); return NULL; }
+    tp_tensor_table_init(&m->table);
+    if (tp_tensor_index_load_text(text, len, index, dir, m, load_shard, NULL, &m->table, err, err_size)) {
+        tp_st_close(m);
+        return NULL;
+    }
     return m;
 }
 
 const tp_st_tensor *tp_st_find(const tp_st_model *m, const char *name) {
-    size_t s = *slot_of(m, name);
-    return s ? &m->tensors[s - 1] : NULL;
+    return tp_tensor_table_find(&m->table, name);
 }
 
-size_t tp_st_count(const tp_st_model *m) { return m->n_tensors; }
-const tp_st_tensor *tp_st_at(const tp_st_model *m, size_t i) { return i < m->n_tensors ? &m->tensors[i] : NULL; }
-size_t tp_st_total_bytes(const tp_st_model *m) { return m->total_bytes; }
+size_t tp_st_count(const tp_st_model *m) { return m->table.n; }
+const tp_st_tensor *tp_st_at(const tp_st_model *m, size_t i) { return i < m->table.n ? &m->table.tensors[i] : NULL; }
+size_t tp_st_total_bytes(const tp_st_model *m) { return m->table.total_bytes; }
 size_t tp_st_file_count(const tp_st_model *m) { return m->n_files; }
 
 void tp_st_close(tp_st_model *m) {
@@ -573,10 +433,8 @@ void tp_st_close(tp_st_model *m) {
             munmap(m->files[i].map, m->files[i].size); /* cannot fail for a mapping we made */
         free(m->files[i].path);
     }
-    for (size_t i = 0; i < m->n_tensors; i++) free((char *)m->tensors[i].name);
+    tp_tensor_table_free(&m->table);
     free(m->files);
-    free(m->tensors);
-    free(m->slots);
     free(m);
 }
 

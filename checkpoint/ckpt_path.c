@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/log.h"
+
 int tp_ckpt_path_check(const char *name, char *err, size_t err_size) {
     if (!*name) {
         snprintf(err, err_size, "an empty file name");
@@ -27,4 +29,23 @@ int tp_ckpt_path_check(const char *name, char *err, size_t err_size) {
         while (*p == '/') p++;
     }
     return 0;
+}
+
+char *tp_ckpt_join(const char *dir, const char *name) {
+    size_t n = strlen(dir);
+    char *p = tp_malloc(n + strlen(name) + 2);
+    sprintf(p, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
+    return p;
+}
+
+char *tp_ckpt_dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir = tp_strdup(slash ? path : ".");
+    if (slash) dir[slash - path + (slash == path)] = 0; /* keep "/" for a file in the root */
+    return dir;
+}
+
+int tp_ckpt_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
 }

@@ -11,8 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_path.h"
+#include "tensor_index.h"
 #include "unpickle.h"
-#include "util/json.h"
 #include "util/log.h"
 #include "zipfile.h"
 
@@ -31,12 +32,9 @@ typedef struct {
 struct tp_bin_model {
     bin_file *files; /* [n_files] */
     size_t n_files, cap_files;
-    tp_st_tensor *tensors; /* [n] file by file, each file's in data order */
-    size_t n, cap;
-    size_t *by_name;         /* [n] tensor indices sorted by name, for tp_bin_find */
+    tp_tensor_table table;   /* file by file, each file's tensors in data order */
     skipped_tensor *skipped; /* [n_skipped] tensors of types tpgen does not load */
     size_t n_skipped, cap_skipped;
-    size_t total_bytes;
     int zip64;
 };
 
@@ -109,9 +107,7 @@ static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, co
         return fail(err, err_size, "%s: tensor %s: elements %lld..%llu of a storage of %lld (%s) are out of range",
                     file, name, (long long)pt->offset, (unsigned long long)(pt->offset + numel),
                     (long long)pt->storage_numel, rec_name);
-    if (m->n == m->cap) m->tensors = tp_realloc(m->tensors, (m->cap = m->cap ? 2 * m->cap : 256) * sizeof *m->tensors);
-    tp_st_tensor *t = &m->tensors[m->n++];
-    memset(t, 0, sizeof *t);
+    tp_st_tensor *t = tp_tensor_table_reserve(&m->table);
     t->name = tp_strdup(name);
     t->dtype = dt;
     t->ndim = pt->ndim;
@@ -119,7 +115,7 @@ static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, co
     t->data = rec->data + (size_t)pt->offset * es;
     t->nbytes = (size_t)(numel * es);
     t->file = f->path;
-    m->total_bytes += t->nbytes;
+    tp_tensor_table_push(&m->table);
     return 0;
 }
 
@@ -168,13 +164,14 @@ static int parse_archive(tp_bin_model *m, bin_file *f, char *err, size_t err_siz
                     (int)(bo->size < 16 ? bo->size : 16), (const char *)bo->data);
     tp_pickle_dict d;
     if (tp_unpickle_state_dict(pkl->data, (size_t)pkl->size, path, &d, err, err_size)) return -1;
-    size_t first = m->n;
+    size_t first = m->table.n;
     int rc = 0;
     for (size_t i = 0; i < d.n && !rc; i++) rc = add_tensor(m, f, prefix, &d.tensors[i], err, err_size);
     tp_pickle_dict_free(&d);
-    /* no tensors loaded (an empty dict, or only types tpgen skips): m->tensors may be NULL */
-    if (!rc && m->n > first) qsort(m->tensors + first, m->n - first, sizeof *m->tensors, by_data);
-    return rc;
+    /* no tensors loaded (an empty dict, or only types tpgen skips): tensors may be NULL */
+    if (!rc && m->table.n > first)
+        qsort(m->table.tensors + first, m->table.n - first, sizeof *m->table.tensors, by_data);
+    return rc ? rc : tp_tensor_table_index(&m->table, first, err, err_size);
 }
 
 static bin_file *new_file(tp_bin_model *m, const char *path) {
@@ -216,148 +213,43 @@ static int load_file(tp_bin_model *m, const char *path, const char *why, char *e
     return parse_archive(m, f, err, err_size);
 }
 
-static int by_name(const void *a, const void *b, void *ctx) {
-    const tp_st_tensor *t = ctx;
-    return strcmp(t[*(const size_t *)a].name, t[*(const size_t *)b].name);
+/* ---- index + shards (tensor_index.h) ---- */
+
+static int load_shard(void *m, const char *path, const char *why, char *err, size_t err_size) {
+    return load_file(m, path, why, err, err_size);
 }
 
-/* Builds the name index; a name in two places is an error. */
-static int index_names(tp_bin_model *m, char *err, size_t err_size) {
-    m->by_name = tp_malloc((m->n ? m->n : 1) * sizeof *m->by_name);
-    for (size_t i = 0; i < m->n; i++) m->by_name[i] = i;
-    qsort_r(m->by_name, m->n, sizeof *m->by_name, by_name, m->tensors);
-    for (size_t i = 1; i < m->n; i++) {
-        const tp_st_tensor *a = &m->tensors[m->by_name[i - 1]], *b = &m->tensors[m->by_name[i]];
-        if (strcmp(a->name, b->name) == 0)
-            return a->file == b->file
-                       ? fail(err, err_size, "%s: tensor %s appears twice", a->file, a->name)
-                       : fail(err, err_size, "tensor %s is in two files: %s and %s", a->name, a->file, b->file);
-    }
-    return 0;
-}
-
-/* ---- index + shards ---- */
-
-static char *join_path(const char *dir, const char *name) {
-    size_t n = strlen(dir);
-    char *p = tp_malloc(n + strlen(name) + 2);
-    sprintf(p, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
-    return p;
-}
-
-/* A shard name must stay inside the model directory: relative, no ".." component. (The same
- * rule as the safetensors index check; kept here as a small static function.) */
-static int shard_name_ok(const char *name) {
-    if (!*name || name[0] == '/') return 0;
-    for (const char *p = name; *p;) {
-        const char *slash = strchr(p, '/');
-        size_t len = slash ? (size_t)(slash - p) : strlen(p);
-        if (len == 2 && p[0] == '.' && p[1] == '.') return 0;
-        p += len + (slash ? 1 : 0);
-    }
-    return 1;
-}
-
-static int by_string(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+static const char *skipped_type(const void *m, const char *name) { return tp_bin_unsupported(m, name); }
 
 static int load_index(tp_bin_model *m, const char *index, const char *dir, char *err, size_t err_size) {
-    size_t len;
-    char *text = tp_read_file(index, &len);
-    if (!text) return fail(err, err_size, "%s: cannot read: %s", index, strerror(errno));
-    char jerr[160];
-    json_value *root = json_parse(text, len, jerr, sizeof jerr);
-    free(text);
-    if (!root) return fail(err, err_size, "%s: not valid JSON: %s", index, jerr);
-    int rc = -1;
-    const char **names = NULL;
-    char *path = NULL;
-    const json_value *wm = root->type == JSON_OBJECT ? json_get(root, "weight_map") : NULL;
-    if (!wm || wm->type != JSON_OBJECT || wm->n == 0) {
-        fail(err, err_size, "%s: needs \"weight_map\", a non-empty object (tensor name -> shard file)", index);
-        goto done;
-    }
-    names = tp_malloc(wm->n * sizeof *names);
-    for (size_t i = 0; i < wm->n; i++) {
-        const json_value *v = &wm->items[i];
-        if (v->type != JSON_STRING || v->str_len == 0 || v->str_len != strlen(v->str)) {
-            fail(err, err_size, "%s: weight_map[\"%s\"] is not a file name", index, wm->keys[i]);
-            goto done;
-        }
-        if (!shard_name_ok(v->str)) {
-            fail(err, err_size,
-                 "%s: weight_map[\"%s\"] = \"%s\" is absolute or leaves the model directory; shard "
-                 "names must be files inside %s",
-                 index, wm->keys[i], v->str, dir);
-            goto done;
-        }
-        names[i] = v->str;
-    }
-    qsort(names, wm->n, sizeof *names, by_string);
-    size_t n_shards = 0;
-    for (size_t i = 0; i < wm->n; i++)
-        if (!n_shards || strcmp(names[n_shards - 1], names[i]) != 0) names[n_shards++] = names[i];
-    char why[64 + 4096];
-    snprintf(why, sizeof why, "(a shard named by the weight_map of %s)", index);
-    for (size_t i = 0; i < n_shards; i++) {
-        path = join_path(dir, names[i]);
-        if (load_file(m, path, why, err, err_size)) goto done;
-        free(path);
-        path = NULL;
-    }
-    if (index_names(m, err, err_size)) goto done;
-    for (size_t i = 0; i < wm->n; i++) {
-        path = join_path(dir, wm->items[i].str);
-        const tp_st_tensor *t = tp_bin_find(m, wm->keys[i]);
-        if (!tp_bin_unsupported(m, wm->keys[i]) && (!t || strcmp(t->file, path) != 0)) {
-            fail(err, err_size, "%s: weight_map maps tensor %s to %s, but that file lacks it%s%s%s", index, wm->keys[i],
-                 path, t ? " (it is in " : "", t ? t->file : "", t ? ")" : "");
-            goto done;
-        }
-        free(path);
-        path = NULL;
-    }
-    rc = 0;
-done:
-    free(path);
-    free(names);
-    json_free(root);
-    return rc;
+    return tp_tensor_index_load(index, dir, m, load_shard, skipped_type, &m->table, err, err_size);
 }
 
 /* ---- public ---- */
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 tp_bin_model *tp_bin_open(const char *path, char *err, size_t err_size) {
     tp_bin_model *m = tp_calloc(1, sizeof *m);
+    tp_tensor_table_init(&m->table);
     struct stat st;
-    int rc = -1, indexed = 0;
+    int rc = -1;
     if (stat(path, &st) != 0) {
         fail(err, err_size, "%s: %s", path, strerror(errno));
     } else if (S_ISDIR(st.st_mode)) {
-        char *single = join_path(path, "pytorch_model.bin"), *index = join_path(path, "pytorch_model.bin.index.json");
+        char *single = tp_ckpt_join(path, "pytorch_model.bin");
+        char *index = tp_ckpt_join(path, "pytorch_model.bin.index.json");
         struct stat s;
         if (stat(single, &s) == 0) rc = load_file(m, single, NULL, err, err_size);
-        else if (stat(index, &s) == 0) {
-            rc = load_index(m, index, path, err, err_size);
-            indexed = 1;
-        } else fail(err, err_size, "no pytorch_model.bin or pytorch_model.bin.index.json in %s", path);
+        else if (stat(index, &s) == 0) rc = load_index(m, index, path, err, err_size);
+        else fail(err, err_size, "no pytorch_model.bin or pytorch_model.bin.index.json in %s", path);
         free(single);
         free(index);
-    } else if (ends_with(path, ".json")) {
-        const char *slash = strrchr(path, '/');
-        char *dir = slash ? tp_strdup(path) : tp_strdup(".");
-        if (slash) dir[slash - path + (slash == path)] = 0;
+    } else if (tp_ckpt_ends_with(path, ".json")) {
+        char *dir = tp_ckpt_dir_of(path);
         rc = load_index(m, path, dir, err, err_size);
-        indexed = 1;
         free(dir);
     } else {
         rc = load_file(m, path, NULL, err, err_size);
     }
-    if (!rc && !indexed) rc = index_names(m, err, err_size);
     if (rc) {
         tp_bin_close(m);
         return NULL;
@@ -367,12 +259,12 @@ tp_bin_model *tp_bin_open(const char *path, char *err, size_t err_size) {
 
 tp_bin_model *tp_bin_open_buffer(const uint8_t *buf, size_t size, const char *what, char *err, size_t err_size) {
     tp_bin_model *m = tp_calloc(1, sizeof *m);
+    tp_tensor_table_init(&m->table);
     bin_file *f = new_file(m, what);
     f->map = (uint8_t *)buf;
     f->size = size;
     int rc = parse_archive(m, f, err, err_size);
     f->map = NULL; /* not ours to unmap */
-    if (!rc) rc = index_names(m, err, err_size);
     if (rc) {
         tp_bin_close(m);
         return NULL;
@@ -381,15 +273,7 @@ tp_bin_model *tp_bin_open_buffer(const uint8_t *buf, size_t size, const char *wh
 }
 
 const tp_st_tensor *tp_bin_find(const tp_bin_model *m, const char *name) {
-    size_t lo = 0, hi = m->by_name ? m->n : 0;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = strcmp(m->tensors[m->by_name[mid]].name, name);
-        if (!c) return &m->tensors[m->by_name[mid]];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return NULL;
+    return tp_tensor_table_find(&m->table, name);
 }
 
 const char *tp_bin_unsupported(const tp_bin_model *m, const char *name) {
@@ -398,9 +282,9 @@ const char *tp_bin_unsupported(const tp_bin_model *m, const char *name) {
     return NULL;
 }
 
-size_t tp_bin_count(const tp_bin_model *m) { return m->n; }
-const tp_st_tensor *tp_bin_at(const tp_bin_model *m, size_t i) { return i < m->n ? &m->tensors[i] : NULL; }
-size_t tp_bin_total_bytes(const tp_bin_model *m) { return m->total_bytes; }
+size_t tp_bin_count(const tp_bin_model *m) { return m->table.n; }
+const tp_st_tensor *tp_bin_at(const tp_bin_model *m, size_t i) { return i < m->table.n ? &m->table.tensors[i] : NULL; }
+size_t tp_bin_total_bytes(const tp_bin_model *m) { return m->table.total_bytes; }
 size_t tp_bin_file_count(const tp_bin_model *m) { return m->n_files; }
 int tp_bin_zip64(const tp_bin_model *m) { return m->zip64; }
 
@@ -411,11 +295,9 @@ void tp_bin_close(tp_bin_model *m) {
         tp_zip_free(&m->files[i].zip);
         free(m->files[i].path);
     }
-    for (size_t i = 0; i < m->n; i++) free((char *)m->tensors[i].name);
+    tp_tensor_table_free(&m->table);
     for (size_t i = 0; i < m->n_skipped; i++) free(m->skipped[i].name);
     free(m->files);
-    free(m->tensors);
-    free(m->by_name);
     free(m->skipped);
     free(m);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckpt_path.h"
 #include "torch_bin.h"
 #include "util/log.h"
 
@@ -22,11 +23,6 @@ static int exists_in(const char *dir, const char *name) {
     return stat(p, &s) == 0;
 }
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 tp_ckpt *tp_ckpt_open(const char *path, char *err, size_t err_size) {
     tp_ckpt *c = tp_calloc(1, sizeof *c);
     struct stat s;
@@ -34,8 +30,8 @@ tp_ckpt *tp_ckpt_open(const char *path, char *err, size_t err_size) {
     int have_st = is_dir && (exists_in(path, "model.safetensors") || exists_in(path, "model.safetensors.index.json"));
     int have_bin = is_dir && (exists_in(path, "pytorch_model.bin") || exists_in(path, "pytorch_model.bin.index.json"));
     int use_bin = is_dir ? have_bin && !have_st
-                         : ends_with(path, ".bin") || ends_with(path, ".bin.index.json") || ends_with(path, ".pt") ||
-                               ends_with(path, ".pth");
+                         : tp_ckpt_ends_with(path, ".bin") || tp_ckpt_ends_with(path, ".bin.index.json") ||
+                               tp_ckpt_ends_with(path, ".pt") || tp_ckpt_ends_with(path, ".pth");
     if (is_dir && !have_st && !have_bin) {
         snprintf(err, err_size,
                  "no model.safetensors or model.safetensors.index.json in %s, and no pytorch_model.bin "
