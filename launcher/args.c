@@ -19,6 +19,7 @@ static const char *USAGE =
     "         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]\n"
     "         [--presence-penalty P] [--frequency-penalty F] [--min-tokens N]\n"
     "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json] [--speculate ngram:K[:N]]\n"
+    "         [--no-prefix-cache]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
     "         (defaults: --steps min(32, n_positions - 4), --context min(512, n_positions - steps - 4))\n"
@@ -27,7 +28,7 @@ static const char *USAGE =
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
     "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512] [--speculate ngram:K[:N]]\n"
-    "         [--max-seqs-per-client 1024]\n"
+    "         [--max-seqs-per-client 1024] [--no-prefix-cache]\n"
     "         (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
@@ -182,6 +183,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--max-connections") && serve) a->max_connections = (int)parse_long(flag, VAL(), 1, 65536);
         else if (IS("--max-seqs-per-client") && serve)
             a->max_seqs_per_client = (int)parse_long(flag, VAL(), 1, 1 << 20);
+        else if (IS("--no-prefix-cache") && (gen || serve)) a->no_prefix_cache = 1;
         else if (IS("--speculate") && (gen || serve)) {
             char err[512];
             a->speculate = VAL();

@@ -63,6 +63,7 @@ typedef struct {
     int max_seqs_per_client; /* --max-seqs-per-client: sequences one peer address holds, queued or running */
     /* generate, serve */
     const char *speculate;   /* --speculate ngram:K[:N] (NULL: off) */
+    int no_prefix_cache;     /* --no-prefix-cache: automatic prefix caching off */
     int speculate_k, speculate_n; /* parsed from it (0: off) */
 } tp_args;
 

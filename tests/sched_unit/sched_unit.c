@@ -1,9 +1,13 @@
 /* The scheduler's plan and update halves driven by hand (scheduler.h), without MPI and without a
  * model: a tp_model holding only the sizes the scheduler reads, and step outputs fabricated here
  * in place of tp_step_run's. Checks what each plan packs (tokens, positions, sequences, logits
- * rows, block tables, FIFO admission by KV blocks) and what each update does with the rows
+ * rows, block tables, admission by KV blocks) and what each update does with the rows
  * (tokens and log-probabilities recorded, EOS -> "stop", max_new_tokens -> "length", a
- * non-finite row -> "error" for that request alone, states, hooks, every KV block back). */
+ * non-finite row -> "error" for that request alone, states, hooks, every KV block back).
+ * Then the block manager (prefix_cache.h: LRU eviction, reference counts, hits confirmed by
+ * token ids under forced hash collisions, stale parents) and the scheduler's prefix hits, KV on
+ * demand, preemption (order, requeued first, resumed by refeeding, output identical to a run
+ * alone) and its bound on passing a waiting request, with a fake model (fake_next). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,13 +85,13 @@ int main(void) {
     tp_step_output out;
     tp_step_output_init(&out, &m);
 
-    /* A: 3 + 3 - 1 = 5 tokens of KV (2 blocks); B: 5 + 2 - 1 = 6 (2 blocks); C: 9 + 4 - 1 = 12
-     * (3 blocks): C waits while A and B hold 4 of the 6 blocks */
-    static const int32_t pa[] = {1, 2, 3}, pb[] = {4, 5, 6, 7, 8}, pc[] = {1, 1, 2, 3, 5, 8, 13, 2, 3};
+    /* KV on demand: admitted with blocks for their prompts, A (3 tokens) 1 block, B (5) 2, C (13)
+     * 4: C waits while A and B hold 3 of the 6 blocks */
+    static const int32_t pa[] = {1, 2, 3}, pb[] = {4, 5, 6, 7, 8}, pc[] = {1, 1, 2, 3, 5, 8, 13, 2, 3, 4, 5, 6, 7};
     tp_request r[3];
     make(&r[0], 0, pa, 3, 3);
     make(&r[1], 1, pb, 5, 2);
-    make(&r[2], 2, pc, 9, 4);
+    make(&r[2], 2, pc, 13, 4);
     for (int i = 0; i < 3; i++) CHECK(tp_sched_submit(s, &r[i]) == 0, "submit %d", i);
     CHECK(r[0].state == TP_REQ_WAITING && tp_sched_waiting(s) == 3, "queued: %s, %d waiting",
           tp_req_state_name(r[0].state), tp_sched_waiting(s));
@@ -95,7 +99,7 @@ int main(void) {
     /* step 1: prefill of A and B in one step, C left waiting */
     tp_step_plan p;
     CHECK(tp_sched_plan(s, &p) == 1, "step 1 planned");
-    CHECK(tp_sched_running(s) == 2 && tp_sched_waiting(s) == 1 && tp_sched_kv_free(s) == N_BLOCKS - 4,
+    CHECK(tp_sched_running(s) == 2 && tp_sched_waiting(s) == 1 && tp_sched_kv_free(s) == N_BLOCKS - 3,
           "step 1: %d running, %d waiting, %d blocks free", tp_sched_running(s), tp_sched_waiting(s),
           tp_sched_kv_free(s));
     CHECK(r[0].state == TP_REQ_RUNNING && r[2].state == TP_REQ_WAITING, "step 1 states: %s, %s",
@@ -109,7 +113,7 @@ int main(void) {
               ids1[t], pos1[t], seq1[t]);
     CHECK(p.host.n_rows == 2 && p.host.rows[0] == 2 && p.host.rows[1] == 7, "step 1 rows: %d (%d, %d), want 2 (2, 7)",
           p.host.n_rows, p.host.rows[0], p.host.rows[1]);
-    CHECK(p.host.n_seqs == 2 && p.host.max_blocks == MAX_BLOCKS && r[0].n_blocks == 2 && r[1].n_blocks == 2,
+    CHECK(p.host.n_seqs == 2 && p.host.max_blocks == MAX_BLOCKS && r[0].n_blocks == 1 && r[1].n_blocks == 2,
           "step 1: %d seqs, blocks %d and %d", p.host.n_seqs, r[0].n_blocks, r[1].n_blocks);
     CHECK(table_row_ok(&p, 0, &r[0]) && table_row_ok(&p, 1, &r[1]), "step 1 block tables");
     CHECK(p.logits.mode == TP_LOGITS_CANDIDATES && p.logits.k == 1 && !p.logits.targets, "step 1 logits: mode %d k %d",
@@ -141,13 +145,15 @@ int main(void) {
     CHECK(r[1].state == TP_REQ_FINISHED && r[1].finish_reason && !strcmp(r[1].finish_reason, "length") &&
               r[1].n_ids == 2 && r[1].ids[1] == 12,
           "B: %s, %s, %d ids", tp_req_state_name(r[1].state), r[1].finish_reason ? r[1].finish_reason : "-", r[1].n_ids);
-    CHECK(n.done == 2 && tp_sched_running(s) == 0 && tp_sched_kv_free(s) == N_BLOCKS,
-          "after step 2: %d done, %d running, %d blocks free", n.done, tp_sched_running(s), tp_sched_kv_free(s));
+    /* A's block 0 (positions 0-3) and B's block 0 are full: cached; the others free */
+    CHECK(n.done == 2 && tp_sched_running(s) == 0 && tp_sched_kv_free(s) == N_BLOCKS - 2 && tp_sched_kv_cached(s) == 2,
+          "after step 2: %d done, %d running, %d blocks free, %d cached", n.done, tp_sched_running(s),
+          tp_sched_kv_free(s), tp_sched_kv_cached(s));
 
     /* step 3: C is admitted; its row is not finite: it alone ends in "error", nothing drawn */
     CHECK(tp_sched_plan(s, &p) == 1, "step 3 planned");
-    CHECK(r[2].state == TP_REQ_RUNNING && p.host.n_tokens == 9 && p.host.n_rows == 1 && p.host.rows[0] == 8 &&
-              r[2].n_blocks == 3 && table_row_ok(&p, r[2].slot, &r[2]),
+    CHECK(r[2].state == TP_REQ_RUNNING && p.host.n_tokens == 13 && p.host.n_rows == 1 && p.host.rows[0] == 12 &&
+              r[2].n_blocks == 4 && table_row_ok(&p, r[2].slot, &r[2]),
           "step 3: %s, %d tokens, %d rows, %d blocks", tp_req_state_name(r[2].state), p.host.n_tokens, p.host.n_rows,
           r[2].n_blocks);
     row(&out, 0, 3, NAN, NAN);
@@ -156,8 +162,10 @@ int main(void) {
               r[2].n_ids == 0 && strstr(r[2].error, "non-finite"),
           "C: %s, %s, %d ids, \"%s\"", tp_req_state_name(r[2].state), r[2].finish_reason ? r[2].finish_reason : "-",
           r[2].n_ids, r[2].error);
-    CHECK(tp_sched_plan(s, &p) == 0 && tp_sched_steps(s) == 3 && tp_sched_kv_free(s) == N_BLOCKS && n.done == 3,
-          "idle: %ld steps, %d blocks free, %d done", tp_sched_steps(s), tp_sched_kv_free(s), n.done);
+    CHECK(tp_sched_plan(s, &p) == 0 && tp_sched_steps(s) == 3 && n.done == 3 &&
+              tp_sched_kv_free(s) + tp_sched_kv_cached(s) == N_BLOCKS,
+          "idle: %ld steps, %d blocks free + %d cached, %d done", tp_sched_steps(s), tp_sched_kv_free(s),
+          tp_sched_kv_cached(s), n.done);
 
     for (int i = 0; i < 3; i++) tp_request_free(&r[i]);
     tp_step_output_free(&out);
