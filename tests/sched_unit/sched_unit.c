@@ -71,6 +71,7 @@ static int table_row_ok(const tp_step_plan *p, int sl, const tp_request *r) {
 static void test_block_manager(void) {
     tp_prefix_cache c;
     tp_prefix_cache_init(&c, 4, 2);
+    c.hash_mask = 0; /* every hash collides: blocks are told apart by their ids and parents alone */
     int32_t b[4], hit[4];
     for (int i = 0; i < 4; i++) b[i] = tp_prefix_cache_take(&c);
     CHECK(b[0] == 0 && b[3] == 3 && tp_prefix_cache_take(&c) == -1 && tp_prefix_cache_available(&c) == 0,
@@ -160,12 +161,14 @@ static int run_all(tp_sched *s, tp_step_output *out, int max_steps) {
 static int idle_ok(const tp_sched *s) { return tp_sched_kv_free(s) + tp_sched_kv_cached(s) == tp_sched_kv_total(s); }
 
 static tp_model g_m; /* sizes only; tests change kv.n_blocks and a.max_seqs */
+static counts g_n;   /* the hooks' counts of the scheduler made by sched() */
 
 static tp_sched *sched(int n_blocks, int max_seqs, int prefix) {
     g_m.kv.n_blocks = n_blocks;
     g_m.a.max_seqs = max_seqs;
     g_m.no_prefix_cache = !prefix;
-    return tp_sched_new(&g_m, NULL);
+    tp_request_hooks hooks = {.on_token = on_token, .on_done = on_done, .ctx = &g_n};
+    return tp_sched_new(&g_m, &hooks);
 }
 
 /* the plan fed r's positions from..to-1 (its history), and samples after the last */
@@ -244,6 +247,7 @@ static void test_preemption(void) {
      * newest (B) is preempted when A grows, requeued first (ahead of C, which waits for a slot),
      * resumes by refeeding its history and ends as it does alone */
     tp_sched *s = sched(5, 2, 1);
+    g_n = (counts){0};
     tp_step_output out;
     tp_step_output_init(&out, &g_m);
     static const int32_t pa[] = {1, 2, 3, 4}, pb[] = {5, 6, 7, 8}, pc[] = {9, 10};
@@ -280,6 +284,8 @@ static void test_preemption(void) {
     }
     CHECK(seen_preempt && resumed_ok && steps < 100, "preempted %d, resumed %d, %d steps", seen_preempt, resumed_ok,
           steps);
+    CHECK(g_n.tokens == a.n_ids + b.n_ids + c.n_ids && g_n.done == 3, "hooks: %d tokens for %d ids (none twice)",
+          g_n.tokens, a.n_ids + b.n_ids + c.n_ids);
     int32_t alone[16];
     run_alone(pa, 4, 12, alone);
     CHECK(a.n_ids == 12 && !memcmp(a.ids, alone, 12 * sizeof *alone), "A's ids as alone");
