@@ -302,7 +302,8 @@ static void score_row(tp_sched *s, const tp_logits_request *lr, const tp_step_ou
 static int lookup(tp_sched *s, const tp_request *r, int32_t *hits) {
     int n = feed_end(s->m, r);
     if (!s->prefix_on || r->params.score_prompt || n < 1) return 0;
-    return tp_prefix_cache_lookup(&s->pool, r->history, (n - 1) / s->pool.block_size, hits);
+    const int32_t *ids = r->history ? r->history : r->prompt; /* not submitted yet: its prompt */
+    return tp_prefix_cache_lookup(&s->pool, ids, (n - 1) / s->pool.block_size, hits);
 }
 
 /* Blocks admitting r now takes out of tp_prefix_cache_available: the blocks for its uncached
