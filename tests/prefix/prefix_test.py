@@ -12,7 +12,7 @@ usage: prefix_test.py TPGEN MPIEXEC NP MODEL MODE
             prompt reports usage.prompt_tokens_details.cached_tokens > 0 (0 with
             --no-prefix-cache, where the query counter stays 0); at idle free + cached ==
             total blocks.
-  ondemand: MODEL with a tokenizer: 16 code prompts with max_tokens 500 and stop "\\n" in a
+  ondemand: MODEL with a tokenizer: 24 code prompts with max_tokens 500 and stop "\\n" in a
             1,024-token pool: reserving prompt + max_tokens (the scheduler before KV on demand)
             would run pool / blocks-per-request of them at once; the peak of
             tpgen_requests_running must be at least 6x that.
@@ -153,7 +153,7 @@ def serve(tmp):
 
 
 def ondemand(tmp):
-    kv, bs, n, max_tokens = 1024, 16, 16, 500
+    kv, bs, n, max_tokens = 1024, 16, 24, 500
     cfg = json.load(open(os.path.join(MODEL, "config.json")))
     srv = sh.Server(TPGEN, ["--model", MODEL, "--backend", "cpu", "--threads", "1", "--kv-cache-tokens", str(kv),
                             "--block-size", str(bs), "--max-batch", "32"], np=NP, mpiexec=MPIEXEC if NP > 1 else None)
