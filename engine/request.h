@@ -130,8 +130,9 @@ typedef struct {
     void (*on_scored)(void *ctx, tp_request *r);
 } tp_request_hooks;
 
-/* Tokens of KV cache a request fills, and the blocks of block_size it reserves: the one count
- * that admission (the scheduler) and refusal up front (the server's 400, `tpgen generate`) share.
+/* Tokens of KV cache a request fills at most, and the blocks of block_size they take: the one
+ * count that the scheduler (tp_sched_submit) and refusal up front (the server's 400, `tpgen
+ * generate`) share; blocks are taken as the request grows (KV on demand), not reserved.
  * Generating: prompt + max_new_tokens - 1 (the last generated token is never fed back), at most
  * n_positions - 1; none when max_new_tokens is 0 or the prompt already fills n_positions. A
  * scored prompt feeds at least its first n_prompt - 1 tokens (each predicts the next). -1: a
