@@ -12,9 +12,11 @@ long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_request_hooks *h
             tp_die("internal: request %d needs %d KV blocks, the cache has %d", i, tp_request_blocks(m, &reqs[i]),
                    m->kv.n_blocks);
     while (tp_sched_step(s)) {}
-    /* every request is done: every KV block is back (speculation's rejected drafts included) */
-    if (tp_sched_kv_free(s) != tp_sched_kv_total(s))
-        tp_die("internal: %d of %d KV blocks not given back after the last request", tp_sched_kv_total(s) - tp_sched_kv_free(s),
+    /* every request is done: every KV block is back, free or cached (speculation's rejected
+     * drafts and preempted sequences included) */
+    int back = tp_sched_kv_free(s) + tp_sched_kv_cached(s);
+    if (back != tp_sched_kv_total(s))
+        tp_die("internal: %d of %d KV blocks not given back after the last request", tp_sched_kv_total(s) - back,
                tp_sched_kv_total(s));
     long steps = tp_sched_steps(s);
     tp_sched_free(s);

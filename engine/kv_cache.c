@@ -32,17 +32,3 @@ void tp_kv_cache_free(tp_kv_cache *kv, tp_backend *b) {
     free(kv->v);
     kv->arena = NULL;
 }
-
-void tp_kv_blocks_init(tp_kv_blocks *a, int n_blocks) {
-    a->n_blocks = n_blocks;
-    a->free_ids = tp_malloc((size_t)n_blocks * sizeof *a->free_ids);
-    /* Pushed in reverse so blocks are handed out from id 0 upwards. */
-    for (int i = 0; i < n_blocks; i++) a->free_ids[i] = n_blocks - 1 - i;
-    a->n_free = n_blocks;
-}
-
-void tp_kv_blocks_free_all(tp_kv_blocks *a) { free(a->free_ids); a->free_ids = NULL; }
-
-int tp_kv_blocks_take(tp_kv_blocks *a) { return a->n_free ? a->free_ids[--a->n_free] : -1; }
-
-void tp_kv_blocks_give(tp_kv_blocks *a, int32_t id) { a->free_ids[a->n_free++] = id; }

@@ -1,7 +1,7 @@
 /* The paged KV cache of one rank: K and V of this rank's heads for every layer, in fixed-size
  * blocks carved from one device allocation made once at start. A sequence owns a list of blocks
  * (its block table); token p of a sequence lives in block table[p / block_size] at offset
- * p % block_size. Rank 0 decides which blocks a sequence gets (tp_kv_blocks below runs there)
+ * p % block_size. Rank 0 decides which blocks a sequence gets (prefix_cache.h runs there)
  * and sends the block tables with each step, so every rank indexes its cache the same way.
  */
 #ifndef TPGEN_KV_CACHE_H
@@ -23,17 +23,5 @@ void tp_kv_cache_init(tp_kv_cache *kv, tp_backend *b, int n_layer, int n_heads, 
                       int n_blocks);
 void tp_kv_cache_free(tp_kv_cache *kv, tp_backend *b);
 size_t tp_kv_bytes_per_token(tp_backend *b, int n_layer, int n_heads, int head_dim);
-
-/* Free-block bookkeeping (rank 0). */
-typedef struct {
-    int n_blocks;
-    int32_t *free_ids; /* stack of free block ids */
-    int n_free;
-} tp_kv_blocks;
-
-void tp_kv_blocks_init(tp_kv_blocks *a, int n_blocks);
-void tp_kv_blocks_free_all(tp_kv_blocks *a);
-int tp_kv_blocks_take(tp_kv_blocks *a); /* -1 when none is left */
-void tp_kv_blocks_give(tp_kv_blocks *a, int32_t id);
 
 #endif

@@ -6,7 +6,8 @@
  *   prompt and the params) -> tp_sched_submit: TP_REQ_WAITING -> admitted: TP_REQ_RUNNING ->
  *   TP_REQ_FINISHED (finish_reason says why) -> the results read -> tp_request_free.
  * A request with nothing to do, or cancelled while waiting, goes from WAITING (or from nothing)
- * straight to FINISHED. The scheduler (scheduler.h) owns the state; the front end reads it.
+ * straight to FINISHED. A preempted request goes from RUNNING back to WAITING (at the queue's
+ * front) and resumes by recomputing its tokens. The scheduler (scheduler.h) owns the state; the front end reads it.
  */
 #ifndef TPGEN_REQUEST_H
 #define TPGEN_REQUEST_H
@@ -70,7 +71,7 @@ typedef enum {
 tp_request_param tp_request_params_validate(const tp_request_params *p);
 
 typedef enum {
-    TP_REQ_WAITING = 0, /* queued (tp_sched_submit), no KV blocks */
+    TP_REQ_WAITING = 0, /* queued (tp_sched_submit, or preempted), no KV blocks */
     TP_REQ_RUNNING,     /* admitted: holds its KV blocks and a slot of the step */
     TP_REQ_FINISHED,    /* done, stopped, cancelled, timed out or failed (finish_reason); blocks given back */
 } tp_req_state;
@@ -100,6 +101,10 @@ struct tp_request {
     float *prompt_top_lps;   /* [n_prompt, sampling.logprobs] */
     int n_scored;
     int score_bad;           /* first position whose logits were not finite (inf or NaN), 0: none */
+    /* prefix cache and preemption (scheduler.h): prompt tokens served from the prefix cache at
+     * its first admission (usage's cached_tokens), and how often it was preempted */
+    int n_prompt_cached;
+    int n_preempted;
 
     /* scheduler state */
     tp_req_state state;
@@ -112,6 +117,9 @@ struct tp_request {
     int32_t *drafts;      /* [speculate_k] this step's drafts */
     int n_drafts;         /* fed in this step (0: a plain decode or prefill row) */
     long arrival;         /* submit order (tp_sched_submit): the queue's tie-break among equal priorities */
+    int n_reg;            /* leading blocks offered to the prefix cache (registered or not) */
+    long admitted_at;     /* admission order (the latest admission, resumes included) */
+    int n_passed;         /* waiting: times a request behind it was admitted first */
     tp_request *next;     /* waiting queue */
 };
 
@@ -132,8 +140,9 @@ typedef struct {
     void (*on_scored)(void *ctx, tp_request *r);
 } tp_request_hooks;
 
-/* Tokens of KV cache a request fills, and the blocks of block_size it reserves: the one count
- * that admission (the scheduler) and refusal up front (the server's 400, `tpgen generate`) share.
+/* Tokens of KV cache a request fills at most, and the blocks of block_size they take: the one
+ * count that the scheduler (tp_sched_submit) and refusal up front (the server's 400, `tpgen
+ * generate`) share; blocks are taken as the request grows (KV on demand), not reserved.
  * Generating: prompt + max_new_tokens - 1 (the last generated token is never fed back), at most
  * n_positions - 1; none when max_new_tokens is 0 or the prompt already fills n_positions. A
  * scored prompt feeds at least its first n_prompt - 1 tokens (each predicts the next). -1: a

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prefix_cache.h"
 #include "speculate.h"
 #include "step.h"
 #include "util/log.h"
@@ -12,12 +13,18 @@
 struct tp_sched {
     tp_model *m;
     tp_request_hooks hooks;
-    tp_kv_blocks pool;
-    tp_request *wait_head, *wait_tail; /* waiting requests, in queue_before order */
+    tp_prefix_cache pool;              /* the KV blocks: held, cached, free (prefix_cache.h) */
+    int prefix_on;                     /* automatic prefix caching (m->no_prefix_cache == 0) */
+    tp_request *wait_head, *wait_tail; /* waiting requests, in queue_before order; preempted ones at the front */
     int n_waiting, n_running;
     long n_submitted;                  /* the next request's arrival number */
     tp_request **running;              /* [max_seqs] by slot; NULL = free slot */
-    long steps;
+    long steps, admissions, preemptions;
+    long query_tokens, hit_tokens;     /* prompt tokens looked up in the prefix cache, and found */
+    int kv_short;                      /* the last plan left a running sequence short of blocks: admit no one */
+    int32_t *hits;                     /* [max_blocks] a lookup's blocks */
+    tp_request **order;                /* [max_seqs] running sequences, oldest admission first */
+    uint8_t *packed;                   /* [max_seqs] by slot: handled by this plan (never a preemption victim) */
     /* step scratch */
     int32_t *ids, *pos, *seq;          /* [max_tokens] */
     int32_t *rows;                     /* [max_rows] */
@@ -43,7 +50,11 @@ tp_sched *tp_sched_new(tp_model *m, const tp_request_hooks *hooks) {
     tp_sched *s = tp_calloc(1, sizeof *s);
     s->m = m;
     if (hooks) s->hooks = *hooks;
-    tp_kv_blocks_init(&s->pool, m->kv.n_blocks);
+    tp_prefix_cache_init(&s->pool, m->kv.n_blocks, m->kv.block_size);
+    s->prefix_on = !m->no_prefix_cache;
+    s->hits = tp_malloc(a->max_blocks * sizeof(int32_t));
+    s->order = tp_malloc(a->max_seqs * sizeof *s->order);
+    s->packed = tp_malloc(a->max_seqs);
     s->running = tp_calloc(a->max_seqs, sizeof *s->running);
     s->ids = tp_malloc(a->max_tokens * sizeof(int32_t));
     s->pos = tp_malloc(a->max_tokens * sizeof(int32_t));
@@ -66,21 +77,71 @@ void tp_sched_free(tp_sched *s) {
     free(s->work); free(s->ids); free(s->pos); free(s->seq); free(s->rows); free(s->table); free(s->row_req);
     free(s->score_at); free(s->targets);
     free(s->running); free(s->adjusted); free(s->counts);
-    tp_kv_blocks_free_all(&s->pool);
+    free(s->hits); free(s->order); free(s->packed);
+    tp_prefix_cache_free(&s->pool);
     free(s);
 }
 
 int tp_sched_running(const tp_sched *s) { return s->n_running; }
 int tp_sched_waiting(const tp_sched *s) { return s->n_waiting; }
 int tp_sched_kv_free(const tp_sched *s) { return s->pool.n_free; }
+int tp_sched_kv_cached(const tp_sched *s) { return s->pool.n_cached; }
+int tp_sched_kv_available(const tp_sched *s) { return tp_prefix_cache_available(&s->pool); }
 int tp_sched_kv_total(const tp_sched *s) { return s->pool.n_blocks; }
 long tp_sched_steps(const tp_sched *s) { return s->steps; }
+long tp_sched_preemptions(const tp_sched *s) { return s->preemptions; }
+long tp_sched_prefix_query_tokens(const tp_sched *s) { return s->query_tokens; }
+long tp_sched_prefix_hit_tokens(const tp_sched *s) { return s->hit_tokens; }
+tp_prefix_cache *tp_sched_prefix_cache(tp_sched *s) { return &s->pool; }
+
+/* The waiting queue: arrivals at their place in queue_before order (wait_insert), preempted
+ * sequences at the front, any one unlinked (admitted out of order, ended or cancelled). */
+static void wait_push_front(tp_sched *s, tp_request *r) {
+    r->next = s->wait_head;
+    s->wait_head = r;
+    if (!s->wait_tail) s->wait_tail = r;
+    s->n_waiting++;
+}
+
+static void wait_unlink(tp_sched *s, tp_request *r) {
+    tp_request *prev = NULL;
+    for (tp_request *q = s->wait_head; q; prev = q, q = q->next)
+        if (q == r) {
+            if (prev) prev->next = r->next;
+            else s->wait_head = r->next;
+            if (s->wait_tail == r) s->wait_tail = prev;
+            s->n_waiting--;
+            break;
+        }
+    r->next = NULL;
+}
+
+/* Offers r's full blocks wholly below n_cached (their tokens are in, accepted) to the prefix
+ * cache, each once; a block whose tokens another sequence registered first stays r's alone. */
+static void register_full(tp_sched *s, tp_request *r) {
+    if (!s->prefix_on) return;
+    int bs = s->pool.block_size, full = r->n_cached / bs;
+    if (full > r->n_blocks) full = r->n_blocks;
+    for (; r->n_reg < full; r->n_reg++) {
+        int i = r->n_reg;
+        tp_prefix_cache_register(&s->pool, r->blocks[i], i ? r->blocks[i - 1] : -1, r->history + (size_t)i * bs);
+    }
+}
+
+/* r's blocks go back, the last first: a sequence's later blocks are then evicted before its
+ * earlier ones (a later block is useless without those before it). */
+static void release_blocks(tp_sched *s, tp_request *r) {
+    for (int i = r->n_blocks - 1; i >= 0; i--) tp_prefix_cache_release(&s->pool, r->blocks[i]);
+    r->n_blocks = 0;
+    r->n_reg = 0;
+}
 
 static void done(tp_sched *s, tp_request *r, const char *reason) {
     r->finish_reason = reason;
     r->state = TP_REQ_FINISHED;
-    for (int i = 0; i < r->n_blocks; i++) tp_kv_blocks_give(&s->pool, r->blocks[i]);
-    r->n_blocks = 0;
+    /* KV written from non-finite logits is never offered for reuse */
+    if (strcmp(reason, "error") != 0 && !r->score_bad) register_full(s, r);
+    release_blocks(s, r);
     if (s->hooks.on_done) s->hooks.on_done(s->hooks.ctx, r);
 }
 
@@ -138,6 +199,10 @@ int tp_sched_submit(tp_sched *s, tp_request *r) {
     tp_rng_seed(&r->rng, r->params.seed, (uint64_t)r->index);
     r->n_ids = 0;
     r->n_blocks = 0;
+    r->n_reg = 0;
+    r->n_passed = 0;
+    r->n_prompt_cached = 0;
+    r->n_preempted = 0;
     r->next = NULL;
     if (r->params.score_prompt) { /* position 0 predicts nothing: no log-probability */
         int n = r->n_prompt > 0 ? r->n_prompt : 1;
@@ -166,46 +231,12 @@ void tp_sched_cancel(tp_sched *s, tp_request *r) { tp_sched_end(s, r, "cancelled
 
 void tp_sched_end(tp_sched *s, tp_request *r, const char *reason) {
     if (r->state == TP_REQ_FINISHED) return;
-    if (r->state == TP_REQ_WAITING) { /* unlink from the queue */
-        tp_request *prev = NULL;
-        for (tp_request *q = s->wait_head; q; prev = q, q = q->next)
-            if (q == r) {
-                if (prev) prev->next = r->next;
-                else s->wait_head = r->next;
-                if (s->wait_tail == r) s->wait_tail = prev;
-                s->n_waiting--;
-                break;
-            }
-        r->next = NULL;
-    } else {
+    if (r->state == TP_REQ_WAITING) wait_unlink(s, r);
+    else {
         s->running[r->slot] = NULL;
         s->n_running--;
     }
     done(s, r, reason);
-}
-
-/* Admits waiting requests, in queue order, while blocks and slots last (the head waits for room
- * rather than being overtaken, so a long request is never starved by requests of its priority). */
-static void admit(tp_sched *s) {
-    tp_acts *a = &s->m->a;
-    int slot = 0;
-    while (s->wait_head) {
-        tp_request *r = s->wait_head;
-        int need = tp_request_blocks(s->m, r);
-        while (slot < a->max_seqs && s->running[slot]) slot++;
-        if (slot == a->max_seqs || s->pool.n_free < need) break;
-        s->wait_head = r->next;
-        if (!s->wait_head) s->wait_tail = NULL;
-        r->next = NULL;
-        s->n_waiting--;
-        for (int b = 0; b < need; b++) r->blocks[b] = tp_kv_blocks_take(&s->pool);
-        r->n_blocks = need;
-        r->slot = slot;
-        r->state = TP_REQ_RUNNING;
-        r->n_cached = 0;
-        s->running[slot] = r;
-        s->n_running++;
-    }
 }
 
 static void record(tp_request *r, const tp_sample *smp) {
@@ -280,44 +311,207 @@ static void score_row(tp_sched *s, const tp_logits_request *lr, const tp_step_ou
     r->n_scored = p + 1;
 }
 
+/* Admission (KV on demand). A request is admitted with blocks for the tokens it has to feed now
+ * (its prompt; its whole history when it resumes after a preemption), its longest cached prefix
+ * of full blocks shared from the prefix cache: at most feed_end - 1 tokens, whole blocks, so
+ * that its last token is fed and gives the row it samples from. A request that scores its
+ * prompt needs every position's row: it takes no hit (its blocks are still offered to the
+ * cache). Blocks for what it generates are taken as it grows (pack). */
+static int lookup(tp_sched *s, const tp_request *r, int32_t *hits) {
+    int n = feed_end(s->m, r);
+    if (!s->prefix_on || r->params.score_prompt || n < 1) return 0;
+    const int32_t *ids = r->history ? r->history : r->prompt; /* not submitted yet: its prompt */
+    return tp_prefix_cache_lookup(&s->pool, ids, (n - 1) / s->pool.block_size, hits);
+}
+
+/* Blocks admitting r now takes out of tp_prefix_cache_available: the blocks for its uncached
+ * tokens, and its hits that sit cached (count 0) */
+static int admit_cost(const tp_sched *s, const tp_request *r, const int32_t *hits, int n_hit) {
+    int bs = s->pool.block_size;
+    int blocks = (feed_end(s->m, r) + bs - 1) / bs;
+    return blocks - n_hit + tp_prefix_cache_count_cached(&s->pool, hits, n_hit);
+}
+
+int tp_sched_admit_cost(tp_sched *s, const tp_request *r) {
+    int n_hit = lookup(s, r, s->hits);
+    return admit_cost(s, r, s->hits, n_hit);
+}
+
+/* Admits r into slot if its blocks are there; returns 1 when it did. */
+static int try_admit(tp_sched *s, tp_request *r, int slot) {
+    int bs = s->pool.block_size, n_hit = lookup(s, r, s->hits);
+    if (admit_cost(s, r, s->hits, n_hit) > tp_prefix_cache_available(&s->pool)) return 0;
+    int blocks = (feed_end(s->m, r) + bs - 1) / bs;
+    for (int b = 0; b < n_hit; b++) {
+        tp_prefix_cache_acquire(&s->pool, s->hits[b]);
+        r->blocks[b] = s->hits[b];
+    }
+    for (int b = n_hit; b < blocks; b++)
+        if ((r->blocks[b] = tp_prefix_cache_take(&s->pool)) < 0) tp_die("internal: KV block count off at admission");
+    r->n_blocks = blocks;
+    r->n_reg = n_hit;
+    r->n_cached = n_hit * bs;
+    if (r->n_preempted == 0) { /* its first admission: what usage and the counters report */
+        r->n_prompt_cached = r->n_cached;
+        if (s->prefix_on && !r->params.score_prompt) {
+            s->query_tokens += r->n_prompt;
+            s->hit_tokens += r->n_cached;
+        }
+    }
+    r->slot = slot;
+    r->state = TP_REQ_RUNNING;
+    r->admitted_at = ++s->admissions;
+    r->n_passed = 0;
+    s->running[slot] = r;
+    s->n_running++;
+    return 1;
+}
+
+/* Admits waiting requests in queue order while slots last. One that does not fit now may be
+ * passed by one behind it that does, but a request passed max_seqs times is passed no more:
+ * admission stops at it until it fits (it does once the running sequences are done: its whole
+ * need fits the cache, tp_sched_submit checked). Nobody is admitted while a running sequence
+ * is short of blocks (kv_short): they are its first. */
+static void admit(tp_sched *s) {
+    tp_acts *a = &s->m->a;
+    if (s->kv_short) return;
+    int slot = 0;
+    for (tp_request *r = s->wait_head, *next; r; r = next) {
+        next = r->next;
+        while (slot < a->max_seqs && s->running[slot]) slot++;
+        if (slot == a->max_seqs) break;
+        if (!try_admit(s, r, slot)) {
+            if (r->n_passed >= a->max_seqs) break;
+            continue;
+        }
+        for (tp_request *q = s->wait_head; q != r; q = q->next) q->n_passed++; /* those it passed */
+        wait_unlink(s, r);
+    }
+}
+
+/* Gives r's blocks back and requeues it first: it resumes by feeding its history again
+ * (mostly prefix-cache hits: its full blocks are registered first), then samples the next
+ * token with its own generator, as if never interrupted. */
+static void preempt(tp_sched *s, tp_request *r) {
+    register_full(s, r);
+    release_blocks(s, r);
+    r->n_cached = 0;
+    r->n_drafts = 0;
+    s->running[r->slot] = NULL;
+    s->n_running--;
+    r->state = TP_REQ_WAITING;
+    r->n_preempted++;
+    s->preemptions++;
+    wait_push_front(s, r);
+}
+
+/* Blocks for r up to `upto` tokens (its table covers positions < upto): free or evicted ones,
+ * without preempting anyone. Returns 1 when they are all there. */
+static int grow(tp_sched *s, tp_request *r, int upto) {
+    int bs = s->pool.block_size;
+    while (r->n_blocks * bs < upto) {
+        int b = tp_prefix_cache_take(&s->pool);
+        if (b < 0) return 0;
+        r->blocks[r->n_blocks++] = b;
+    }
+    return 1;
+}
+
+/* Blocks for r up to `upto` tokens, preempting for them the most recently admitted running
+ * sequence this plan has not handled yet (never one already packed in the step); that may be r
+ * itself, but while the step already has tokens (T > 0) r waits instead. Returns 1 when r has
+ * its blocks, 0 when it waits or was preempted. */
+static int grow_or_preempt(tp_sched *s, tp_request *r, int upto, int T) {
+    tp_acts *a = &s->m->a;
+    while (!grow(s, r, upto)) {
+        tp_request *victim = NULL;
+        for (int sl = 0; sl < a->max_seqs; sl++) {
+            tp_request *q = s->running[sl];
+            if (q && !s->packed[sl] && (!victim || q->admitted_at > victim->admitted_at)) victim = q;
+        }
+        if (!victim || (victim == r && T > 0)) {
+            s->kv_short = 1;
+            return 0;
+        }
+        preempt(s, victim);
+        if (victim == r) return 0;
+    }
+    return 1;
+}
+
+/* Logits rows a chunk of r's next `take` tokens gets: one per prompt position it scores (one not
+ * scored yet: a resumed request feeds its scored positions again without rows), and the
+ * sample row when the chunk ends at its last known token. */
+static int chunk_rows(const tp_model *m, const tp_request *r, int take) {
+    int first = r->n_scored - 1 > r->n_cached ? r->n_scored - 1 : r->n_cached; /* first scoring token */
+    int end = r->n_cached + take < r->n_prompt - 1 ? r->n_cached + take : r->n_prompt - 1;
+    int rows = r->params.score_prompt && end > first ? end - first : 0;
+    return rows + (generates(m, r) && r->n_cached + take == r->n_prompt + r->n_ids);
+}
+
 int tp_sched_plan(tp_sched *s, tp_step_plan *plan) {
     tp_model *m = s->m;
     tp_acts *a = &m->a;
     int MB = a->max_blocks;
     admit(s);
     if (s->n_running == 0) return 0;
+    s->kv_short = 0;
+    /* the running sequences, oldest admission first: each takes the blocks it feeds into as it is
+     * packed, and one short of blocks preempts the newest not yet packed (grow_or_preempt), so
+     * the oldest always advances */
+    int n_order = 0;
+    for (int sl = 0; sl < a->max_seqs; sl++) {
+        s->packed[sl] = 0;
+        tp_request *r = s->running[sl];
+        if (!r) continue;
+        int i = n_order++;
+        for (; i > 0 && s->order[i - 1]->admitted_at > r->admitted_at; i--) s->order[i] = s->order[i - 1];
+        s->order[i] = r;
+    }
     /* pack the step: decode tokens first (with their drafts), then prefill chunks. Drafts take
      * only what the decode tokens and the pending prefill leave of the token and row budgets, so
      * speculation never delays another sequence. */
-    int T = 0, R = 0, S = 0, need_tokens = 0, need_rows = 0, any_score = 0;
-    for (int sl = 0; sl < a->max_seqs; sl++) {
-        tp_request *r = s->running[sl];
-        if (!r) continue;
+    int T = 0, R = 0, S = 0, need_tokens = 0, need_rows = 0, any_score = 0, bs = s->pool.block_size;
+    for (int i = 0; i < n_order; i++) {
+        tp_request *r = s->order[i];
         need_tokens += feed_end(m, r) - r->n_cached;
         need_rows += to_score(r) + generates(m, r); /* a row per scored position, one to sample */
     }
     int spare_tokens = a->max_tokens - need_tokens, spare_rows = a->max_rows - need_rows;
     for (int pass = 0; pass < 2; pass++)
-        for (int sl = 0; sl < a->max_seqs; sl++) {
-            tp_request *r = s->running[sl];
-            if (!r) continue;
+        for (int i = 0; i < n_order; i++) {
+            tp_request *r = s->order[i];
+            if (r->state != TP_REQ_RUNNING) continue; /* preempted by an older one in this plan */
+            int sl = r->slot;
             int decoding = r->n_cached >= r->n_prompt;
             if (decoding != (pass == 0)) continue;
             int len = r->n_prompt + r->n_ids; /* tokens known so far */
             int take = feed_end(m, r) - r->n_cached;
             if (take > a->max_tokens - T) take = a->max_tokens - T;
-            /* a scored prompt chunk takes a row per token (the last prompt token's is the sample
-             * row): as many as the step has left */
-            if (to_score(r) > 0 && take > a->max_rows - R) take = a->max_rows - R;
+            /* a scored prompt chunk takes a row per position it scores (prompt positions not
+             * scored yet; a resumed request feeds its scored ones again without rows): as many
+             * as the step has left */
+            if (r->params.score_prompt)
+                while (take > 0 && chunk_rows(m, r, take) > a->max_rows - R) take--;
             r->n_drafts = 0;
-            if (take <= 0 || R >= a->max_rows) continue;
-            if (decoding && r->params.speculate_k > 0) {
-                /* drafts fed at positions len .. len + D - 1: within the KV reserved (which also
-                 * bounds max_new_tokens and n_positions: tp_request_tokens) */
+            if (take <= 0 || R >= a->max_rows) { s->packed[sl] = 1; continue; }
+            /* KV on demand: blocks for its first token, preempting if need be, then for as much
+             * of the chunk as blocks are left */
+            if (!grow_or_preempt(s, r, r->n_cached + 1, T)) continue;
+            if (!grow(s, r, r->n_cached + take)) {
+                take = r->n_blocks * bs - r->n_cached;
+                s->kv_short = 1;
+            }
+            s->packed[sl] = 1;
+            if (decoding && r->params.speculate_k > 0 && r->n_cached + take == len) {
+                /* drafts fed at positions len .. len + D - 1: within what the request may fill
+                 * (max_new_tokens, n_positions: tp_request_tokens) and the blocks it can get
+                 * without preempting */
                 int cap = r->params.speculate_k;
                 if (cap > tp_request_tokens(m, r) - len) cap = tp_request_tokens(m, r) - len;
                 if (cap > spare_tokens) cap = spare_tokens;
                 if (cap > spare_rows) cap = spare_rows;
+                if (cap > 0 && !grow(s, r, len + cap)) cap = r->n_blocks * bs - len;
                 if (cap > 0) r->n_drafts = tp_speculate_propose(r->history, len, cap, r->params.speculate_n, r->drafts);
                 spare_tokens -= r->n_drafts;
                 spare_rows -= r->n_drafts;
@@ -327,7 +521,7 @@ int tp_sched_plan(tp_sched *s, tp_step_plan *plan) {
                 s->ids[T] = r->history[p];
                 s->pos[T] = p;
                 s->seq[T] = sl;
-                if (r->params.score_prompt && p + 1 < r->n_prompt) { /* a prompt token: scores the next one */
+                if (r->params.score_prompt && p + 1 < r->n_prompt && p + 1 >= r->n_scored) { /* a prompt token: scores the next one */
                     s->rows[R] = T;
                     s->score_at[R] = p + 1;
                     s->targets[R] = r->history[p + 1];
@@ -461,6 +655,9 @@ void tp_sched_update(tp_sched *s, const tp_step_plan *plan, const tp_step_output
         r->n_drafts = 0;
         i += D + 1;
     }
+    /* the blocks this step filled with accepted tokens, to the prefix cache */
+    for (int sl = 0; sl < m->a.max_seqs; sl++)
+        if (s->running[sl]) register_full(s, s->running[sl]);
 }
 
 int tp_sched_step(tp_sched *s) {

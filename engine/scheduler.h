@@ -3,11 +3,18 @@
  *
  * Requests wait in a queue ordered by (params.priority, arrival): lower priority values first (vLLM's
  * meaning), arrival order among equals, so plain FIFO when every priority is 0 (the server's fcfs
- * policy). They are admitted in that order, between steps, while the KV cache has
- * blocks for their whole length (tp_request_tokens), reserved up front so a running sequence is
- * never preempted. Each step packs one decode token of every running sequence, then prefill
- * chunks of newly admitted ones, up to the step's token budget. A sequence that finishes, stops
- * or is cancelled gives its blocks back at once, for the next waiting request.
+ * policy); a preempted request goes back to the queue's front. They are admitted in that order,
+ * between steps, with KV blocks for the tokens they feed now (the prompt), sharing its longest
+ * cached prefix of full blocks (automatic prefix caching, prefix_cache.h; off with
+ * m->no_prefix_cache); a request that does not fit may be passed by one behind it that does, at
+ * most max_seqs times. Blocks for what a sequence generates are taken as it grows (KV on demand);
+ * when none is left, the most recently admitted running sequence is preempted: its blocks go back
+ * (full ones stay cached), it is requeued first and resumes by feeding its tokens again, with
+ * output identical to an uninterrupted run.
+ * Each step packs one decode token of every running sequence, then prefill chunks of newly
+ * admitted ones, up to the step's token budget. A sequence that finishes, stops, times out or is
+ * cancelled gives its blocks back at once (its full blocks stay cached), for the next waiting
+ * request. docs/ARCHITECTURE.md, "Prefix cache and KV on demand".
  *
  * A request that scores its prompt (r->score_prompt: echo + logprobs, `tpgen score`) does it in
  * its prefill: each prompt token's logits row, with the next prompt token as its target, gives
@@ -18,7 +25,7 @@
  *
  * A decoding sequence with speculation on (r->speculate_k, speculate.h) feeds its last token and
  * up to k drafts, with a logits row each, and keeps the tokens the target accepts: n_cached
- * advances by the accepted drafts + 1, never past the KV it reserved.
+ * advances by the accepted drafts + 1. Drafts go only into blocks it can get without preempting.
  *
  * Not thread-safe: one thread (the one that makes the MPI calls) owns a tp_sched.
  */
@@ -26,13 +33,15 @@
 #define TPGEN_SCHEDULER_H
 
 #include "model.h"
+#include "prefix_cache.h"
 #include "request.h"
 #include "step.h"
 
 typedef struct tp_sched tp_sched;
 
 /* tp_request_kv_tokens / tp_request_kv_blocks (request.h) for the model's n_positions and KV
- * block size (after tp_model_alloc): what admission reserves. */
+ * block size (after tp_model_alloc): the most a request holds at once (a request needing more
+ * than the whole cache is refused). */
 int tp_request_tokens(const tp_model *m, const tp_request *r);
 int tp_request_blocks(const tp_model *m, const tp_request *r);
 
@@ -45,7 +54,7 @@ void tp_sched_free(tp_sched *s); /* the requests stay the caller's */
  * more KV blocks than the whole cache holds (tp_request_blocks: it could never run). */
 int tp_sched_submit(tp_sched *s, tp_request *r);
 /* Ends r now, waiting or running, with finish_reason reason (a string that outlives r: "cancelled",
- * "timeout"): what it generated stays, its KV blocks are free when this returns, on_done is
+ * "timeout"): what it generated stays, its KV blocks are back (free, or cached when full) when this returns, on_done is
  * called. No-op for a finished request. Call between steps only. */
 void tp_sched_end(tp_sched *s, tp_request *r, const char *reason);
 void tp_sched_cancel(tp_sched *s, tp_request *r); /* tp_sched_end(s, r, "cancelled") */
@@ -78,8 +87,21 @@ void tp_sched_update(tp_sched *s, const tp_step_plan *plan, const tp_step_output
 
 int tp_sched_running(const tp_sched *s);
 int tp_sched_waiting(const tp_sched *s);
-int tp_sched_kv_free(const tp_sched *s);  /* free KV blocks */
-int tp_sched_kv_total(const tp_sched *s);
+int tp_sched_kv_free(const tp_sched *s);      /* free KV blocks (unregistered, unused) */
+int tp_sched_kv_cached(const tp_sched *s);    /* cached: unused, kept for prefix hits, evictable */
+int tp_sched_kv_available(const tp_sched *s); /* free + cached: what admission and growth can take */
+int tp_sched_kv_total(const tp_sched *s);     /* at idle free + cached == total */
 long tp_sched_steps(const tp_sched *s);
+long tp_sched_preemptions(const tp_sched *s);
+/* prompt tokens of first admissions looked up in the prefix cache, and those found there
+ * (requests scoring their prompt, and every request with the cache off, are not looked up) */
+long tp_sched_prefix_query_tokens(const tp_sched *s);
+long tp_sched_prefix_hit_tokens(const tp_sched *s);
+/* Blocks of tp_sched_kv_available that admitting r now would take (its uncached tokens' blocks
+ * and its hits that sit cached): for a front end that holds requests back until they fit. */
+int tp_sched_admit_cost(tp_sched *s, const tp_request *r);
+/* The block manager itself, for tests (tests/sched_unit narrows its hash to force collisions). */
+tp_prefix_cache *tp_sched_prefix_cache(tp_sched *s);
+
 
 #endif

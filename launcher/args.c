@@ -19,6 +19,7 @@ static const char *USAGE =
     "         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]\n"
     "         [--presence-penalty P] [--frequency-penalty F] [--min-tokens N]\n"
     "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json] [--speculate ngram:K[:N]]\n"
+    "         [--no-prefix-cache]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
     "         (defaults: --steps min(32, n_positions - 4), --context min(512, n_positions - steps - 4))\n"
@@ -28,7 +29,7 @@ static const char *USAGE =
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
     "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512] [--speculate ngram:K[:N]]\n"
     "         [--max-seqs-per-client 1024] [--request-timeout SECONDS (0: none)]\n"
-    "         [--scheduling-policy fcfs|priority]\n"
+    "         [--scheduling-policy fcfs|priority] [--no-prefix-cache]\n"
     "         (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
@@ -189,7 +190,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
             if (strcmp(p, "fcfs") && strcmp(p, "priority"))
                 tp_die_all("--scheduling-policy must be fcfs or priority, got \"%s\"", p);
             a->priority_policy = strcmp(p, "priority") == 0;
-        } else if (IS("--speculate") && (gen || serve)) {
+        } else if (IS("--no-prefix-cache") && (gen || serve)) a->no_prefix_cache = 1;
+        else if (IS("--speculate") && (gen || serve)) {
             char err[512];
             a->speculate = VAL();
             if (tp_speculate_parse(a->speculate, &a->speculate_k, &a->speculate_n, err, sizeof err))

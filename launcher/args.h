@@ -65,6 +65,7 @@ typedef struct {
     int priority_policy;     /* --scheduling-policy: 0 fcfs, 1 priority */
     /* generate, serve */
     const char *speculate;   /* --speculate ngram:K[:N] (NULL: off) */
+    int no_prefix_cache;     /* --no-prefix-cache: automatic prefix caching off */
     int speculate_k, speculate_n; /* parsed from it (0: off) */
 } tp_args;
 

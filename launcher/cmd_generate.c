@@ -258,8 +258,10 @@ int tp_cmd_generate(int argc, char **argv) {
         long steps = tp_generate(m, g.reqs, g.n, &hooks);
         tp_step_stop(m);
         double dt = tp_now_seconds() - t0;
-        long gen = 0, prompt = 0, drafted = 0, accepted = 0;
+        long gen = 0, prompt = 0, drafted = 0, accepted = 0, cached = 0, preempted = 0;
         for (int i = 0; i < g.n; i++) {
+            cached += g.reqs[i].n_prompt_cached;
+            preempted += g.reqs[i].n_preempted;
             gen += g.reqs[i].n_ids;
             prompt += g.reqs[i].n_prompt;
             drafted += g.reqs[i].spec_drafted;
@@ -268,8 +270,13 @@ int tp_cmd_generate(int argc, char **argv) {
         if (a.stats)
             fprintf(stderr, "{\"stats\": {\"steps\": %ld, \"forwarded_tokens\": %lld, \"prompt_tokens\": %ld, "
                             "\"generated_tokens\": %ld, \"seconds\": %.4f, \"tokens_per_s\": %.2f, "
-                            "\"drafted_tokens\": %ld, \"accepted_tokens\": %ld}}\n",
-                    steps, m->forwarded_tokens, prompt, gen, dt, gen / (dt > 0 ? dt : 1), drafted, accepted);
+                            "\"drafted_tokens\": %ld, \"accepted_tokens\": %ld, \"cached_prompt_tokens\": %ld, "
+                            "\"preemptions\": %ld}}\n",
+                    steps, m->forwarded_tokens, prompt, gen, dt, gen / (dt > 0 ? dt : 1), drafted, accepted, cached,
+                    preempted);
+        if (a.verbose)
+            fprintf(stderr, "tpgen: prefix cache%s: %ld of %ld prompt tokens served from it; %ld preemptions\n",
+                    m->no_prefix_cache ? " (off)" : "", cached, prompt, preempted);
         for (int i = 0; i < g.n; i++) {
             tp_request_free(&g.reqs[i]);
             tp_text_stream_free(g.texts[i].ts);

@@ -141,6 +141,7 @@ void tp_job_load(tp_job *j, const tp_args *a) {
     m->b = j->b;
     m->comm = j->comm;
     m->use_graphs = !a->no_cuda_graphs;
+    m->no_prefix_cache = a->no_prefix_cache;
     tp_log0("tpgen: %s, %d layers, E=%d, H=%d, V=%d; TP=%d, backend %s (%s%s), comm %s\n",
             a->model ? a->model : a->config, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head, m->cfg.vocab_size,
             mpi->size, j->b->name, tp_dtype_name(j->b->act), j->b->weights ? ", int8 weights" : "", j->comm->name);

@@ -210,7 +210,7 @@ static int client_live(srv_job *active, const char *addr) {
 
 static void admit_fair(tp_sched *sc, tp_model *m, srv_job *active) {
     if (tp_sched_waiting(sc)) return; /* what was submitted has not been admitted yet */
-    int slots = m->a.max_seqs - tp_sched_running(sc), blocks = tp_sched_kv_free(sc);
+    int slots = m->a.max_seqs - tp_sched_running(sc), blocks = tp_sched_kv_available(sc);
     while (slots > 0) {
         srv_job *best = NULL;
         int best_c = 0;
@@ -227,7 +227,7 @@ static void admit_fair(tp_sched *sc, tp_model *m, srv_job *active) {
         }
         if (!best) return;
         tp_request *r = &best->ch[best->next_sub].r;
-        int need = tp_request_blocks(m, r);
+        int need = tp_sched_admit_cost(sc, r); /* its prompt's blocks (KV on demand), less its prefix hits */
         if (need > blocks) return; /* the fairest waits for room; no one overtakes it */
         best->next_sub++;
         best->live++; /* before: a request with nothing to generate is done within submit */
@@ -337,6 +337,10 @@ void tp_server_run(tp_server *s, tp_model *m) {
         s->met.waiting = tp_sched_waiting(sc);
         for (srv_job *j = e.active; j; j = j->next) s->met.waiting += j->n_choices - j->next_sub;
         s->met.kv_free = tp_sched_kv_free(sc);
+        s->met.kv_cached = tp_sched_kv_cached(sc);
+        s->met.prefix_query_tokens = tp_sched_prefix_query_tokens(sc);
+        s->met.prefix_hit_tokens = tp_sched_prefix_hit_tokens(sc);
+        s->met.preemptions = tp_sched_preemptions(sc);
         pthread_mutex_unlock(&s->mu);
     }
     tp_sched_free(sc);

@@ -58,8 +58,18 @@ void srv_metrics_render(const srv_metrics *m, jbuf *b) {
               m->spec_accepted);
     jb_printf(b, "# HELP tpgen_kv_blocks_total KV cache blocks.\n# TYPE tpgen_kv_blocks_total gauge\n"
                  "tpgen_kv_blocks_total %d\n", m->kv_total);
-    jb_printf(b, "# HELP tpgen_kv_blocks_free Free KV cache blocks.\n# TYPE tpgen_kv_blocks_free gauge\n"
-                 "tpgen_kv_blocks_free %d\n", m->kv_free);
+    jb_printf(b, "# HELP tpgen_kv_blocks_free Free KV cache blocks (neither used nor cached).\n"
+                 "# TYPE tpgen_kv_blocks_free gauge\ntpgen_kv_blocks_free %d\n", m->kv_free);
+    jb_printf(b, "# HELP tpgen_kv_blocks_cached Unused KV cache blocks kept for prefix-cache hits (evictable).\n"
+                 "# TYPE tpgen_kv_blocks_cached gauge\ntpgen_kv_blocks_cached %d\n", m->kv_cached);
+    jb_printf(b, "# HELP tpgen_prefix_cache_query_tokens_total Prompt tokens looked up in the prefix cache.\n"
+                 "# TYPE tpgen_prefix_cache_query_tokens_total counter\ntpgen_prefix_cache_query_tokens_total %ld\n",
+              m->prefix_query_tokens);
+    jb_printf(b, "# HELP tpgen_prefix_cache_hit_tokens_total Prompt tokens served from the prefix cache.\n"
+                 "# TYPE tpgen_prefix_cache_hit_tokens_total counter\ntpgen_prefix_cache_hit_tokens_total %ld\n",
+              m->prefix_hit_tokens);
+    jb_printf(b, "# HELP tpgen_preemptions_total Sequences preempted when the KV cache ran out (they resume).\n"
+                 "# TYPE tpgen_preemptions_total counter\ntpgen_preemptions_total %ld\n", m->preemptions);
     hist(b, "tpgen_time_to_first_token_seconds", "From arrival to the first generated token.", &m->ttft);
     hist(b, "tpgen_time_per_output_token_seconds", "Mean time between output tokens of a request.", &m->tpot);
     hist(b, "tpgen_e2e_request_latency_seconds", "From arrival to the last token.", &m->e2e);

@@ -19,7 +19,9 @@ typedef struct {
     long cancelled;                 /* requests ended early: client gone, or the drain timed out */
     long timed_out;                 /* requests ended at their time budget (finish_reason "timeout") */
     long spec_drafted, spec_accepted; /* --speculate: draft tokens fed, and those accepted */
-    int running, waiting, kv_total, kv_free;
+    long prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up in the prefix cache, found */
+    long preemptions;               /* sequences preempted for KV blocks (they resume) */
+    int running, waiting, kv_total, kv_free, kv_cached; /* KV blocks: all, free, cached (evictable) */
     srv_hist ttft, tpot, e2e;
 } srv_metrics;
 

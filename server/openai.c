@@ -510,6 +510,16 @@ static void usage(srv_job *j, jbuf *b) {
     for (int i = 0; i < j->n_prompts; i++) pt += j->prompts[i].n;
     for (int i = 0; i < j->n_choices; i++) ct += j->ch[i].r.n_ids;
     jb_printf(b, "{\"prompt_tokens\": %ld, \"completion_tokens\": %ld, \"total_tokens\": %ld", pt, ct, pt + ct);
+    /* prompt tokens served from the prefix cache, per prompt the most any of its n choices found
+     * (they share the prompt), as prompt_tokens counts each prompt once */
+    long cached = 0;
+    for (int i = 0; i < j->n_choices; i += j->n) {
+        int best = 0;
+        for (int k = i; k < i + j->n && k < j->n_choices; k++)
+            if (j->ch[k].r.n_prompt_cached > best) best = j->ch[k].r.n_prompt_cached;
+        cached += best;
+    }
+    jb_printf(b, ", \"prompt_tokens_details\": {\"cached_tokens\": %ld}", cached);
     if (j->n_choices > 0 && j->ch[0].r.params.speculate_k > 0) { /* --speculate: draft tokens fed and accepted, all choices */
         long d = 0, a = 0;
         for (int i = 0; i < j->n_choices; i++) { d += j->ch[i].r.spec_drafted; a += j->ch[i].r.spec_accepted; }

@@ -8,7 +8,7 @@ usage: soak_serve.py --tpgen BIN [--mpiexec mpirun] [--np 2] [--requests 2000] [
 One server (`mpirun -np NP tpgen serve`, CPU backend, the tiny test model with the CodeGen
 tokenizer), then:
   1. the request templates (greedy and seeded sampling, n 1 or 2, prompts as text or ids of at
-     most 24 tokens, max_tokens 4..100) each run alone, one after another: the references (the
+     most 24 tokens, some sharing a 16-token prefix, max_tokens 4..100) each run alone, one after another: the references (the
      greedy ones also checked against `tpgen generate`);
   2. warm-up: WARMUP requests of the mixture below (default a quarter of REQUESTS, 200 to 1000),
      checked the same way; then the RSS of every rank is taken;
@@ -23,7 +23,7 @@ tokenizer), then:
   4. checks: every well-formed request answered, equal (ids, text, finish_reason of every
      choice; streamed or not) to the same request alone; every malformed one its status and an
      OpenAI error object; each staller closed by the server within conn-timeout + 5 s; at the
-     end no request running or waiting, kv_blocks_free == kv_blocks_total, rank 0's open fds
+     end no request running or waiting, kv_blocks_free + kv_blocks_cached == kv_blocks_total, rank 0's open fds
      back to their count before the first request, RSS of every rank within +5% of the
      warm-up figure; then SIGTERM to rank 0: every rank exits 0.
 Prints one line per check ("ok: ..." / "FAIL: ...") and a summary line "soak: ..." with the
@@ -79,11 +79,15 @@ def tokenize(srv, text):
 def make_templates(rng, n, srv, vocab):
     """Well-formed requests: a prompt (text or ids, at most 24 tokens), greedy or seeded
     sampling, n 1 or 2. Text prompts whose tokens fall outside the tiny model's vocabulary are
-    drawn again."""
+    drawn again. Every other ids prompt starts with the same 16 ids (one KV block at the default
+    --block-size): prefix-cache hits across templates, besides each template's repeats."""
     words = "a b c d e f g h l o x y".split()
+    shared = [rng.randrange(3, vocab) for _ in range(16)]
     out = []
     for i in range(n):
-        if i % 4 == 3:
+        if i % 8 == 7:
+            prompt = shared + [rng.randrange(3, vocab) for _ in range(rng.randrange(1, 9))]
+        elif i % 4 == 3:
             prompt = [rng.randrange(3, vocab) for _ in range(rng.randrange(1, 24))]
         else:
             while True:
@@ -484,7 +488,7 @@ def main():
         check(m["tpgen_requests_running"] == 0 and m["tpgen_requests_waiting"] == 0,
               "nothing running or waiting at the end: %s running, %s waiting"
               % (m["tpgen_requests_running"], m["tpgen_requests_waiting"]))
-        check(m["tpgen_kv_blocks_free"] == m["tpgen_kv_blocks_total"] > 0, "every KV block free at the end: %s of %s"
+        check(m["tpgen_kv_blocks_free"] + m["tpgen_kv_blocks_cached"] == m["tpgen_kv_blocks_total"] > 0, "every KV block free at the end: %s of %s"
               % (m["tpgen_kv_blocks_free"], m["tpgen_kv_blocks_total"]))
         cancelled = m["tpgen_requests_cancelled_total"]
         fd1 = wait_fds(srv, fd0, 15)

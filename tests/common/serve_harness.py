@@ -540,6 +540,7 @@ class Server:
         return self.wait_metrics(lambda m: name in m and pred(m[name]), timeout, every)
 
     def wait_idle(self, timeout=20):
-        """Until nothing runs or waits and every KV block is free -> (held, the last metrics)."""
+        """Until nothing runs or waits and every KV block is back (free, or cached for prefix hits) -> (held, the
+        last metrics)."""
         return self.wait_metrics(lambda m: m["tpgen_requests_running"] == 0 and m["tpgen_requests_waiting"] == 0
-                                 and m["tpgen_kv_blocks_free"] == m["tpgen_kv_blocks_total"], timeout, 0.1)
+                                 and m["tpgen_kv_blocks_free"] + m["tpgen_kv_blocks_cached"] == m["tpgen_kv_blocks_total"], timeout, 0.1)

@@ -1,0 +1,204 @@
+"""Prefix cache and KV on demand, end to end (tests/prefix.cmake; docs/SERVING.md, "Prefix cache
+and KV on demand").
+
+usage: prefix_test.py TPGEN MPIEXEC NP MODEL MODE
+  exact:    `tpgen generate` greedy on prompts that share prefixes (and repeat), at TP NP: the ids
+            of every run equal the baseline's (TP 1, --no-prefix-cache, a roomy KV pool): the
+            cache on (a roomy pool), a pool so small that there are at least as many
+            preemptions as requests (a storm) with the cache on and off, and the storm with
+            --speculate. --stats: prompt tokens served from the cache > 0 with it on, 0 off.
+  serve:    `tpgen serve` at TP NP with the storm's pool: concurrent greedy completions equal
+            the baseline's ids; /metrics tpgen_preemptions_total >= the requests; a repeated
+            prompt reports usage.prompt_tokens_details.cached_tokens > 0 (0 with
+            --no-prefix-cache, where the query counter stays 0); at idle free + cached ==
+            total blocks.
+  ondemand: MODEL with a tokenizer: 24 code prompts with max_tokens 500 and stop "\\n" in a
+            1,024-token pool: reserving prompt + max_tokens (the scheduler before KV on demand)
+            would run pool / blocks-per-request of them at once; the peak of
+            tpgen_requests_running must be at least 6x that.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import serve_harness as sh  # noqa: E402
+
+TPGEN, MPIEXEC, NP, MODEL, MODE = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+BS = 4            # --block-size: small blocks, so short prompts share several
+NEW = 24          # --max-new-tokens / max_tokens
+STORM_KV = 64     # tokens of KV in the storm: 16 blocks for 8 sequences growing to 6-10 blocks each
+COMMON = ["--backend", "cpu", "--threads", "1", "--block-size", str(BS), "--max-batch", "8"]
+
+
+def prompts():
+    """8 prompts of 9-15 ids: two families sharing 8-token prefixes (2 blocks), and repeats."""
+    cfg = json.load(open(os.path.join(MODEL, "config.json")))
+    v = cfg["vocab_size"] - 1  # below EOS on the test models
+    base = [(i * 37 + 11) % v for i in range(8)]
+    other = [(i * 53 + 7) % v for i in range(8)]
+    ps = [base + [(i * 5 + k) % v for i in range(1 + 2 * k)] for k in range(4)]
+    ps += [other + [(i * 3 + k) % v for i in range(3 + 2 * k)] for k in range(2)]
+    ps += [ps[0], ps[4]]  # exact repeats
+    return ps
+
+
+def generate(np, flags, tmp):
+    """`tpgen generate --json --stats` at TP np -> ([ids per prompt], stats dict)."""
+    pf = os.path.join(tmp, "prompts.txt")
+    with open(pf, "w") as f:
+        f.write("".join(",".join(map(str, p)) + "\n" for p in prompts()))
+    cmd = ([TPGEN] if np == 1 else [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", str(np), TPGEN])
+    cmd += ["generate", "--model", MODEL, "--prompts-file", pf, "--max-new-tokens", str(NEW), "--json", "--stats"]
+    cmd += COMMON + flags
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if not sh.check(p.returncode == 0, "exit 0 from %s (got %d): %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:])):
+        return None, {}
+    ids = [json.loads(line)["ids"] for line in p.stdout.splitlines() if line.startswith("{")]
+    stats = {}
+    for line in p.stderr.splitlines():
+        if line.startswith('{"stats"'):
+            stats = json.loads(line)["stats"]
+    return ids, stats
+
+
+def baseline(tmp):
+    ids, _ = generate(1, ["--no-prefix-cache", "--kv-cache-tokens", "4096"], tmp)
+    return ids
+
+
+def exact(tmp):
+    want = baseline(tmp)
+    n = len(prompts())
+    runs = [("cache on, roomy pool, 2 at once", ["--kv-cache-tokens", "4096", "--max-batch", "2"], 0, True),
+            ("cache on, storm", ["--kv-cache-tokens", str(STORM_KV)], n, True),
+            ("cache off, storm", ["--kv-cache-tokens", str(STORM_KV), "--no-prefix-cache"], n, False),
+            ("cache on, storm, --speculate", ["--kv-cache-tokens", str(STORM_KV), "--speculate", "ngram:4"], n, True)]
+    for name, flags, min_preempt, cache in runs:
+        ids, st = generate(NP, flags, tmp)
+        if ids is None:
+            continue
+        sh.check_ok(ids == want, "TP %d, %s: greedy ids as the baseline's" % (NP, name))
+        if ids != want:
+            for i, (a, b) in enumerate(zip(ids, want)):
+                if a != b:
+                    print("  prompt %d: %s\n   baseline: %s" % (i, a, b))
+        sh.check_ok(st.get("preemptions", -1) >= min_preempt,
+                    "TP %d, %s: %s preemptions (want >= %d)" % (NP, name, st.get("preemptions"), min_preempt))
+        cached = st.get("cached_prompt_tokens", -1)
+        sh.check_ok(cached > 0 if cache else cached == 0,
+                    "TP %d, %s: %s prompt tokens from the cache" % (NP, name, cached))
+
+
+def post_all(srv, bodies):
+    """the bodies posted at once -> [(status, json)]"""
+    out = [None] * len(bodies)
+
+    def one(i):
+        st, js, _ = srv.complete(bodies[i], timeout=240)
+        out[i] = (st, js)
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+def idle_blocks_ok(srv, what):
+    held, m = srv.wait_metrics(lambda m: m.get("tpgen_requests_running") == 0 and m.get("tpgen_requests_waiting") == 0,
+                               timeout=30)
+    free, cached, total = (m.get("tpgen_kv_blocks_" + k) for k in ("free", "cached", "total"))
+    sh.check_ok(held and free is not None and cached is not None and free + cached == total,
+                "%s: at idle %s free + %s cached == %s total blocks" % (what, free, cached, total))
+
+
+def serve(tmp):
+    want = baseline(tmp)
+    ps = prompts()
+    flags = ["--model", MODEL, "--kv-cache-tokens", str(STORM_KV)] + COMMON
+    body = lambda p: {"prompt": p, "max_tokens": NEW, "temperature": 0, "return_token_ids": True}
+    srv = sh.Server(TPGEN, flags, np=NP, mpiexec=MPIEXEC if NP > 1 else None)
+    try:
+        # the prompts in one request, so that they arrive together whatever the machine's load
+        st, js, _ = srv.complete(dict(body(ps), prompt=ps), timeout=240)
+        ch = sorted((js or {}).get("choices", []), key=lambda c: c["index"])
+        got = [c.get("token_ids") for c in ch]
+        sh.check_ok(st == 200 and got == want, "serve TP %d, storm: greedy completions as the baseline's ids" % NP)
+        pre = srv.metrics().get("tpgen_preemptions_total", -1)
+        sh.check_ok(pre >= len(ps), "serve TP %d: tpgen_preemptions_total %s >= %d sequences of the storm"
+                    % (NP, pre, len(ps)))
+        res = post_all(srv, [body(p) for p in ps])  # and as concurrent requests
+        got = [js["choices"][0]["token_ids"] if st == 200 and js else None for st, js in res]
+        sh.check_ok(got == want, "serve TP %d, concurrent requests: greedy completions as the baseline's ids" % NP)
+        m = srv.metrics()
+        q, h = m.get("tpgen_prefix_cache_query_tokens_total", 0), m.get("tpgen_prefix_cache_hit_tokens_total", -1)
+        sh.check_ok(0 < h <= q, "serve TP %d: prefix cache counters: %s of %s prompt tokens hit" % (NP, h, q))
+        for _ in range(2):  # alone, twice: the second finds the first's blocks
+            st, js, _ = srv.complete(body(ps[0]))
+        c = (js or {}).get("usage", {}).get("prompt_tokens_details", {}).get("cached_tokens", -1)
+        sh.check_ok(st == 200 and c > 0 and c % BS == 0 and c < len(ps[0]),
+                    "serve: a repeated prompt of %d tokens: cached_tokens %s" % (len(ps[0]), c))
+        idle_blocks_ok(srv, "serve, cache on")
+    finally:
+        sh.check(srv.stop().rc == 0, "serve (cache on) exits 0")
+    srv = sh.Server(TPGEN, flags + ["--no-prefix-cache"], np=NP, mpiexec=MPIEXEC if NP > 1 else None)
+    try:
+        for _ in range(2):
+            st, js, _ = srv.complete(body(ps[0]))
+        c = (js or {}).get("usage", {}).get("prompt_tokens_details", {}).get("cached_tokens", -1)
+        sh.check_ok(st == 200 and c == 0, "serve --no-prefix-cache: a repeated prompt: cached_tokens %s" % c)
+        m = srv.metrics()
+        sh.check_ok(m.get("tpgen_prefix_cache_query_tokens_total") == 0 and m.get("tpgen_kv_blocks_cached") == 0,
+                    "serve --no-prefix-cache: nothing queried or cached")
+        idle_blocks_ok(srv, "serve, cache off")
+    finally:
+        sh.check(srv.stop().rc == 0, "serve (cache off) exits 0")
+
+
+def ondemand(tmp):
+    kv, bs, n, max_tokens = 1024, 16, 24, 500
+    cfg = json.load(open(os.path.join(MODEL, "config.json")))
+    srv = sh.Server(TPGEN, ["--model", MODEL, "--backend", "cpu", "--threads", "1", "--kv-cache-tokens", str(kv),
+                            "--block-size", str(bs), "--max-batch", "32"], np=NP, mpiexec=MPIEXEC if NP > 1 else None)
+    heads = ["def add(a, b):\n", "import os\n", "class Point:\n", "for i in range(10):\n", "def main():\n",
+             "x = [1, 2, 3]\n", "while True:\n", "if x > 0:\n"]
+    bodies = [{"prompt": heads[i % len(heads)] + "    " * (i // len(heads)), "max_tokens": max_tokens,
+               "stop": ["\n"], "temperature": 0} for i in range(n)]
+    peak = [0]
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            try:
+                peak[0] = max(peak[0], srv.metrics().get("tpgen_requests_running", 0))
+            except Exception:
+                pass
+    try:
+        t = threading.Thread(target=poll)
+        t.start()
+        res = post_all(srv, bodies)
+        done.set()
+        t.join()
+        sh.check(all(st == 200 for st, _ in res), "ondemand: every request answered 200")
+        finish = [js["choices"][0]["finish_reason"] for st, js in res if js]
+        prompt_len = max(js["usage"]["prompt_tokens"] for st, js in res if js)
+        # what admission reserved before KV on demand: prompt + max_tokens - 1 (at most n_positions - 1)
+        per = (min(prompt_len + max_tokens - 1, cfg["n_positions"] - 1) + bs - 1) // bs
+        before = (kv // bs) // per
+        sh.check_ok(finish.count("stop") >= n // 2, "ondemand: %d of %d answers stopped at a newline"
+                    % (finish.count("stop"), n))
+        sh.check_ok(peak[0] >= 6 * before, "ondemand: %d sequences running at once at the peak; reserving "
+                    "%d blocks each would run %d (want >= 6x)" % (peak[0], per, before))
+        idle_blocks_ok(srv, "ondemand")
+    finally:
+        done.set()
+        sh.check(srv.stop().rc == 0, "ondemand server exits 0")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    {"exact": exact, "serve": serve, "ondemand": ondemand}[MODE](tmp)
+sh.exit_with_checks()
