@@ -94,8 +94,8 @@ def versions(tpgen):
             v[mod] = None
     g = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True)
     v["tpgen_git"] = g.stdout.strip() or None
-    p = subprocess.run([tpgen, "--version"], capture_output=True, text=True)
-    v["tpgen"] = (p.stdout.strip() or p.stderr.strip()).splitlines()[0] if p.returncode == 0 else None
+    p = subprocess.run([tpgen, "info"], capture_output=True, text=True)  # its threading line (util/threads.h)
+    v["tpgen_threads"] = next((l for l in p.stdout.splitlines() if l.startswith("cpu threads:")), None)
     return v
 
 
@@ -103,7 +103,7 @@ def ensure_models(a):
     if not os.path.exists(os.path.join(a.model, "config.json")):
         subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make_random_model.py"), a.config, a.model,
                         "--dtype", "f32", "--tokenizer", os.path.join(ROOT, "tests", "data", "tokenizer", "codegen")],
-                       check=True)
+                       check=True, stdout=sys.stderr)  # stdout: the table only
     if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):
         from ctranslate2.converters import TransformersConverter
         t0 = time.time()
