@@ -16,7 +16,12 @@ rm -rf "$work"
 mkdir -p "$work"
 python3 "$root/tools/bench_vs_ct2.py" --tpgen "$tpgen" --model "$work/model" --config "$root/configs/tiny-demo.json" \
   --threads 1 --batch 1,2 --prompt-len 16 --new-tokens 8 --prefill 32 --runs 1 --out "$work/out.json" \
-  > "$work/table.md" 2> "$work/stderr.txt" || { cat "$work/stderr.txt" "$work/table.md"; echo "FAIL: bench_vs_ct2.py exited $?"; exit 1; }
+  > "$work/table.md" 2> "$work/stderr.txt" || rc=$?
+if [ "${rc:-0}" -ne 0 ]; then
+  cat "$work/stderr.txt" "$work/table.md"
+  echo "FAIL: bench_vs_ct2.py exited $rc"
+  exit 1
+fi
 cat "$work/table.md"
 python3 - "$work/out.json" "$work/table.md" <<'PY'
 import json, sys
