@@ -31,6 +31,9 @@ static int set_by_tpgen(const char *name) {
 }
 
 void tp_threads_env_early(char **argv) {
+    /* Open MPI reads this at MPI_Init (no re-exec needed): a rank waiting in a collective (the
+     * workers between steps) yields its core to runnable threads instead of only polling. */
+    if (!set_in_env("OMPI_MCA_mpi_yield_when_idle")) (void)setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
     if (getenv(TP_THREADS_SET_VAR)) return; /* this is the re-executed process (or a child of one) */
     char set[128] = "";
     if (!set_in_env("OMP_WAIT_POLICY") && !set_in_env("GOMP_SPINCOUNT")) {

@@ -6,7 +6,9 @@
  *    divided by the ranks of its node, so ranks x threads <= cores;
  *  - waiting threads sleep (OMP_WAIT_POLICY=PASSIVE) instead of spinning: on a shared machine a
  *    spinning thread burns the time slice that the thread it waits for needs.
- * The user's own OMP_WAIT_POLICY, GOMP_SPINCOUNT, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS win.
+ *  - MPI ranks waiting in a collective yield the core (OMPI_MCA_mpi_yield_when_idle=1).
+ * The user's own OMP_WAIT_POLICY, GOMP_SPINCOUNT, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
+ * OMPI_MCA_mpi_yield_when_idle win.
  * libgomp and OpenBLAS read their variables in their library constructors, before main(): so
  * tp_threads_env_early re-executes the program once with the variables set. */
 #pragma once
