@@ -51,7 +51,9 @@ void tp_threads_env_early(char **argv) {
     /* still here: the runtimes keep the defaults they read before main (spinning waits) */
     fprintf(stderr, "tpgen: warning: cannot re-execute /proc/self/exe to set %s for OpenMP/OpenBLAS (%s); their "
                     "defaults stay (set them in the environment yourself)\n", set, strerror(errno));
-    unsetenv(TP_THREADS_SET_VAR);
+    unsetenv(TP_THREADS_SET_VAR); /* and ours: they would read as the user's (tp_threads_user_blas) */
+    if (strstr(set, "OMP_WAIT_POLICY")) unsetenv("OMP_WAIT_POLICY");
+    if (strstr(set, "OPENBLAS_NUM_THREADS")) unsetenv("OPENBLAS_NUM_THREADS");
 }
 
 int tp_threads_pick(int flag, const char *omp_env, int online, int allowed, int local_ranks, const char **why) {
