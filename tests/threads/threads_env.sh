@@ -12,19 +12,27 @@ cores=$(getconf _NPROCESSORS_ONLN)
 
 # 1. libgomp prints its settings at its start; with the re-exec, the last print is the process
 #    that runs tpgen's code.
-err=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OMP_NUM_THREADS OMP_DISPLAY_ENV=verbose "$tpgen" info 2>&1 >/dev/null)
-spin=$(grep -o "GOMP_SPINCOUNT = '[0-9]*'" <<< "$err" | tail -1)
-[ "$spin" = "GOMP_SPINCOUNT = '0'" ] || fail "libgomp does not wait passively: last $spin in:"$'\n'"$err"
-echo "ok: libgomp runs with $spin"
+#    (clang's libomp starts lazily, after main, and prints nothing for `tpgen info`: part 1 is
+#    libgomp's; libomp reads the variable at its first parallel region, long after the re-exec.)
+gomp=1
+ldd "$tpgen" | grep -q 'libgomp\.so' || { gomp=0; echo "note: $tpgen does not use libgomp; part 1 left out"; }
+if [ $gomp = 1 ]; then
+  err=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OMP_NUM_THREADS OMP_DISPLAY_ENV=verbose "$tpgen" info 2>&1 >/dev/null)
+  spin=$(grep -o "GOMP_SPINCOUNT = '[0-9]*'" <<< "$err" | tail -1)
+  [ "$spin" = "GOMP_SPINCOUNT = '0'" ] || fail "libgomp does not wait passively: last $spin in:"$'\n'"$err"
+  echo "ok: libgomp runs with $spin"
+fi
 out=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS "$tpgen" info)
 grep -q "^cpu threads: $cores OpenMP per rank (online CPUs / ranks on this node); OpenMP waiting: passive (OMP_WAIT_POLICY=PASSIVE, set by tpgen); OpenBLAS: 1 thread inside tpgen's OpenMP threads (OPENBLAS_NUM_THREADS=1, set by tpgen)" <<< "$out" \
   || fail "tpgen info's threading line:"$'\n'"$out"
 echo "ok: $(grep '^cpu threads' <<< "$out")"
 
 # 2. the user's settings stay
-err=$(OMP_WAIT_POLICY=ACTIVE OMP_DISPLAY_ENV=verbose "$tpgen" info 2>&1 >/dev/null)
-spin=$(grep -o "GOMP_SPINCOUNT = '[0-9]*'" <<< "$err" | tail -1)
-[ -n "$spin" ] && [ "$spin" != "GOMP_SPINCOUNT = '0'" ] || fail "OMP_WAIT_POLICY=ACTIVE not kept: $spin"
+if [ $gomp = 1 ]; then
+  err=$(OMP_WAIT_POLICY=ACTIVE OMP_DISPLAY_ENV=verbose "$tpgen" info 2>&1 >/dev/null)
+  spin=$(grep -o "GOMP_SPINCOUNT = '[0-9]*'" <<< "$err" | tail -1)
+  [ -n "$spin" ] && [ "$spin" != "GOMP_SPINCOUNT = '0'" ] || fail "OMP_WAIT_POLICY=ACTIVE not kept: $spin"
+fi
 out=$(OMP_WAIT_POLICY=ACTIVE OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=2 "$tpgen" info)
 grep -q "^cpu threads: 1 OpenMP per rank (OMP_NUM_THREADS); OpenMP waiting: the user's (OMP_WAIT_POLICY=ACTIVE, GOMP_SPINCOUNT=unset); OpenBLAS: the user's OPENBLAS_NUM_THREADS=2" <<< "$out" \
   || fail "user's settings not reported:"$'\n'"$out"
