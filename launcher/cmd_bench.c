@@ -32,6 +32,7 @@
 #include "bench_probes.h"
 #include "commands.h"
 #include "util/log.h"
+#include "util/threads.h"
 #include "engine/step.h"
 #include "job.h"
 
@@ -160,9 +161,7 @@ int tp_cmd_bench(int argc, char **argv) {
 
     /* The reference rates, every rank at once: ranks on a node share its memory and cores. */
     int cpu = strcmp(job.b->name, "cpu") == 0;
-    int threads = a.threads;
-    if (threads <= 0) threads = (int)(sysconf(_SC_NPROCESSORS_ONLN) / mpi->local_size);
-    if (threads < 1) threads = 1;
+    int threads = tp_threads_for_rank(a.threads, mpi->local_size, NULL); /* the backend's count */
     mpi->barrier(mpi);
     double copy_gbs = tp_bench_copy_gbs(job.b);
     size_t read_bytes = 0;

@@ -18,6 +18,7 @@
 #include "kernels/backend.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/threads.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -263,6 +264,11 @@ int tp_cmd_info(int argc, char **argv) {
         return info_error(2, "--revision, --memory, --dtype and --weights need --model");
     printf("backends: cpu%s\n", tp_backend_cuda_compiled() ? ", cuda" : "");
     printf("cpu cores: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    const char *why;
+    const int ranks = tp_threads_local_ranks_env(), threads = tp_threads_for_rank(0, ranks, &why);
+    char line[512];
+    tp_threads_describe(line, sizeof line, threads, why);
+    printf("cpu %s (%d rank%s on this node)\n", line, ranks, ranks > 1 ? "s" : "");
     if (tp_backend_cuda_compiled()) printf("cuda devices: %d\n", tp_backend_cuda_device_count());
     return model ? model_info(model, revision, memory, dtype, weights) : 0;
 }

@@ -8,6 +8,7 @@
 #include "engine/mem_plan.h"
 #include "engine/sampler.h" /* TP_MAX_CANDIDATES: the top-k of logits_stats */
 #include "util/log.h"
+#include "util/threads.h"
 
 void tp_job_agree(tp_comm *c, int ok) {
     if (c->allreduce_max_int(c, !ok)) {
@@ -39,11 +40,12 @@ static tp_backend *job_backend(const tp_args *a, tp_comm *mpi) {
     if (strcmp(name, "cpu") == 0) {
         if (a->dtype && strcmp(a->dtype, "f32") != 0 && strcmp(a->dtype, "bf16") != 0)
             tp_die_all("--dtype %s: the CPU backend computes in f32 (default) or bf16", a->dtype);
-        int threads = a->threads;
-        if (threads <= 0) { /* share the node's cores among its ranks */
-            long cores = sysconf(_SC_NPROCESSORS_ONLN);
-            threads = (int)(cores / mpi->local_size);
-            if (threads < 1) threads = 1;
+        const char *why;
+        int threads = tp_threads_for_rank(a->threads, mpi->local_size, &why); /* util/threads.h's rule */
+        if (a->verbose) {
+            char line[512];
+            tp_threads_describe(line, sizeof line, threads, why);
+            tp_log0("%s\n", line);
         }
         if (a->dtype && strcmp(a->dtype, "bf16") == 0) {
             char err[512];

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "util/threads.h"
 
 static const char *USAGE =
     "tpgen - tensor-parallel CodeGen inference\n"
@@ -19,6 +20,7 @@ static const char *USAGE =
     "run `tpgen <command> --help` for its flags; README.md documents them all\n";
 
 int main(int argc, char **argv) {
+    tp_threads_env_early(argv); /* before anything else: may re-execute (util/threads.h) */
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(USAGE, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

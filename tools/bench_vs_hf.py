@@ -25,16 +25,25 @@ TPGEN = os.path.join(ROOT, "build", "bin", "tpgen")
 MPIRUN = os.path.join(ROOT, "launcher", "tpgen-mpirun")
 
 
-def tpgen_seconds(model, prompts_file, new_tokens, np_, threads):
+def tpgen_generate(model, prompts_file, new_tokens, np_, threads, extra=()):
+    """Greedy `tpgen generate --json --stats` through launcher/tpgen-mpirun: (its --stats dict,
+    its JSON result lines: one per prompt, with "prompt_ids" and "ids")."""
     cmd = [MPIRUN, "-np", str(np_), "generate", "--model", model, "--prompts-file", prompts_file,
            "--max-new-tokens", str(new_tokens), "--ignore-eos", "--json", "--backend", "cpu",
-           "--threads", str(threads), "--stats"]
+           "--threads", str(threads), "--stats", *extra]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
+    results = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     for line in p.stderr.splitlines():
         if line.startswith('{"stats"'):
-            return json.loads(line)["stats"]["seconds"]
+            return json.loads(line)["stats"], results
     raise RuntimeError("no stats line from tpgen:\n" + p.stderr)
+
+
+def tpgen_seconds(model, prompts_file, new_tokens, np_, threads):
+    return tpgen_generate(model, prompts_file, new_tokens, np_, threads)[0]["seconds"]
 
 
 def hf_run(model, batch, prompt_len, new_tokens, threads):

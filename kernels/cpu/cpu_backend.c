@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "util/log.h"
+#include "util/threads.h"
 #include "kernels/cpu/cpu_internal.h"
 
 /* OpenBLAS's own thread count (declared in its cblas.h; repeated here so this file does not
@@ -107,7 +108,7 @@ tp_backend *tp_backend_cpu_create(int n_threads) {
     if (n_threads <= 0) n_threads = omp_get_num_procs();
     if (n_threads <= 0) n_threads = 1;
     omp_set_num_threads(n_threads);
-    openblas_set_num_threads(1);
+    if (!tp_threads_user_blas()) openblas_set_num_threads(1); /* the user's OPENBLAS_NUM_THREADS wins */
 
     tp_backend *b = tp_calloc(1, sizeof *b);
     tp_cpu *c = tp_calloc(1, sizeof *c);

@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""tpgen vs CTranslate2 on the CPU, in one run, on the same random checkpoint and prompt ids (issue 21's table).
+
+    python3 tools/bench_vs_ct2.py --model DIR [--config configs/codegen-350M.json] [--threads N]
+        [--batch 1,8,32] [--prompt-len 64] [--new-tokens 64] [--prefill 512] [--runs 3]
+        [--types f32,int8,bf16] [--check-prompts 4] [--out FILE.json] [--ct2-dir DIR]
+
+Needs ctranslate2 (PyPI), and torch + transformers to convert the checkpoint (its converter loads
+the HF model; tools/requirements-fixtures.txt). Writes the checkpoint (f32 safetensors, the codegen
+tokenizer) with tools/make_random_model.py when DIR has none, and CTranslate2's copy of it with
+ctranslate2.converters.TransformersConverter (weights kept in the checkpoint's dtype; the compute
+type is chosen at load) in --ct2-dir (default DIR-ct2) when that has none.
+
+Per type, CTranslate2 compute type / tpgen flags: f32 = float32 / (none); int8 = int8_float32 /
+--weights int8; bf16 = bfloat16 / --dtype bf16. CTranslate2 runs its default backend (oneDNN on
+this wheel); it refuses bfloat16 on a CPU without native bf16, recorded as "refused".
+
+Method, the same for both engines where they allow it (every figure a median over --runs):
+ - decode ms/step at batch B, CTranslate2: (t(N tokens) - t(1 token)) / (N - 1), greedy
+   generate_batch of B prompts of --prompt-len ids, N = --new-tokens (min_length = max_length, so
+   EOS does not end it); the N - 1 steps run at positions P .. P + N - 2.
+ - decode ms/step, tpgen: `tpgen bench --batch ... --context C --steps S`, the median of S timed
+   steps; C is chosen so the timed steps centre on CTranslate2's mean position P + (N - 2) / 2.
+ - prefill of --prefill tokens at batch 1: CTranslate2 t(1 token) from an L-id prompt; tpgen
+   bench's prefill row (chunks of --max-batch-tokens as generate runs it, the last token's logits).
+The engines alternate (CTranslate2 first on even runs, tpgen first on odd ones), so drifts in the
+machine's load hit both alike. Before timing, the f32 greedy ids of --check-prompts prompts
+(--new-tokens each) from CTranslate2 and from `tpgen generate` are compared: any difference is
+reported and makes the exit status 1 (after the table). Prints the Markdown table of
+docs/PERFORMANCE.md with its CPU flags, date and versions; --out writes every run as JSON.
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import bench_vs_hf  # noqa: E402  (tpgen generate through launcher/tpgen-mpirun)
+
+PROG = "bench_vs_ct2.py"
+# type: (CTranslate2 compute type, tpgen flags, table row names)
+TYPES = {"f32": ("float32", [], "CTranslate2 float32", "tpgen f32"),
+         "int8": ("int8_float32", ["--weights", "int8"], "CTranslate2 int8 (int8_float32)", "tpgen `--weights int8`"),
+         "bf16": ("bfloat16", ["--dtype", "bf16"], "CTranslate2 bfloat16", "tpgen `--dtype bf16`")}
+CPU_FLAGS = ["avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+             "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"]
+TPGEN_STEPS = 32
+
+
+def die(msg, rc=2):
+    print(f"{PROG}: error: {msg}", file=sys.stderr)
+    sys.exit(rc)
+
+
+def int_list(flag, s):
+    try:
+        v = [int(x) for x in s.split(",")]
+    except ValueError:
+        die(f"{flag}: {s!r} is not a comma-separated list of integers")
+    if not v or min(v) < 1:
+        die(f"{flag}: every value must be >= 1, got {s!r}")
+    return v
+
+
+def cpu_info():
+    """CPU model name and the vector/matrix flags of /proc/cpuinfo that pick kernels here."""
+    name, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k.strip() == "model name" and name == "unknown":
+                    name = v.strip()
+                elif k.strip() == "flags" and not flags:
+                    flags = set(v.split())
+    except OSError as e:
+        print(f"{PROG}: note: cannot read /proc/cpuinfo: {e}", file=sys.stderr)
+    return name, [f for f in CPU_FLAGS if f in flags]
+
+
+def versions(tpgen):
+    import ctranslate2
+    v = {"ctranslate2": ctranslate2.__version__, "python": sys.version.split()[0]}
+    for mod in ("transformers", "torch"):
+        try:
+            v[mod] = __import__(mod).__version__
+        except ImportError:
+            v[mod] = None
+    g = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True)
+    v["tpgen_git"] = g.stdout.strip() or None
+    p = subprocess.run([tpgen, "info"], capture_output=True, text=True)  # its threading line (util/threads.h)
+    v["tpgen_threads"] = next((l for l in p.stdout.splitlines() if l.startswith("cpu threads:")), None)
+    return v
+
+
+def ensure_models(a):
+    if not os.path.exists(os.path.join(a.model, "config.json")):
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make_random_model.py"), a.config, a.model,
+                        "--dtype", "f32", "--tokenizer", os.path.join(ROOT, "tests", "data", "tokenizer", "codegen")],
+                       check=True, stdout=sys.stderr)  # stdout: the table only
+    if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):
+        from ctranslate2.converters import TransformersConverter
+        t0 = time.time()
+        TransformersConverter(a.model).convert(a.ct2_dir, force=True)
+        print(f"{PROG}: converted {a.model} -> {a.ct2_dir} ({time.time() - t0:.0f} s)", file=sys.stderr)
+    with open(os.path.join(a.model, "config.json")) as f:
+        cfg = json.load(f)
+    with open(os.path.join(a.ct2_dir, "vocabulary.json")) as f:
+        vocab = json.load(f)  # id -> token string: generate_batch takes strings, returns ids
+    if len(vocab) < cfg["vocab_size"]:
+        die(f"{a.ct2_dir}/vocabulary.json has {len(vocab)} tokens, the model {cfg['vocab_size']}")
+    return cfg, vocab
+
+
+class CT2:
+    """One ctranslate2.Generator per compute type, loaded once (its load is not timed)."""
+
+    def __init__(self, path, compute_type, threads, vocab):
+        import ctranslate2
+        self.vocab = vocab
+        self.gen = ctranslate2.Generator(path, device="cpu", compute_type=compute_type, inter_threads=1,
+                                         intra_threads=threads)
+        self.generate([[1, 2, 3, 4]], 2)  # warm-up
+
+    def generate(self, prompts, n):
+        """Greedy, exactly n new ids per prompt; (seconds, ids)."""
+        toks = [[self.vocab[i] for i in p] for p in prompts]
+        t0 = time.perf_counter()
+        res = self.gen.generate_batch(toks, max_length=n, min_length=n, sampling_topk=1, beam_size=1,
+                                      include_prompt_in_result=False)
+        dt = time.perf_counter() - t0
+        ids = [r.sequences_ids[0] for r in res]
+        if any(len(x) != n for x in ids):
+            raise RuntimeError(f"CTranslate2 returned {[len(x) for x in ids]} ids, asked {n} each")
+        return dt, ids
+
+
+def ct2_run(g, a, prompts, long_prompt):
+    """One run of every batch size and the prefill: {"decode_ms": {B: ms}, "prefill_ms": ms}."""
+    out = {"decode_ms": {}}
+    for B in a.batches:
+        full = g.generate(prompts[:B], a.new_tokens)[0]
+        one = g.generate(prompts[:B], 1)[0]
+        out["decode_ms"][B] = (full - one) / (a.new_tokens - 1) * 1e3
+    if a.prefill:
+        out["prefill_ms"] = g.generate([long_prompt], 1)[0] * 1e3
+    return out
+
+
+def tpgen_context(a):
+    """--context whose timed steps (after bench's 3 warm-up steps) centre on CTranslate2's."""
+    return max(0, a.prompt_len + (a.new_tokens - 2) // 2 - 3 - (TPGEN_STEPS - 1) // 2)
+
+
+def tpgen_run(a, flags):
+    cmd = [bench_vs_hf.MPIRUN, "-np", "1", "bench", "--model", a.model, "--backend", "cpu", "--threads",
+           str(a.threads), "--batch", ",".join(map(str, a.batches)), "--context", str(tpgen_context(a)), "--steps",
+           str(TPGEN_STEPS), "--prefill", str(a.prefill), "--prefill-runs", "1", "--json", *flags]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
+    out = {"decode_ms": {}, "kernels": {}}
+    for line in p.stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        if r.get("kind") == "decode":
+            out["decode_ms"][r["batch"]] = r["ms_per_step"]
+            out["kernels"][f"batch {r['batch']}"] = r.get("kernels")
+        elif r.get("kind") == "prefill":
+            out["prefill_ms"] = r["ms"]
+            out["kernels"][f"prefill {r['prefill_tokens']}"] = r.get("kernels")
+    if sorted(out["decode_ms"]) != sorted(a.batches) or (a.prefill and "prefill_ms" not in out):
+        raise RuntimeError(f"tpgen bench gave rows for batches {sorted(out['decode_ms'])} "
+                           f"(prefill {'prefill_ms' in out}), asked {a.batches} and prefill {a.prefill}:\n{p.stdout}")
+    return out
+
+
+def check_ids(a, g, prompts):
+    """f32 greedy ids of both engines on the first --check-prompts prompts: (agree, details)."""
+    ps = prompts[:a.check_prompts]
+    _, ct2_ids = g.generate(ps, a.new_tokens)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("".join(",".join(map(str, p)) + "\n" for p in ps))
+        pf = f.name
+    try:
+        _, results = bench_vs_hf.tpgen_generate(a.model, pf, a.new_tokens, 1, a.threads)
+    finally:
+        os.unlink(pf)
+    by_prompt = {tuple(r["prompt_ids"]): r["ids"] for r in results}
+    details = []
+    for i, (p, c) in enumerate(zip(ps, ct2_ids)):
+        t = by_prompt.get(tuple(p))
+        if t is None:
+            details.append({"prompt": i, "error": "tpgen returned no result for this prompt"})
+            continue
+        first = next((j for j, (x, y) in enumerate(zip(c, t)) if x != y), None)
+        if first is None and len(c) != len(t):
+            first = min(len(c), len(t))
+        details.append({"prompt": i, "equal": first is None, "first_difference": first,
+                        "ct2": c, "tpgen": t})
+    return all(d.get("equal") for d in details), details
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def fmt(v):
+    return "refused" if v == "refused" else "n/a" if v is None else f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--config", default=os.path.join(ROOT, "configs", "codegen-350M.json"))
+    ap.add_argument("--ct2-dir")
+    ap.add_argument("--tpgen", default=os.path.join(ROOT, "build", "bin", "tpgen"))
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--batch", default="1,8,32")
+    ap.add_argument("--prompt-len", type=int, default=64)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--prefill", type=int, default=512, help="prompt length of the prefill column (0: none)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--types", default="f32,int8,bf16")
+    ap.add_argument("--check-prompts", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    a.batches = int_list("--batch", a.batch)
+    a.types = a.types.split(",")
+    bad = [t for t in a.types if t not in TYPES]
+    if bad or "f32" not in a.types:
+        die(f"--types expects a list of f32, int8, bf16 including f32 (the ids check), got {','.join(a.types)!r}")
+    for flag, v, lo in (("--threads", a.threads, 1), ("--prompt-len", a.prompt_len, 1), ("--runs", a.runs, 1),
+                        ("--new-tokens", a.new_tokens, 2), ("--prefill", a.prefill, 0),
+                        ("--check-prompts", a.check_prompts, 1)):
+        if v < lo:
+            die(f"{flag} must be >= {lo}, got {v}")
+    if not os.access(a.tpgen, os.X_OK):
+        die(f"--tpgen {a.tpgen} is not an executable (build tpgen first)")
+    os.environ["TPGEN_BIN"] = a.tpgen  # launcher/tpgen-mpirun runs this binary
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError as e:
+        die(f"cannot import ctranslate2 ({e}): pip install ctranslate2", 77)
+    a.ct2_dir = a.ct2_dir or a.model.rstrip("/") + "-ct2"
+    cfg, vocab = ensure_models(a)
+    npos = cfg["n_positions"]
+    ctx = tpgen_context(a)
+    if a.prompt_len + a.new_tokens > npos or ctx + TPGEN_STEPS + 4 > npos:
+        die(f"--prompt-len {a.prompt_len} + --new-tokens {a.new_tokens} exceed n_positions={npos} (tpgen bench needs "
+            f"--context {ctx} + {TPGEN_STEPS + 4} positions too)")
+    if a.prefill > npos:
+        die(f"--prefill {a.prefill} exceeds n_positions={npos}")
+
+    rng = random.Random(a.seed)
+    top = min(cfg["vocab_size"], 50000)  # ids of the tokenizer's own vocabulary
+    prompts = [[rng.randrange(top) for _ in range(a.prompt_len)] for _ in range(max(max(a.batches), a.check_prompts))]
+    long_prompt = [rng.randrange(top) for _ in range(a.prefill)]
+    cpu_name, flags = cpu_info()
+    t_start = time.time()
+    load = [os.getloadavg()]
+
+    gens, refused = {}, {}
+    for t in a.types:
+        try:
+            gens[t] = CT2(a.ct2_dir, TYPES[t][0], a.threads, vocab)
+        except ValueError as e:  # "Requested bfloat16 compute type, but the target device ... do not support"
+            refused[t] = str(e)
+            print(f"{PROG}: CTranslate2 refuses {TYPES[t][0]}: {e}", file=sys.stderr)
+    if "f32" in refused:
+        die(f"CTranslate2 refused float32: {refused['f32']}", 1)
+    agree, details = check_ids(a, gens["f32"], prompts)
+    print(f"{PROG}: f32 greedy ids, {a.check_prompts} prompts x {a.new_tokens}: "
+          + ("identical" if agree else "DIFFER: " + json.dumps([{k: d.get(k) for k in ("prompt", "first_difference",
+                                                                                     "error")} for d in details])),
+          file=sys.stderr, flush=True)
+
+    runs = {t: {"ct2": [], "tpgen": []} for t in a.types}
+    for r in range(a.runs):
+        order = ("ct2", "tpgen") if r % 2 == 0 else ("tpgen", "ct2")
+        for t in a.types:
+            for eng in order:
+                if eng == "ct2" and t in refused:
+                    continue
+                res = ct2_run(gens[t], a, prompts, long_prompt) if eng == "ct2" else tpgen_run(a, TYPES[t][1])
+                runs[t][eng].append(res)
+                print(f"{PROG}: run {r + 1}/{a.runs} {t} {eng}: " + ", ".join(
+                    f"b{B} {res['decode_ms'][B]:.1f}" for B in a.batches)
+                      + (f", prefill {res['prefill_ms']:.0f} ms" if a.prefill else "")
+                      + f" (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+    load.append(os.getloadavg())
+
+    cols = [f"batch {B}" for B in a.batches] + ([f"prefill {a.prefill} tokens"] if a.prefill else [])
+    table = []
+    for t in a.types:
+        for eng in ("ct2", "tpgen"):
+            name = TYPES[t][2] if eng == "ct2" else TYPES[t][3]
+            if eng == "ct2" and t in refused:
+                table.append({"row": name, "type": t, "engine": eng, "values": ["refused"] * len(cols)})
+                continue
+            rs = runs[t][eng]
+            vals = [med([x["decode_ms"][B] for x in rs]) for B in a.batches]
+            if a.prefill:
+                vals.append(med([x["prefill_ms"] for x in rs]))
+            table.append({"row": name, "type": t, "engine": eng, "values": vals})
+    lines = ["| | " + " | ".join(cols) + " |", "| --- |" + " ---: |" * len(cols)]
+    lines += [f"| {row['row']} | " + " | ".join(fmt(v) for v in row["values"]) + " |" for row in table]
+    ver = versions(a.tpgen)
+    foot = (f"{time.strftime('%Y-%m-%d', time.gmtime(t_start))}, {cpu_name} ({os.cpu_count()} CPUs online; flags: "
+            f"{' '.join(flags) or 'none of ' + ' '.join(CPU_FLAGS)}), {a.threads} threads each, median of {a.runs} "
+            f"alternating runs; decode ms/step: CTranslate2 (t({a.new_tokens}) - t(1)) / {a.new_tokens - 1} after "
+            f"{a.prompt_len}-id prompts, tpgen bench --context {ctx} --steps {TPGEN_STEPS}; prefill ms at batch 1. "
+            f"CTranslate2 {ver['ctranslate2']} (default backend), tpgen {ver['tpgen_git']}. f32 greedy ids "
+            f"{'identical' if agree else 'DIFFER'} ({a.check_prompts} prompts x {a.new_tokens}). Load average "
+            f"{load[0][0]:.1f} -> {load[-1][0]:.1f}.")
+    print("\n".join(lines) + "\n\n" + foot)
+    if a.out:
+        res = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)), "argv": sys.argv[1:],
+               "cpu": {"model": cpu_name, "flags": flags, "cpus_online": os.cpu_count()}, "versions": ver,
+               "model": os.path.abspath(a.model), "ct2_model": os.path.abspath(a.ct2_dir), "threads": a.threads,
+               "batches": a.batches, "prompt_len": a.prompt_len, "new_tokens": a.new_tokens, "prefill": a.prefill,
+               "tpgen_context": ctx, "tpgen_steps": TPGEN_STEPS, "runs": a.runs, "loadavg_1_5_15": load,
+               "ids_check": {"agree": agree, "prompts": details}, "ct2_refused": refused, "columns": cols,
+               "table": table, "table_markdown": lines, "per_run": runs}
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=1)
+            f.write("\n")
+        print(f"{PROG}: wrote {a.out}", file=sys.stderr)
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
