@@ -171,6 +171,16 @@ def part_timeout():
 
 
 def part_priority():
+    # The order check needs all five queued while the long request holds the one slot; on a
+    # loaded machine the long request may end first. That is the setup failing, not the server:
+    # it is tried again (up to 3 times); a wrong order fails at once.
+    for attempt in range(3):
+        if priority_order(attempt):
+            return
+    sh.check_ok(False, "the five requests could not all be queued while the long one ran (3 tries)")
+
+
+def priority_order(attempt):
     with server(BASE + ["--scheduling-policy", "priority"]) as srv:
         for what, value in (("a float", "1.5"), ("a string", '"1"'), ("beyond 32 bits", str(2 ** 31))):
             check_400(srv, "priority %s" % what, '"priority": %s' % value, "priority")
@@ -192,16 +202,21 @@ def part_priority():
             threads.append(threading.Thread(target=send, args=(name, prio, 8)))
             threads[-1].start()
             held, m = srv.wait_for_metric("tpgen_requests_waiting", lambda v: v == k + 1, timeout=30)
-            sh.check(held, "%s queued (%s waiting)" % (name, m.get("tpgen_requests_waiting")))
-        with lock:
-            early = list(order)
-        sh.check_ok(not early, "all five queued while the long request ran (finished already: %r)" % early)
+            with lock:
+                early = list(order)
+            if not held or early:
+                print("attempt %d: %s not queued while the long request ran (waiting %s, finished %r): again"
+                      % (attempt + 1, name, m.get("tpgen_requests_waiting"), early))
+                for t in threads:
+                    t.join(120)
+                return False
         for t in threads:
             t.join(120)
         want = ["L", "E", "B", "D", "C", "A"]
         sh.check_ok(order == want, "finished in (priority, arrival) order after the running one: %r, want %r" %
                     (order, want))
         check_idle(srv, "priority")
+        return True
 
 
 {"timeout": part_timeout, "priority": part_priority}[part]()
