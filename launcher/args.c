@@ -10,6 +10,7 @@
 
 #include "util/log.h"
 #include "engine/hub.h"
+#include "engine/remote_code.h" /* TP_MAX_QKV_GROUPS */
 #include "engine/sampler.h"
 #include "engine/speculate.h"
 
@@ -33,6 +34,7 @@ static const char *USAGE =
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats] [--weights int8]\n"
     "          [--verbose] [--comm-timeout SECONDS (NCCL; default 300, 0: none)]\n"
+    "          [--qkv-groups G (qkv_proj's mp_num: 8 for CodeGen2; default: from the checkpoint)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md";
 
 static long parse_long(const char *flag, const char *v, long lo, long hi) {
@@ -137,6 +139,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--weights")) a->weights = VAL();
         else if (IS("--comm")) a->comm = VAL();
         else if (IS("--threads")) a->threads = (int)parse_long(flag, VAL(), 0, 4096);
+        else if (IS("--qkv-groups")) a->qkv_groups = (int)parse_long(flag, VAL(), 1, TP_MAX_QKV_GROUPS);
         else if (IS("--kv-cache-tokens")) a->kv_cache_tokens = parse_long(flag, VAL(), 1, 1L << 40);
         else if (IS("--kv-cache-mem")) a->kv_cache_mem = parse_double(flag, VAL(), 0.01, 1.0);
         else if (IS("--block-size")) a->block_size = (int)parse_long(flag, VAL(), 1, 1024);
