@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "engine/fim.h"
 #include "engine/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,6 +23,8 @@ typedef struct {
     int max_connections;  /* open at once; one more is closed as soon as accepted */
     int speculate_k, speculate_n; /* --speculate ngram:K:N for every request (0: off) */
     int max_seqs_per_client; /* sequences one peer address may hold, queued or running (429 beyond) */
+    const tp_fim *fim;    /* the model's fill-in-the-middle format (engine/fim.h); NULL: `suffix` is refused */
+    int ignore_suffix;    /* --ignore-suffix: without a FIM format, `suffix` is ignored instead of refused */
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;
