@@ -9,7 +9,7 @@ typedef struct {
     int n_positions;  /* longest sequence, prompt + generated */
     int n_embd;       /* E */
     int n_layer;      /* L */
-    int n_head;       /* H, a multiple of 4 (the qkv_proj mp_num = 4 layout) */
+    int n_head;       /* H, a multiple of qkv_groups */
     int head_dim;     /* D = E / H */
     int rotary_dim;   /* R <= D, even */
     int n_inner;      /* inner MLP width (n_inner, or 4E when null) */
@@ -17,6 +17,7 @@ typedef struct {
     int eos_token_id; /* -1 when absent */
     int bos_token_id;
     int tie_word_embeddings;
+    int qkv_groups;   /* G: qkv_proj's groups (mp_num), 0 until tp_config_qkv_groups (remote_code.h) */
 } tp_config;
 
 /* Limits a config must respect (far above any CodeGen); see tp_config_load. */

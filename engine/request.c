@@ -16,6 +16,12 @@ tp_request_params tp_request_params_default(void) {
     };
 }
 
+int tp_request_stop_id(const tp_request_params *p, int32_t id) {
+    for (int i = 0; i < p->n_stop_ids && i < TP_MAX_STOP_IDS; i++)
+        if (p->stop_ids[i] == id) return 1;
+    return 0;
+}
+
 static int in(double x, double lo, double hi) { return x >= lo && x <= hi; } /* false for NaN */
 
 tp_request_param tp_request_params_validate(const tp_request_params *p) {

@@ -16,6 +16,8 @@
 
 #include "sampler.h"
 
+#define TP_MAX_STOP_IDS 4
+
 /* What a request asks for: every field named, tp_request_params_default for the rest. */
 typedef struct {
     int max_new_tokens;   /* tokens to generate at most (0: none; the prompt is only scored) */
@@ -43,6 +45,10 @@ typedef struct {
      * scheduler keeps no clock. */
     int priority;
     double timeout_s;
+    /* tokens that end the sequence as "stop" whatever ignore_eos says, like EOS (fill-in-the-middle's
+     * <eom>, engine/fim.h); front ends leave their text out of the completion */
+    int n_stop_ids;
+    int32_t stop_ids[TP_MAX_STOP_IDS];
 } tp_request_params;
 
 /* Every processing step off: temperature 1, top-k 0, top-p 1, repetition penalty 1, no
@@ -69,6 +75,9 @@ typedef enum {
  * front ends' parsers may be stricter). Returns the first field that breaks one, or
  * TP_REQ_PARAM_OK. */
 tp_request_param tp_request_params_validate(const tp_request_params *p);
+
+/* 1 when id is one of p's stop_ids. */
+int tp_request_stop_id(const tp_request_params *p, int32_t id);
 
 typedef enum {
     TP_REQ_WAITING = 0, /* queued (tp_sched_submit, or preempted), no KV blocks */

@@ -639,7 +639,8 @@ void tp_sched_update(tp_sched *s, const tp_step_plan *plan, const tp_step_output
             r->spec_accepted += accepted;
             int stop = s->hooks.on_token ? s->hooks.on_token(s->hooks.ctx, r) : 0;
             const char *reason = NULL;
-            if (stop || (!r->params.ignore_eos && smp.id == m->cfg.eos_token_id)) reason = "stop";
+            if (stop || (!r->params.ignore_eos && smp.id == m->cfg.eos_token_id) || tp_request_stop_id(&r->params, smp.id))
+                reason = "stop";
             else if (r->n_ids >= r->params.max_new_tokens || r->n_prompt + r->n_ids >= m->cfg.n_positions) reason = "length";
             if (reason) {
                 s->running[r->slot] = NULL;

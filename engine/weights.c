@@ -138,15 +138,18 @@ static void stage_slice(const load_item *it, const tp_st_tensor *t, const tp_con
             memcpy(staging + (size_t)(r * oc) * es, src + (size_t)(r * cols + it->first) * es, (size_t)oc * es);
         break;
     case SLICE_QKV: {
-        /* qkv_proj rows come in 4 blocks (mp_num = 4), block m = [Q_m; V_m; K_m], each E/4 rows =
-         * H/4 heads. Head h is in block h / (H/4) at index h % (H/4). Gather this rank's heads
-         * into [q heads; k heads; v heads]. */
-        int64_t E = c->n_embd, D = c->head_dim, per_block = c->n_head / 4, Hl = it->count;
-        static const int part_of[3] = {0, 2, 1}; /* q, k, v -> offset in block: Q=0, V=1, K=2 */
+        /* qkv_proj rows come in G groups (mp_num: 4 for CodeGen, 8 for CodeGen2; remote_code.h),
+         * group g = [Q_g; V_g; K_g], each E/G rows = H/G whole heads. Head h is in group h / (H/G)
+         * at index h % (H/G). Gather this rank's heads into [q heads; k heads; v heads]. */
+        const int64_t G = c->qkv_groups;
+        if (G < 1 || c->n_head % G) tp_die("qkv_proj: %d groups for %d heads (tp_config_qkv_groups not applied)",
+                                           (int)G, c->n_head);
+        int64_t E = c->n_embd, D = c->head_dim, per_group = c->n_head / G, Hl = it->count;
+        static const int part_of[3] = {0, 2, 1}; /* q, k, v -> offset in group: Q=0, V=1, K=2 */
         for (int which = 0; which < 3; which++)
             for (int64_t hl = 0; hl < Hl; hl++) {
-                int64_t h = it->first + hl, mblk = h / per_block, j = h % per_block;
-                int64_t src_row = mblk * (3 * E / 4) + part_of[which] * (E / 4) + j * D;
+                int64_t h = it->first + hl, grp = h / per_group, j = h % per_group;
+                int64_t src_row = grp * (3 * E / G) + part_of[which] * (E / G) + j * D;
                 int64_t dst_row = (which * Hl + hl) * D;
                 memcpy(staging + (size_t)(dst_row * cols) * es, src + (size_t)(src_row * cols) * es,
                        (size_t)(D * cols) * es);

@@ -10,6 +10,7 @@
 
 #include "util/log.h"
 #include "checkpoint/hub.h"
+#include "engine/remote_code.h" /* TP_MAX_QKV_GROUPS */
 #include "engine/sampler.h"
 #include "engine/speculate.h"
 
@@ -20,6 +21,7 @@ static const char *USAGE =
     "         [--presence-penalty P] [--frequency-penalty F] [--min-tokens N]\n"
     "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json] [--speculate ngram:K[:N]]\n"
     "         [--no-prefix-cache]\n"
+    "         [--suffix TEXT (fill in the middle: --prompt is the prefix) [--fim FILE]]\n"
     "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
     "         (defaults: --steps min(32, n_positions - 4), --context min(512, n_positions - steps - 4))\n"
@@ -29,12 +31,13 @@ static const char *USAGE =
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
     "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512] [--speculate ngram:K[:N]]\n"
     "         [--max-seqs-per-client 1024] [--request-timeout SECONDS (0: none)]\n"
-    "         [--scheduling-policy fcfs|priority] [--no-prefix-cache]\n"
+    "         [--scheduling-policy fcfs|priority] [--no-prefix-cache] [--fim FILE] [--ignore-suffix]\n"
     "         (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats] [--weights int8]\n"
     "          [--verbose] [--comm-timeout SECONDS (NCCL; default 300, 0: none)]\n"
+    "          [--qkv-groups G (qkv_proj's mp_num: 8 for CodeGen2; default: from the checkpoint)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md";
 
 static long parse_long(const char *flag, const char *v, long lo, long hi) {
@@ -139,6 +142,10 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--weights")) a->weights = VAL();
         else if (IS("--comm")) a->comm = VAL();
         else if (IS("--threads")) a->threads = (int)parse_long(flag, VAL(), 0, 4096);
+        else if (IS("--fim") && (gen || serve)) a->fim = VAL();
+        else if (IS("--suffix") && gen) a->suffix = VAL();
+        else if (IS("--ignore-suffix") && serve) a->ignore_suffix = 1;
+        else if (IS("--qkv-groups")) a->qkv_groups = (int)parse_long(flag, VAL(), 1, TP_MAX_QKV_GROUPS);
         else if (IS("--kv-cache-tokens")) a->kv_cache_tokens = parse_long(flag, VAL(), 1, 1L << 40);
         else if (IS("--kv-cache-mem")) a->kv_cache_mem = parse_double(flag, VAL(), 0.01, 1.0);
         else if (IS("--block-size")) a->block_size = (int)parse_long(flag, VAL(), 1, 1024);

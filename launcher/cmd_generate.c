@@ -13,6 +13,7 @@
 #include "job.h"
 #include "json_out.h"
 #include "prompts.h"
+#include "engine/fim.h"
 
 /* Rank 0's text state of one request. */
 typedef struct {
@@ -43,7 +44,7 @@ static void stream_out(gen_ctx *g, req_text *t) {
 
 static int on_token(void *ctx, tp_request *r) {
     gen_ctx *g = ctx;
-    if (!g->tok) return 0;
+    if (!g->tok || tp_request_stop_id(&r->params, r->ids[r->n_ids - 1])) return 0; /* FIM's <eom>: no text */
     req_text *t = &g->texts[r->index];
     int stop = tp_text_stream_push(t->ts, r->ids[r->n_ids - 1], &t->text, &t->text_len, NULL);
     stream_out(g, t);
@@ -177,6 +178,29 @@ static int check_requests(const tp_args *a, const tp_model *m, tp_request *reqs,
     return 0;
 }
 
+/* --suffix: the prompt becomes the model's FIM prompt of --prompt and --suffix (engine/fim.h), ending
+ * at its stop token. 0, or -1 after printing the error. */
+static int fim_prompt(const tp_args *a, tp_tokenizer *tok, tp_prompt *p, tp_request_params *rp) {
+    char err[4400];
+    tp_fim fim;
+    int has = tp_fim_load(a->fim, a->model, tok, &fim, err, sizeof err);
+    if (has == 0) snprintf(err, sizeof err, "--suffix: %s has no fill-in-the-middle format (fim.json in the model "
+                           "directory, or --fim FILE; docs/SERVING.md)", a->model);
+    size_t n = 0;
+    int32_t *ids = NULL;
+    if (has > 0 && tp_fim_encode(&fim, tok, a->prompt, strlen(a->prompt), a->suffix, strlen(a->suffix), &ids, &n, err,
+                                 sizeof err) == 0) {
+        free(p->ids);
+        p->ids = ids;
+        p->n = (int)n;
+        rp->stop_ids[0] = fim.stop_id;
+        rp->n_stop_ids = 1;
+        return 0;
+    }
+    fprintf(stderr, "tpgen: error: %s\n", err);
+    return -1;
+}
+
 int tp_cmd_generate(int argc, char **argv) {
     tp_comm *mpi = tp_comm_mpi_init(&argc, &argv);
     tp_args a;
@@ -195,6 +219,8 @@ int tp_cmd_generate(int argc, char **argv) {
     if (!have_tok && text_line)
         tp_die_all("--prompt is text, which needs a tokenizer in %s (vocab.json + merges.txt, or tokenizer.json); "
                    "give --prompt-ids instead", a.model);
+    if (a.suffix && (!a.prompt || !have_tok))
+        tp_die_all("--suffix needs --prompt TEXT (the prefix) and a tokenizer in %s", a.model);
 
     /* the config is all the requests are checked against: a bad request is reported before the
      * weights are read */
@@ -216,6 +242,7 @@ int tp_cmd_generate(int argc, char **argv) {
         }
         int n = ok ? tp_prompts_read(&a, g.tok, m->cfg.vocab_size, &ps) : -1;
         if (n < 0) ok = 0;
+        else if (a.suffix && fim_prompt(&a, g.tok, &ps[0], &rp)) ok = 0;
         else {
             g.n = n;
             g.reqs = tp_calloc(n, sizeof *g.reqs);

@@ -14,6 +14,7 @@
 #include "checkpoint/checkpoint.h"
 #include "engine/config.h"
 #include "checkpoint/hub.h"
+#include "engine/remote_code.h"
 #include "engine/shard.h"
 #include "kernels/backend.h"
 #include "util/json.h"
@@ -131,9 +132,13 @@ static int model_info(const char *model, const char *revision, double memory, co
         free(dir);
         return info_error(1, "%s", err);
     }
+    char gerr[2048];
+    const int groups_ok = tp_config_qkv_groups(&c, dir, 0, gerr, sizeof gerr) == 0;
     printf("\nmodel: %s%s%s\n", model, strcmp(dir, model) ? " -> " : "", strcmp(dir, model) ? dir : "");
     printf("config: %d layers, n_embd %d, %d heads of %d (rotary_dim %d), n_inner %d, vocab %d, n_positions %d\n",
            c.n_layer, c.n_embd, c.n_head, c.head_dim, c.rotary_dim, c.n_inner, c.vocab_size, c.n_positions);
+    if (groups_ok) printf("qkv_proj: %d groups (mp_num)\n", c.qkv_groups);
+    else printf("qkv_proj: unknown layout: %s\n", gerr);
     int64_t params = param_count(&c);
     printf("parameters: %" PRId64 " (%.2f %s)\n", params, params >= 1e9 ? params / 1e9 : params / 1e6,
            params >= 1e9 ? "B" : "M");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "engine/mem_plan.h"
+#include "engine/remote_code.h"
 #include "engine/sampler.h" /* TP_MAX_CANDIDATES: the top-k of logits_stats */
 #include "util/log.h"
 #include "util/threads.h"
@@ -116,8 +117,10 @@ void tp_job_config(tp_job *j, tp_comm *mpi, const tp_args *a) {
     memset(j, 0, sizeof *j);
     j->mpi = mpi;
     tp_model *m = &j->m;
-    char err[1024];
-    if (tp_config_load(a->model ? a->model : a->config, &m->cfg, err, sizeof err)) tp_die_all("%s", err);
+    char err[4096];
+    const char *path = a->model ? a->model : a->config;
+    if (tp_config_load(path, &m->cfg, err, sizeof err)) tp_die_all("%s", err);
+    if (tp_config_qkv_groups(&m->cfg, path, a->qkv_groups, err, sizeof err)) tp_die_all("%s", err);
     if (tp_shard_plan(&m->cfg, mpi->size, mpi->rank, &m->sh, err, sizeof err)) tp_die_all("%s", err);
 }
 

@@ -81,7 +81,7 @@ static int on_token(void *ctx, tp_request *r) {
     pthread_mutex_lock(&s->mu);
     int i = r->n_ids - 1;
     c->tok_off[i] = c->dlen;
-    if (c->ts) {
+    if (c->ts && !tp_request_stop_id(&r->params, r->ids[i])) { /* FIM's <eom>: not part of the text */
         char *out = NULL;
         size_t n = 0, decoded = 0;
         stop = tp_text_stream_push(c->ts, r->ids[i], &out, &n, &decoded);

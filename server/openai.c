@@ -187,13 +187,16 @@ static int parse_ids(tp_server *s, errctx *e, const json_value *a, int which, sr
     return 0;
 }
 
-static int parse_text(tp_server *s, errctx *e, const json_value *v, int which, srv_prompt *p) {
+/* suffix: NULL, or the request's `suffix` on a FIM-capable model: the prompt is then the FIM
+ * prompt of prefix v and suffix (engine/fim.h). */
+static int parse_text(tp_server *s, errctx *e, const json_value *v, const json_value *suffix, int which,
+                      srv_prompt *p) {
     if (!s->tok) {
         fail(e, 400, "prompt", NULL, "prompt %d is text, but the model directory has no tokenizer "
                                      "(vocab.json + merges.txt, or tokenizer.json); send token ids", which);
         return -1;
     }
-    if (v->str_len == 0) {
+    if (v->str_len == 0 && !suffix) {
         fail(e, 400, "prompt", NULL, "prompt %d is empty (tpgen adds no BOS token)", which);
         return -1;
     }
@@ -201,7 +204,9 @@ static int parse_text(tp_server *s, errctx *e, const json_value *v, int which, s
     int32_t *ids = NULL;
     size_t n = 0;
     pthread_mutex_lock(&s->tok_mu);
-    int rc = tp_tokenizer_encode(s->tok, v->str, v->str_len, &ids, &n, err, sizeof err);
+    int rc = suffix ? tp_fim_encode(s->o.fim, s->tok, v->str, v->str_len, suffix->str, suffix->str_len, &ids, &n, err,
+                                    sizeof err)
+                    : tp_tokenizer_encode(s->tok, v->str, v->str_len, &ids, &n, err, sizeof err);
     pthread_mutex_unlock(&s->tok_mu);
     if (rc) {
         fail(e, 400, "prompt", NULL, "prompt %d: %s", which, err);
@@ -216,6 +221,7 @@ static int parse_text(tp_server *s, errctx *e, const json_value *v, int which, s
         }
     p->ids = ids;
     p->n = (int)n;
+    if (suffix) return 0; /* echo: the FIM prompt's text, from its ids (prompt_offsets) */
     p->text = tp_malloc(v->str_len + 1);
     memcpy(p->text, v->str, v->str_len + 1);
     p->text_len = v->str_len;
@@ -254,9 +260,22 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
             return fail(e, 404, "model", "model_not_found", "The model '%s' does not exist; this server serves '%s'",
                         v->str, s->o.name);
     }
-    /* "" (Copilot's plugin sends it at the end of a file) has nothing after the cursor: no suffix */
-    if ((v = json_get(root, "suffix")) && v->type != JSON_NULL && !(v->type == JSON_STRING && v->str_len == 0))
-        return fail(e, 400, "suffix", NULL, "'suffix' is not supported: CodeGen has no fill-in-the-middle");
+    const json_value *suffix = json_get(root, "suffix");
+    if (suffix && suffix->type == JSON_NULL) suffix = NULL;
+    if (suffix && suffix->type != JSON_STRING)
+        return fail(e, 400, "suffix", NULL, "'suffix' must be a string, got %s", type_of(suffix));
+    if (suffix && strlen(suffix->str) != suffix->str_len)
+        return fail(e, 400, "suffix", NULL, "'suffix' holds a NUL character");
+    /* "" (Copilot's plugin sends it at the end of a file) has nothing after the cursor: without a
+     * FIM format it is no suffix; a FIM model infills at the end */
+    if (suffix && !s->o.fim && suffix->str_len == 0) suffix = NULL;
+    if (suffix && !s->o.fim) {
+        if (!s->o.ignore_suffix)
+            return fail(e, 400, "suffix", NULL, "'suffix' is not supported: this model has no fill-in-the-middle format "
+                        "(CodeGen 1 cannot infill; a FIM model needs fim.json in its directory or --fim FILE); "
+                        "start the server with --ignore-suffix to ignore it");
+        suffix = NULL; /* --ignore-suffix: a plain completion of the prompt */
+    }
     if ((v = json_get(root, "logit_bias")) && v->type != JSON_NULL && !(v->type == JSON_OBJECT && v->n == 0))
         return fail(e, 400, "logit_bias", NULL, "'logit_bias' is not supported");
     long long max_tokens = 16, n = 1, best_of = -1, logprobs = -1, top_k = 0, min_tokens = 0, seed = -1;
@@ -326,6 +345,10 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     if ((v = json_get(root, "user")) && v->type != JSON_NULL && v->type != JSON_STRING)
         return fail(e, 400, "user", NULL, "'user' must be a string, got %s", type_of(v));
     rp.ignore_eos = ignore_eos;
+    if (suffix) { /* the infill ends at the format's stop token (<eom>), left out of the text */
+        rp.stop_ids[0] = s->o.fim->stop_id;
+        rp.n_stop_ids = 1;
+    }
 
     srv_job *j = tp_calloc(1, sizeof *j);
     pthread_cond_init(&j->cv, NULL);
@@ -360,10 +383,13 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     if (p->type == JSON_STRING) {
         j->prompts = tp_calloc(1, sizeof *j->prompts);
         j->n_prompts = 1;
-        if (parse_text(s, e, p, 0, &j->prompts[0])) { srv_job_free(j); return NULL; }
+        if (parse_text(s, e, p, suffix, 0, &j->prompts[0])) { srv_job_free(j); return NULL; }
     } else if (p->type == JSON_ARRAY) {
         if (p->n == 0) BAIL(400, "prompt", NULL, "'prompt' is an empty array");
         json_type t0 = p->items[0].type;
+        if (suffix && t0 != JSON_STRING)
+            BAIL(400, "suffix", NULL, "'suffix' needs text prompts (a string or an array of strings): the "
+                                      "fill-in-the-middle prompt is built from text");
         if (t0 == JSON_NUMBER) { /* one prompt of ids */
             j->prompts = tp_calloc(1, sizeof *j->prompts);
             j->n_prompts = 1;
@@ -376,8 +402,10 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
                 const json_value *x = &p->items[i];
                 j->n_prompts = (int)i + 1;
                 int rc;
-                if (x->type == JSON_STRING) rc = parse_text(s, e, x, (int)i, &j->prompts[i]);
-                else if (x->type == JSON_ARRAY) rc = parse_ids(s, e, x, (int)i, &j->prompts[i]);
+                if (x->type == JSON_STRING) rc = parse_text(s, e, x, suffix, (int)i, &j->prompts[i]);
+                else if (x->type == JSON_ARRAY && !suffix) rc = parse_ids(s, e, x, (int)i, &j->prompts[i]);
+                else if (x->type == JSON_ARRAY) BAIL(400, "suffix", NULL, "'suffix' needs text prompts; prompt %zu is "
+                                                                          "token ids", i);
                 else BAIL(400, "prompt", NULL, "prompt %zu is a %s; 'prompt' must be a string, an array of strings, "
                                                "an array of token ids or an array of arrays of token ids", i, type_of(x));
                 if (rc) { srv_job_free(j); return NULL; }

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "engine/fim.h"
 #include "engine/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,6 +26,8 @@ typedef struct {
     double request_timeout;  /* --request-timeout: seconds from arrival a request may take (0: none); also
                               * the largest per-request "timeout" */
     int priority_policy;     /* --scheduling-policy priority: 1 ("priority" orders the queue), 0 fcfs */
+    const tp_fim *fim;    /* the model's fill-in-the-middle format (engine/fim.h); NULL: `suffix` is refused */
+    int ignore_suffix;    /* --ignore-suffix: without a FIM format, `suffix` is ignored instead of refused */
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;

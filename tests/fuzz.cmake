@@ -61,9 +61,10 @@ tpgen_fuzz_target(prompts SOURCES launcher/prompts.c LIBS tpgen_tokenizer)
 tpgen_fuzz_target(sampler SOURCES engine/sampler.c LIBS ${MATH_LIB})
 tpgen_fuzz_target(bin LIBS tpgen_checkpoint)
 # server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the engine
-# functions it calls, the request builder, validation, KV count and free, are engine/request.c alone)
+# functions it calls, the request builder, validation, KV count and free, are engine/request.c, and
+# engine/fim.c for `suffix`)
 find_package(Threads REQUIRED)
-tpgen_fuzz_target(server_request SOURCES server/openai.c server/jbuf.c engine/request.c
+tpgen_fuzz_target(server_request SOURCES server/openai.c server/jbuf.c engine/request.c engine/fim.c
                   LIBS tpgen_tokenizer Threads::Threads)
 # Whole requests in one process (TP 1): body -> srv_parse_completion -> the server's engine loop
 # (scheduler, sampler) -> the response, on models/codegen-tiny-py; the model is loaded as

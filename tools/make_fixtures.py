@@ -38,6 +38,7 @@ from transformers import CodeGenConfig, CodeGenForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_random_model import tensor_specs  # noqa: E402  (names and shapes of the state_dict)
+from codegen_ref import dump_json, edge_ids, numpy_logits, valid_tp  # noqa: E402  (torch-free, shared)
 
 # Shapes chosen to exercise the engine: heads 4..24, rotary_dim < D and = D, n_inner set,
 # vocab sizes not divisible by 2, 3 or 4 (vocab-parallel padding), F32/BF16/F16, an index
@@ -70,23 +71,6 @@ NUMPY_TOL = 1e-4                # HF fp32 logits vs the float64 numpy model, max
 
 def die(msg):
     sys.exit(f"make_fixtures.py: error: {msg}")
-
-
-def valid_tp(n_head):
-    """TP sizes up to 8 that divide the heads (the engine's rule)."""
-    return [t for t in range(1, 9) if n_head % t == 0]
-
-
-def edge_ids(vocab):
-    """Vocabulary edges: 0, V-1 and the first/last id of each rank's vocab slice for TP 2, 3, 4
-    (slices of ceil(V / TP) ids, the last one padded)."""
-    ids = {0, vocab - 1}
-    for tp in (2, 3, 4):
-        per = -(-vocab // tp)
-        for r in range(1, tp):
-            if r * per < vocab:
-                ids.update({r * per - 1, r * per})
-    return sorted(ids)
 
 
 def build_model(fx):
@@ -128,56 +112,6 @@ def build_model(fx):
                 p.copy_(normal(p.shape, std))
     return model.to(TORCH_DTYPES[fx["dtype"]])
 
-
-# ---------- independent float64 reference of the model as docs/FIXTURES.md states it ----------
-
-def numpy_logits(w, cfg, ids):
-    """w: name -> float64 array; ids: [T]. Returns logits [T, V] (float64)."""
-    E, H, L = cfg.n_embd, cfg.n_head, cfg.n_layer
-    D, R, eps = E // H, cfg.rotary_dim, cfg.layer_norm_epsilon
-    T = len(ids)
-
-    def ln(x, p):
-        mu = x.mean(-1, keepdims=True)
-        var = ((x - mu) ** 2).mean(-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + eps) * w[p + ".weight"] + w[p + ".bias"]
-
-    def rotary(x):                                   # x: [T, H, D]; rotate_every_two on dims < R
-        inv = 10000.0 ** (-np.arange(0, R, 2) / R)  # [R/2]
-        ang = np.arange(T)[:, None] * inv[None, :]  # [T, R/2]
-        c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
-        out = x.copy()
-        x0, x1 = x[:, :, 0:R:2], x[:, :, 1:R:2]
-        out[:, :, 0:R:2] = x0 * c - x1 * s
-        out[:, :, 1:R:2] = x1 * c + x0 * s
-        return out
-
-    h = w["transformer.wte.weight"][ids]             # [T, E]
-    mask = np.triu(np.ones((T, T), dtype=bool), 1)
-    for i in range(L):
-        p = f"transformer.h.{i}."
-        x = ln(h, p + "ln_1")
-        y = x @ w[p + "attn.qkv_proj.weight"].T      # [T, 3E]: 4 blocks of [Q_m; V_m; K_m]
-        y = y.reshape(T, 4, 3, E // 4)
-        q = y[:, :, 0].reshape(T, H, D)              # head h = m * H/4 + j
-        v = y[:, :, 1].reshape(T, H, D)
-        k = y[:, :, 2].reshape(T, H, D)
-        q, k = rotary(q), rotary(k)
-        sc = np.einsum("thd,shd->hts", q, k) / np.sqrt(D)
-        sc[:, mask] = -np.inf
-        sc = np.exp(sc - sc.max(-1, keepdims=True))
-        sc /= sc.sum(-1, keepdims=True)
-        att = np.einsum("hts,shd->thd", sc, v).reshape(T, E)
-        att = att @ w[p + "attn.out_proj.weight"].T
-        u = x @ w[p + "mlp.fc_in.weight"].T + w[p + "mlp.fc_in.bias"]
-        u = 0.5 * u * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (u + 0.044715 * u ** 3)))
-        mlp = u @ w[p + "mlp.fc_out.weight"].T + w[p + "mlp.fc_out.bias"]
-        h = att + mlp + h
-    h = ln(h, "transformer.ln_f")
-    return h @ w["lm_head.weight"].T + w["lm_head.bias"]
-
-
-# ------------------------------------------------------------------------------------------
 
 def forward_logprobs(model, ids):
     """log_softmax of the fp32 logits at every position: [T, V], and raw logits [T, V]."""
@@ -268,23 +202,6 @@ def check_files(d, fx, cfg):
     missing = sorted(set(want) - set(seen))
     if missing:
         die(f"{d}: missing tensors {missing}")
-
-
-def dump_json(o, ind=0):
-    """JSON with one line per dict member and per greedy step; short lists inline."""
-    def depth(x):
-        if isinstance(x, dict):
-            return 99
-        if isinstance(x, list):
-            return 1 + max((depth(e) for e in x), default=0)
-        return 0
-    pad, pad1 = " " * ind, " " * (ind + 1)
-    if isinstance(o, dict):
-        body = ",\n".join(f"{pad1}{json.dumps(k)}: {dump_json(v, ind + 1)}" for k, v in o.items())
-        return "{\n" + body + "\n" + pad + "}"
-    if isinstance(o, list) and depth(o) > 2:
-        return "[\n" + ",\n".join(pad1 + dump_json(e, ind + 1) for e in o) + "\n" + pad + "]"
-    return json.dumps(o, separators=(", ", ": "))
 
 
 def make_fixture(fx, out_dir):

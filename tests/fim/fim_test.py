@@ -1,0 +1,133 @@
+"""`suffix` end to end (tests/fim.cmake): fill-in-the-middle on the CodeGen2-shaped fixture, and
+CodeGen 1's refusal and --ignore-suffix.
+
+    fim_test.py TPGEN MPIEXEC NP fim CODEGEN2_FIXTURE
+    fim_test.py TPGEN MPIEXEC NP codegen1 TINY_MODEL_DIR TOKENIZER_DIR
+
+fim: the fixture's expected.json "fim" entry (tools/make_codegen2_fixtures.py) holds the FIM prompt's
+ids as HF `tokenizers` encodes prefix + "<mask_1>" + suffix + "<|endoftext|>" + "<sep>" + "<mask_1>"
+and the float64 reference's greedy infill up to <eom>. Checked: the prompt ids the server built
+equal those; the infill ids, text (without <eom>) and finish_reason "stop"; logprobs within the
+parity bound; through the openai client (plain and streaming), curl with streaming on
+/v1/engines/{e}/completions, a stop string, n = 2 and an array of text prompts; token-id prompts
+with suffix are refused naming `suffix`.
+codegen1: tiny-f32 with the CodeGen tokenizer has no FIM format: `suffix` is a 400 naming it;
+under --ignore-suffix the answer is the plain completion of the prompt.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import serve_harness as sh  # noqa: E402
+
+TOL = 2e-4  # tests/parity/check_parity.c's logprob bound (fp32 engine vs the float64 reference)
+tpgen, mpiexec, np_, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+mpi = mpiexec if np_ > 1 else None
+
+
+def close(a, b):
+    return len(a) == len(b) and all(abs(x - y) <= TOL for x, y in zip(a, b))
+
+
+def fim_mode(fixture):
+    import openai
+    ref = json.load(open(os.path.join(fixture, "expected.json")))["fim"]
+    eom = ref["ids"][-1]
+    srv = sh.Server(tpgen, ["--model", fixture, "--backend", "cpu", "--threads", "1"], np=np_, mpiexec=mpi)
+    try:
+        body = {"model": srv.name, "prompt": ref["prefix"], "suffix": ref["suffix"], "max_tokens": 20,
+                "temperature": 0, "logprobs": 2, "return_token_ids": True}
+        client = openai.OpenAI(base_url=srv.base + "/v1", api_key="none")
+        r = client.completions.create(model=srv.name, prompt=ref["prefix"], suffix=ref["suffix"], max_tokens=20,
+                                      temperature=0, logprobs=2, extra_body={"return_token_ids": True})
+        c = r.choices[0]
+        extra = c.model_extra or {}
+        sh.check(extra.get("prompt_token_ids") == ref["prompt_ids"],
+                 "openai: the FIM prompt ids are the tokenizer's ids of the FIM string %s (got %s)"
+                 % (ref["prompt_ids"], extra.get("prompt_token_ids")))
+        sh.check(extra.get("token_ids") == ref["ids"] and ref["ids"][-1] == eom,
+                 "openai: the infill ids end at <eom> as the reference's %s (got %s)" % (ref["ids"], extra.get("token_ids")))
+        sh.check(c.text == ref["text"] and c.finish_reason == "stop",
+                 "openai: text %r without <eom>, finish_reason stop (got %r, %s)" % (ref["text"], c.text, c.finish_reason))
+        lps = c.logprobs.token_logprobs if c.logprobs else []
+        sh.check(close(lps, ref["logprobs"]), "openai: logprobs within %g of the reference %s (got %s)"
+                 % (TOL, ref["logprobs"], lps))
+        sh.check(r.usage.prompt_tokens == len(ref["prompt_ids"]), "usage counts the FIM prompt")
+
+        parts = list(client.completions.create(model=srv.name, prompt=ref["prefix"], suffix=ref["suffix"],
+                                               max_tokens=20, temperature=0, stream=True))
+        text = "".join(p.choices[0].text for p in parts if p.choices)
+        fins = [p.choices[0].finish_reason for p in parts if p.choices and p.choices[0].finish_reason]
+        sh.check(text == ref["text"] and fins == ["stop"], "openai stream: %r, finish stop (got %r, %s)"
+                 % (ref["text"], text, fins))
+
+        out = subprocess.run(["curl", "-sS", "-N", "-H", "Content-Type: application/json", "-d",
+                              json.dumps(dict(body, stream=True)), srv.base + "/v1/engines/codegen/completions"],
+                             capture_output=True, text=True, timeout=120)
+        events = [json.loads(l[6:]) for l in out.stdout.splitlines() if l.startswith("data: {")]
+        text = "".join(ch.get("text", "") for e in events for ch in e.get("choices", []))
+        ids = [i for e in events for ch in e.get("choices", []) for i in ch.get("token_ids") or []]
+        fins = [ch.get("finish_reason") for e in events for ch in e.get("choices", []) if ch.get("finish_reason")]
+        sh.check(out.returncode == 0 and "data: [DONE]" in out.stdout and text == ref["text"] and ids == ref["ids"]
+                 and fins == ["stop"], "curl stream on /v1/engines/codegen/completions: %r, ids %s, stop (got %r, %s, "
+                 "%s)" % (ref["text"], ref["ids"], text, ids, fins))
+
+        if len(ref["text"]) >= 3:
+            stop = ref["text"][1:3]
+            st, js, raw = srv.complete(dict(body, stop=[stop]))
+            c = js["choices"][0] if st == 200 else {}
+            sh.check(c.get("text") == ref["text"][:1] and c.get("finish_reason") == "stop",
+                     "stop string %r cuts the infill to %r (got %s %r)" % (stop, ref["text"][:1], st, c.get("text")))
+        st, js, raw = srv.complete(dict(body, n=2, prompt=[ref["prefix"], ref["prefix"]]))
+        texts = [c["text"] for c in js["choices"]] if st == 200 else raw
+        sh.check(st == 200 and texts == [ref["text"]] * 4, "n = 2 of two text prompts: the infill 4 times (got %r)"
+                 % (texts,))
+        st, js, raw = srv.complete(dict(body, prompt=ref["prompt_ids"][:3]))
+        sh.check(st == 400 and "suffix" in raw and "text prompts" in raw, "token-id prompt with suffix: 400 (got %s %s)"
+                 % (st, raw[:200]))
+    finally:
+        stopped = srv.stop()
+        sh.check(stopped.clean, "the server stops cleanly: %r" % (stopped,))
+
+
+def codegen1_mode(model, tok):
+    work = tempfile.mkdtemp(prefix="tpgen-fim-cg1-")
+    try:
+        for d in (model, tok):
+            for f in os.listdir(d):
+                if os.path.isfile(os.path.join(d, f)):
+                    shutil.copy(os.path.join(d, f), work)
+        body = {"prompt": "a b c", "suffix": "d e", "max_tokens": 8, "temperature": 0,
+                "return_token_ids": True}
+        for flags in ([], ["--ignore-suffix"]):
+            srv = sh.Server(tpgen, ["--model", work, "--backend", "cpu", "--threads", "1"] + flags, np=np_, mpiexec=mpi)
+            try:
+                st, js, raw = srv.complete(body)
+                if not flags:
+                    err = (js or {}).get("error", {})
+                    sh.check(st == 400 and err.get("param") == "suffix" and "--ignore-suffix" in err.get("message", ""),
+                             "CodeGen 1: suffix is a 400 naming it and --ignore-suffix (got %s %s)" % (st, raw[:300]))
+                else:
+                    plain = dict(body)
+                    del plain["suffix"]
+                    st2, js2, raw2 = srv.complete(plain)
+                    sh.check(st == 200 and st2 == 200 and js["choices"][0]["token_ids"] == js2["choices"][0]["token_ids"]
+                             and js["choices"][0]["prompt_token_ids"] == js2["choices"][0]["prompt_token_ids"],
+                             "--ignore-suffix: the plain completion of the prompt (got %s %s / %s)"
+                             % (st, raw[:200], raw2[:200]))
+            finally:
+                stopped = srv.stop()
+                sh.check(stopped.clean, "the server stops cleanly: %r" % (stopped,))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if mode == "fim":
+    fim_mode(sys.argv[5])
+else:
+    codegen1_mode(sys.argv[5], sys.argv[6])
+sh.exit_with_checks()
