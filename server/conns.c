@@ -4,7 +4,18 @@
  * --max-connections slot) forever; twelve of them kept fresh clients out. Here each connection
  * has a deadline while it is between requests or in its headers: --conn-timeout seconds from
  * its start or from its last answer. A watchdog thread shuts down the socket of a connection
- * past its deadline; libmicrohttpd then sees the end of the stream and closes it. */
+ * past its deadline; libmicrohttpd then sees the end of the stream and closes it.
+ *
+ * The same registry tells the engine which clients left (srv_conns_sweep). libmicrohttpd notices
+ * a closed connection only when it reads or writes it, and it does neither while a completion
+ * waits for the engine: a client that closed before the first byte of its answer held its
+ * sequences until then. The HTTP threads polled each 100 ms, longer than a whole prefill on fast
+ * hardware. Now a completion's job is attached to its connection while it is in flight, and the
+ * engine thread looks at every such connection once per step: a peer that closed its end (a read
+ * would see EOF, or the socket has an error) has its job cancelled before the next step. A
+ * keep-alive client that already sent its next request is not gone: the peek sees its bytes. A
+ * client that shuts down only its sending side after a request (a half-close) counts as gone,
+ * as it did before. */
 #include <errno.h>
 #include <microhttpd.h>
 #include <stdio.h>
@@ -23,6 +34,7 @@ struct srv_conn {
     int in_head;     /* between requests or in a request's headers: the deadline applies */
     double deadline; /* tp_now_seconds() */
     int cut;         /* shut down by the watchdog */
+    srv_job *job;    /* the completion in flight on it (srv_conn_watch), else NULL */
 };
 
 static srv_conn *conn_of(struct MHD_Connection *c) {
@@ -72,6 +84,38 @@ void srv_conn_head_next(tp_server *s, struct MHD_Connection *c) {
     pthread_mutex_lock(&s->conn_mu);
     k->in_head = 1;
     k->deadline = tp_now_seconds() + s->o.conn_timeout;
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+/* A read of fd would see EOF (the peer closed its end) or an error. */
+static int fd_gone(int fd) {
+    char b;
+    ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+void srv_conn_watch(tp_server *s, struct MHD_Connection *c, srv_job *j) {
+    srv_conn *k = conn_of(c);
+    if (!k) return;
+    pthread_mutex_lock(&s->conn_mu);
+    k->job = j;
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+void srv_conn_unwatch(tp_server *s, srv_job *j) {
+    pthread_mutex_lock(&s->conn_mu);
+    for (srv_conn *k = s->conns; k; k = k->next)
+        if (k->job == j) k->job = NULL;
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+/* Only fds of connections still registered are read, under conn_mu: libmicrohttpd unregisters a
+ * connection (NOTIFY_CLOSED) before it closes its socket, so a reused fd number is never peeked
+ * at. A job here is alive: its HTTP thread unwatches it before releasing its reference. */
+void srv_conns_sweep(tp_server *s) {
+    pthread_mutex_lock(&s->conn_mu);
+    for (srv_conn *k = s->conns; k; k = k->next)
+        if (k->job && k->fd >= 0 && !k->job->cancel && fd_gone(k->fd)) k->job->cancel = 1;
     pthread_mutex_unlock(&s->conn_mu);
 }
 

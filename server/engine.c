@@ -295,6 +295,7 @@ void tp_server_run(tp_server *s, tp_model *m) {
             j->next = e.active;
             e.active = j; /* submitted by admit_fair; an echo + logprobs prompt is scored in its prefill */
         }
+        srv_conns_sweep(s); /* clients that left: their jobs' cancel is set (conns.c) */
         double t_check = tp_now_seconds();
         int drain_over = s->draining && t_check > deadline;
         for (srv_job *j = e.active; j; j = j->next) {

@@ -45,15 +45,6 @@ void tp_serve_install_signals(void) {
     if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) tp_die("signal(SIGPIPE): %s", strerror(errno));
 }
 
-/* The client closed its end (a read would see EOF): its request is abandoned. */
-static int peer_gone(struct MHD_Connection *c) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return 0;
-    char b;
-    ssize_t r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
 /* The client's address, numeric ("127.0.0.1", "::1"): who holds what (--max-seqs-per-client). */
 static void peer_address(struct MHD_Connection *c, char *out, size_t size) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -171,7 +162,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             struct timespec ts;
             srv_deadline_in(&ts, 100);
             pthread_cond_timedwait(&st->j->cv, &s->mu, &ts);
-            if (peer_gone(st->conn)) {
+            if (st->j->cancel) { /* the client left (srv_conns_sweep) */
                 pthread_mutex_unlock(&s->mu);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
@@ -194,6 +185,7 @@ static void stream_free(void *cls) {
         st->j->cancel = 1;
         pthread_cond_signal(&s->engine_cv);
     }
+    srv_conn_unwatch(s, st->j);
     srv_job_release(s, st->j);
     pthread_mutex_unlock(&s->mu);
     free(st->sent_tok);
@@ -252,23 +244,23 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
                               "the server has %d requests in flight (--max-queue); retry later", s->o.max_queue);
         return send_error(s, c, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
     }
+    srv_conn_watch(s, c, j); /* before the engine sees it: its first step already knows a client that left */
     srv_job_enqueue(s, j);
 
     if (!j->stream) {
         pthread_mutex_unlock(&s->mu);
         client_timer(s, c, 0);
         pthread_mutex_lock(&s->mu);
-        while (!(j->scored && j->n_done == j->n_choices)) {
+        while (!(j->scored && j->n_done == j->n_choices) && !j->cancel) {
             struct timespec ts;
             srv_deadline_in(&ts, 100);
             pthread_cond_timedwait(&j->cv, &s->mu, &ts);
-            if (!(j->scored && j->n_done == j->n_choices) && peer_gone(c)) {
-                j->cancel = 1;
-                pthread_cond_signal(&s->engine_cv);
-                srv_job_release(s, j);
-                pthread_mutex_unlock(&s->mu);
-                return MHD_NO;
-            }
+        }
+        srv_conn_unwatch(s, j);
+        if (j->cancel) { /* the client left (srv_conns_sweep): the engine cancels the rest */
+            srv_job_release(s, j);
+            pthread_mutex_unlock(&s->mu);
+            return MHD_NO;
         }
         client_timer(s, c, 1);
         jbuf b = {0};

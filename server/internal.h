@@ -85,7 +85,8 @@ struct srv_job {
     /* under mu */
     pthread_cond_t cv;
     int n_done;
-    int cancel;           /* the client went away */
+    _Atomic int cancel;   /* the client went away: set by the HTTP thread (under mu) or by the
+                           * engine thread's srv_conns_sweep (under conn_mu only, hence atomic) */
     int scored;           /* prompts scored (echo + logprobs), or not needed */
     int refs;             /* HTTP thread + engine thread */
     int status;           /* HTTP status it ended with (metrics) */
@@ -142,6 +143,13 @@ void srv_conns_stop(tp_server *s); /* after MHD_stop_daemon */
 void srv_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode toe);
 void srv_conn_head_done(tp_server *s, struct MHD_Connection *c); /* its headers are in */
 void srv_conn_head_next(tp_server *s, struct MHD_Connection *c); /* answered: the next request's clock starts */
+/* A completion in flight on c (under mu or not; lock order: mu, then conn_mu): srv_conns_sweep
+ * sets j->cancel when the peer closed its end. srv_conn_unwatch(s, j) before the HTTP thread
+ * releases j. srv_conns_sweep: the engine thread, once per step (one recv(MSG_PEEK) per
+ * completion in flight). */
+void srv_conn_watch(tp_server *s, struct MHD_Connection *c, srv_job *j);
+void srv_conn_unwatch(tp_server *s, srv_job *j);
+void srv_conns_sweep(tp_server *s);
 
 /* engine.c */
 void srv_job_release(tp_server *s, srv_job *j); /* under mu */
