@@ -12,8 +12,9 @@ PART "stream" / "plain": a request (stream true / false) of n=8 x 120 prompt tok
   with no token generated (tpgen_generation_tokens_total unchanged: no prefill of its 8 choices
   ended), and the server must come back to idle with every KV block free. A check every 100 ms on
   the HTTP thread ran the whole request on the tiny model (it takes less than that).
-PART "keepalive": on one connection, two requests sent back to back in one write (pipelined: the
-  second's bytes wait in the socket while the first runs), then a third after both answers:
+PART "keepalive": on one connection, two requests sent back to back in one write (pipelined), a
+  third after both answers, then a long one (64 sequences) and, once the engine runs it, a fifth
+  whose bytes wait in the socket meanwhile (the engine's peek sees them, not an end of stream):
   every answer is a 200 with all its tokens, and nothing is cancelled.
 The server must stop cleanly on SIGTERM (exit 0: no sanitizer report under ThreadSanitizer).
 Only 127.0.0.1, port 0.
@@ -87,20 +88,37 @@ def read_response(f):
 def keepalive(srv):
     m0 = srv.metrics()
     body = {"prompt": PROMPT, "max_tokens": 6, "n": 4, "ignore_eos": True}
-    s = socket.create_connection((srv.host, srv.port), timeout=60)
+    # a long one: 4 prompts x n=16, 64 prefills of 120 steps one after the other
+    long_body = {"prompt": [PROMPT] * 4, "max_tokens": 2, "n": 16, "ignore_eos": True}
+    s = socket.create_connection((srv.host, srv.port), timeout=120)
     f = s.makefile("rb")
     try:
+        # two requests in one write (libmicrohttpd reads both), then a third after their answers
         s.sendall(raw_post(srv, body) + raw_post(srv, dict(body, max_tokens=5)))
         answers = [read_response(f), read_response(f)]
         s.sendall(raw_post(srv, dict(body, max_tokens=3)))
         answers.append(read_response(f))
+        # the long one; once the engine has it, the next request's bytes wait in the socket while
+        # it runs (its HTTP thread is waiting for the engine, not reading): the peek sees them
+        m1 = srv.metrics()
+        s.sendall(raw_post(srv, long_body))
+        key = "tpgen_prompt_tokens_total"
+        held, _ = srv.wait_metrics(lambda m: m[key] > m1[key], timeout=60, every=0.005)
+        check(held, "the engine took the long request")
+        s.sendall(raw_post(srv, dict(body, max_tokens=4)))
+        m2 = srv.metrics()
+        made = m2["tpgen_generation_tokens_total"] - m1["tpgen_generation_tokens_total"]
+        check(made < 128, "the long request was still running when the next one was sent (%g of 128 tokens made)"
+              % made)
+        answers += [read_response(f), read_response(f)]
     finally:
         f.close()
         s.close()
-    for i, (want, (st, j)) in enumerate(zip((6, 5, 3), answers)):
+    for i, (want, (st, j)) in enumerate(zip((24, 20, 12, 128, 16), answers)):
         got = j["usage"]["completion_tokens"] if st == 200 and j else None
-        check(got == 4 * want, "request %d on the one connection: %s, %s tokens (want 200, %d)" % (i + 1, st, got, 4 * want))
-    m = srv.metrics()
+        check(got == want, "request %d on the one connection: %s, %s tokens (want 200, %d)" % (i + 1, st, got, want))
+    idle, m = srv.wait_idle(timeout=60)
+    check(idle, "the server is idle again")
     key = "tpgen_requests_cancelled_total"
     check(m[key] == m0[key], "nothing cancelled on a connection that stays (%s %g -> %g)" % (key, m0[key], m[key]))
 
