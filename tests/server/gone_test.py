@@ -13,7 +13,7 @@ PART "stream" / "plain": a request (stream true / false) of n=8 x 120 prompt tok
   ended), and the server must come back to idle with every KV block free. A check every 100 ms on
   the HTTP thread ran the whole request on the tiny model (it takes less than that).
 PART "keepalive": on one connection, two requests sent back to back in one write (pipelined), a
-  third after both answers, then a long one (64 sequences) and, once the engine runs it, a fifth
+  third after both answers, then a long one (64 prompts) and, once the engine runs it, a fifth
   whose bytes wait in the socket meanwhile (the engine's peek sees them, not an end of stream):
   every answer is a 200 with all its tokens, and nothing is cancelled.
 The server must stop cleanly on SIGTERM (exit 0: no sanitizer report under ThreadSanitizer).
@@ -55,8 +55,8 @@ def gone(srv, stream):
     held, m = srv.wait_metrics(lambda m: m[key] > m0[key], timeout=60)
     check(held, "the request of the client that left is cancelled (%s %g -> %g)" % (key, m0[key], m[key]))
     idle, m = srv.wait_idle(timeout=60)
-    check(idle, "the server is idle again, every KV block free (free %g of %g)"
-          % (m["tpgen_kv_blocks_free"], m["tpgen_kv_blocks_total"]))
+    check(idle, "the server is idle again, every KV block back (free %g, cached %g, of %g)"
+          % (m["tpgen_kv_blocks_free"], m.get("tpgen_kv_blocks_cached", 0), m["tpgen_kv_blocks_total"]))
     gen = m["tpgen_generation_tokens_total"] - m0["tpgen_generation_tokens_total"]
     check(gen == 0, "cancelled before any of its 8 prefills ended: %g tokens generated (want 0; 32 if it ran "
           "to its end)" % gen)
@@ -88,8 +88,9 @@ def read_response(f):
 def keepalive(srv):
     m0 = srv.metrics()
     body = {"prompt": PROMPT, "max_tokens": 6, "n": 4, "ignore_eos": True}
-    # a long one: 4 prompts x n=16, 64 prefills of 120 steps one after the other
-    long_body = {"prompt": [PROMPT] * 4, "max_tokens": 2, "n": 16, "ignore_eos": True}
+    # a long one: 64 prompts, each its own first token (no prefix cache hit between them), 64
+    # prefills of 120 steps one after the other
+    long_body = {"prompt": [[10 + i] + PROMPT[1:] for i in range(64)], "max_tokens": 2, "ignore_eos": True}
     s = socket.create_connection((srv.host, srv.port), timeout=120)
     f = s.makefile("rb")
     try:
