@@ -1,0 +1,268 @@
+/* The vector attention kernels (kernels/cpu/cpu_attn.h), written once for ATT_W lanes and
+ * included by cpu_attn_kernels.c per build: ATT_W (8 or 16), ATT_TGT (the target attribute),
+ * ATT_SFX (a name suffix). Helpers are always_inline functions of the same target, so vector
+ * arguments never cross an ABI boundary.
+ *
+ * Scratch (floats, cpu_attn_scratch_floats): qT [D][W] (tile: lane i = query i; dot: q [D]),
+ * S [bs + W][W] (scores, then weights), Kf, Vf [bs][D] (a bf16 block widened), acc [W][D]. */
+#define ATT_CAT2(a, b) a##_##b
+#define ATT_CAT(a, b) ATT_CAT2(a, b)
+#define AF(name) ATT_CAT(name, ATT_SFX)
+#define AI static inline ATT_TGT __attribute__((always_inline))
+
+typedef float AF(vf) __attribute__((vector_size(ATT_W * 4)));
+typedef float AF(vfu) __attribute__((vector_size(ATT_W * 4), aligned(4), may_alias));
+typedef int32_t AF(vi) __attribute__((vector_size(ATT_W * 4)));
+typedef uint32_t AF(vu) __attribute__((vector_size(ATT_W * 4)));
+typedef uint16_t AF(vh) __attribute__((vector_size(ATT_W * 2), aligned(2), may_alias));
+#define VF AF(vf)
+#define VI AF(vi)
+#define LD(p) (*(const AF(vfu) *)(p))
+#define ST(p, v) (*(AF(vfu) *)(p) = (v))
+
+AI VF AF(splat)(float x) { return (VF){0} + x; }
+AI VF AF(blend)(VI m, VF a, VF b) { return (VF)((m & (VI)a) | (~m & (VI)b)); } /* m ? a : b */
+AI VF AF(vmax)(VF a, VF b) { return AF(blend)(a > b, a, b); }
+AI float AF(hsum)(VF v) {
+    float s = 0.0f;
+    for (int i = 0; i < ATT_W; i++) s += v[i];
+    return s;
+}
+/* W bf16 at p -> f32 (a shift into the high half: exact) */
+AI VF AF(widen)(const uint16_t *p) { return (VF)(__builtin_convertvector(*(const AF(vh) *)p, AF(vu)) << 16); }
+
+/* exp(x) for x <= 88 (x below -87 gives 2^-126, not 0: callers mask what must be 0). Cephes
+ * expf: x = n ln2 + r, |r| <= ln2/2, a degree-7 polynomial in r, 2^n in the exponent bits;
+ * within 2 ulp of expf. */
+AI VF AF(vexp)(VF x) {
+    x = AF(vmax)(x, AF(splat)(-87.0f));
+    x = AF(blend)(x > 88.0f, AF(splat)(88.0f), x);
+    const VF t = x * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23: round to nearest */
+    const VF n = t - 12582912.0f;
+    const VI ni = (VI)t - 0x4B400000;
+    VF r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    VF y = 1.9875691500E-4f * r + 1.3981999507E-3f;
+    y = y * r + 8.3334519073E-3f;
+    y = y * r + 4.1665795894E-2f;
+    y = y * r + 1.6666665459E-1f;
+    y = y * r + 5.0000001201E-1f;
+    y = y * (r * r) + r + 1.0f;
+    return y * (VF)((ni + 127) << 23);
+}
+
+/* Rows of a block as f32: the cache itself (f32: stride HD) or Kf/Vf (bf16 widened: stride D). */
+AI const float *AF(stage)(const att_args *a, const void *cache, int blk, int n, int h, float *dst, size_t *stride) {
+    const int D = a->D, bs = a->st->block_size;
+    const size_t HD = (size_t)a->Hl * D, row0 = (size_t)blk * bs;
+    if (!a->kv_bf16) {
+        *stride = HD;
+        return (const float *)cache + row0 * HD + (size_t)h * D;
+    }
+    const uint16_t *src = (const uint16_t *)cache + row0 * HD + (size_t)h * D;
+    for (int j = 0; j < n; j++) {
+        const uint16_t *s = src + (size_t)j * HD;
+        float *d = dst + (size_t)j * D;
+        int c = 0;
+        for (; c + ATT_W <= D; c += ATT_W) ST(d + c, AF(widen)(s + c));
+        for (; c < D; c++) d[c] = tp_bf16_to_f32(s[c]);
+    }
+    *stride = (size_t)D;
+    return dst;
+}
+
+/* The next block's rows of head h (K and V) into L2 while this one is computed: rows are HD
+ * apart, which the hardware prefetcher does not follow. */
+AI void AF(prefetch)(const att_args *a, const int32_t *bt, int p0, int P, int h) {
+    const int bs = a->st->block_size;
+    if (p0 >= P) return;
+    const size_t es = a->kv_bf16 ? 2 : 4, HD = (size_t)a->Hl * a->D, row_bytes = (size_t)a->D * es;
+    const char *kb = (const char *)a->kc + ((size_t)bt[p0 / bs] * bs * HD + (size_t)h * a->D) * es;
+    const char *vb = (const char *)a->vc + ((size_t)bt[p0 / bs] * bs * HD + (size_t)h * a->D) * es;
+    const int n = P - p0 < bs ? P - p0 : bs;
+    for (int j = 0; j < n; j++)
+        for (size_t o = 0; o < row_bytes; o += 64) {
+            __builtin_prefetch(kb + (size_t)j * HD * es + o, 0, 2);
+            __builtin_prefetch(vb + (size_t)j * HD * es + o, 0, 2);
+        }
+}
+
+/* acc[0..D) = acc * corr + sum_j w[j * ws] v_j, rows v_j = v + j * vs. */
+AI void AF(pv_row)(float *acc, float corr, const float *w, int ws, const float *v, size_t vs, int n, int D) {
+    int c = 0;
+    for (; c + ATT_W <= D; c += ATT_W) {
+        VF o = LD(acc + c) * corr;
+        for (int j = 0; j < n; j++) o += w[(size_t)j * ws] * LD(v + (size_t)j * vs + c);
+        ST(acc + c, o);
+    }
+    for (; c < D; c++) {
+        float o = acc[c] * corr;
+        for (int j = 0; j < n; j++) o += w[(size_t)j * ws] * v[(size_t)j * vs + c];
+        acc[c] = o;
+    }
+}
+
+/* Output row: acc / l, f32 or rounded once to bf16. */
+AI void AF(store_out)(const att_args *a, int tok, int h, const float *acc, float l) {
+    const size_t off = (size_t)tok * a->Hl * a->D + (size_t)h * a->D;
+    const float inv = 1.0f / l;
+    if (a->kv_bf16)
+        for (int d = 0; d < a->D; d++) ((uint16_t *)a->out)[off + d] = tp_f32_to_bf16(acc[d] * inv);
+    else
+        for (int d = 0; d < a->D; d++) ((float *)a->out)[off + d] = acc[d] * inv;
+}
+
+/* One query (decode): lanes along D. */
+AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
+    const int D = a->D, bs = a->st->block_size, P = a->st->pos[tok] + 1;
+    const float scale = sqrtf((float)D);
+    const int32_t *bt = a->st->block_table + (size_t)a->st->seq[tok] * a->st->max_blocks;
+    float *q = scr, *S = q + (size_t)D * ATT_W, *Kf = S + (size_t)(bs + ATT_W) * ATT_W, *Vf = Kf + (size_t)bs * D,
+          *acc = Vf + (size_t)bs * D;
+    att_load_q(a, tok, h, q);
+    for (int d = 0; d < D; d++) acc[d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int p0 = 0; p0 < P; p0 += bs) {
+        const int n = P - p0 < bs ? P - p0 : bs;
+        AF(prefetch)(a, bt, p0 + bs, P, h);
+        size_t ks, vs;
+        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, h, Kf, &ks);
+        float mb = -INFINITY;
+        for (int j = 0; j < n; j++) {
+            const float *k = K + (size_t)j * ks;
+            VF s0 = AF(splat)(0.0f), s1 = s0;
+            int c = 0;
+            for (; c + 2 * ATT_W <= D; c += 2 * ATT_W) { /* two independent FMA chains */
+                s0 += LD(q + c) * LD(k + c);
+                s1 += LD(q + c + ATT_W) * LD(k + c + ATT_W);
+            }
+            for (; c + ATT_W <= D; c += ATT_W) s0 += LD(q + c) * LD(k + c);
+            float s = AF(hsum)(s0 + s1);
+            for (; c < D; c++) s += q[c] * k[c];
+            S[j] = s / scale;
+            mb = S[j] > mb ? S[j] : mb;
+        }
+        const float mn = m > mb ? m : mb, corr = expf(m - mn); /* exp(-inf) = 0 on the first block */
+        float sum = 0.0f;
+        int j = 0;
+        for (; j + ATT_W <= n; j += ATT_W) {
+            const VF w = AF(vexp)(LD(S + j) - mn);
+            ST(S + j, w);
+            sum += AF(hsum)(w);
+        }
+        for (; j < n; j++) sum += S[j] = expf(S[j] - mn);
+        l = l * corr + sum;
+        m = mn;
+        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, h, Vf, &vs);
+        AF(pv_row)(acc, corr, S, 1, V, vs, n, D);
+    }
+    AF(store_out)(a, tok, h, acc, l);
+}
+
+/* nq >= 3 queries of one sequence: lanes = queries (padding lanes repeat the last query and are
+ * never stored). */
+AI void AF(tile)(const att_args *a, const int *toks, int nq, int h, float *scr) {
+    const int D = a->D, bs = a->st->block_size;
+    const float scale = sqrtf((float)D);
+    const int32_t *bt = a->st->block_table + (size_t)a->st->seq[toks[0]] * a->st->max_blocks;
+    float *qT = scr, *S = qT + (size_t)D * ATT_W, *Kf = S + (size_t)(bs + ATT_W) * ATT_W, *Vf = Kf + (size_t)bs * D,
+          *acc = Vf + (size_t)bs * D;
+    VI posv;
+    for (int i = 0; i < ATT_W; i++) {
+        const int t = toks[i < nq ? i : nq - 1];
+        posv[i] = a->st->pos[t];
+        att_load_q(a, t, h, acc); /* acc as a staging row */
+        for (int d = 0; d < D; d++) qT[(size_t)d * ATT_W + i] = acc[d];
+    }
+    for (size_t i = 0; i < (size_t)ATT_W * D; i++) acc[i] = 0.0f;
+    const int P = a->st->pos[toks[nq - 1]] + 1;
+    VF m = AF(splat)(-INFINITY), l = AF(splat)(0.0f);
+    float corr[ATT_W];
+    for (int p0 = 0; p0 < P; p0 += bs) {
+        const int n = P - p0 < bs ? P - p0 : bs;
+        AF(prefetch)(a, bt, p0 + bs, P, h);
+        size_t ks, vs;
+        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, h, Kf, &ks);
+        int j = 0;
+        for (; j + 4 <= n; j += 4) { /* 4 keys: 4 independent FMA chains */
+            const float *k0 = K + (size_t)j * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
+            VF s0 = AF(splat)(0.0f), s1 = s0, s2 = s0, s3 = s0;
+            for (int d = 0; d < D; d++) {
+                const VF qv = LD(qT + (size_t)d * ATT_W);
+                s0 += qv * k0[d];
+                s1 += qv * k1[d];
+                s2 += qv * k2[d];
+                s3 += qv * k3[d];
+            }
+            ST(S + (size_t)j * ATT_W, s0 / scale);
+            ST(S + (size_t)(j + 1) * ATT_W, s1 / scale);
+            ST(S + (size_t)(j + 2) * ATT_W, s2 / scale);
+            ST(S + (size_t)(j + 3) * ATT_W, s3 / scale);
+        }
+        for (; j < n; j++) {
+            const float *k0 = K + (size_t)j * ks;
+            VF s0 = AF(splat)(0.0f);
+            for (int d = 0; d < D; d++) s0 += LD(qT + (size_t)d * ATT_W) * k0[d];
+            ST(S + (size_t)j * ATT_W, s0 / scale);
+        }
+        /* causal mask, block max, weights (masked: exactly 0) */
+        VF mb = AF(splat)(-INFINITY);
+        for (j = 0; j < n; j++) {
+            const VI ok = (VI){0} + (p0 + j) <= posv;
+            const VF s = AF(blend)(ok, LD(S + (size_t)j * ATT_W), AF(splat)(-INFINITY));
+            ST(S + (size_t)j * ATT_W, s);
+            mb = AF(vmax)(mb, s);
+        }
+        const VF mn = AF(vmax)(m, mb); /* finite: every query sees position 0 */
+        const VF cv = AF(blend)(m == -INFINITY, AF(splat)(0.0f), AF(vexp)(m - mn));
+        VF sum = AF(splat)(0.0f);
+        for (j = 0; j < n; j++) {
+            const VI ok = (VI){0} + (p0 + j) <= posv;
+            const VF w = (VF)(ok & (VI)AF(vexp)(LD(S + (size_t)j * ATT_W) - mn));
+            ST(S + (size_t)j * ATT_W, w);
+            sum += w;
+        }
+        l = l * cv + sum;
+        m = mn;
+        for (int i = 0; i < ATT_W; i++) corr[i] = cv[i];
+        /* acc[i][:] = acc[i][:] * corr[i] + sum_j S[j][i] V[j][:]: a chunk of W columns of every
+         * query at a time (W accumulators), the block's V rows staying in L1 */
+        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, h, Vf, &vs);
+        int c = 0;
+        for (; c + ATT_W <= D; c += ATT_W) {
+            VF o[ATT_W];
+            for (int i = 0; i < ATT_W; i++) o[i] = LD(acc + (size_t)i * D + c) * corr[i];
+            for (j = 0; j < n; j++) {
+                const VF v = LD(V + (size_t)j * vs + c);
+                const float *w = S + (size_t)j * ATT_W;
+                for (int i = 0; i < ATT_W; i++) o[i] += w[i] * v;
+            }
+            for (int i = 0; i < ATT_W; i++) ST(acc + (size_t)i * D + c, o[i]);
+        }
+        if (c < D) /* the columns past the last full chunk (D not a multiple of W) */
+            for (int i = 0; i < nq; i++) {
+                float *ai = acc + (size_t)i * D;
+                for (int d = c; d < D; d++) {
+                    float o = ai[d] * corr[i];
+                    for (j = 0; j < n; j++) o += S[(size_t)j * ATT_W + i] * V[(size_t)j * vs + d];
+                    ai[d] = o;
+                }
+            }
+    }
+    for (int i = 0; i < nq; i++) AF(store_out)(a, toks[i], h, acc + (size_t)i * D, l[i]);
+}
+
+ATT_TGT static void AF(att_item)(const att_args *a, const int *toks, int nq, int h, float *scr) {
+    if (nq >= 3) AF(tile)(a, toks, nq, h, scr);
+    else
+        for (int i = 0; i < nq; i++) AF(dot)(a, toks[i], h, scr);
+}
+
+#undef VF
+#undef VI
+#undef LD
+#undef ST
+#undef AI
+#undef AF
+#undef ATT_CAT
+#undef ATT_CAT2
