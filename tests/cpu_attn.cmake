@@ -10,3 +10,10 @@ endforeach()
 # 3 threads: items of uneven cost spread over an odd thread count
 add_test(NAME cpu_attn_avx2_3threads COMMAND test_cpu_attn 3 avx2)
 set_tests_properties(cpu_attn_avx2_3threads PROPERTIES LABELS "unit;ops;bf16" SKIP_RETURN_CODE 77 TIMEOUT 120)
+# Bad input (label errors): an unknown TPGEN_CPU_ATTN ends every rank with a message naming it.
+add_test(NAME errors_cpu_attn_isa COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh
+         "TPGEN_CPU_ATTN=sse9: expected avx512, avx2 or c"
+         ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate --model ${TPGEN_TEST_DATA}/tiny-f32
+         --prompt-ids 1,2 --max-new-tokens 2 --backend cpu --threads 1)
+set_tests_properties(errors_cpu_attn_isa PROPERTIES LABELS "errors;mpi;ops" TIMEOUT 90
+                     ENVIRONMENT "TPGEN_CPU_ATTN=sse9;OMPI_MCA_odls_base_sigkill_timeout=0")
