@@ -12,7 +12,8 @@
  * Three builds of the kernels, chosen by CPUID (or TPGEN_CPU_ATTN=avx512|avx2|c):
  *   avx512: 16 lanes (AVX-512F), avx2: 8 lanes (AVX2 + FMA), c: plain C -- the reference twin the
  *   other two are tested against (tests/cpu_attn). Both vector builds use two layouts:
- *   tile (nq >= 3): lanes = queries, a score is D broadcast FMAs (no horizontal sums);
+ *   tile (nq >= 3, up to 2 vectors of lanes: 16 or 32 queries): lanes = queries, a score is D
+ *   broadcast FMAs (no horizontal sums);
  *   dot (nq <= 2, decode): lanes run along D, one horizontal sum per key. */
 #ifndef TPGEN_CPU_ATTN_H
 #define TPGEN_CPU_ATTN_H
@@ -37,7 +38,7 @@ typedef struct {
 att_isa cpu_attn_isa_pick(void);
 int cpu_attn_isa_supported(att_isa isa); /* 1 when this CPU (and build) runs it */
 const char *cpu_attn_isa_name(att_isa isa); /* "avx512", "avx2", "c" */
-/* Queries per tile of a build (the vector lanes; 8 for c). */
+/* Queries per tile of a build (two vectors of lanes: avx512 32, avx2 16; c 8). */
 int cpu_attn_tile(att_isa isa);
 /* Kernel name for n queries of one sequence: "{dot|tile}-{f32|bf16}-{isa}" (bench JSON). */
 const char *cpu_attn_kernel_name(att_isa isa, int kv_bf16, int n);

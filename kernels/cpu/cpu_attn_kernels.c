@@ -115,7 +115,7 @@ att_isa cpu_attn_isa_pick(void) {
     return want;
 }
 
-int cpu_attn_tile(att_isa isa) { return isa == ATT_ISA_AVX512 ? 16 : 8; }
+int cpu_attn_tile(att_isa isa) { return isa == ATT_ISA_AVX512 ? 32 : isa == ATT_ISA_AVX2 ? 16 : 8; }
 
 const char *cpu_attn_kernel_name(att_isa isa, int kv_bf16, int n) {
     static const char *names[2][2][3] = {
@@ -127,7 +127,7 @@ const char *cpu_attn_kernel_name(att_isa isa, int kv_bf16, int n) {
 size_t cpu_attn_scratch_floats(att_isa isa, int D, int block_size) {
     const size_t W = (size_t)cpu_attn_tile(isa), bs = (size_t)block_size;
     if (isa == ATT_ISA_C) return 2 * (size_t)D + bs;
-    return 2 * (size_t)D * W + (bs + W) * W + 2 * bs * (size_t)D; /* qT, S, Kf, Vf, acc */
+    return 2 * (size_t)D * W + bs * W + 2 * bs * (size_t)D; /* qT, S, Kf, Vf, acc (W: queries per tile) */
 }
 
 void cpu_attn_item(att_isa isa, const att_args *a, const int *toks, int nq, int h, float *scr) {

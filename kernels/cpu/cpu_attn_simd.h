@@ -3,13 +3,14 @@
  * ATT_SFX (a name suffix). Helpers are always_inline functions of the same target, so vector
  * arguments never cross an ABI boundary.
  *
- * Scratch (floats, cpu_attn_scratch_floats): qT [D][W] (tile: lane i = query i; dot: q [D]),
- * S [bs + W][W] (scores, then weights), Kf, Vf [bs][D] (a bf16 block widened), acc [W][D]. */
+ * Scratch (floats, cpu_attn_scratch_floats): qT [D][2W] (tile: lane i = query i; dot: q [D]),
+ * S [bs][2W] (scores, then weights), Kf, Vf [bs][D] (a bf16 block widened), acc [2W][D]. */
 #define ATT_CAT2(a, b) a##_##b
 #define ATT_CAT(a, b) ATT_CAT2(a, b)
 #define AF(name) ATT_CAT(name, ATT_SFX)
 #define AI static inline ATT_TGT __attribute__((always_inline))
 
+#define ATT_Q (2 * ATT_W) /* queries per tile */
 typedef float AF(vf) __attribute__((vector_size(ATT_W * 4)));
 typedef float AF(vfu) __attribute__((vector_size(ATT_W * 4), aligned(4), may_alias));
 typedef int32_t AF(vi) __attribute__((vector_size(ATT_W * 4)));
@@ -117,7 +118,7 @@ AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
     const int D = a->D, bs = a->st->block_size, P = a->st->pos[tok] + 1;
     const float scale = sqrtf((float)D);
     const int32_t *bt = a->st->block_table + (size_t)a->st->seq[tok] * a->st->max_blocks;
-    float *q = scr, *S = q + (size_t)D * ATT_W, *Kf = S + (size_t)(bs + ATT_W) * ATT_W, *Vf = Kf + (size_t)bs * D,
+    float *q = scr, *S = q + (size_t)D * ATT_Q, *Kf = S + (size_t)bs * ATT_Q, *Vf = Kf + (size_t)bs * D,
           *acc = Vf + (size_t)bs * D;
     att_load_q(a, tok, h, q);
     for (int d = 0; d < D; d++) acc[d] = 0.0f;
@@ -159,97 +160,118 @@ AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
     AF(store_out)(a, tok, h, acc, l);
 }
 
-/* nq >= 3 queries of one sequence: lanes = queries (padding lanes repeat the last query and are
- * never stored). */
+/* Scores of a block for G (1 or 2, a constant after inlining) vectors of W queries:
+ * S[j][g W + i] = q_{g W + i} . k_j / scale. 4 keys x G vectors: 4 G independent FMA chains, and
+ * each k element broadcast serves G W queries. */
+AI void AF(scores)(const float *qT, const float *K, size_t ks, int n, int D, float scale, float *S, const int G) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *k0 = K + (size_t)j * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
+        VF s[2][4];
+        for (int g = 0; g < G; g++)
+            for (int u = 0; u < 4; u++) s[g][u] = AF(splat)(0.0f);
+        for (int d = 0; d < D; d++) {
+            const float kd0 = k0[d], kd1 = k1[d], kd2 = k2[d], kd3 = k3[d];
+            for (int g = 0; g < G; g++) {
+                const VF qv = LD(qT + (size_t)d * ATT_Q + g * ATT_W);
+                s[g][0] += qv * kd0;
+                s[g][1] += qv * kd1;
+                s[g][2] += qv * kd2;
+                s[g][3] += qv * kd3;
+            }
+        }
+        for (int g = 0; g < G; g++)
+            for (int u = 0; u < 4; u++) ST(S + (size_t)(j + u) * ATT_Q + g * ATT_W, s[g][u] / scale);
+    }
+    for (; j < n; j++) {
+        const float *k0 = K + (size_t)j * ks;
+        VF s[2];
+        for (int g = 0; g < G; g++) s[g] = AF(splat)(0.0f);
+        for (int d = 0; d < D; d++)
+            for (int g = 0; g < G; g++) s[g] += LD(qT + (size_t)d * ATT_Q + g * ATT_W) * k0[d];
+        for (int g = 0; g < G; g++) ST(S + (size_t)j * ATT_Q + g * ATT_W, s[g] / scale);
+    }
+}
+
+/* nq >= 3 queries of one sequence (up to ATT_Q = 2 W): lanes = queries, G = 1 or 2 vectors of W
+ * (padding lanes repeat the last query and are never stored). */
 AI void AF(tile)(const att_args *a, const int *toks, int nq, int h, float *scr) {
-    const int D = a->D, bs = a->st->block_size;
+    const int D = a->D, bs = a->st->block_size, G = nq > ATT_W ? 2 : 1;
     const float scale = sqrtf((float)D);
     const int32_t *bt = a->st->block_table + (size_t)a->st->seq[toks[0]] * a->st->max_blocks;
-    float *qT = scr, *S = qT + (size_t)D * ATT_W, *Kf = S + (size_t)(bs + ATT_W) * ATT_W, *Vf = Kf + (size_t)bs * D,
+    float *qT = scr, *S = qT + (size_t)D * ATT_Q, *Kf = S + (size_t)bs * ATT_Q, *Vf = Kf + (size_t)bs * D,
           *acc = Vf + (size_t)bs * D;
-    VI posv;
-    for (int i = 0; i < ATT_W; i++) {
+    VI posv[2];
+    for (int i = 0; i < G * ATT_W; i++) {
         const int t = toks[i < nq ? i : nq - 1];
-        posv[i] = a->st->pos[t];
+        posv[i / ATT_W][i % ATT_W] = a->st->pos[t];
         att_load_q(a, t, h, acc); /* acc as a staging row */
-        for (int d = 0; d < D; d++) qT[(size_t)d * ATT_W + i] = acc[d];
+        for (int d = 0; d < D; d++) qT[(size_t)d * ATT_Q + i] = acc[d];
     }
-    for (size_t i = 0; i < (size_t)ATT_W * D; i++) acc[i] = 0.0f;
+    for (size_t i = 0; i < (size_t)G * ATT_W * D; i++) acc[i] = 0.0f;
     const int P = a->st->pos[toks[nq - 1]] + 1;
-    VF m = AF(splat)(-INFINITY), l = AF(splat)(0.0f);
-    float corr[ATT_W];
+    VF m[2], l[2];
+    for (int g = 0; g < 2; g++) m[g] = AF(splat)(-INFINITY), l[g] = AF(splat)(0.0f);
+    float corr[ATT_Q];
     for (int p0 = 0; p0 < P; p0 += bs) {
         const int n = P - p0 < bs ? P - p0 : bs;
         AF(prefetch)(a, bt, p0 + bs, P, h);
         size_t ks, vs;
         const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, h, Kf, &ks);
-        int j = 0;
-        for (; j + 4 <= n; j += 4) { /* 4 keys: 4 independent FMA chains */
-            const float *k0 = K + (size_t)j * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
-            VF s0 = AF(splat)(0.0f), s1 = s0, s2 = s0, s3 = s0;
-            for (int d = 0; d < D; d++) {
-                const VF qv = LD(qT + (size_t)d * ATT_W);
-                s0 += qv * k0[d];
-                s1 += qv * k1[d];
-                s2 += qv * k2[d];
-                s3 += qv * k3[d];
+        if (G == 2) AF(scores)(qT, K, ks, n, D, scale, S, 2);
+        else AF(scores)(qT, K, ks, n, D, scale, S, 1);
+        for (int g = 0; g < G; g++) {
+            /* causal mask, block max, weights (masked: exactly 0) */
+            float *Sg = S + g * ATT_W;
+            VF mb = AF(splat)(-INFINITY);
+            for (int j = 0; j < n; j++) {
+                const VI ok = (VI){0} + (p0 + j) <= posv[g];
+                const VF sv = AF(blend)(ok, LD(Sg + (size_t)j * ATT_Q), AF(splat)(-INFINITY));
+                ST(Sg + (size_t)j * ATT_Q, sv);
+                mb = AF(vmax)(mb, sv);
             }
-            ST(S + (size_t)j * ATT_W, s0 / scale);
-            ST(S + (size_t)(j + 1) * ATT_W, s1 / scale);
-            ST(S + (size_t)(j + 2) * ATT_W, s2 / scale);
-            ST(S + (size_t)(j + 3) * ATT_W, s3 / scale);
+            const VF mn = AF(vmax)(m[g], mb); /* finite: every query sees position 0 */
+            const VF cv = AF(blend)(m[g] == -INFINITY, AF(splat)(0.0f), AF(vexp)(m[g] - mn));
+            VF sum = AF(splat)(0.0f);
+            for (int j = 0; j < n; j++) {
+                const VI ok = (VI){0} + (p0 + j) <= posv[g];
+                const VF w = (VF)(ok & (VI)AF(vexp)(LD(Sg + (size_t)j * ATT_Q) - mn));
+                ST(Sg + (size_t)j * ATT_Q, w);
+                sum += w;
+            }
+            l[g] = l[g] * cv + sum;
+            m[g] = mn;
+            for (int i = 0; i < ATT_W; i++) corr[g * ATT_W + i] = cv[i];
         }
-        for (; j < n; j++) {
-            const float *k0 = K + (size_t)j * ks;
-            VF s0 = AF(splat)(0.0f);
-            for (int d = 0; d < D; d++) s0 += LD(qT + (size_t)d * ATT_W) * k0[d];
-            ST(S + (size_t)j * ATT_W, s0 / scale);
-        }
-        /* causal mask, block max, weights (masked: exactly 0) */
-        VF mb = AF(splat)(-INFINITY);
-        for (j = 0; j < n; j++) {
-            const VI ok = (VI){0} + (p0 + j) <= posv;
-            const VF s = AF(blend)(ok, LD(S + (size_t)j * ATT_W), AF(splat)(-INFINITY));
-            ST(S + (size_t)j * ATT_W, s);
-            mb = AF(vmax)(mb, s);
-        }
-        const VF mn = AF(vmax)(m, mb); /* finite: every query sees position 0 */
-        const VF cv = AF(blend)(m == -INFINITY, AF(splat)(0.0f), AF(vexp)(m - mn));
-        VF sum = AF(splat)(0.0f);
-        for (j = 0; j < n; j++) {
-            const VI ok = (VI){0} + (p0 + j) <= posv;
-            const VF w = (VF)(ok & (VI)AF(vexp)(LD(S + (size_t)j * ATT_W) - mn));
-            ST(S + (size_t)j * ATT_W, w);
-            sum += w;
-        }
-        l = l * cv + sum;
-        m = mn;
-        for (int i = 0; i < ATT_W; i++) corr[i] = cv[i];
-        /* acc[i][:] = acc[i][:] * corr[i] + sum_j S[j][i] V[j][:]: a chunk of W columns of every
-         * query at a time (W accumulators), the block's V rows staying in L1 */
+        /* acc[i][:] = acc[i][:] * corr[i] + sum_j S[j][i] V[j][:]: per vector of W queries, a chunk
+         * of W columns at a time (W accumulators), the block's V rows staying in L1 */
         const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, h, Vf, &vs);
-        int c = 0;
-        for (; c + ATT_W <= D; c += ATT_W) {
-            VF o[ATT_W];
-            for (int i = 0; i < ATT_W; i++) o[i] = LD(acc + (size_t)i * D + c) * corr[i];
-            for (j = 0; j < n; j++) {
-                const VF v = LD(V + (size_t)j * vs + c);
-                const float *w = S + (size_t)j * ATT_W;
-                for (int i = 0; i < ATT_W; i++) o[i] += w[i] * v;
-            }
-            for (int i = 0; i < ATT_W; i++) ST(acc + (size_t)i * D + c, o[i]);
-        }
-        if (c < D) /* the columns past the last full chunk (D not a multiple of W) */
-            for (int i = 0; i < nq; i++) {
-                float *ai = acc + (size_t)i * D;
-                for (int d = c; d < D; d++) {
-                    float o = ai[d] * corr[i];
-                    for (j = 0; j < n; j++) o += S[(size_t)j * ATT_W + i] * V[(size_t)j * vs + d];
-                    ai[d] = o;
+        for (int g = 0; g < G; g++) {
+            float *ag = acc + (size_t)g * ATT_W * D;
+            const float *cg = corr + g * ATT_W, *Sg = S + g * ATT_W;
+            int c = 0;
+            for (; c + ATT_W <= D; c += ATT_W) {
+                VF o[ATT_W];
+                for (int i = 0; i < ATT_W; i++) o[i] = LD(ag + (size_t)i * D + c) * cg[i];
+                for (int j = 0; j < n; j++) {
+                    const VF v = LD(V + (size_t)j * vs + c);
+                    const float *w = Sg + (size_t)j * ATT_Q;
+                    for (int i = 0; i < ATT_W; i++) o[i] += w[i] * v;
                 }
+                for (int i = 0; i < ATT_W; i++) ST(ag + (size_t)i * D + c, o[i]);
             }
+            if (c < D) /* the columns past the last full chunk (D not a multiple of W) */
+                for (int i = 0; i < ATT_W && g * ATT_W + i < nq; i++) {
+                    float *ai = ag + (size_t)i * D;
+                    for (int d = c; d < D; d++) {
+                        float o = ai[d] * cg[i];
+                        for (int j = 0; j < n; j++) o += Sg[(size_t)j * ATT_Q + i] * V[(size_t)j * vs + d];
+                        ai[d] = o;
+                    }
+                }
+        }
     }
-    for (int i = 0; i < nq; i++) AF(store_out)(a, toks[i], h, acc + (size_t)i * D, l[i]);
+    for (int i = 0; i < nq; i++) AF(store_out)(a, toks[i], h, acc + (size_t)i * D, l[i / ATT_W][i % ATT_W]);
 }
 
 ATT_TGT static void AF(att_item)(const att_args *a, const int *toks, int nq, int h, float *scr) {
@@ -258,6 +280,7 @@ ATT_TGT static void AF(att_item)(const att_args *a, const int *toks, int nq, int
         for (int i = 0; i < nq; i++) AF(dot)(a, toks[i], h, scr);
 }
 
+#undef ATT_Q
 #undef VF
 #undef VI
 #undef LD
