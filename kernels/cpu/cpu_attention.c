@@ -60,8 +60,8 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
 /* ---- attention: the schedule (kernels in cpu_attn_kernels.c, cpu_attn.h) ----
  * Tokens sorted by (sequence, position) and cut into tiles of up to cpu_attn_tile(isa) tokens of
  * one sequence, so each K and V block read serves every query of the tile. A work item is a
- * tile and one head (decode: one token and one head); items of one head are adjacent (their K/V
- * rows are then still in this core's L2), longest context first. */
+ * group of tiles of one sequence and one head (decode: one token and one head); items of one
+ * head are adjacent (their K/V rows are then still in this core's L2), longest context first. */
 typedef struct {
     int first, n, max_pos, h;
 } att_item;
@@ -90,11 +90,24 @@ void cpu_attn_run(att_isa isa, const att_args *a, int n_threads) {
     qsort(keys, T, sizeof(tok_key), cmp_tok);
     for (int t = 0; t < T; t++) order[t] = keys[t].t;
     free(keys);
+    /* Tiles (3+ queries) grouped by up to CPU_ATTN_GROUP per item in the vector builds (a K/V
+     * block then serves the whole group from L1), fewer when that would leave under 4 items per
+     * thread. */
+    long tiles = 0;
+    for (int t = 0; t < T;) {
+        int n = 1;
+        while (t + n < T && n < qt && st->seq[order[t + n]] == st->seq[order[t]]) n++;
+        tiles += n >= 3;
+        t += n;
+    }
+    long per = isa == ATT_ISA_C ? 1 : tiles * Hl / (4L * n_threads);
+    per = per < 1 ? 1 : per > CPU_ATTN_GROUP ? CPU_ATTN_GROUP : per;
+    const int max_q = qt * (int)per;
     att_item *items = tp_malloc((size_t)T * Hl * sizeof(att_item));
     long n_items = 0;
     for (int t = 0; t < T;) {
         int n = 1;
-        while (t + n < T && n < qt && st->seq[order[t + n]] == st->seq[order[t]]) n++;
+        while (t + n < T && n < max_q && st->seq[order[t + n]] == st->seq[order[t]]) n++;
         if (n < 3) n = 1; /* 1-2 queries: one item each (the dot kernel) */
         for (int h = 0; h < Hl; h++) items[n_items++] = (att_item){t, n, st->pos[order[t + n - 1]], h};
         t += n;

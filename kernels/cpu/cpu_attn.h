@@ -40,13 +40,15 @@ int cpu_attn_isa_supported(att_isa isa); /* 1 when this CPU (and build) runs it 
 const char *cpu_attn_isa_name(att_isa isa); /* "avx512", "avx2", "c" */
 /* Queries per tile of a build (two vectors of lanes: avx512 32, avx2 16; c 8). */
 int cpu_attn_tile(att_isa isa);
+/* Tiles per work item at most (vector builds): each K/V block read serves them all while in L1. */
+#define CPU_ATTN_GROUP 8
 /* Kernel name for n queries of one sequence: "{dot|tile}-{f32|bf16}-{isa}" (bench JSON). */
 const char *cpu_attn_kernel_name(att_isa isa, int kv_bf16, int n);
 
 /* Scratch floats one thread needs for an item (cpu_attn_item's scr). */
 size_t cpu_attn_scratch_floats(att_isa isa, int D, int block_size);
 /* One item: queries toks[0..nq) (token indices, one sequence, ascending positions, nq <=
- * cpu_attn_tile(isa)), head h. */
+ * CPU_ATTN_GROUP * cpu_attn_tile(isa)), head h. */
 void cpu_attn_item(att_isa isa, const att_args *a, const int *toks, int nq, int h, float *scr);
 
 /* The whole op: items (tiles x heads) over n_threads OpenMP threads. */

@@ -68,6 +68,7 @@ static void att_item_c(const att_args *a, const int *toks, int nq, int h, float 
 #define ATT_W 8
 #define ATT_TGT __attribute__((target("avx2,fma")))
 #define ATT_SFX avx2
+#define ATT_GROUP CPU_ATTN_GROUP
 #include "kernels/cpu/cpu_attn_simd.h"
 #undef ATT_W
 #undef ATT_TGT
@@ -127,7 +128,8 @@ const char *cpu_attn_kernel_name(att_isa isa, int kv_bf16, int n) {
 size_t cpu_attn_scratch_floats(att_isa isa, int D, int block_size) {
     const size_t W = (size_t)cpu_attn_tile(isa), bs = (size_t)block_size;
     if (isa == ATT_ISA_C) return 2 * (size_t)D + bs;
-    return 2 * (size_t)D * W + bs * W + 2 * bs * (size_t)D; /* qT, S, Kf, Vf, acc (W: queries per tile) */
+    /* per tile qT + acc, then S, Kf, Vf (W: queries per tile) */
+    return CPU_ATTN_GROUP * 2 * (size_t)D * W + bs * W + 2 * bs * (size_t)D;
 }
 
 void cpu_attn_item(att_isa isa, const att_args *a, const int *toks, int nq, int h, float *scr) {

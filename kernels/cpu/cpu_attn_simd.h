@@ -3,8 +3,9 @@
  * ATT_SFX (a name suffix). Helpers are always_inline functions of the same target, so vector
  * arguments never cross an ABI boundary.
  *
- * Scratch (floats, cpu_attn_scratch_floats): qT [D][2W] (tile: lane i = query i; dot: q [D]),
- * S [bs][2W] (scores, then weights), Kf, Vf [bs][D] (a bf16 block widened), acc [2W][D]. */
+ * Scratch (floats, cpu_attn_scratch_floats): per tile of the group qT [D][2W] (lane i = query i)
+ * and acc [2W][D]; then S [bs][2W] (scores, then weights), Kf, Vf [bs][D] (a bf16 block
+ * widened). dot: q [D], S [bs], Kf, Vf, acc [D] in the same space. */
 #define ATT_CAT2(a, b) a##_##b
 #define ATT_CAT(a, b) ATT_CAT2(a, b)
 #define AF(name) ATT_CAT(name, ATT_SFX)
@@ -193,89 +194,123 @@ AI void AF(scores)(const float *qT, const float *K, size_t ks, int n, int D, flo
     }
 }
 
-/* nq >= 3 queries of one sequence (up to ATT_Q = 2 W): lanes = queries, G = 1 or 2 vectors of W
- * (padding lanes repeat the last query and are never stored). */
-AI void AF(tile)(const att_args *a, const int *toks, int nq, int h, float *scr) {
-    const int D = a->D, bs = a->st->block_size, G = nq > ATT_W ? 2 : 1;
+/* One tile's state across the blocks: queries toks[0..nq) (G vectors of W lanes), their
+ * positions by lane, running max m and sum l, and P (positions it attends: last pos + 1). */
+typedef struct {
+    VI posv[2];
+    VF m[2], l[2];
+    const int *toks;
+    int nq, G, P;
+} AF(tstate);
+
+/* A tile's share of one block (rows K, V of n keys from p0): scores, causal mask, online-softmax
+ * update, P.V into acc [G W][D]. S: [bs][ATT_Q] scratch. */
+AI void AF(tile_block)(AF(tstate) *ts, const float *qT, float *acc, const float *K, size_t ks, const float *V,
+                        size_t vs, int p0, int n, int D, float scale, float *S) {
+    const int G = ts->G;
+    if (G == 2) AF(scores)(qT, K, ks, n, D, scale, S, 2);
+    else AF(scores)(qT, K, ks, n, D, scale, S, 1);
+    float corr[ATT_Q];
+    for (int g = 0; g < G; g++) {
+        float *Sg = S + g * ATT_W;
+        VF mb = AF(splat)(-INFINITY);
+        for (int j = 0; j < n; j++) {
+            const VI ok = (VI){0} + (p0 + j) <= ts->posv[g];
+            const VF sv = AF(blend)(ok, LD(Sg + (size_t)j * ATT_Q), AF(splat)(-INFINITY));
+            ST(Sg + (size_t)j * ATT_Q, sv);
+            mb = AF(vmax)(mb, sv);
+        }
+        const VF mn = AF(vmax)(ts->m[g], mb); /* finite: every query sees position 0 */
+        const VF cv = AF(blend)(ts->m[g] == -INFINITY, AF(splat)(0.0f), AF(vexp)(ts->m[g] - mn));
+        VF sum = AF(splat)(0.0f);
+        for (int j = 0; j < n; j++) { /* weights; masked: exactly 0 */
+            const VI ok = (VI){0} + (p0 + j) <= ts->posv[g];
+            const VF w = (VF)(ok & (VI)AF(vexp)(LD(Sg + (size_t)j * ATT_Q) - mn));
+            ST(Sg + (size_t)j * ATT_Q, w);
+            sum += w;
+        }
+        ts->l[g] = ts->l[g] * cv + sum;
+        ts->m[g] = mn;
+        for (int i = 0; i < ATT_W; i++) corr[g * ATT_W + i] = cv[i];
+    }
+    /* acc[i][:] = acc[i][:] * corr[i] + sum_j S[j][i] V[j][:]: per vector of W queries, a chunk
+     * of W columns at a time (W accumulators), the block's V rows staying in L1 */
+    for (int g = 0; g < G; g++) {
+        float *ag = acc + (size_t)g * ATT_W * D;
+        const float *cg = corr + g * ATT_W, *Sg = S + g * ATT_W;
+        int c = 0;
+        for (; c + ATT_W <= D; c += ATT_W) {
+            VF o[ATT_W];
+            for (int i = 0; i < ATT_W; i++) o[i] = LD(ag + (size_t)i * D + c) * cg[i];
+            for (int j = 0; j < n; j++) {
+                const VF v = LD(V + (size_t)j * vs + c);
+                const float *w = Sg + (size_t)j * ATT_Q;
+                for (int i = 0; i < ATT_W; i++) o[i] += w[i] * v;
+            }
+            for (int i = 0; i < ATT_W; i++) ST(ag + (size_t)i * D + c, o[i]);
+        }
+        if (c < D) /* the columns past the last full chunk (D not a multiple of W) */
+            for (int i = 0; i < ATT_W && g * ATT_W + i < ts->nq; i++) {
+                float *ai = ag + (size_t)i * D;
+                for (int d = c; d < D; d++) {
+                    float o = ai[d] * cg[i];
+                    for (int j = 0; j < n; j++) o += Sg[(size_t)j * ATT_Q + i] * V[(size_t)j * vs + d];
+                    ai[d] = o;
+                }
+            }
+    }
+}
+
+/* nq >= 3 queries of one sequence (ascending positions), up to ATT_GROUP tiles of ATT_Q: each K/V
+ * block is read (and widened) once and serves every tile of the group while it sits in L1; the
+ * tiles' states (qT [D][ATT_Q], acc [ATT_Q][D] each) stay in L2. Padding lanes repeat a tile's
+ * last query and are never stored. */
+AI void AF(group)(const att_args *a, const int *toks, int nq, int h, float *scr) {
+    const int D = a->D, bs = a->st->block_size, nt = (nq + ATT_Q - 1) / ATT_Q;
     const float scale = sqrtf((float)D);
     const int32_t *bt = a->st->block_table + (size_t)a->st->seq[toks[0]] * a->st->max_blocks;
-    float *qT = scr, *S = qT + (size_t)D * ATT_Q, *Kf = S + (size_t)bs * ATT_Q, *Vf = Kf + (size_t)bs * D,
-          *acc = Vf + (size_t)bs * D;
-    VI posv[2];
-    for (int i = 0; i < G * ATT_W; i++) {
-        const int t = toks[i < nq ? i : nq - 1];
-        posv[i / ATT_W][i % ATT_W] = a->st->pos[t];
-        att_load_q(a, t, h, acc); /* acc as a staging row */
-        for (int d = 0; d < D; d++) qT[(size_t)d * ATT_Q + i] = acc[d];
+    const size_t tile_floats = 2 * (size_t)D * ATT_Q; /* qT then acc */
+    float *S = scr + (size_t)nt * tile_floats, *Kf = S + (size_t)bs * ATT_Q, *Vf = Kf + (size_t)bs * D;
+    AF(tstate) ts[ATT_GROUP];
+    for (int t = 0; t < nt; t++) {
+        AF(tstate) *x = &ts[t];
+        x->toks = toks + t * ATT_Q;
+        x->nq = nq - t * ATT_Q < ATT_Q ? nq - t * ATT_Q : ATT_Q;
+        x->G = x->nq > ATT_W ? 2 : 1;
+        x->P = a->st->pos[x->toks[x->nq - 1]] + 1;
+        float *qT = scr + t * tile_floats, *acc = qT + (size_t)D * ATT_Q;
+        for (int i = 0; i < x->G * ATT_W; i++) {
+            const int tok = x->toks[i < x->nq ? i : x->nq - 1];
+            x->posv[i / ATT_W][i % ATT_W] = a->st->pos[tok];
+            att_load_q(a, tok, h, acc); /* acc as a staging row */
+            for (int d = 0; d < D; d++) qT[(size_t)d * ATT_Q + i] = acc[d];
+        }
+        for (size_t i = 0; i < (size_t)x->G * ATT_W * D; i++) acc[i] = 0.0f;
+        for (int g = 0; g < 2; g++) x->m[g] = AF(splat)(-INFINITY), x->l[g] = AF(splat)(0.0f);
     }
-    for (size_t i = 0; i < (size_t)G * ATT_W * D; i++) acc[i] = 0.0f;
-    const int P = a->st->pos[toks[nq - 1]] + 1;
-    VF m[2], l[2];
-    for (int g = 0; g < 2; g++) m[g] = AF(splat)(-INFINITY), l[g] = AF(splat)(0.0f);
-    float corr[ATT_Q];
+    const int P = ts[nt - 1].P;
     for (int p0 = 0; p0 < P; p0 += bs) {
         const int n = P - p0 < bs ? P - p0 : bs;
         AF(prefetch)(a, bt, p0 + bs, P, h);
         size_t ks, vs;
         const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, h, Kf, &ks);
-        if (G == 2) AF(scores)(qT, K, ks, n, D, scale, S, 2);
-        else AF(scores)(qT, K, ks, n, D, scale, S, 1);
-        for (int g = 0; g < G; g++) {
-            /* causal mask, block max, weights (masked: exactly 0) */
-            float *Sg = S + g * ATT_W;
-            VF mb = AF(splat)(-INFINITY);
-            for (int j = 0; j < n; j++) {
-                const VI ok = (VI){0} + (p0 + j) <= posv[g];
-                const VF sv = AF(blend)(ok, LD(Sg + (size_t)j * ATT_Q), AF(splat)(-INFINITY));
-                ST(Sg + (size_t)j * ATT_Q, sv);
-                mb = AF(vmax)(mb, sv);
-            }
-            const VF mn = AF(vmax)(m[g], mb); /* finite: every query sees position 0 */
-            const VF cv = AF(blend)(m[g] == -INFINITY, AF(splat)(0.0f), AF(vexp)(m[g] - mn));
-            VF sum = AF(splat)(0.0f);
-            for (int j = 0; j < n; j++) {
-                const VI ok = (VI){0} + (p0 + j) <= posv[g];
-                const VF w = (VF)(ok & (VI)AF(vexp)(LD(Sg + (size_t)j * ATT_Q) - mn));
-                ST(Sg + (size_t)j * ATT_Q, w);
-                sum += w;
-            }
-            l[g] = l[g] * cv + sum;
-            m[g] = mn;
-            for (int i = 0; i < ATT_W; i++) corr[g * ATT_W + i] = cv[i];
-        }
-        /* acc[i][:] = acc[i][:] * corr[i] + sum_j S[j][i] V[j][:]: per vector of W queries, a chunk
-         * of W columns at a time (W accumulators), the block's V rows staying in L1 */
         const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, h, Vf, &vs);
-        for (int g = 0; g < G; g++) {
-            float *ag = acc + (size_t)g * ATT_W * D;
-            const float *cg = corr + g * ATT_W, *Sg = S + g * ATT_W;
-            int c = 0;
-            for (; c + ATT_W <= D; c += ATT_W) {
-                VF o[ATT_W];
-                for (int i = 0; i < ATT_W; i++) o[i] = LD(ag + (size_t)i * D + c) * cg[i];
-                for (int j = 0; j < n; j++) {
-                    const VF v = LD(V + (size_t)j * vs + c);
-                    const float *w = Sg + (size_t)j * ATT_Q;
-                    for (int i = 0; i < ATT_W; i++) o[i] += w[i] * v;
-                }
-                for (int i = 0; i < ATT_W; i++) ST(ag + (size_t)i * D + c, o[i]);
-            }
-            if (c < D) /* the columns past the last full chunk (D not a multiple of W) */
-                for (int i = 0; i < ATT_W && g * ATT_W + i < nq; i++) {
-                    float *ai = ag + (size_t)i * D;
-                    for (int d = c; d < D; d++) {
-                        float o = ai[d] * cg[i];
-                        for (int j = 0; j < n; j++) o += Sg[(size_t)j * ATT_Q + i] * V[(size_t)j * vs + d];
-                        ai[d] = o;
-                    }
-                }
+        for (int t = 0; t < nt; t++) {
+            if (ts[t].P <= p0) continue; /* an earlier tile: done */
+            const int nt_keys = ts[t].P - p0 < n ? ts[t].P - p0 : n;
+            float *qT = scr + t * tile_floats;
+            AF(tile_block)(&ts[t], qT, qT + (size_t)D * ATT_Q, K, ks, V, vs, p0, nt_keys, D, scale, S);
         }
     }
-    for (int i = 0; i < nq; i++) AF(store_out)(a, toks[i], h, acc + (size_t)i * D, l[i / ATT_W][i % ATT_W]);
+    for (int t = 0; t < nt; t++) {
+        const float *acc = scr + t * tile_floats + (size_t)D * ATT_Q;
+        for (int i = 0; i < ts[t].nq; i++)
+            AF(store_out)(a, ts[t].toks[i], h, acc + (size_t)i * D, ts[t].l[i / ATT_W][i % ATT_W]);
+    }
 }
 
 ATT_TGT static void AF(att_item)(const att_args *a, const int *toks, int nq, int h, float *scr) {
-    if (nq >= 3) AF(tile)(a, toks, nq, h, scr);
+    if (nq >= 3) AF(group)(a, toks, nq, h, scr);
     else
         for (int i = 0; i < nq; i++) AF(dot)(a, toks[i], h, scr);
 }
