@@ -11,7 +11,8 @@
  *    2e-6 vmax (summation order and the polynomial exp), bf16 within one bf16 ulp (2^-7 relative) of the larger
  *    of the two plus that (both round once; a value near a rounding boundary may land on either
  *    side).
- * Cases: decode (one query per sequence), prefill and chunked prefill (causal, several sequences
+ * Cases (prefills of 13+ tokens give items of several tiles: groups, and tiles of two lane
+ * vectors): decode (one query per sequence), prefill and chunked prefill (causal, several sequences
  * of different lengths, lengths not multiples of 8/16, partial last blocks), two queries of one
  * sequence, head_dim 64, 80, 256 and 12, block sizes 16 and 5, and keys whose scores grow with
  * position by ~20 nats over the context (the running max moves: the rescaling is exercised). */
