@@ -163,16 +163,20 @@ AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
 
 /* Scores of a block for G (1 or 2, a constant after inlining) vectors of W queries:
  * S[j][g W + i] = q_{g W + i} . k_j / scale. 4 keys x G vectors: 4 G independent FMA chains, and
- * each k element broadcast serves G W queries. */
+ * each k element broadcast serves G W queries. The g and u loops are unrolled (G is a constant
+ * at each call) so the 4 G sums stay in registers. */
 AI void AF(scores)(const float *qT, const float *K, size_t ks, int n, int D, float scale, float *S, const int G) {
     int j = 0;
     for (; j + 4 <= n; j += 4) {
         const float *k0 = K + (size_t)j * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
         VF s[2][4];
+#pragma GCC unroll 4
         for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
             for (int u = 0; u < 4; u++) s[g][u] = AF(splat)(0.0f);
         for (int d = 0; d < D; d++) {
             const float kd0 = k0[d], kd1 = k1[d], kd2 = k2[d], kd3 = k3[d];
+#pragma GCC unroll 4
             for (int g = 0; g < G; g++) {
                 const VF qv = LD(qT + (size_t)d * ATT_Q + g * ATT_W);
                 s[g][0] += qv * kd0;
@@ -181,15 +185,20 @@ AI void AF(scores)(const float *qT, const float *K, size_t ks, int n, int D, flo
                 s[g][3] += qv * kd3;
             }
         }
+#pragma GCC unroll 4
         for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
             for (int u = 0; u < 4; u++) ST(S + (size_t)(j + u) * ATT_Q + g * ATT_W, s[g][u] / scale);
     }
     for (; j < n; j++) {
         const float *k0 = K + (size_t)j * ks;
         VF s[2];
+#pragma GCC unroll 4
         for (int g = 0; g < G; g++) s[g] = AF(splat)(0.0f);
         for (int d = 0; d < D; d++)
+#pragma GCC unroll 4
             for (int g = 0; g < G; g++) s[g] += LD(qT + (size_t)d * ATT_Q + g * ATT_W) * k0[d];
+#pragma GCC unroll 4
         for (int g = 0; g < G; g++) ST(S + (size_t)j * ATT_Q + g * ATT_W, s[g] / scale);
     }
 }
@@ -240,13 +249,16 @@ AI void AF(tile_block)(AF(tstate) *ts, const float *qT, float *acc, const float 
         const float *cg = corr + g * ATT_W, *Sg = S + g * ATT_W;
         int c = 0;
         for (; c + ATT_W <= D; c += ATT_W) {
-            VF o[ATT_W];
+            VF o[ATT_W]; /* unrolled: W accumulators in registers */
+#pragma GCC unroll 16
             for (int i = 0; i < ATT_W; i++) o[i] = LD(ag + (size_t)i * D + c) * cg[i];
             for (int j = 0; j < n; j++) {
                 const VF v = LD(V + (size_t)j * vs + c);
                 const float *w = Sg + (size_t)j * ATT_Q;
+#pragma GCC unroll 16
                 for (int i = 0; i < ATT_W; i++) o[i] += w[i] * v;
             }
+#pragma GCC unroll 16
             for (int i = 0; i < ATT_W; i++) ST(ag + (size_t)i * D + c, o[i]);
         }
         if (c < D) /* the columns past the last full chunk (D not a multiple of W) */
