@@ -17,7 +17,9 @@
  * chunks of --max-batch-tokens, logits for the last token only; median of --prefill-runs. Its
  * FLOPs per rank are the layers' GEMMs (2 T E (4 Hl D + 2 Il)), the causal attention
  * (4 Hl D per token and attended position) and one lm_head row, against the backend's GEMM rate
- * on this rank's fc_in shape at the chunk size.
+ * on this rank's fc_in shape at the chunk size. On the CPU backends (whose ops run on the calling
+ * thread) prefill rows also give attention's share: rank 0's attention op is wrapped to add up
+ * its wall time, "attention_ms" (median over the runs) and "pct_attention" = attention_ms / ms.
  *
  * Every JSON row names the kernels that made it (the backend's kernel_name, the decision its ops
  * take): "kernels": {"matmul", "logits", "attention"} at the row's step shape -- decode: B tokens,
@@ -100,6 +102,17 @@ static void kernels_json(char *buf, size_t size, tp_backend *b, int T, int logit
     if (u < size && strcmp(last, mm) != 0)
         u += (size_t)snprintf(buf + u, size - u, ", \"matmul_last_chunk\": \"%s\"", last);
     if (u < size) snprintf(buf + u, size - u, "}");
+}
+
+/* Attention's share of a prefill (file comment): the backend's op, wrapped to add up its time. */
+static void (*g_attention)(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
+                           const tp_step *st, int Hl, int D);
+static double g_attention_s;
+static void timed_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
+                            const tp_step *st, int Hl, int D) {
+    const double t0 = tp_now_seconds();
+    g_attention(b, out, qkv, k_cache, v_cache, st, Hl, D);
+    g_attention_s += tp_now_seconds() - t0;
 }
 
 /* FLOPs this rank spends on an L-token prefill (see the file comment). */
@@ -254,15 +267,31 @@ int tp_cmd_bench(int argc, char **argv) {
 
         if (np && !a.json)
             printf("GEMM (backend matmul, T=%d N=%d K=%d, median of 5): %.1f GFLOP/s per rank\n"
-                   "%7s %6s %10s %10s %10s %12s %7s\n",
+                   "%7s %6s %10s %10s %10s %12s %7s %10s\n",
                    gemm_T, m->sh.n_inner, m->cfg.n_embd, gemm, "prefill", "chunk", "ms", "tokens/s", "GFLOP/rank",
-                   "GFLOP/s/rank", "%gemm");
+                   "GFLOP/s/rank", "%gemm", "%attention");
         if (np) prefill_once(m, plens[0], chunk, ids, pos, seq, table, &out); /* warm-up */
+        double *att_times = tp_malloc((a.prefill_runs > 0 ? a.prefill_runs : 1) * sizeof(double));
+        if (cpu) { /* attention's share (file comment) */
+            g_attention = job.b->attention;
+            job.b->attention = timed_attention;
+        }
         for (int pi = 0; pi < np; pi++) {
             int L = plens[pi];
-            for (int r = 0; r < a.prefill_runs; r++) times[r] = prefill_once(m, L, chunk, ids, pos, seq, table, &out);
+            for (int r = 0; r < a.prefill_runs; r++) {
+                g_attention_s = 0.0;
+                times[r] = prefill_once(m, L, chunk, ids, pos, seq, table, &out);
+                att_times[r] = g_attention_s;
+            }
             qsort(times, a.prefill_runs, sizeof *times, cmp_double);
-            double t = times[a.prefill_runs / 2], gf = prefill_flops(m, L) / 1e9;
+            qsort(att_times, a.prefill_runs, sizeof *att_times, cmp_double);
+            double t = times[a.prefill_runs / 2], gf = prefill_flops(m, L) / 1e9, ta = att_times[a.prefill_runs / 2];
+            char att_json[96] = "", att_col[16] = "       n/a";
+            if (cpu) {
+                snprintf(att_json, sizeof att_json, ", \"attention_ms\": %.4f, \"pct_attention\": %.2f", ta * 1e3,
+                         100.0 * ta / t);
+                snprintf(att_col, sizeof att_col, " %9.1f%%", 100.0 * ta / t);
+            }
             char kn[512];
             const int T1 = L < chunk ? L : chunk, Tl = L > chunk && L % chunk ? L % chunk : 0;
             kernels_json(kn, sizeof kn, job.b, T1, 1, T1, Tl, m->cfg.head_dim);
@@ -273,16 +302,18 @@ int tp_cmd_bench(int argc, char **argv) {
                        "\"ms\": %.4f, \"tokens_per_s\": %.2f, \"gflop_per_rank\": %.4f, \"gflop_per_s\": %.3f, "
                        "\"gemm_gflop_per_s\": %.3f, \"gemm_shape\": [%d, %d, %d], \"pct_gemm\": %.2f, "
                        "\"runs\": %d, \"kind\": \"prefill\", \"weights\": \"%s\", \"kernels\": %s, "
-                       "\"gemm_kernel\": %s%s%s}\n",
+                       "\"gemm_kernel\": %s%s%s%s}\n",
                        L, chunk, mpi->size, job.b->name, tp_dtype_name(job.b->act), t * 1e3, L / t, gf, gf / t, gemm,
                        gemm_T, m->sh.n_inner, m->cfg.n_embd, 100.0 * gf / t / gemm, a.prefill_runs,
                        job.b->weights ? job.b->weights : tp_dtype_name(job.b->act), kn, gk ? "\"" : "",
-                       gk ? gk : "null", gk ? "\"" : "");
+                       gk ? gk : "null", gk ? "\"" : "", att_json);
             else
-                printf("%7d %6d %10.2f %10.1f %10.2f %12.1f %6.1f%%\n", L, chunk, t * 1e3, L / t, gf, gf / t,
-                       100.0 * gf / t / gemm);
+                printf("%7d %6d %10.2f %10.1f %10.2f %12.1f %6.1f%%%s\n", L, chunk, t * 1e3, L / t, gf, gf / t,
+                       100.0 * gf / t / gemm, att_col);
             fflush(stdout);
         }
+        if (cpu) job.b->attention = g_attention;
+        free(att_times);
         tp_step_stop(m);
         tp_step_output_free(&out);
         free(ids); free(pos); free(seq); free(rows); free(table); free(times);

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "util/log.h"
+#include "kernels/cpu/cpu_attn.h"
 #include "util/threads.h"
 #include "kernels/cpu/cpu_internal.h"
 
@@ -139,6 +140,7 @@ tp_backend *tp_backend_cpu_create(int n_threads) {
     b->gather_rows = cpu_gather_rows;
     b->rotary_kv_write = cpu_rotary_kv_write;
     b->attention = cpu_attention;
+    (void)cpu_attn_isa_pick(); /* a bad TPGEN_CPU_ATTN ends the run here, before any step */
     b->logits_stats = cpu_logits_stats;
     b->graph_launch = NULL;
     b->graph_begin = NULL;

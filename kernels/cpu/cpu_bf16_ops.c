@@ -12,6 +12,7 @@
 #include "kernels/common/tp_act.h"
 #include "kernels/common/tp_rng.h"
 #include "kernels/common/tp_rotary.h"
+#include "kernels/cpu/cpu_attn.h"
 #include "kernels/cpu/cpu_bf16.h"
 #include "kernels/cpu/cpu_internal.h"
 
@@ -142,56 +143,24 @@ static void bf16_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *
     }
 }
 
-/* One (token, head): scores q.k / sqrt(D) in f32 over the bf16 cache, softmax in f32 (max
- * subtracted), the P.V sum in f32, rounded once. sc: [P] scratch, qf/acc: [D]. */
-CPU_SIMD_CLONES static void attend_one(const bf16 *qkv, const bf16 *kc, const bf16 *vc, bf16 *out, const tp_step *st,
-                                       int tok, int h, int Hl, int D, float *sc, float *qf, float *acc) {
-    const size_t HD = (size_t)Hl * D, hoff = (size_t)h * D;
-    const int P = st->pos[tok] + 1, bs = st->block_size;
-    const int32_t *bt = st->block_table + (size_t)st->seq[tok] * st->max_blocks;
-    const bf16 *q = qkv + (size_t)tok * 3 * HD + hoff;
-    const float scale = sqrtf((float)D);
-    for (int d = 0; d < D; d++) qf[d] = b2f(q[d]), acc[d] = 0.0f;
-    float mx = -INFINITY;
-    for (int p = 0; p < P; p++) {
-        const bf16 *k = kc + ((size_t)bt[p / bs] * bs + (size_t)(p % bs)) * HD + hoff;
-        float s = 0.0f;
-        for (int d = 0; d < D; d++) s += qf[d] * b2f(k[d]);
-        sc[p] = s / scale;
-        mx = sc[p] > mx ? sc[p] : mx;
-    }
-    float sum = 0.0f;
-    for (int p = 0; p < P; p++) sum += sc[p] = expf(sc[p] - mx);
-    for (int p = 0; p < P; p++) {
-        const bf16 *v = vc + ((size_t)bt[p / bs] * bs + (size_t)(p % bs)) * HD + hoff;
-        const float w = sc[p];
-        for (int d = 0; d < D; d++) acc[d] += w * b2f(v[d]);
-    }
-    bf16 *o = out + (size_t)tok * HD + hoff;
-    const float inv = 1.0f / sum;
-    for (int d = 0; d < D; d++) o[d] = f2b(acc[d] * inv);
-}
-
+/* bf16 K/V through the shared attention kernels (kernels/cpu/cpu_attn.h): scores, softmax and the
+ * P.V sum in f32, the output rounded once. */
 static void bf16_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                            const tp_step *st, int Hl, int D) {
-    bf16_report(b, 1, "attention", "c (bf16 K/V, f32 scores and softmax)");
-    const int T = st->n_tokens;
-    if (T <= 0 || Hl <= 0) return;
-    const long n_items = (long)T * Hl;
-    #pragma omp parallel num_threads(cpu_threads(b)) if (n_items > 1)
-    {
-        float *sc = tp_malloc(((size_t)st->max_pos + 1 + 2 * (size_t)D) * sizeof(float));
-        #pragma omp for schedule(dynamic, 1)
-        for (long w = 0; w < n_items; w++)
-            attend_one(qkv, k_cache, v_cache, out, st, (int)(w / Hl), (int)(w % Hl), Hl, D, sc,
-                       sc + st->max_pos + 1, sc + st->max_pos + 1 + D);
-        free(sc);
-    }
+    const att_isa isa = cpu_attn_isa_pick();
+    const int q_max = st->n_tokens < cpu_attn_tile(isa) ? st->n_tokens : cpu_attn_tile(isa);
+    char path[96];
+    snprintf(path, sizeof path, "%s (bf16 K/V, f32 scores and online softmax)", cpu_attn_kernel_name(isa, 1, q_max));
+    bf16_report(b, 16 + (q_max >= 3 ? 3 : 0) + (unsigned)isa, "attention", path);
+    const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .D = D, .kv_bf16 = 1};
+    cpu_attn_run(isa, &a, cpu_threads(b));
 }
 
 static const char *bf16_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
     (void)D;
-    return op == TP_OP_ATTENTION ? "c-bf16" : bf16_gemm_kernel(b, T); /* bf16_attention: one path */
+    if (op != TP_OP_ATTENTION) return bf16_gemm_kernel(b, T);
+    const att_isa isa = cpu_attn_isa_pick();
+    return cpu_attn_kernel_name(isa, 1, T < cpu_attn_tile(isa) ? T : cpu_attn_tile(isa));
 }
 
 static void bf16_destroy(tp_backend *b) {

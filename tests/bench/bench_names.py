@@ -87,6 +87,8 @@ elif mode == "names":
             break
     v3 = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"} <= cpu_flags
     isa = "avx2" if v3 else "c"  # the build CPU_SIMD_CLONES resolves to (x86-64-v3 or baseline)
+    # attention's build by CPUID (kernels/cpu/cpu_attn.h): AVX-512F, AVX2 + FMA, or plain C
+    att = "avx512" if {"avx2", "fma", "avx512f"} <= cpu_flags else "avx2" if {"avx2", "fma"} <= cpu_flags else "c"
 
     def kernels(rows, kind, key, value):
         return [r["kernels"] for r in rows if r["kind"] == kind and r[key] == value][0]
@@ -94,15 +96,15 @@ elif mode == "names":
     # f32: 48-token chunks, so the 100-token prompt ends in a 4-token chunk (the rows kernel)
     rows, _ = bench(1, *flags("1,3,20"), "--prefill", "96,100", "--max-batch-tokens", "48")
     assert kernels(rows, "decode", "batch", 1) == {"matmul": "openblas-sgemv-f32", "logits": "openblas-sgemv-f32",
-                                                   "attention": "dot-f32-" + isa}, rows
+                                                   "attention": "dot-f32-" + att}, rows
     assert kernels(rows, "decode", "batch", 3) == {"matmul": "rows-f32-" + isa, "logits": "rows-f32-" + isa,
-                                                   "attention": "dot-f32-" + isa}, rows
+                                                   "attention": "dot-f32-" + att}, rows
     assert kernels(rows, "decode", "batch", 20) == {"matmul": "openblas-sgemm-f32", "logits": "openblas-sgemm-f32",
-                                                    "attention": "dot-f32-" + isa}, rows
+                                                    "attention": "dot-f32-" + att}, rows
     assert kernels(rows, "prefill", "prefill_tokens", 96) == {
-        "matmul": "openblas-sgemm-f32", "logits": "openblas-sgemv-f32", "attention": "tile-f32-" + isa}, rows
+        "matmul": "openblas-sgemm-f32", "logits": "openblas-sgemv-f32", "attention": "tile-f32-" + att}, rows
     assert kernels(rows, "prefill", "prefill_tokens", 100) == {
-        "matmul": "openblas-sgemm-f32", "logits": "openblas-sgemv-f32", "attention": "tile-f32-" + isa,
+        "matmul": "openblas-sgemm-f32", "logits": "openblas-sgemv-f32", "attention": "tile-f32-" + att,
         "matmul_last_chunk": "rows-f32-" + isa}, rows
     # the GEMM probe runs at the largest prefill chunk (48 tokens): sgemm
     assert all(r["gemm_kernel"] == "openblas-sgemm-f32" for r in rows if r["kind"] == "prefill"), rows
@@ -112,7 +114,7 @@ elif mode == "names":
     rows, err = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_ISA": "c"},
                       verbose=True)
     assert kernels(rows, "decode", "batch", 1) == {"matmul": "gemv-int8-c", "logits": "gemv-int8-c",
-                                                   "attention": "dot-f32-" + isa}, rows
+                                                   "attention": "dot-f32-" + att}, rows
     assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "openblas-sgemm-int8-panels", rows
     assert "matmul -> GEMV c (" in err and "matmul -> OpenBLAS sgemm on f32 panels" in err, err
     rows, err = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_GEMM": "blas"},
@@ -125,10 +127,12 @@ elif mode == "names":
     print("int8 names under TPGEN_INT8_ISA / TPGEN_INT8_GEMM: ok")
 
     # bf16: the plain-C GEMV, batched GEMMs on OpenBLAS panels, the crossover moved
-    env = {"TPGEN_CPU_ISA": "c", "TPGEN_CPU_GEMM": "blas"}
+    env = {"TPGEN_CPU_ISA": "c", "TPGEN_CPU_GEMM": "blas", "TPGEN_CPU_ATTN": "c"}
     rows, err = bench(1, *flags("1,20"), "--prefill", "100", "--dtype", "bf16", env=env, verbose=True)
     assert kernels(rows, "decode", "batch", 1) == {"matmul": "gemv-bf16-c", "logits": "gemv-bf16-c",
-                                                   "attention": "c-bf16"}, rows
+                                                   "attention": "dot-bf16-c"}, rows
+    assert kernels(rows, "prefill", "prefill_tokens", 100)["attention"] == "tile-bf16-c", rows
+    assert "attention -> dot-bf16-c (" in err and "attention -> tile-bf16-c (" in err, err
     assert kernels(rows, "decode", "batch", 20)["matmul"] == "openblas-sgemm-bf16-panels", rows
     assert kernels(rows, "prefill", "prefill_tokens", 100)["logits"] == "gemv-bf16-c", rows
     assert "GEMV c (portable fallback)" in err and "OpenBLAS sgemm on widened bf16 panels" in err, err

@@ -1,0 +1,57 @@
+/* Attention over the paged KV cache, f32 or bf16 K/V, for both CPU backends (cpu_attention.c
+ * schedules the work, cpu_attn_kernels.c holds the kernels).
+ *
+ * One work item: a tile of nq queries of one sequence (sorted by position) and one head. K/V
+ * are read one cache block (block_size tokens) at a time -- a bf16 block is first widened into
+ * f32 scratch -- and each block gives the scores of the tile's queries, a running max m and sum
+ * l per query (online softmax: when m grows, l and the partial V sum are scaled by
+ * exp(m_old - m_new)), and its P.V contribution. The output is acc / l, f32 or rounded once to
+ * bf16. Scores are q.k divided by sqrtf(D) (as HF CodeGen); causal: query i sees positions
+ * <= its own.
+ *
+ * Three builds of the kernels, chosen by CPUID (or TPGEN_CPU_ATTN=avx512|avx2|c):
+ *   avx512: 16 lanes (AVX-512F), avx2: 8 lanes (AVX2 + FMA), c: plain C -- the reference twin the
+ *   other two are tested against (tests/cpu_attn). Both vector builds use two layouts:
+ *   tile (nq >= 3, up to 2 vectors of lanes: 16 or 32 queries): lanes = queries, a score is D
+ *   broadcast FMAs (no horizontal sums);
+ *   dot (nq <= 2, decode): lanes run along D, one horizontal sum per key. */
+#ifndef TPGEN_CPU_ATTN_H
+#define TPGEN_CPU_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+typedef enum { ATT_ISA_C = 0, ATT_ISA_AVX2 = 1, ATT_ISA_AVX512 = 2 } att_isa;
+
+typedef struct {
+    const void *qkv;     /* [T, 3, Hl, D] f32 or bf16 (kv_bf16) */
+    const void *kc, *vc; /* [n_blocks, bs, Hl, D], same dtype */
+    void *out;           /* [T, Hl, D], same dtype */
+    const tp_step *st;   /* host pointers (the CPU backends' "device" memory is host memory) */
+    int Hl, D, kv_bf16;
+} att_args;
+
+/* The best build this CPU runs (CPUID), then TPGEN_CPU_ATTN if set (dies naming the variable when
+ * the value is unknown or the CPU lacks it). */
+att_isa cpu_attn_isa_pick(void);
+int cpu_attn_isa_supported(att_isa isa); /* 1 when this CPU (and build) runs it */
+const char *cpu_attn_isa_name(att_isa isa); /* "avx512", "avx2", "c" */
+/* Queries per tile of a build (two vectors of lanes: avx512 32, avx2 16; c 8). */
+int cpu_attn_tile(att_isa isa);
+/* Tiles per work item at most (vector builds): each K/V block read serves them all while in L1. */
+#define CPU_ATTN_GROUP 8
+/* Kernel name for n queries of one sequence: "{dot|tile}-{f32|bf16}-{isa}" (bench JSON). */
+const char *cpu_attn_kernel_name(att_isa isa, int kv_bf16, int n);
+
+/* Scratch floats one thread needs for an item (cpu_attn_item's scr). */
+size_t cpu_attn_scratch_floats(att_isa isa, int D, int block_size);
+/* One item: queries toks[0..nq) (token indices, one sequence, ascending positions, nq <=
+ * CPU_ATTN_GROUP * cpu_attn_tile(isa)), head h. */
+void cpu_attn_item(att_isa isa, const att_args *a, const int *toks, int nq, int h, float *scr);
+
+/* The whole op: items (tiles x heads) over n_threads OpenMP threads. */
+void cpu_attn_run(att_isa isa, const att_args *a, int n_threads);
+
+#endif

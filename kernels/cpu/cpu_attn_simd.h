@@ -1,0 +1,338 @@
+/* The vector attention kernels (kernels/cpu/cpu_attn.h), written once for ATT_W lanes and
+ * included by cpu_attn_kernels.c per build: ATT_W (8 or 16), ATT_TGT (the target attribute),
+ * ATT_SFX (a name suffix). Helpers are always_inline functions of the same target, so vector
+ * arguments never cross an ABI boundary.
+ *
+ * Scratch (floats, cpu_attn_scratch_floats): per tile of the group qT [D][2W] (lane i = query i)
+ * and acc [2W][D]; then S [bs][2W] (scores, then weights), Kf, Vf [bs][D] (a bf16 block
+ * widened). dot: q [D], S [bs], Kf, Vf, acc [D] in the same space. */
+#define ATT_CAT2(a, b) a##_##b
+#define ATT_CAT(a, b) ATT_CAT2(a, b)
+#define AF(name) ATT_CAT(name, ATT_SFX)
+#define AI static inline ATT_TGT __attribute__((always_inline))
+
+#define ATT_Q (2 * ATT_W) /* queries per tile */
+typedef float AF(vf) __attribute__((vector_size(ATT_W * 4)));
+typedef float AF(vfu) __attribute__((vector_size(ATT_W * 4), aligned(4), may_alias));
+typedef int32_t AF(vi) __attribute__((vector_size(ATT_W * 4)));
+typedef uint32_t AF(vu) __attribute__((vector_size(ATT_W * 4)));
+typedef uint16_t AF(vh) __attribute__((vector_size(ATT_W * 2), aligned(2), may_alias));
+#define VF AF(vf)
+#define VI AF(vi)
+#define LD(p) (*(const AF(vfu) *)(p))
+#define ST(p, v) (*(AF(vfu) *)(p) = (v))
+
+AI VF AF(splat)(float x) { return (VF){0} + x; }
+AI VF AF(blend)(VI m, VF a, VF b) { return (VF)((m & (VI)a) | (~m & (VI)b)); } /* m ? a : b */
+AI VF AF(vmax)(VF a, VF b) { return AF(blend)(a > b, a, b); }
+AI float AF(hsum)(VF v) {
+    float s = 0.0f;
+    for (int i = 0; i < ATT_W; i++) s += v[i];
+    return s;
+}
+/* W bf16 at p -> f32 (a shift into the high half: exact) */
+AI VF AF(widen)(const uint16_t *p) { return (VF)(__builtin_convertvector(*(const AF(vh) *)p, AF(vu)) << 16); }
+
+/* exp(x) for x <= 88 (x below -87 gives 2^-126, not 0: callers mask what must be 0). Cephes
+ * expf: x = n ln2 + r, |r| <= ln2/2, a degree-7 polynomial in r, 2^n in the exponent bits;
+ * within 2 ulp of expf. */
+AI VF AF(vexp)(VF x) {
+    x = AF(vmax)(x, AF(splat)(-87.0f));
+    x = AF(blend)(x > 88.0f, AF(splat)(88.0f), x);
+    const VF t = x * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23: round to nearest */
+    const VF n = t - 12582912.0f;
+    const VI ni = (VI)t - 0x4B400000;
+    VF r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    VF y = 1.9875691500E-4f * r + 1.3981999507E-3f;
+    y = y * r + 8.3334519073E-3f;
+    y = y * r + 4.1665795894E-2f;
+    y = y * r + 1.6666665459E-1f;
+    y = y * r + 5.0000001201E-1f;
+    y = y * (r * r) + r + 1.0f;
+    return y * (VF)((ni + 127) << 23);
+}
+
+/* Rows of a block as f32: the cache itself (f32: stride HD) or Kf/Vf (bf16 widened: stride D). */
+AI const float *AF(stage)(const att_args *a, const void *cache, int blk, int n, int h, float *dst, size_t *stride) {
+    const int D = a->D, bs = a->st->block_size;
+    const size_t HD = (size_t)a->Hl * D, row0 = (size_t)blk * bs;
+    if (!a->kv_bf16) {
+        *stride = HD;
+        return (const float *)cache + row0 * HD + (size_t)h * D;
+    }
+    const uint16_t *src = (const uint16_t *)cache + row0 * HD + (size_t)h * D;
+    for (int j = 0; j < n; j++) {
+        const uint16_t *s = src + (size_t)j * HD;
+        float *d = dst + (size_t)j * D;
+        int c = 0;
+        for (; c + ATT_W <= D; c += ATT_W) ST(d + c, AF(widen)(s + c));
+        for (; c < D; c++) d[c] = tp_bf16_to_f32(s[c]);
+    }
+    *stride = (size_t)D;
+    return dst;
+}
+
+/* The next block's rows of head h (K and V) into L2 while this one is computed: rows are HD
+ * apart, which the hardware prefetcher does not follow. */
+AI void AF(prefetch)(const att_args *a, const int32_t *bt, int p0, int P, int h) {
+    const int bs = a->st->block_size;
+    if (p0 >= P) return;
+    const size_t es = a->kv_bf16 ? 2 : 4, HD = (size_t)a->Hl * a->D, row_bytes = (size_t)a->D * es;
+    const char *kb = (const char *)a->kc + ((size_t)bt[p0 / bs] * bs * HD + (size_t)h * a->D) * es;
+    const char *vb = (const char *)a->vc + ((size_t)bt[p0 / bs] * bs * HD + (size_t)h * a->D) * es;
+    const int n = P - p0 < bs ? P - p0 : bs;
+    for (int j = 0; j < n; j++)
+        for (size_t o = 0; o < row_bytes; o += 64) {
+            __builtin_prefetch(kb + (size_t)j * HD * es + o, 0, 2);
+            __builtin_prefetch(vb + (size_t)j * HD * es + o, 0, 2);
+        }
+}
+
+/* acc[0..D) = acc * corr + sum_j w[j * ws] v_j, rows v_j = v + j * vs. */
+AI void AF(pv_row)(float *acc, float corr, const float *w, int ws, const float *v, size_t vs, int n, int D) {
+    int c = 0;
+    for (; c + ATT_W <= D; c += ATT_W) {
+        VF o = LD(acc + c) * corr;
+        for (int j = 0; j < n; j++) o += w[(size_t)j * ws] * LD(v + (size_t)j * vs + c);
+        ST(acc + c, o);
+    }
+    for (; c < D; c++) {
+        float o = acc[c] * corr;
+        for (int j = 0; j < n; j++) o += w[(size_t)j * ws] * v[(size_t)j * vs + c];
+        acc[c] = o;
+    }
+}
+
+/* Output row: acc / l, f32 or rounded once to bf16. */
+AI void AF(store_out)(const att_args *a, int tok, int h, const float *acc, float l) {
+    const size_t off = (size_t)tok * a->Hl * a->D + (size_t)h * a->D;
+    const float inv = 1.0f / l;
+    if (a->kv_bf16)
+        for (int d = 0; d < a->D; d++) ((uint16_t *)a->out)[off + d] = tp_f32_to_bf16(acc[d] * inv);
+    else
+        for (int d = 0; d < a->D; d++) ((float *)a->out)[off + d] = acc[d] * inv;
+}
+
+/* One query (decode): lanes along D. */
+AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
+    const int D = a->D, bs = a->st->block_size, P = a->st->pos[tok] + 1;
+    const float scale = sqrtf((float)D);
+    const int32_t *bt = a->st->block_table + (size_t)a->st->seq[tok] * a->st->max_blocks;
+    float *q = scr, *S = q + (size_t)D * ATT_Q, *Kf = S + (size_t)bs * ATT_Q, *Vf = Kf + (size_t)bs * D,
+          *acc = Vf + (size_t)bs * D;
+    att_load_q(a, tok, h, q);
+    for (int d = 0; d < D; d++) acc[d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    for (int p0 = 0; p0 < P; p0 += bs) {
+        const int n = P - p0 < bs ? P - p0 : bs;
+        AF(prefetch)(a, bt, p0 + bs, P, h);
+        size_t ks, vs;
+        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, h, Kf, &ks);
+        float mb = -INFINITY;
+        for (int j = 0; j < n; j++) {
+            const float *k = K + (size_t)j * ks;
+            VF s0 = AF(splat)(0.0f), s1 = s0;
+            int c = 0;
+            for (; c + 2 * ATT_W <= D; c += 2 * ATT_W) { /* two independent FMA chains */
+                s0 += LD(q + c) * LD(k + c);
+                s1 += LD(q + c + ATT_W) * LD(k + c + ATT_W);
+            }
+            for (; c + ATT_W <= D; c += ATT_W) s0 += LD(q + c) * LD(k + c);
+            float s = AF(hsum)(s0 + s1);
+            for (; c < D; c++) s += q[c] * k[c];
+            S[j] = s / scale;
+            mb = S[j] > mb ? S[j] : mb;
+        }
+        const float mn = m > mb ? m : mb, corr = expf(m - mn); /* exp(-inf) = 0 on the first block */
+        float sum = 0.0f;
+        int j = 0;
+        for (; j + ATT_W <= n; j += ATT_W) {
+            const VF w = AF(vexp)(LD(S + j) - mn);
+            ST(S + j, w);
+            sum += AF(hsum)(w);
+        }
+        for (; j < n; j++) sum += S[j] = expf(S[j] - mn);
+        l = l * corr + sum;
+        m = mn;
+        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, h, Vf, &vs);
+        AF(pv_row)(acc, corr, S, 1, V, vs, n, D);
+    }
+    AF(store_out)(a, tok, h, acc, l);
+}
+
+/* Scores of a block for G (1 or 2, a constant after inlining) vectors of W queries:
+ * S[j][g W + i] = q_{g W + i} . k_j / scale. 4 keys x G vectors: 4 G independent FMA chains, and
+ * each k element broadcast serves G W queries. The g and u loops are unrolled (G is a constant
+ * at each call) so the 4 G sums stay in registers. */
+AI void AF(scores)(const float *qT, const float *K, size_t ks, int n, int D, float scale, float *S, const int G) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *k0 = K + (size_t)j * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
+        VF s[2][4];
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) s[g][u] = AF(splat)(0.0f);
+        for (int d = 0; d < D; d++) {
+            const float kd0 = k0[d], kd1 = k1[d], kd2 = k2[d], kd3 = k3[d];
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) {
+                const VF qv = LD(qT + (size_t)d * ATT_Q + g * ATT_W);
+                s[g][0] += qv * kd0;
+                s[g][1] += qv * kd1;
+                s[g][2] += qv * kd2;
+                s[g][3] += qv * kd3;
+            }
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) ST(S + (size_t)(j + u) * ATT_Q + g * ATT_W, s[g][u] / scale);
+    }
+    for (; j < n; j++) {
+        const float *k0 = K + (size_t)j * ks;
+        VF s[2];
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) s[g] = AF(splat)(0.0f);
+        for (int d = 0; d < D; d++)
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) s[g] += LD(qT + (size_t)d * ATT_Q + g * ATT_W) * k0[d];
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) ST(S + (size_t)j * ATT_Q + g * ATT_W, s[g] / scale);
+    }
+}
+
+/* One tile's state across the blocks: queries toks[0..nq) (G vectors of W lanes), their
+ * positions by lane, running max m and sum l, and P (positions it attends: last pos + 1). */
+typedef struct {
+    VI posv[2];
+    VF m[2], l[2];
+    const int *toks;
+    int nq, G, P;
+} AF(tstate);
+
+/* A tile's share of one block (rows K, V of n keys from p0): scores, causal mask, online-softmax
+ * update, P.V into acc [G W][D]. S: [bs][ATT_Q] scratch. */
+AI void AF(tile_block)(AF(tstate) *ts, const float *qT, float *acc, const float *K, size_t ks, const float *V,
+                        size_t vs, int p0, int n, int D, float scale, float *S) {
+    const int G = ts->G;
+    if (G == 2) AF(scores)(qT, K, ks, n, D, scale, S, 2);
+    else AF(scores)(qT, K, ks, n, D, scale, S, 1);
+    float corr[ATT_Q];
+    for (int g = 0; g < G; g++) {
+        float *Sg = S + g * ATT_W;
+        VF mb = AF(splat)(-INFINITY);
+        for (int j = 0; j < n; j++) {
+            const VI ok = (VI){0} + (p0 + j) <= ts->posv[g];
+            const VF sv = AF(blend)(ok, LD(Sg + (size_t)j * ATT_Q), AF(splat)(-INFINITY));
+            ST(Sg + (size_t)j * ATT_Q, sv);
+            mb = AF(vmax)(mb, sv);
+        }
+        const VF mn = AF(vmax)(ts->m[g], mb); /* finite: every query sees position 0 */
+        const VF cv = AF(blend)(ts->m[g] == -INFINITY, AF(splat)(0.0f), AF(vexp)(ts->m[g] - mn));
+        VF sum = AF(splat)(0.0f);
+        for (int j = 0; j < n; j++) { /* weights; masked: exactly 0 */
+            const VI ok = (VI){0} + (p0 + j) <= ts->posv[g];
+            const VF w = (VF)(ok & (VI)AF(vexp)(LD(Sg + (size_t)j * ATT_Q) - mn));
+            ST(Sg + (size_t)j * ATT_Q, w);
+            sum += w;
+        }
+        ts->l[g] = ts->l[g] * cv + sum;
+        ts->m[g] = mn;
+        for (int i = 0; i < ATT_W; i++) corr[g * ATT_W + i] = cv[i];
+    }
+    /* acc[i][:] = acc[i][:] * corr[i] + sum_j S[j][i] V[j][:]: per vector of W queries, a chunk
+     * of W columns at a time (W accumulators), the block's V rows staying in L1 */
+    for (int g = 0; g < G; g++) {
+        float *ag = acc + (size_t)g * ATT_W * D;
+        const float *cg = corr + g * ATT_W, *Sg = S + g * ATT_W;
+        int c = 0;
+        for (; c + ATT_W <= D; c += ATT_W) {
+            VF o[ATT_W]; /* unrolled: W accumulators in registers */
+#pragma GCC unroll 16
+            for (int i = 0; i < ATT_W; i++) o[i] = LD(ag + (size_t)i * D + c) * cg[i];
+            for (int j = 0; j < n; j++) {
+                const VF v = LD(V + (size_t)j * vs + c);
+                const float *w = Sg + (size_t)j * ATT_Q;
+#pragma GCC unroll 16
+                for (int i = 0; i < ATT_W; i++) o[i] += w[i] * v;
+            }
+#pragma GCC unroll 16
+            for (int i = 0; i < ATT_W; i++) ST(ag + (size_t)i * D + c, o[i]);
+        }
+        if (c < D) /* the columns past the last full chunk (D not a multiple of W) */
+            for (int i = 0; i < ATT_W && g * ATT_W + i < ts->nq; i++) {
+                float *ai = ag + (size_t)i * D;
+                for (int d = c; d < D; d++) {
+                    float o = ai[d] * cg[i];
+                    for (int j = 0; j < n; j++) o += Sg[(size_t)j * ATT_Q + i] * V[(size_t)j * vs + d];
+                    ai[d] = o;
+                }
+            }
+    }
+}
+
+/* nq >= 3 queries of one sequence (ascending positions), up to ATT_GROUP tiles of ATT_Q: each K/V
+ * block is read (and widened) once and serves every tile of the group while it sits in L1; the
+ * tiles' states (qT [D][ATT_Q], acc [ATT_Q][D] each) stay in L2. Padding lanes repeat a tile's
+ * last query and are never stored. */
+AI void AF(group)(const att_args *a, const int *toks, int nq, int h, float *scr) {
+    const int D = a->D, bs = a->st->block_size, nt = (nq + ATT_Q - 1) / ATT_Q;
+    const float scale = sqrtf((float)D);
+    const int32_t *bt = a->st->block_table + (size_t)a->st->seq[toks[0]] * a->st->max_blocks;
+    const size_t tile_floats = 2 * (size_t)D * ATT_Q; /* qT then acc */
+    float *S = scr + (size_t)nt * tile_floats, *Kf = S + (size_t)bs * ATT_Q, *Vf = Kf + (size_t)bs * D;
+    AF(tstate) ts[ATT_GROUP];
+    for (int t = 0; t < nt; t++) {
+        AF(tstate) *x = &ts[t];
+        x->toks = toks + t * ATT_Q;
+        x->nq = nq - t * ATT_Q < ATT_Q ? nq - t * ATT_Q : ATT_Q;
+        x->G = x->nq > ATT_W ? 2 : 1;
+        x->P = a->st->pos[x->toks[x->nq - 1]] + 1;
+        float *qT = scr + t * tile_floats, *acc = qT + (size_t)D * ATT_Q;
+        for (int i = 0; i < x->G * ATT_W; i++) {
+            const int tok = x->toks[i < x->nq ? i : x->nq - 1];
+            x->posv[i / ATT_W][i % ATT_W] = a->st->pos[tok];
+            att_load_q(a, tok, h, acc); /* acc as a staging row */
+            for (int d = 0; d < D; d++) qT[(size_t)d * ATT_Q + i] = acc[d];
+        }
+        for (size_t i = 0; i < (size_t)x->G * ATT_W * D; i++) acc[i] = 0.0f;
+        for (int g = 0; g < 2; g++) x->m[g] = AF(splat)(-INFINITY), x->l[g] = AF(splat)(0.0f);
+    }
+    const int P = ts[nt - 1].P;
+    for (int p0 = 0; p0 < P; p0 += bs) {
+        const int n = P - p0 < bs ? P - p0 : bs;
+        AF(prefetch)(a, bt, p0 + bs, P, h);
+        size_t ks, vs;
+        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, h, Kf, &ks);
+        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, h, Vf, &vs);
+        for (int t = 0; t < nt; t++) {
+            if (ts[t].P <= p0) continue; /* an earlier tile: done */
+            const int nt_keys = ts[t].P - p0 < n ? ts[t].P - p0 : n;
+            float *qT = scr + t * tile_floats;
+            AF(tile_block)(&ts[t], qT, qT + (size_t)D * ATT_Q, K, ks, V, vs, p0, nt_keys, D, scale, S);
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        const float *acc = scr + t * tile_floats + (size_t)D * ATT_Q;
+        for (int i = 0; i < ts[t].nq; i++)
+            AF(store_out)(a, ts[t].toks[i], h, acc + (size_t)i * D, ts[t].l[i / ATT_W][i % ATT_W]);
+    }
+}
+
+ATT_TGT static void AF(att_item)(const att_args *a, const int *toks, int nq, int h, float *scr) {
+    if (nq >= 3) AF(group)(a, toks, nq, h, scr);
+    else
+        for (int i = 0; i < nq; i++) AF(dot)(a, toks[i], h, scr);
+}
+
+#undef ATT_Q
+#undef VF
+#undef VI
+#undef LD
+#undef ST
+#undef AI
+#undef AF
+#undef ATT_CAT
+#undef ATT_CAT2

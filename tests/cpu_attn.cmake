@@ -1,0 +1,19 @@
+# Attention kernels of the CPU backends (kernels/cpu/cpu_attn.h), f32 and bf16 K/V: each build
+# (plain C, AVX2 + FMA, AVX-512) against a double reference, and the vector builds against the
+# plain-C twin (SKIPPED where this CPU lacks the ISA). Labels unit, ops and bf16.
+add_executable(test_cpu_attn ${CMAKE_CURRENT_SOURCE_DIR}/cpu_attn/test_cpu_attn.c)
+target_link_libraries(test_cpu_attn PRIVATE tpgen_kernels ${MATH_LIB})
+foreach(isa c avx2 avx512)
+  add_test(NAME cpu_attn_${isa} COMMAND test_cpu_attn 2 ${isa})
+  set_tests_properties(cpu_attn_${isa} PROPERTIES LABELS "unit;ops;bf16" SKIP_RETURN_CODE 77 TIMEOUT 120)
+endforeach()
+# 3 threads: items of uneven cost spread over an odd thread count
+add_test(NAME cpu_attn_avx2_3threads COMMAND test_cpu_attn 3 avx2)
+set_tests_properties(cpu_attn_avx2_3threads PROPERTIES LABELS "unit;ops;bf16" SKIP_RETURN_CODE 77 TIMEOUT 120)
+# Bad input (label errors): an unknown TPGEN_CPU_ATTN ends every rank with a message naming it.
+add_test(NAME errors_cpu_attn_isa COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh
+         "TPGEN_CPU_ATTN=sse9: expected avx512, avx2 or c"
+         ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate --model ${TPGEN_TEST_DATA}/tiny-f32
+         --prompt-ids 1,2 --max-new-tokens 2 --backend cpu --threads 1)
+set_tests_properties(errors_cpu_attn_isa PROPERTIES LABELS "errors;mpi;ops" TIMEOUT 90
+                     ENVIRONMENT "TPGEN_CPU_ATTN=sse9;OMPI_MCA_odls_base_sigkill_timeout=0")
