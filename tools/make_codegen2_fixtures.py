@@ -6,9 +6,10 @@
 
 CodeGen2 (Salesforce/codegen2-*) is HF model_type "codegen" with its own modeling_codegen.py
 (config.json "auto_map", trust_remote_code), whose attention splits the fused qkv_proj into
-mp_num = 8 groups where HF's built-in CodeGenAttention hard-codes self.mp_num = 4. HF's class
-therefore cannot be the reference here: the reference is the independent float64 numpy model of
-tools/codegen_ref.py (the one make_fixtures.py checks against HF at 4 groups) run with groups=8.
+mp_num = 8 groups where HF's built-in CodeGenAttention sets self.mp_num = 4. The reference is the
+independent float64 numpy model of tools/codegen_ref.py run with groups=8 (no torch needed);
+--check-hf checks it against HF's class in float64, at 4 groups on the CodeGen 1 fixtures and at
+8 on this one by setting each attention module's mp_num = 8 (docs/FIXTURES.md has the figures).
 The script also checks that the 4-group reading of the same weights gives other greedy ids, so
 a loader that ignores the group count fails the parity test.
 
