@@ -1,7 +1,8 @@
 """Torch-free helpers shared by the fixture tools: the independent float64 numpy CodeGen model
 (docs/FIXTURES.md states its semantics; make_fixtures.py checks it against HF's class at 4 qkv
-groups, make_codegen2_fixtures.py uses it as the reference at 8), the engine's valid TP sizes,
-vocab-edge ids and the fixtures' JSON layout."""
+groups in fp32, make_codegen2_fixtures.py --check-hf at 4 and 8 in float64, and
+make_codegen2_fixtures.py uses it as the reference at 8), the engine's valid TP sizes, vocab-edge
+ids and the fixtures' JSON layout."""
 
 import json
 

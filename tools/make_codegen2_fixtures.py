@@ -2,12 +2,14 @@
 """Make the CodeGen2-shaped HF-parity fixture tests/data/codegen2-f32 without torch.
 
     python3 tools/make_codegen2_fixtures.py [--out tests/data]      (numpy, safetensors, tokenizers)
+    python3 tools/make_codegen2_fixtures.py --check-hf [--out tests/data]   (+ torch, transformers)
 
 CodeGen2 (Salesforce/codegen2-*) is HF model_type "codegen" with its own modeling_codegen.py
 (config.json "auto_map", trust_remote_code), whose attention splits the fused qkv_proj into
-mp_num = 8 groups where HF's built-in CodeGenAttention hard-codes self.mp_num = 4. HF's class
-therefore cannot be the reference here: the reference is the independent float64 numpy model of
-tools/codegen_ref.py (the one make_fixtures.py checks against HF at 4 groups) run with groups=8.
+mp_num = 8 groups where HF's built-in CodeGenAttention sets self.mp_num = 4. The reference is the
+independent float64 numpy model of tools/codegen_ref.py run with groups=8 (no torch needed);
+--check-hf checks it against HF's class in float64, at 4 groups on the CodeGen 1 fixtures and at
+8 on this one by setting each attention module's mp_num = 8 (docs/FIXTURES.md has the figures).
 The script also checks that the 4-group reading of the same weights gives other greedy ids, so
 a loader that ignores the group count fails the parity test.
 
@@ -160,10 +162,111 @@ def score(w64, c, ids):
     return {"ids": list(ids), "logprobs": lps, "top_logprobs": tops}
 
 
+HF_LOGIT_TOL, HF_LP_TOL = 1e-9, 1e-6
+
+
+def check_hf(out):
+    """--check-hf: the numpy reference against HF's own CodeGenForCausalLM in float64 (needs torch
+    and transformers; make_fixtures.py's loaders). The CodeGen 1 fixtures under out at 4 groups;
+    then codegen2-f32 with every CodeGenAttention's mp_num set to 8 (an instance attribute read
+    by forward in transformers 5.x; checked), against codegen_ref groups=8 and the committed
+    expected.json; then with mp_num left at 4, which must change the greedy ids."""
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        die(f"--check-hf needs torch and transformers (pip install -r tools/requirements-fixtures.txt): {e}")
+    import inspect
+    import make_fixtures as mf
+    torch.set_num_threads(1)
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}; HF float64, SDPA")
+
+    def worst_logit(model, w64, seqs, groups):
+        worst = 0.0
+        for seq in seqs:
+            _, hf = mf.forward_logprobs(model, seq)
+            ref = numpy_logits(w64, model.config, np.array(seq), groups)
+            worst = max(worst, float(np.abs(hf.numpy() - ref).max()))
+        return worst
+
+    def seqs_of(ex):
+        s = [g["prompt_ids"] + g["ids"] for g in ex["generate"]] + [ex["score"]["ids"]]
+        return s + ([ex["fim"]["prompt_ids"] + ex["fim"]["ids"]] if "fim" in ex else [])
+
+    def load(d):
+        model = mf.load_hf_float64(d)
+        with open(os.path.join(d, "expected.json")) as f:
+            ex = json.load(f)
+        return model, {k: v.detach().double().numpy() for k, v in model.state_dict().items()}, ex
+
+    for fx in mf.FIXTURES:
+        d = os.path.join(out, fx["name"])
+        if not os.path.isfile(os.path.join(d, "expected.json")):
+            continue
+        model, w64, ex = load(d)
+        worst = worst_logit(model, w64, seqs_of(ex), 4)
+        print(f"  {fx['name']}: HF (mp_num 4) vs codegen_ref groups=4: max |dlogit| {worst:.2e}")
+        if not worst < HF_LOGIT_TOL:
+            die(f"{fx['name']}: HF and codegen_ref differ by {worst:.3g} at 4 groups (> {HF_LOGIT_TOL})")
+
+    d = os.path.join(out, FX["name"])
+    model, w64, ex = load(d)
+    attns = [blk.attn for blk in model.transformer.h]
+    src = inspect.getsource(type(attns[0]).forward)
+    if not all("mp_num" in vars(a) and a.mp_num == 4 for a in attns) or "self.mp_num" not in src:
+        die(f"transformers {transformers.__version__}: CodeGenAttention has no instance attribute "
+            "mp_num = 4 read by forward; this check does not know how to set 8 groups there")
+    worst_lp = 0.0
+
+    def compare(got, want, what):
+        nonlocal worst_lp
+        if got is None or got["ids"] != want["ids"]:
+            die(f"{what}: HF greedy ids {got and got['ids']} != expected {want['ids']}")
+        for a, b in zip(got["logprobs"], want["logprobs"]):
+            if a is not None:
+                worst_lp = max(worst_lp, abs(a - b))
+        for ta, tb in zip(got["top_logprobs"], want.get("top_logprobs", [])):   # fim: none
+            if ta is not None and [i for i, _ in ta] != [i for i, _ in tb]:
+                die(f"{what}: HF top_logprobs ids {ta} != expected {tb}")
+            worst_lp = max([worst_lp] + [abs(a[1] - b[1]) for a, b in zip(ta or [], tb or [])])
+
+    for a in attns:
+        a.mp_num = GROUPS
+    worst = worst_logit(model, w64, seqs_of(ex), GROUPS)
+    print(f"  {FX['name']}: HF (mp_num {GROUPS}) vs codegen_ref groups={GROUPS}: max |dlogit| {worst:.2e}")
+    if not worst < HF_LOGIT_TOL:
+        die(f"{FX['name']}: HF and codegen_ref differ by {worst:.3g} at {GROUPS} groups (> {HF_LOGIT_TOL})")
+    runs = [(g, g["max_new_tokens"], f"generate[{i}]") for i, g in enumerate(ex["generate"])]
+    runs.append((ex["fim"], len(ex["fim"]["ids"]), "fim"))
+    for want, n, what in runs:
+        compare(mf.greedy(model, want["prompt_ids"], n), want, what)
+    compare(mf.score(model, ex["score"]["ids"]), ex["score"], "score")
+    print(f"  {FX['name']}: HF greedy ids = expected.json in {len(runs)} of {len(runs)} sequences "
+          f"(+ score top-{mf.TOP_K} ids); max |dlogprob| vs expected.json {worst_lp:.2e}")
+    if not worst_lp < HF_LP_TOL:
+        die(f"{FX['name']}: HF logprobs differ from expected.json by {worst_lp:.3g} (> {HF_LP_TOL})")
+
+    for a in attns:
+        a.mp_num = 4
+    differ = sum((mf.greedy(model, w["prompt_ids"], n) or {}).get("ids") != w["ids"] for w, n, _ in runs)
+    print(f"  {FX['name']}: HF at mp_num 4 (its default): {differ} of {len(runs)} greedy sequences differ")
+    if differ < 3:
+        die(f"{FX['name']}: only {differ} of {len(runs)} greedy sequences differ at 4 groups")
+    print("check-hf: ok")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data"))
+    ap.add_argument("--check-hf", action="store_true",
+                    help="write nothing; check the fixtures under --out against HF's class in "
+                         "float64 (needs torch, transformers)")
     args = ap.parse_args()
+    if args.check_hf:
+        check_hf(args.out)
+        return
     d = os.path.join(args.out, FX["name"])
     if os.path.isdir(d):
         shutil.rmtree(d)

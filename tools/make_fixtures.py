@@ -113,10 +113,31 @@ def build_model(fx):
     return model.to(TORCH_DTYPES[fx["dtype"]])
 
 
+def load_hf(d, dtype=torch.float32, attn="eager"):
+    """HF's own CodeGenForCausalLM on the checkpoint in d (any auto_map ignored), eval mode."""
+    return CodeGenForCausalLM.from_pretrained(d, dtype=dtype, attn_implementation=attn).eval()
+
+
+def load_hf_float64(d):
+    """load_hf in float64 end to end, for checks against the numpy model at ~1e-12: SDPA (eager
+    attention casts the scores to fp32) and the rotary sin/cos table recomputed in float64 (HF
+    builds it in fp32; .double() keeps the rounded values)."""
+    model = load_hf(d, torch.float64, "sdpa")
+    rot = model.transformer.rotary_emb
+    R = rot.pos_embd_dim
+    inv = 1.0 / (10000 ** (torch.arange(0, R, 2, dtype=torch.float64) / R))        # [R/2]
+    ang = torch.arange(rot.max_positions, dtype=torch.float64)[:, None] * inv      # [P, R/2]
+    rot.embed_positions = torch.cat((torch.sin(ang), torch.cos(ang)), dim=1)       # [P, R]
+    return model
+
+
 def forward_logprobs(model, ids):
-    """log_softmax of the fp32 logits at every position: [T, V], and raw logits [T, V]."""
+    """log_softmax of the logits at every position: [T, V], and raw logits [T, V]; fp32, or
+    float64 for a float64 model."""
     with torch.no_grad():
-        logits = model(torch.tensor([ids], dtype=torch.long)).logits[0].float()
+        logits = model(torch.tensor([ids], dtype=torch.long)).logits[0]
+    if logits.dtype != torch.float64:
+        logits = logits.float()
     return torch.log_softmax(logits, -1), logits
 
 
@@ -217,8 +238,7 @@ def make_fixture(fx, out_dir):
     check_files(d, fx, model.config)
 
     # Reference: the saved (rounded) weights, loaded back in fp32, eager attention.
-    ref = CodeGenForCausalLM.from_pretrained(d, dtype=torch.float32,
-                                             attn_implementation="eager").eval()
+    ref = load_hf(d)
     cfg = ref.config
     w64 = {k: v.detach().double().numpy() for k, v in ref.state_dict().items()}
     V = cfg.vocab_size
