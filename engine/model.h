@@ -63,7 +63,8 @@ typedef struct {
     tp_acts a;
     long long forwarded_tokens; /* tokens run through the layers since load (stats) */
     int use_graphs;             /* replay pure-decode steps as CUDA graphs when the backend can */
-    int no_prefix_cache;        /* rank 0's scheduler: 1 turns automatic prefix caching off (--no-prefix-cache) */
+    int no_prefix_cache;        /* rank 0's scheduler: 1 turns automatic prefix caching off (--no-prefix-cache);
+                                 * read at each admission, so it may change between requests */
 } tp_model;
 
 /* Loads this rank's shard from an HF model dir (random != 0: draw random weights instead,

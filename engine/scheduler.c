@@ -14,7 +14,6 @@ struct tp_sched {
     tp_model *m;
     tp_request_hooks hooks;
     tp_prefix_cache pool;              /* the KV blocks: held, cached, free (prefix_cache.h) */
-    int prefix_on;                     /* automatic prefix caching (m->no_prefix_cache == 0) */
     tp_request *wait_head, *wait_tail; /* waiting requests, in queue_before order; preempted ones at the front */
     int n_waiting, n_running;
     long n_submitted;                  /* the next request's arrival number */
@@ -51,7 +50,6 @@ tp_sched *tp_sched_new(tp_model *m, const tp_request_hooks *hooks) {
     s->m = m;
     if (hooks) s->hooks = *hooks;
     tp_prefix_cache_init(&s->pool, m->kv.n_blocks, m->kv.block_size);
-    s->prefix_on = !m->no_prefix_cache;
     s->hits = tp_malloc(a->max_blocks * sizeof(int32_t));
     s->order = tp_malloc(a->max_seqs * sizeof *s->order);
     s->packed = tp_malloc(a->max_seqs);
@@ -116,10 +114,14 @@ static void wait_unlink(tp_sched *s, tp_request *r) {
     r->next = NULL;
 }
 
+/* Automatic prefix caching on: m->no_prefix_cache is read at each lookup and registration, so
+ * that a caller may turn it off between requests (tests/fuzz/fuzz_request.c's reference runs). */
+static int prefix_on(const tp_sched *s) { return !s->m->no_prefix_cache; }
+
 /* Offers r's full blocks wholly below n_cached (their tokens are in, accepted) to the prefix
  * cache, each once; a block whose tokens another sequence registered first stays r's alone. */
 static void register_full(tp_sched *s, tp_request *r) {
-    if (!s->prefix_on) return;
+    if (!prefix_on(s)) return;
     int bs = s->pool.block_size, full = r->n_cached / bs;
     if (full > r->n_blocks) full = r->n_blocks;
     for (; r->n_reg < full; r->n_reg++) {
@@ -319,7 +321,7 @@ static void score_row(tp_sched *s, const tp_logits_request *lr, const tp_step_ou
  * cache). Blocks for what it generates are taken as it grows (pack). */
 static int lookup(tp_sched *s, const tp_request *r, int32_t *hits) {
     int n = feed_end(s->m, r);
-    if (!s->prefix_on || r->params.score_prompt || n < 1) return 0;
+    if (!prefix_on(s) || r->params.score_prompt || n < 1) return 0;
     const int32_t *ids = r->history ? r->history : r->prompt; /* not submitted yet: its prompt */
     return tp_prefix_cache_lookup(&s->pool, ids, (n - 1) / s->pool.block_size, hits);
 }
@@ -353,7 +355,7 @@ static int try_admit(tp_sched *s, tp_request *r, int slot) {
     r->n_cached = n_hit * bs;
     if (r->n_preempted == 0) { /* its first admission: what usage and the counters report */
         r->n_prompt_cached = r->n_cached;
-        if (s->prefix_on && !r->params.score_prompt) {
+        if (prefix_on(s) && !r->params.score_prompt) {
             s->query_tokens += r->n_prompt;
             s->hit_tokens += r->n_cached;
         }

@@ -7,8 +7,14 @@
  * while it runs (MPI_THREAD_SERIALIZED); no HTTP listener is started.
  *
  * The first byte picks the server's options: bit 0 prompt-lookup speculation (ngram:4:2, as
- * `--speculate`) for every request; the rest is the body. A greedy request with speculation
- * runs again without: the ids and ends must be the same.
+ * `--speculate`) for every request; bit 1 a second request, the body's first prompt + 1..8 more
+ * ids (bits 4-6: how many - 1), is sent once the first has a token out (or ended): it shares the
+ * first's cached prefix blocks, in use or left by a cancel; bit 2 the request is
+ * cancelled as soon as the engine admits it, before its first token (the prefill runs in chunks
+ * of --max-batch-tokens 16, so mostly mid-prefill, as srv_conns_sweep does for a client that
+ * left). The rest is the body. The KV pool is small (FUZZ_KV_TOKENS): requests run side by side
+ * get preempted. A greedy request runs again alone without speculation and with the prefix cache
+ * off (--no-prefix-cache): every choice that ran to its end must give the same ids and end.
  *
  * A refused body must get OpenAI's error object (as fuzz_server_request checks). An accepted
  * one runs when its work is small (each input stays fast: at most FUZZ_MAX_GEN tokens generated
@@ -18,7 +24,8 @@
  * vocabulary, stop early only on EOS (not before min_tokens, unless ignore_eos) or a stop
  * string, give finite log-probabilities <= 0, render to valid JSON whose choices and usage
  * agree with what the engine made (the stream: every event valid JSON, each choice's text pieces
- * adding up to the text of the whole response, and [DONE] last), and give every KV block back. */
+ * adding up to the text of the whole response, and [DONE] last), and give every KV block back
+ * (at idle free + cached == total). */
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -37,6 +44,10 @@
 #define FUZZ_MAX_GEN 32     /* sum of max_tokens over the choices of a request that runs */
 #define FUZZ_MAX_PROMPT 128 /* sum of prompt tokens over its choices (and prompts scored for echo) */
 #define FUZZ_WAIT_S 60.0    /* a request not done by then is a hang */
+/* the KV pool: 11 blocks of 16, room for any one sequence that runs (<= 128 + 32 tokens: 10
+ * blocks), not for two such */
+#define FUZZ_KV_TOKENS "176"
+enum { FUZZ_SPECULATE = 1, FUZZ_SHARE = 2, FUZZ_CANCEL = 4 };
 
 static tp_comm *g_mpi;
 static tp_job g_job;
@@ -62,7 +73,12 @@ static void *engine_main(void *arg) {
 
 /* At exit (libFuzzer's and the replay driver's): drain the engine loop, stop the step loop,
  * free the model, MPI_Finalize. */
+static long g_mid_prefill; /* choices cancelled with part of their prompt not in the KV cache */
+
 static void shutdown_engine(void) {
+    /* what the inputs reached (the replay test's log): cancels mid-prefill, preemptions, prefix hits */
+    fprintf(stderr, "fuzz_request: %ld choices cancelled mid-prefill, %ld preemptions, %ld prompt tokens from the prefix cache\n",
+            g_mid_prefill, g_srv.met.preemptions, g_srv.met.prefix_hit_tokens);
     srv_stop_signal = 1;
     pthread_mutex_lock(&g_srv.mu);
     pthread_cond_signal(&g_srv.engine_cv);
@@ -86,8 +102,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fprintf(stderr, "fuzz_request: runs as one rank, not %d\n", g_mpi->size);
         abort();
     }
-    /* the model as `tpgen serve` loads it: 8 sequences of full length in the KV cache */
-    char *flags[] = {"--model", TPGEN_FUZZ_MODEL_DIR, "--backend", "cpu", "--threads", "1", "--max-batch", "8"};
+    /* the model as `tpgen serve` loads it, with a small KV pool and prefill in chunks */
+    char *flags[] = {"--model", TPGEN_FUZZ_MODEL_DIR, "--backend", "cpu", "--threads", "1", "--max-batch", "8",
+                     "--max-batch-tokens", "16", "--kv-cache-tokens", FUZZ_KV_TOKENS};
     tp_args a;
     tp_args_parse(&a, "serve", (int)(sizeof flags / sizeof *flags), flags);
     char err[1024];
@@ -96,7 +113,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         abort();
     }
     tp_job_open(&g_job, g_mpi, &a);
-    tp_job_alloc(&g_job, &a, (long)a.max_batch * g_job.m.cfg.n_positions);
+    tp_job_alloc(&g_job, &a, a.kv_cache_tokens);
 
     tp_server *s = &g_srv; /* what tp_server_start sets, without the listener */
     s->o.name = "codegen-tiny-py";
@@ -178,16 +195,18 @@ static void check_text(const srv_job *j, int i) {
 }
 
 /* The engine's result of each choice (read after the job is done: nothing writes it then). */
-static void check_choices(const tp_server *s, const srv_job *j) {
+static void check_choices(const tp_server *s, const srv_job *j, int cancelled) {
     const tp_model *m = &g_job.m;
     for (int i = 0; i < j->n_choices; i++) {
         const srv_choice *c = &j->ch[i];
         const tp_request *r = &c->r;
         CHECK(c->done && c->finish, "choice %d not finished", i);
         CHECK(strcmp(c->finish, "error") != 0, "choice %d: the engine failed on an accepted request: %s", i, r->error);
-        /* "timeout" only for a request that asked for a budget (its "timeout" field) */
+        /* "timeout" only for a request that asked for a budget (its "timeout" field),
+         * "cancelled" only for one cancelled */
         CHECK(strcmp(c->finish, "stop") == 0 || strcmp(c->finish, "length") == 0 ||
-                  (strcmp(c->finish, "timeout") == 0 && r->params.timeout_s > 0),
+                  (strcmp(c->finish, "timeout") == 0 && r->params.timeout_s > 0) ||
+                  (strcmp(c->finish, "cancelled") == 0 && cancelled),
               "choice %d finish %s", i, c->finish);
         CHECK(c->n_pub == r->n_ids, "choice %d: %d published of %d", i, c->n_pub, r->n_ids);
         CHECK(r->n_ids >= 0 && r->n_ids <= r->params.max_new_tokens, "choice %d: %d ids, max_tokens %d", i, r->n_ids,
@@ -324,12 +343,17 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* As the HTTP thread does (server/http.c: completions): enqueue, wake the engine, wait. */
-static void run_job(tp_server *s, srv_job *j) {
-    const double t0 = now_s();
+/* As the HTTP thread does (server/http.c: completions): enqueue, wake the engine, then wait. */
+static void enqueue_job(tp_server *s, srv_job *j) {
     pthread_mutex_lock(&s->mu);
     snprintf(j->client, sizeof j->client, "fuzz");
     srv_job_enqueue(s, j);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void wait_job(tp_server *s, srv_job *j) {
+    const double t0 = now_s();
+    pthread_mutex_lock(&s->mu);
     while (!(j->scored && j->n_done == j->n_choices)) {
         CHECK(now_s() - t0 < FUZZ_WAIT_S, "request not done after %.0f s (%d of %d choices)", FUZZ_WAIT_S, j->n_done,
               j->n_choices);
@@ -340,21 +364,64 @@ static void run_job(tp_server *s, srv_job *j) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Once the engine has retired the job, every KV block is free again, nothing runs and the client
- * holds no sequence (--max-seqs-per-client's count). */
+/* Until a token of j is out, or j ended. */
+static void wait_started(tp_server *s, srv_job *j) {
+    const double t0 = now_s();
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        int pub = 0;
+        for (int i = 0; i < j->n_choices; i++) pub += j->ch[i].n_pub;
+        if (pub || j->n_done == j->n_choices) break;
+        CHECK(now_s() - t0 < FUZZ_WAIT_S, "no token after %.0f s", FUZZ_WAIT_S);
+        struct timespec ts;
+        srv_deadline_in(&ts, 50);
+        pthread_cond_timedwait(&j->cv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void run_job(tp_server *s, srv_job *j) {
+    enqueue_job(s, j);
+    wait_job(s, j);
+}
+
+/* As the HTTP thread does when its client left (http.c): j->cancel, the engine woken. Set as
+ * soon as the engine runs a sequence and before any of j's tokens is out, so mostly while j's
+ * prompt is still going in, chunk by chunk (the engine ends it before its next step). */
+static void cancel_early(tp_server *s, srv_job *j) {
+    const double t0 = now_s();
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        int pub = 0;
+        for (int i = 0; i < j->n_choices; i++) pub += j->ch[i].n_pub;
+        if (s->met.running > 0 || pub || j->n_done == j->n_choices) break;
+        CHECK(now_s() - t0 < FUZZ_WAIT_S, "request not admitted after %.0f s", FUZZ_WAIT_S);
+        pthread_mutex_unlock(&s->mu);
+        nanosleep(&(struct timespec){0, 20000}, NULL);
+        pthread_mutex_lock(&s->mu);
+    }
+    j->cancel = 1;
+    pthread_cond_signal(&s->engine_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Once the engine has retired the job, every KV block is back (free, or cached for prefix hits:
+ * free + cached == total), nothing runs and the client holds no sequence (--max-seqs-per-client's
+ * count). */
 static void check_idle(tp_server *s) {
     const double t0 = now_s();
     for (;;) {
         pthread_mutex_lock(&s->mu);
         const int idle = !s->inbox && s->n_jobs == 0 && s->met.running == 0 && s->met.waiting == 0 &&
-                         s->met.kv_free == s->met.kv_total && !s->clients;
-        const int kv_free = s->met.kv_free, kv_total = s->met.kv_total, n_jobs = s->n_jobs;
+                         s->met.kv_free + s->met.kv_cached == s->met.kv_total && !s->clients;
+        const int kv_free = s->met.kv_free, kv_cached = s->met.kv_cached, kv_total = s->met.kv_total;
+        const int n_jobs = s->n_jobs;
         const int held = s->clients ? s->clients->held : 0;
         pthread_mutex_unlock(&s->mu);
         if (idle) return;
         CHECK(now_s() - t0 < FUZZ_WAIT_S,
-              "engine not idle after a request: %d of %d KV blocks free, %d jobs, %d sequences still held", kv_free,
-              kv_total, n_jobs, held);
+              "engine not idle after a request: %d free + %d cached of %d KV blocks, %d jobs, %d sequences still held",
+              kv_free, kv_cached, kv_total, n_jobs, held);
         nanosleep(&(struct timespec){0, 200000}, NULL);
     }
 }
@@ -393,35 +460,86 @@ static int greedy(const srv_job *j) {
     return 1;
 }
 
+/* The request sharing j's first prompt: its ids + the first `more` of them again, greedy. NULL
+ * when that is too big to run. */
+static srv_job *share_job(tp_server *s, const srv_job *j, int more, int speculate, jbuf *body) {
+    const srv_prompt *p = &j->prompts[0];
+    if (p->n < 1) return NULL;
+    jb_str(body, "{\"prompt\": [");
+    for (int k = 0; k < p->n + more; k++) jb_printf(body, "%s%d", k ? ", " : "", (int)p->ids[k % p->n]);
+    jb_str(body, "], \"max_tokens\": 8, \"temperature\": 0}");
+    return parse(s, body->s, body->n, speculate);
+}
+
+/* The same body run alone, without speculation and with the prefix cache off (--no-prefix-cache;
+ * the scheduler reads the flag at each admission, set here while the engine is idle, under mu):
+ * every greedy choice of j that ran to its end must give the same ids and end. Not with a time
+ * budget, whose cut depends on the clock. */
+static void check_reference(tp_server *s, const char *body, size_t n, const srv_job *j) {
+    if (!greedy(j) || j->ch[0].r.params.timeout_s > 0) return;
+    pthread_mutex_lock(&s->mu);
+    g_job.m.no_prefix_cache = 1;
+    pthread_mutex_unlock(&s->mu);
+    srv_job *p = parse(s, body, n, 0);
+    CHECK(p && p->n_choices == j->n_choices, "the same body again");
+    run_job(s, p);
+    check_idle(s);
+    pthread_mutex_lock(&s->mu);
+    g_job.m.no_prefix_cache = 0;
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < j->n_choices; i++) {
+        const tp_request *a = &j->ch[i].r, *b = &p->ch[i].r;
+        if (strcmp(a->finish_reason, "stop") != 0 && strcmp(a->finish_reason, "length") != 0) continue;
+        int k = 0;
+        while (k < a->n_ids && k < b->n_ids && a->ids[k] == b->ids[k]) k++;
+        CHECK(a->n_ids == b->n_ids && k == a->n_ids && strcmp(a->finish_reason, b->finish_reason) == 0,
+              "choice %d greedy (%d of %d prompt tokens cached, preempted %d times): %d ids (%s), alone with "
+              "no speculation and no prefix cache %d (%s), first difference at %d",
+              i, a->n_prompt_cached, a->n_prompt, a->n_preempted, a->n_ids, a->finish_reason, b->n_ids,
+              b->finish_reason, k);
+    }
+    release(s, p);
+}
+
+static void check_job(tp_server *s, srv_job *j, int cancelled) {
+    check_choices(s, j, cancelled);
+    int gone = 0; /* a cancelled job's client left: nothing is rendered for it */
+    for (int i = 0; i < j->n_choices; i++)
+        if (strcmp(j->ch[i].finish, "cancelled") == 0) {
+            gone = 1;
+            g_mid_prefill += j->ch[i].r.n_cached < j->ch[i].r.n_prompt;
+        }
+    if (gone) return;
+    if (j->stream) check_stream(s, j);
+    else check_completion(s, j);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     tp_server *s = &g_srv;
-    const int speculate = data[0] & 1;
+    const int mode = data[0], speculate = mode & FUZZ_SPECULATE, cancel = (mode & FUZZ_CANCEL) != 0;
     const char *body = (const char *)data + 1;
     srv_job *j = parse(s, body, size - 1, speculate);
     if (!j) return 0;
-    run_job(s, j);
-    check_choices(s, j);
-    if (j->stream) check_stream(s, j);
-    else check_completion(s, j);
-    check_idle(s);
-    /* greedy with speculation: the same ids and ends as without (the drafts only change how
-     * many tokens a step feeds); not with a time budget, whose cut depends on the clock */
-    if (speculate && greedy(j) && j->ch[0].r.params.timeout_s == 0) {
-        srv_job *p = parse(s, body, size - 1, 0);
-        CHECK(p && p->n_choices == j->n_choices, "the same body without speculation");
-        run_job(s, p);
-        for (int i = 0; i < j->n_choices; i++) {
-            const tp_request *a = &j->ch[i].r, *b = &p->ch[i].r;
-            int k = 0;
-            while (k < a->n_ids && k < b->n_ids && a->ids[k] == b->ids[k]) k++;
-            CHECK(a->n_ids == b->n_ids && k == a->n_ids && strcmp(a->finish_reason, b->finish_reason) == 0,
-                  "choice %d greedy: with speculation %d ids (%s), without %d (%s), first difference at %d", i,
-                  a->n_ids, a->finish_reason, b->n_ids, b->finish_reason, k);
-        }
-        release(s, p);
-        check_idle(s);
+    jbuf qbody = {0};
+    srv_job *q = mode & FUZZ_SHARE ? share_job(s, j, 1 + (mode >> 4 & 7), speculate, &qbody) : NULL;
+    enqueue_job(s, j);
+    if (cancel) cancel_early(s, j);
+    if (q) {
+        wait_started(s, j);
+        enqueue_job(s, q);
     }
+    wait_job(s, j);
+    if (q) wait_job(s, q);
+    check_job(s, j, cancel);
+    if (q) check_job(s, q, 0);
+    check_idle(s);
+    check_reference(s, body, size - 1, j);
+    if (q) {
+        check_reference(s, qbody.s, qbody.n, q);
+        release(s, q);
+    }
+    jb_free(&qbody);
     release(s, j);
     return 0;
 }

@@ -186,6 +186,17 @@ def request_seeds():
         "too_big": (0, {"prompt": "def", "max_tokens": 500}),
         "timeout_tiny": (0, {"prompt": "def f():", "max_tokens": 8, "timeout": 1e-6, "stream": True}),
         "refused": (0, {"prompt": "x", "top_p": 0}),
+        # bit 1: a second request, the first prompt + (bits 4-6) + 1 ids, shares its prefix; bit 2:
+        # cancelled before its first token (mid-prefill); two prompts of 62 ids and the sharer
+        # overflow the 11-block pool: preemption
+        "share_prefix": (2 | 3 << 4, {"prompt": "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n"
+                                               "    return a - b\n\n\ndef mul(a, b):\n", "max_tokens": 8,
+                                     "temperature": 0}),
+        "share_preempt": (2 | 7 << 4, {"prompt": [list(range(300, 362)), list(range(900, 962))], "max_tokens": 16,
+                                      "temperature": 0, "return_token_ids": True}),
+        "cancel_prefill": (4, {"prompt": list(range(1000, 1120)), "max_tokens": 8, "temperature": 0}),
+        "cancel_share_stream": (2 | 4, {"prompt": list(range(2000, 2060)), "max_tokens": 8, "n": 2,
+                                        "temperature": 0, "stream": True}),
     }
     for name, (cfg, body) in reqs.items():
         put("request", name, bytes([cfg]) + json.dumps(body).encode())
