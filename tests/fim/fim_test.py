@@ -9,8 +9,9 @@ ids as HF `tokenizers` encodes prefix + "<mask_1>" + suffix + "<|endoftext|>" + 
 and the float64 reference's greedy infill up to <eom>. Checked: the prompt ids the server built
 equal those; the infill ids, text (without <eom>) and finish_reason "stop"; logprobs within the
 parity bound; through the openai client (plain and streaming), curl with streaming on
-/v1/engines/{e}/completions, a stop string, n = 2 and an array of text prompts; token-id prompts
-with suffix are refused naming `suffix`.
+/v1/engines/{e}/completions, a stop string, n = 2 and an array of text prompts; a FIM request sent
+twice gives the same infill, the second with cached_tokens > 0 (the prefix cache); token-id
+prompts with suffix are refused naming `suffix`.
 codegen1: tiny-f32 with the CodeGen tokenizer has no FIM format: `suffix` is a 400 naming it;
 under --ignore-suffix the answer is the plain completion of the prompt.
 """
@@ -86,6 +87,19 @@ def fim_mode(fixture):
         texts = [c["text"] for c in js["choices"]] if st == 200 else raw
         sh.check(st == 200 and texts == [ref["text"]] * 4, "n = 2 of two text prompts: the infill 4 times (got %r)"
                  % (texts,))
+        # the prefix cache (on unless --no-prefix-cache): a FIM request new to the server, its FIM
+        # prompt over two KV blocks (16 tokens each), sent twice: the same infill (ids and text),
+        # and the second has the first's full blocks cached (usage.prompt_tokens_details)
+        twice = {k: v for k, v in body.items() if k != "logprobs"}
+        twice["prompt"] = "import os\nimport sys\n\n\ndef add(a, b):\n    "
+        got = [srv.complete(twice) for _ in range(2)]
+        use = [js.get("usage", {}) if st == 200 else {} for st, js, _ in got]
+        cached = [u.get("prompt_tokens_details", {}).get("cached_tokens") for u in use]
+        outs = [(js["choices"][0]["token_ids"], js["choices"][0]["text"]) if st == 200 else raw for st, js, raw in got]
+        sh.check(all(st == 200 for st, _, _ in got) and use[0]["prompt_tokens"] > 32 and outs[0] == outs[1]
+                 and outs[0][0] and cached[0] == 0 and cached[1] > 0,
+                 "a FIM request sent twice: the same infill, the second with its prefix cached (ids and texts %r, "
+                 "prompt tokens %s, cached_tokens %s)" % (outs, [u.get("prompt_tokens") for u in use], cached))
         st, js, raw = srv.complete(dict(body, prompt=ref["prompt_ids"][:3]))
         sh.check(st == 400 and "suffix" in raw and "text prompts" in raw, "token-id prompt with suffix: 400 (got %s %s)"
                  % (st, raw[:200]))
