@@ -1,7 +1,9 @@
 # Soak (label soak, issue 9 part 5): `tpgen serve` at TP 2 under load on loopback, short version:
 # 200 requests (after 200 of warm-up) from 64 clients, 10% disconnecting mid-stream, 5% malformed,
-# 5% sent byte by byte, waves of stalled connections filling --max-connections; every answer ==
-# the same request alone, stalled connections closed after --conn-timeout, KV blocks all free,
+# 5% sent byte by byte, 5% on a 64-token shared prefix closed before their first token (cancelled
+# in prefill), 1 template in 8 on that prefix, waves of stalled connections filling --max-connections;
+# every answer == the same request alone, stalled connections closed after --conn-timeout, KV blocks
+# all free or cached, the cancels counted, prefix-cache hits, no 5xx,
 # rank 0's fds back to their start, RSS within +5% (tools/soak_serve.py says what each part checks;
 # `python3 tools/soak_serve.py --tpgen build/bin/tpgen --requests 2000` is the long one).
 # Under a sanitizer the runtime owns the memory (ASan's quarantine, TSan's shadow and history keep

@@ -8,14 +8,18 @@ usage: soak_serve.py --tpgen BIN [--mpiexec mpirun] [--np 2] [--requests 2000] [
 One server (`mpirun -np NP tpgen serve`, CPU backend, the tiny test model with the CodeGen
 tokenizer), then:
   1. the request templates (greedy and seeded sampling, n 1 or 2, prompts as text or ids of at
-     most 24 tokens, some sharing a 16-token prefix, max_tokens 4..100) each run alone, one after another: the references (the
-     greedy ones also checked against `tpgen generate`);
+     most 24 tokens, some sharing a 16-token prefix, some a 64-token one (4 KV blocks) + 1..8 ids,
+     max_tokens 4..100, 4..49 after a long prefix) each run alone, one after another: the
+     references (the greedy ones also checked against `tpgen generate`);
   2. warm-up: WARMUP requests of the mixture below (default a quarter of REQUESTS, 200 to 1000),
      checked the same way; then the RSS of every rank is taken;
   3. REQUESTS requests from CLIENTS concurrent clients, each a template drawn at random: ~10%
      disconnect (two thirds mid-stream after the first event, the rest while a non-streamed
      answer is made), ~5% malformed (12 kinds, each with its expected status), ~5% slow (the
-     request sent byte by byte, 2 ms apart), the rest normal, half of them streamed. Meanwhile
+     request sent byte by byte, 2 ms apart), ~5% cancelled in prefill (the long prefix + 24..40
+     ids of their own, streamed, the socket closed as soon as the headers are in: before the
+     first token; --max-batch-tokens 48 makes prefills take several steps), the rest normal,
+     half of them streamed. Meanwhile
      WAVES waves (default one per 500 requests) of --max-connections stalled connections (half a
      request line, then silence; one turned away at the connection limit tries again for 10 s)
      take every connection slot that frees up: the server must close each after --conn-timeout
@@ -23,7 +27,9 @@ tokenizer), then:
   4. checks: every well-formed request answered, equal (ids, text, finish_reason of every
      choice; streamed or not) to the same request alone; every malformed one its status and an
      OpenAI error object; each staller closed by the server within conn-timeout + 5 s; at the
-     end no request running or waiting, kv_blocks_free + kv_blocks_cached == kv_blocks_total, rank 0's open fds
+     end no request running or waiting, kv_blocks_free + kv_blocks_cached == kv_blocks_total, prefix
+     cache hits, requests_cancelled_total between the prefill cancels and those + the disconnects
+     (a disconnect may come after its answer), no 5xx answer, rank 0's open fds
      back to their count before the first request, RSS of every rank within +5% of the
      warm-up figure; then SIGTERM to rank 0: every rank exits 0.
 Prints one line per check ("ok: ..." / "FAIL: ...") and a summary line "soak: ..." with the
@@ -55,7 +61,7 @@ class Server(sh.Server):
         super().__init__(args.tpgen, ["--model", model, "--backend", "cpu", "--threads", "1",
                                       "--conn-timeout", str(args.conn_timeout),
                                       "--max-connections", str(args.max_connections), "--max-queue", "1024",
-                                      "--drain-timeout", "10"],
+                                      "--drain-timeout", "10", "--max-batch-tokens", "48"],
                          args.np, args.mpiexec if args.np > 1 else None, timeout=90)
         try:
             self.pids = self.rank_pids()
@@ -76,17 +82,26 @@ def tokenize(srv, text):
     return json.loads(srv.request("POST", "/tokenize", {"prompt": text}, timeout=30)[1])["tokens"]
 
 
+def long_prefix(vocab):
+    """The 64 ids (4 KV blocks at the default --block-size) that long-prefix prompts start with."""
+    rng = random.Random(64)
+    return [rng.randrange(3, vocab) for _ in range(64)]
+
+
 def make_templates(rng, n, srv, vocab):
     """Well-formed requests: a prompt (text or ids, at most 24 tokens), greedy or seeded
     sampling, n 1 or 2. Text prompts whose tokens fall outside the tiny model's vocabulary are
     drawn again. Every other ids prompt starts with the same 16 ids (one KV block at the default
-    --block-size): prefix-cache hits across templates, besides each template's repeats."""
+    --block-size): prefix-cache hits across templates, besides each template's repeats; one in 8
+    starts with long_prefix: 64 ids, + 1..8."""
     words = "a b c d e f g h l o x y".split()
     shared = [rng.randrange(3, vocab) for _ in range(16)]
     out = []
     for i in range(n):
         if i % 8 == 7:
             prompt = shared + [rng.randrange(3, vocab) for _ in range(rng.randrange(1, 9))]
+        elif i % 8 == 5:
+            prompt = long_prefix(vocab) + [rng.randrange(3, vocab) for _ in range(rng.randrange(1, 9))]
         elif i % 4 == 3:
             prompt = [rng.randrange(3, vocab) for _ in range(rng.randrange(1, 24))]
         else:
@@ -95,7 +110,8 @@ def make_templates(rng, n, srv, vocab):
                 ids = tokenize(srv, prompt)
                 if 0 < len(ids) <= 24 and max(ids) < vocab:
                     break
-        q = {"prompt": prompt, "max_tokens": rng.randrange(4, 101), "ignore_eos": True, "return_token_ids": True}
+        room = 101 if len(prompt) <= 24 else 50  # the tiny model's 128 positions
+        q = {"prompt": prompt, "max_tokens": rng.randrange(4, room), "ignore_eos": True, "return_token_ids": True}
         if i % 2:
             q.update(temperature=0.8, seed=1000 + i, n=1 + (i % 3 == 1))
             q.update({"top_k": 20} if i % 5 else {"top_p": 0.9})
@@ -215,7 +231,9 @@ def run_wellformed(srv, q, ref, stream, slow, stats, tag):
 
 
 def run_disconnect(srv, q, stream, stats, tag):
-    q = dict(q, max_tokens=120 - 24, ignore_eos=True)  # long enough to be cut (prompts <= 24 tokens)
+    # long enough to be cut: 96 tokens after a prompt of <= 24 (text, or ids), fewer after a long prefix
+    room = 96 if isinstance(q["prompt"], str) else min(96, 128 - len(q["prompt"]))
+    q = dict(q, max_tokens=room, ignore_eos=True)
 
     def once():
         r, s = raw_exchange(srv.host, srv.port, completion_bytes(q, stream))
@@ -237,6 +255,23 @@ def run_disconnect(srv, q, stream, stats, tag):
         s.close()
     stats.add("disconnect")
     return True
+
+
+def run_prefill_cancel(srv, rng, vocab, stats, tag):
+    """The long prefix + 24..40 ids of its own, streamed: closed as soon as the headers are in (the
+    job is queued then), before the first token of its 20; the server must cancel it."""
+    q = {"prompt": long_prefix(vocab) + [rng.randrange(3, vocab) for _ in range(rng.randrange(24, 41))],
+         "max_tokens": 20, "ignore_eos": True, "temperature": 0}
+    try:
+        r, s = with_retries(lambda: raw_exchange(srv.host, srv.port, completion_bytes(q, True)), time.time() + 30,
+                            stats)
+    except Exception as e:  # noqa: BLE001
+        return check(False, "%s: %r" % (tag, e))
+    status = r.status
+    s.shutdown(socket.SHUT_RDWR)
+    s.close()
+    stats.add("prefill_cancel")
+    return check(status == 200, "%s: status %d" % (tag, status))
 
 
 def run_malformed(srv, case, stats, tag):
@@ -301,9 +336,10 @@ def run_load(args, srv, rng, templates, refs, cases, n_requests, waves, label):
     for i in range(n_requests):
         x = rng.random()
         kinds.append("disconnect" if x < 0.10 else "malformed" if x < 0.15 else "slow" if x < 0.20 else
-                     "stream" if x < 0.60 else "plain")
+                     "prefill_cancel" if x < 0.25 else "stream" if x < 0.60 else "plain")
     stats.wellformed = sum(1 for k in kinds if k in ("plain", "stream", "slow"))
     plan = [(i, kinds[i], rng.randrange(len(templates))) for i in range(n_requests)]
+    crng = random.Random(rng.random())  # the prefill cancels' suffixes (clients draw them in any order)
     nxt = [0]
     mu = threading.Lock()
     t_load = time.time()
@@ -321,6 +357,8 @@ def run_load(args, srv, rng, templates, refs, cases, n_requests, waves, label):
                 run_disconnect(srv, templates[k], i % 3 != 0, stats, tag)
             elif kind == "malformed":
                 run_malformed(srv, cases[i % len(cases)], stats, tag)
+            elif kind == "prefill_cancel":
+                run_prefill_cancel(srv, crng, args.vocab, stats, tag)
             else:
                 run_wellformed(srv, templates[k], refs[k], kind == "stream" or (kind == "slow" and i % 2 == 1),
                                0.002 if kind == "slow" else 0, stats, tag)
@@ -435,7 +473,7 @@ def main():
               % (args.np, srv.pids, srv.port, fd0, m0["tpgen_kv_blocks_total"]), flush=True)
         # 1. the references: each template alone, one after another
         with open(os.path.join(model, "config.json")) as f:
-            vocab = json.load(f)["vocab_size"]
+            vocab = args.vocab = json.load(f)["vocab_size"]
         templates = make_templates(rng, args.templates, srv, vocab)
         refs = []
         for i, q in enumerate(templates):
@@ -467,7 +505,7 @@ def main():
         # 2. warm-up: the same mixture, WARMUP requests with one wave of stallers, so that rank
         # 0's allocator has seen as many threads at once as the soak will show it
         cases = malformed_cases(srv.name)
-        stats, t_load, warm_stalls, _ = run_load(args, srv, rng, templates, refs, cases, args.warmup,
+        warm, t_load, warm_stalls, _ = run_load(args, srv, rng, templates, refs, cases, args.warmup,
                                                      max(1, args.warmup // 500), "warm-up")
         _, m = srv.wait_idle(20)
         wait_fds(srv, fd0, 10)
@@ -491,6 +529,15 @@ def main():
         check(m["tpgen_kv_blocks_free"] + m["tpgen_kv_blocks_cached"] == m["tpgen_kv_blocks_total"] > 0, "every KV block free at the end: %s of %s"
               % (m["tpgen_kv_blocks_free"], m["tpgen_kv_blocks_total"]))
         cancelled = m["tpgen_requests_cancelled_total"]
+        n_pc = warm.count.get("prefill_cancel", 0) + stats.count.get("prefill_cancel", 0)
+        n_dc = warm.count.get("disconnect", 0) + stats.count.get("disconnect", 0)
+        check(n_pc > 0 and n_pc <= cancelled <= n_pc + n_dc,
+              "tpgen_requests_cancelled_total %d counts the %d prefill cancels (+ up to %d disconnects)"
+              % (cancelled, n_pc, n_dc))
+        check(m["tpgen_prefix_cache_hit_tokens_total"] > 0, "prefix cache hits: %d of %d prompt tokens"
+              % (m["tpgen_prefix_cache_hit_tokens_total"], m["tpgen_prefix_cache_query_tokens_total"]))
+        err = {k: v for k, v in m.items() if k.startswith('tpgen_requests_total{status="5')}
+        check(not err, "no 5xx answer: %s" % err)
         fd1 = wait_fds(srv, fd0, 15)
         check(fd1 <= fd0, "rank 0's open fds back to their start: %d at start, %d at the end" % (fd0, fd1))
         rss1 = srv.rss_kb()
@@ -504,10 +551,10 @@ def main():
         end = srv.stop(timeout=60)
         check(end.clean, "SIGTERM to rank 0 after the soak: the job exits 0 (got %s)" % end)
         print("soak: %d requests (%s) from %d clients in %.1f s (load phase %.1f s); %d stalled connections "
-              "closed; %d retries; cancelled %d; rank 0 fds %d -> %d; RSS kB %s -> %s; KV blocks free %d/%d; "
+              "closed; %d retries; cancelled %d (%d in prefill); prefix cache hit tokens %d; rank 0 fds %d -> %d; RSS kB %s -> %s; KV blocks free %d/%d; "
               "answers equal: %d/%d; %s"
               % (args.requests, stats.count, args.clients, time.time() - t_start, t_load, len(stall_res), stats.retries,
-                 cancelled, fd0, fd1, rss0, rss1, m["tpgen_kv_blocks_free"], m["tpgen_kv_blocks_total"],
+                 cancelled, n_pc, m["tpgen_prefix_cache_hit_tokens_total"], fd0, fd1, rss0, rss1, m["tpgen_kv_blocks_free"], m["tpgen_kv_blocks_total"],
                  n_answered, n_wf, "FAILED: %d checks" % len(FAILS) if FAILS else "all checks passed"), flush=True)
     finally:
         if srv.p.poll() is None:
