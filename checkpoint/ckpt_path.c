@@ -1,5 +1,7 @@
 #include "ckpt_path.h"
 
+#include <stdarg.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -48,4 +50,14 @@ char *tp_ckpt_dir_of(const char *path) {
 int tp_ckpt_ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+int tp_ckpt_err(char *err, size_t size, const char *fmt, ...) {
+    if (err && size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, size, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
 }

@@ -18,5 +18,7 @@ char *tp_ckpt_join(const char *dir, const char *name);
 /* The directory of a file path ("." for a bare name, "/" for a file in the root), malloc'd. */
 char *tp_ckpt_dir_of(const char *path);
 int tp_ckpt_ends_with(const char *s, const char *suffix);
+/* The readers' one error writer: fmt into err (when err and size are non-zero); returns -1. */
+int tp_ckpt_err(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif
