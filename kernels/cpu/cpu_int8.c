@@ -29,9 +29,10 @@
 #include "kernels/common/tp_act.h"
 #include "kernels/common/tp_quant.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/cpu_int8.h"
 
 typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1 } i8_isa;
-typedef enum { I8_GEMM_AUTO = 0, I8_GEMM_GEMV = 1, I8_GEMM_BLAS = 2 } i8_gemm;
+typedef enum { I8_GEMM_AUTO = 0, I8_GEMM_GEMV = 1, I8_GEMM_BLAS = 2, I8_GEMM_INT = 3 } i8_gemm;
 
 typedef struct {
     int n_threads; /* first member: cpu_threads() of cpu_internal.h reads it */
@@ -96,23 +97,6 @@ static void i8_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_
     i8_matrix_upload_rowmax(b, dst, src_host, st, rows, cols, NULL);
 }
 
-/* ---- epilogue ---- */
-typedef struct {
-    float *y;          /* [T, N] */
-    const float *bias; /* [N] or NULL */
-    const float *scale; /* [N] */
-    int N, accumulate, gelu;
-} epi;
-
-static inline void epi_store(const epi *e, int t, int n, float sum) {
-    float v = sum * e->scale[n];
-    float *yp = e->y + (size_t)t * e->N + n;
-    if (e->accumulate) v += *yp;
-    if (e->bias) v += e->bias[n];
-    if (e->gelu) v = tp_gelu_new(v);
-    *yp = v;
-}
-
 /* ---- GEMV kernels: rows [n0, n1) of q for all T tokens ----
  * Integer dot products: each token's x is rounded to int16 on a grid of its own, sx = max|x| /
  * 16383 (a relative step of 2^-14 of the row's largest value: ~100x finer than the weights'
@@ -122,11 +106,10 @@ static inline void epi_store(const epi *e, int t, int n, float sum) {
  * Being exact, the sum is the same bits on the avx2 and the c path, in any order. int32 lanes
  * hold KC / 16 vpmaddwd results of at most 2 * 127 * 16383 each (< 2^31 for KC = 4096), then
  * move to int64. Non-finite x: sx is NaN and so are the outputs, as in f32. */
-#define XQ_MAX 16383
 #define I8_KC 4096
 
 /* xq[t, :] and sx[t] for every token. */
-CPU_SIMD_CLONES static void quantize_x(int16_t *xq, float *sx, const float *x, int T, int K) {
+CPU_SIMD_CLONES void cpu_int8_quantize_x(int16_t *xq, float *sx, const float *x, int T, int K) {
     for (int t = 0; t < T; t++) {
         const float *xr = x + (size_t)t * K;
         int16_t *qr = xq + (size_t)t * K;
@@ -149,19 +132,15 @@ CPU_SIMD_CLONES static void quantize_x(int16_t *xq, float *sx, const float *x, i
     }
 }
 
-static inline void store_int(const epi *e, int t, int n, int64_t acc, const float *sx) {
-    epi_store(e, t, n, (float)acc * sx[t]);
-}
-
 /* c: one (row, token) at a time, exact int64 sums. */
-static void rows_c(const int16_t *xq, const float *sx, const int8_t *W, int T, int K, int n0, int n1, const epi *e) {
+static void rows_c(const int16_t *xq, const float *sx, const int8_t *W, int T, int K, int n0, int n1, const cpu_i8_epi *e) {
     for (int n = n0; n < n1; n++) {
         const int8_t *w = W + (size_t)n * K;
         for (int t = 0; t < T; t++) {
             const int16_t *xr = xq + (size_t)t * K;
             int64_t acc = 0;
             for (int k = 0; k < K; k++) acc += (int32_t)w[k] * xr[k];
-            store_int(e, t, n, acc, sx);
+            cpu_i8_store_int(e, t, n, acc, sx);
         }
     }
 }
@@ -211,7 +190,7 @@ AVX2_FN void row_avx2(const int16_t *const *xs, const int8_t *w, int K16, const 
 
 /* avx2: each row once per step, for up to 4 tokens at a time. */
 __attribute__((target("avx2,fma"))) static void rows_avx2(const int16_t *xq, const float *sx, const int8_t *W, int T,
-                                                          int K, int n0, int n1, const epi *e) {
+                                                          int K, int n0, int n1, const cpu_i8_epi *e) {
     const int K16 = K & ~15;
     for (int n = n0; n < n1; n++) {
         const int8_t *w = W + (size_t)n * K;
@@ -229,19 +208,17 @@ __attribute__((target("avx2,fma"))) static void rows_avx2(const int16_t *xq, con
             }
             for (int i = 0; i < m; i++) {
                 for (int k = K16; k < K; k++) s[i] += (int32_t)w[k] * xs[i][k];
-                store_int(e, t0 + i, n, s[i], sx);
+                cpu_i8_store_int(e, t0 + i, n, s[i], sx);
             }
         }
     }
 }
 #endif
 
-static void gemv_path(tp_backend *b, const float *x, const int8_t *W, int T, int N, int K, const epi *e) {
+static void gemv_path(tp_backend *b, const int16_t *xq, const float *sx, const int8_t *W, int T, int N, int K,
+                      const cpu_i8_epi *e) {
     tp_cpu_int8 *c = i8_impl(b);
     const int nt = c->n_threads;
-    int16_t *xq = tp_malloc((size_t)T * K * sizeof *xq + 64);
-    float *sx = tp_malloc((size_t)T * sizeof *sx);
-    quantize_x(xq, sx, x, T, K);
     const int chunk = ((N + nt - 1) / nt + 15) & ~15;
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
     for (int n0 = 0; n0 < N; n0 += chunk) {
@@ -252,8 +229,6 @@ static void gemv_path(tp_backend *b, const float *x, const int8_t *W, int T, int
 #endif
             rows_c(xq, sx, W, T, K, n0, n1, e);
     }
-    free(xq);
-    free(sx);
 }
 
 CPU_SIMD_CLONES static void widen_int8(float *dst, const int8_t *src, size_t n) {
@@ -263,7 +238,7 @@ CPU_SIMD_CLONES static void widen_int8(float *dst, const int8_t *src, size_t n) 
 /* Batched: per thread, panels of q rows widened to f32, sgemm into an f32 tile, the epilogue
  * (which applies the row scales). Up to 1024 rows a panel (4 Mi floats at most): OpenBLAS packs
  * x again for every call, and 256-row panels ran 5% slower at T = 512. */
-static void blas_path(tp_backend *b, const float *x, const int8_t *W, int T, int N, int K, const epi *e) {
+static void blas_path(tp_backend *b, const float *x, const int8_t *W, int T, int N, int K, const cpu_i8_epi *e) {
     const int nt = cpu_threads(b);
     int P = (int)(((size_t)4 << 20) / (size_t)K) & ~63;
     P = P < 64 ? 64 : P > 1024 ? 1024 : P;
@@ -278,42 +253,57 @@ static void blas_path(tp_backend *b, const float *x, const int8_t *W, int T, int
             widen_int8(wf, W + (size_t)n0 * K, (size_t)nn * K);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, x, K, wf, K, 0.0f, tile, P);
             for (int t = 0; t < T; t++)
-                for (int j = 0; j < nn; j++) epi_store(e, t, n0 + j, tile[(size_t)t * P + j]);
+                for (int j = 0; j < nn; j++) cpu_i8_epi_store(e, t, n0 + j, tile[(size_t)t * P + j]);
         }
         free(wf);
         free(tile);
     }
 }
 
-/* 1: the GEMV kernels at T tokens, 0: the panels (the file comment); i8_kernel_name names it. */
-static int use_gemv(const tp_cpu_int8 *c, int T) {
-    return c->force == I8_GEMM_GEMV || (c->force == I8_GEMM_AUTO && T <= c->few_tokens);
+/* The path at T tokens (the file comment); i8_kernel_name names it. */
+static i8_gemm path_pick(const tp_cpu_int8 *c, int T) {
+    if (c->force) return c->force;
+    if (T <= c->few_tokens) return I8_GEMM_GEMV;
+    return c->isa == I8_ISA_AVX2 ? I8_GEMM_INT : I8_GEMM_BLAS;
 }
 
 static const char *i8_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
     if (op == TP_OP_ATTENTION) return cpu_kernel_name(b, op, T, D); /* activations and KV stay f32 */
     const tp_cpu_int8 *c = i8_impl(b);
-    if (!use_gemv(c, T)) return "openblas-sgemm-int8-panels";
-    return c->isa == I8_ISA_AVX2 ? "gemv-int8-avx2" : "gemv-int8-c";
+    switch (path_pick(c, T)) {
+    case I8_GEMM_BLAS: return "openblas-sgemm-int8-panels";
+    case I8_GEMM_INT: return "gemm-int8-avx2";
+    default: return c->isa == I8_ISA_AVX2 ? "gemv-int8-avx2" : "gemv-int8-c";
+    }
 }
 
 static void gemm(tp_backend *b, float *y, const float *x, const void *W, const float *bias, int T, int N, int K,
                  int accumulate, int gelu, unsigned bit, const char *op) {
     if (T <= 0 || N <= 0) return;
     tp_cpu_int8 *c = i8_impl(b);
-    const epi e = {y, bias, scales_of(W, N, K), N, accumulate, gelu};
+    const cpu_i8_epi e = {y, bias, scales_of(W, N, K), N, accumulate, gelu};
     char path[160];
     if (K <= 0) {
         for (int t = 0; t < T; t++)
-            for (int n = 0; n < N; n++) epi_store(&e, t, n, 0.0f);
+            for (int n = 0; n < N; n++) cpu_i8_epi_store(&e, t, n, 0.0f);
         return;
     }
-    const int gemv = use_gemv(c, T);
-    if (gemv) {
-        if (c->force) snprintf(path, sizeof path, "GEMV %s (TPGEN_INT8_GEMM=gemv)", isa_name(c->isa));
-        else snprintf(path, sizeof path, "GEMV %s (T <= %d)", isa_name(c->isa), c->few_tokens);
-        report(b, bit, op, path);
-        gemv_path(b, x, W, T, N, K, &e);
+    const i8_gemm pk = path_pick(c, T);
+    if (pk == I8_GEMM_GEMV || pk == I8_GEMM_INT) {
+        const char *how = pk == I8_GEMM_GEMV ? "gemv" : "gemm";
+        if (pk == I8_GEMM_GEMV) snprintf(path, sizeof path, "GEMV %s", isa_name(c->isa));
+        else snprintf(path, sizeof path, "GEMM avx2 (vpmaddwd, 6 tokens x 16 rows a tile, the GEMV's bits)");
+        if (c->force) snprintf(path + strlen(path), sizeof path - strlen(path), " (TPGEN_INT8_GEMM=%s)", how);
+        else snprintf(path + strlen(path), sizeof path - strlen(path), " (T %s %d)", pk == I8_GEMM_GEMV ? "<=" : ">",
+                      c->few_tokens);
+        report(b, pk == I8_GEMM_GEMV ? bit : bit + 8, op, path);
+        int16_t *xq = tp_malloc((size_t)T * K * sizeof *xq + 64); /* + 64: the GEMM's 32-bit reads past K */
+        float *sx = tp_malloc((size_t)T * sizeof *sx);
+        cpu_int8_quantize_x(xq, sx, x, T, K);
+        if (pk == I8_GEMM_GEMV) gemv_path(b, xq, sx, W, T, N, K, &e);
+        else cpu_int8_gemm_avx2(xq, sx, W, T, N, K, &e, c->n_threads);
+        free(xq);
+        free(sx);
     } else {
         if (c->force) snprintf(path, sizeof path, "OpenBLAS sgemm on f32 panels of the int8 rows (TPGEN_INT8_GEMM=blas)");
         else snprintf(path, sizeof path, "OpenBLAS sgemm on f32 panels of the int8 rows (T > %d)", c->few_tokens);
@@ -369,9 +359,15 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     const char *g = getenv("TPGEN_INT8_GEMM");
     if (g && *g) {
         if (strcmp(g, "gemv") == 0) force = I8_GEMM_GEMV;
+        else if (strcmp(g, "gemm") == 0) force = I8_GEMM_INT;
         else if (strcmp(g, "blas") == 0) force = I8_GEMM_BLAS;
         else {
-            snprintf(err, err_size, "TPGEN_INT8_GEMM=%s: expected gemv or blas", g);
+            snprintf(err, err_size, "TPGEN_INT8_GEMM=%s: expected gemv, gemm or blas", g);
+            return -1;
+        }
+        if (force == I8_GEMM_INT && isa != I8_ISA_AVX2) {
+            snprintf(err, err_size, "TPGEN_INT8_GEMM=gemm: the int8 GEMM kernel needs AVX2 (the ISA here is %s)",
+                     isa_name(isa));
             return -1;
         }
     }
@@ -385,10 +381,11 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     free(b->impl);
     b->impl = c;
     if (verbose)
-        tp_log0("cpu int8: weights int8 with f32 row scales; GEMV (T <= %d) -> %s; batched (T > %d) -> OpenBLAS "
-                "sgemm on widened panels%s\n",
+        tp_log0("cpu int8: weights int8 with f32 row scales; GEMV (T <= %d) -> %s; batched (T > %d) -> %s%s\n",
                 c->few_tokens, isa_name(isa), c->few_tokens,
-                force == I8_GEMM_GEMV ? " (TPGEN_INT8_GEMM=gemv: GEMV for every T)"
+                isa == I8_ISA_AVX2 ? "the int8 GEMM (vpmaddwd)" : "OpenBLAS sgemm on widened panels",
+                force == I8_GEMM_GEMV   ? " (TPGEN_INT8_GEMM=gemv: GEMV for every T)"
+                : force == I8_GEMM_INT  ? " (TPGEN_INT8_GEMM=gemm: the int8 GEMM for every T)"
                 : force == I8_GEMM_BLAS ? " (TPGEN_INT8_GEMM=blas: panels for every T)" : "");
     b->weights = "int8";
     b->matrix_bytes = i8_matrix_bytes;

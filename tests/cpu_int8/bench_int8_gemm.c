@@ -23,7 +23,7 @@ static int cmp(const void *a, const void *b) {
 }
 
 #define REPS 7
-#define NV 4
+#define NV 5
 
 int main(int argc, char **argv) {
     const int threads = argc > 1 ? atoi(argv[1]) : 2, E = argc > 2 ? atoi(argv[2]) : 1024,
@@ -33,9 +33,9 @@ int main(int argc, char **argv) {
     const int n_shapes = 5, Ts[] = {1, 8, 16, 32, 64, 512};
     char err[256];
     tp_backend *bk[NV];
-    const char *name[NV] = {"f32", "int8 gemv", "int8 panels", "int8 auto"};
+    const char *name[NV] = {"f32", "int8 gemv", "int8 panels", "int8 gemm", "int8 auto"};
     bk[0] = tp_backend_cpu_create(threads);
-    const char *gm[NV] = {NULL, "gemv", "blas", ""};
+    const char *gm[NV] = {NULL, "gemv", "blas", "gemm", ""};
     for (int v = 1; v < NV; v++) {
         if (*gm[v]) setenv("TPGEN_INT8_GEMM", gm[v], 1);
         else unsetenv("TPGEN_INT8_GEMM");

@@ -1,0 +1,57 @@
+/* What the int8 GEMV (cpu_int8.c) and GEMM (cpu_int8_gemm.c) kernels share: x rounded to int16
+ * per token, and the epilogue. Both compute y[t, n] = epi(((float)sum_k q[n, k] xq[t, k]) * sx[t])
+ * with the integer sum exact, so every kernel gives the same bits. */
+#ifndef TPGEN_CPU_INT8_H
+#define TPGEN_CPU_INT8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/common/tp_act.h"
+
+/* x's int16 grid: sx = max|x| / XQ_MAX per token (cpu_int8.c, "GEMV kernels"). */
+#define XQ_MAX 16383
+
+/* xq [T, K] int16 and sx [T]: each token's x rounded on a grid of its own. */
+void cpu_int8_quantize_x(int16_t *xq, float *sx, const float *x, int T, int K);
+
+/* ---- epilogue: v = sum * scale[n] (+ y) (+ bias[n]) (GELU), f32 ---- */
+typedef struct {
+    float *y;           /* [T, N] */
+    const float *bias;  /* [N] or NULL */
+    const float *scale; /* [N] */
+    int N, accumulate, gelu;
+} cpu_i8_epi;
+
+static inline void cpu_i8_epi_store(const cpu_i8_epi *e, int t, int n, float sum) {
+    float v = sum * e->scale[n];
+    float *yp = e->y + (size_t)t * e->N + n;
+    if (e->accumulate) v += *yp;
+    if (e->bias) v += e->bias[n];
+    if (e->gelu) v = tp_gelu_new(v);
+    *yp = v;
+}
+
+/* An exact integer sum for token t, column n, through the epilogue. */
+static inline void cpu_i8_store_int(const cpu_i8_epi *e, int t, int n, int64_t acc, const float *sx) {
+    cpu_i8_epi_store(e, t, n, (float)acc * sx[t]);
+}
+
+/* Sums [nn] of token t for rows [n0, n0 + nn) through the epilogue: cpu_i8_epi_store's
+ * arithmetic, element by element, in loops the compiler vectorizes. */
+static inline void cpu_i8_epi_row(const cpu_i8_epi *e, int t, int n0, int nn, const float *sum) {
+    float *yp = e->y + (size_t)t * e->N + n0;
+    const float *sc = e->scale + n0;
+    if (!e->accumulate && !e->bias && !e->gelu) {
+        for (int j = 0; j < nn; j++) yp[j] = sum[j] * sc[j];
+        return;
+    }
+    for (int j = 0; j < nn; j++) cpu_i8_epi_store(e, t, n0 + j, sum[j]);
+}
+
+/* cpu_int8_gemm.c: y = epi(xq @ q^T) for all T tokens and N rows of q [N, K], AVX2 (the caller
+ * checks the CPU), threads split the rows. xq needs 4 readable bytes past its end. */
+void cpu_int8_gemm_avx2(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, const cpu_i8_epi *e,
+                        int n_threads);
+
+#endif

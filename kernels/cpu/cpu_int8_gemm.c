@@ -1,0 +1,238 @@
+/* int8 GEMM on the integer units for batched steps and prefill (--weights int8, T above the
+ * GEMV range), AVX2: y[T, N] = epi(sx[t] * sum_k q[n, k] xq[t, k]) on the GEMV's int16 x
+ * (cpu_int8.h). The sums are exact integers, so y is the same bits as the GEMV kernels and
+ * their plain-C twin at every T: the GEMV/GEMM crossover changes no output.
+ *
+ * vpmaddwd multiplies int16 pairs and adds each pair: 16 products an instruction, two of them
+ * issued a cycle on Zen 3 (twice the f32 FMA's 8 x 2), exact where int8 x int8 vpmaddubsw
+ * would saturate at 2^15.
+ *
+ * Blocking (per thread, a contiguous share of NR = 24-row panels of q):
+ *  - pack: the panel's rows, widened to int16, k pairs interleaved: bp [KP][NR][2] with
+ *    KP = ceil(K / 2) pairs (zeros past K and past N), 64 B per pair, K * 32 B in all (32 KiB
+ *    at K = 1024: L1/L2); once per call, used by every token tile.
+ *  - micro-kernel, MR = 6 tokens x NR = 16 rows: per k pair, 2 loads of bp, 6 broadcasts of
+ *    x's pair (32 bits), 12 vpmaddwd + 12 vpaddd into 12 int32 accumulators (+ 3 registers:
+ *    16 ymm). A lane sums at most 512 pair products of |.| <= 2 * 127 * 16383 < 2^22, so
+ *    every KB = 512 pairs the accumulators move into an int64 tile (exact for any K).
+ *  - epilogue: the int64 sums through cpu_i8_store_int, as the GEMV does. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "kernels/cpu/cpu_int8.h"
+
+#ifndef I8G_NB
+#define I8G_NB 2 /* int32 vectors of 8 rows per panel (the asm micro-kernel: 2) */
+#endif
+#ifndef I8G_MR
+#define I8G_MR 6 /* tokens per micro-kernel tile (the asm micro-kernel: 6) */
+#endif
+#define NB I8G_NB
+#define MR I8G_MR
+#define NR (8 * NB) /* rows of q per panel */
+#define KB 512      /* k pairs per int32 accumulation: 512 * 2 * 127 * 16383 < 2^31 */
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define AVX2_FN static inline __attribute__((always_inline, target("avx2,fma")))
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* r[j] = 8 k pairs (32 bits each) of row j -> r[p] = pair p of the 8 rows. */
+AVX2_FN void transpose8(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) { /* rows 4i..4i+3: u[4i + 0..3] hold pairs {0,4}, {1,5}, {2,6}, {3,7} */
+        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int p = 0; p < 4; p++) {
+        r[p] = _mm256_permute2x128_si256(u[p], u[4 + p], 0x20);
+        r[p + 4] = _mm256_permute2x128_si256(u[p], u[4 + p], 0x31);
+    }
+}
+
+/* Rows [n0, n0 + nn) of q [., K] -> bp [KP][NR][2] int16, zeros past K and past nn. Full panels
+ * 16 k at a time (8 rows x 8 pairs transposed per vector of the panel), the rest element-wise. */
+__attribute__((target("avx2,fma"))) static void pack_panel(int16_t *bp, const int8_t *q, int K, int n0, int nn) {
+    const int KP = (K + 1) / 2;
+    int k0 = 0;
+    if (nn == NR)
+        for (; k0 + 16 <= K; k0 += 16)
+            for (int h = 0; h < NB; h++) {
+                __m256i r[8];
+                for (int j = 0; j < 8; j++)
+                    r[j] = _mm256_cvtepi8_epi16(
+                        _mm_loadu_si128((const __m128i *)(q + (size_t)(n0 + 8 * h + j) * K + k0)));
+                transpose8(r);
+                for (int p = 0; p < 8; p++)
+                    _mm256_storeu_si256((__m256i *)(bp + (size_t)(k0 / 2 + p) * 2 * NR + 16 * h), r[p]);
+            }
+    for (int p = k0 / 2; p < KP; p++)
+        for (int j = 0; j < NR; j++) {
+            const int8_t *row = q + (size_t)(n0 + j) * K;
+            int16_t *d = bp + (size_t)p * 2 * NR + 2 * j;
+            d[0] = j < nn ? row[2 * p] : 0;
+            d[1] = j < nn && 2 * p + 1 < K ? row[2 * p + 1] : 0;
+        }
+}
+
+/* s[t][0..NR) = sum over the KP pairs of x row t . the panel's rows, for MT <= MR tokens at x
+ * (rows K apart), in double (exact: |s| < 2^53). The broadcast reads x's pair as 32 bits: past
+ * K on odd K, where the panel is zero. */
+AVX2_FN void tile(const int16_t *x, int K, const int16_t *bp, int KP, const int MT, double s[MR][NR]) {
+    for (int p0 = 0; p0 < KP; p0 += KB) {
+        const int p1 = KP - p0 < KB ? KP : p0 + KB;
+        __m256i a[MR][NB];
+        UNROLL for (int t = 0; t < MT; t++)
+            UNROLL for (int h = 0; h < NB; h++) a[t][h] = _mm256_setzero_si256();
+        const int16_t *b = bp + (size_t)p0 * 2 * NR;
+        for (int p = p0; p < p1; p++, b += 2 * NR) {
+            __m256i bv[NB];
+            UNROLL for (int h = 0; h < NB; h++) bv[h] = _mm256_loadu_si256((const __m256i *)(b + 16 * h));
+            UNROLL for (int t = 0; t < MT; t++) {
+                int32_t pr;
+                memcpy(&pr, x + (size_t)t * K + 2 * p, sizeof pr);
+                const __m256i xv = _mm256_set1_epi32(pr);
+                UNROLL for (int h = 0; h < NB; h++) a[t][h] = _mm256_add_epi32(a[t][h], _mm256_madd_epi16(xv, bv[h]));
+            }
+        }
+        UNROLL for (int t = 0; t < MT; t++)
+            UNROLL for (int h = 0; h < NB; h++) {
+                double *d = s[t] + 8 * h;
+                const __m256d lo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(a[t][h]));
+                const __m256d hi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(a[t][h], 1));
+                _mm256_storeu_pd(d, _mm256_add_pd(_mm256_loadu_pd(d), lo));
+                _mm256_storeu_pd(d + 4, _mm256_add_pd(_mm256_loadu_pd(d + 4), hi));
+            }
+    }
+}
+
+/* The full 6 x 16 tile in assembly: 12 int32 accumulators + 2 panel vectors + 2 scratch = the
+ * 16 ymm registers. gcc spilled or copied accumulators for the same loop in intrinsics (~25
+ * GMAC/s a core against ~50 here, measured). out [6][16] int32: the sums over n pairs. */
+#define I8G_ROW(R, A0, A1)                                                                                             \
+    "vpbroadcastd " R ", %%ymm14\n\t"                                                                                  \
+    "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"                                                                           \
+    "vpaddd %%ymm15, " A0 ", " A0 "\n\t"                                                                               \
+    "vpmaddwd %%ymm13, %%ymm14, %%ymm14\n\t"                                                                           \
+    "vpaddd %%ymm14, " A1 ", " A1 "\n\t"
+__attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const int16_t *x, int K, const int16_t *bp, long n,
+                                                                    int32_t out[6][16]) {
+    const int16_t *x3 = x + 3 * (size_t)K;
+    const long ldx = 2 * (long)K; /* bytes between x rows */
+    __asm__ volatile(
+        "vpxor %%ymm0, %%ymm0, %%ymm0\n\tvpxor %%ymm1, %%ymm1, %%ymm1\n\tvpxor %%ymm2, %%ymm2, %%ymm2\n\t"
+        "vpxor %%ymm3, %%ymm3, %%ymm3\n\tvpxor %%ymm4, %%ymm4, %%ymm4\n\tvpxor %%ymm5, %%ymm5, %%ymm5\n\t"
+        "vpxor %%ymm6, %%ymm6, %%ymm6\n\tvpxor %%ymm7, %%ymm7, %%ymm7\n\tvpxor %%ymm8, %%ymm8, %%ymm8\n\t"
+        "vpxor %%ymm9, %%ymm9, %%ymm9\n\tvpxor %%ymm10, %%ymm10, %%ymm10\n\tvpxor %%ymm11, %%ymm11, %%ymm11\n\t"
+        "test %[n], %[n]\n\t"
+        "jle 2f\n"
+        "1:\n\t"
+        "vmovdqu (%[b]), %%ymm12\n\t"
+        "vmovdqu 32(%[b]), %%ymm13\n\t"
+        I8G_ROW("(%[x])", "%%ymm0", "%%ymm1")
+        I8G_ROW("(%[x],%[ldx])", "%%ymm2", "%%ymm3")
+        I8G_ROW("(%[x],%[ldx],2)", "%%ymm4", "%%ymm5")
+        I8G_ROW("(%[x3])", "%%ymm6", "%%ymm7")
+        I8G_ROW("(%[x3],%[ldx])", "%%ymm8", "%%ymm9")
+        I8G_ROW("(%[x3],%[ldx],2)", "%%ymm10", "%%ymm11")
+        "add $4, %[x]\n\t"
+        "add $4, %[x3]\n\t"
+        "add $64, %[b]\n\t"
+        "dec %[n]\n\t"
+        "jnz 1b\n"
+        "2:\n\t"
+        "vmovdqu %%ymm0, (%[o])\n\tvmovdqu %%ymm1, 32(%[o])\n\tvmovdqu %%ymm2, 64(%[o])\n\t"
+        "vmovdqu %%ymm3, 96(%[o])\n\tvmovdqu %%ymm4, 128(%[o])\n\tvmovdqu %%ymm5, 160(%[o])\n\t"
+        "vmovdqu %%ymm6, 192(%[o])\n\tvmovdqu %%ymm7, 224(%[o])\n\tvmovdqu %%ymm8, 256(%[o])\n\t"
+        "vmovdqu %%ymm9, 288(%[o])\n\tvmovdqu %%ymm10, 320(%[o])\n\tvmovdqu %%ymm11, 352(%[o])\n\t"
+        "vzeroupper"
+        : [x] "+r"(x), [x3] "+r"(x3), [b] "+r"(bp), [n] "+r"(n)
+        : [ldx] "r"(ldx), [o] "r"(&out[0][0])
+        : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+}
+
+/* s += the 6 x 16 tile over the KP pairs (in blocks of KB, int32 then double). */
+__attribute__((target("avx2,fma"), noinline)) static void tile_6(const int16_t *x, int K, const int16_t *bp, int KP,
+                                                                 double s[MR][NR]) {
+    for (int p0 = 0; p0 < KP; p0 += KB) {
+        const int p1 = KP - p0 < KB ? KP : p0 + KB;
+        int32_t o[6][16];
+        tile6_asm(x + 2 * (size_t)p0, K, bp + (size_t)p0 * 2 * NR, p1 - p0, o);
+        for (int t = 0; t < 6; t++)
+            for (int j = 0; j < 16; j++) s[t][j] += o[t][j];
+    }
+}
+
+/* One function per tile height (MT a constant: the accumulators stay in registers; inlined into
+ * one loop, gcc kept the loop's counters on the stack and ran 3x slower). */
+typedef void tile_fn(const int16_t *x, int K, const int16_t *bp, int KP, double s[MR][NR]);
+#define TILE_FN(M)                                                                                                     \
+    __attribute__((target("avx2,fma"), noinline)) static void tile_##M(const int16_t *x, int K, const int16_t *bp,  \
+                                                                        int KP, double s[MR][NR]) {                   \
+        tile(x, K, bp, KP, M, s);                                                                                      \
+    }
+TILE_FN(1)
+TILE_FN(2)
+TILE_FN(3)
+TILE_FN(4)
+#if MR > 4
+TILE_FN(5)
+#endif
+static tile_fn *const g_tiles[MR + 1] = {NULL, tile_1, tile_2, tile_3, tile_4,
+#if MR > 4
+                                         tile_5,
+#endif
+#if MR > 5
+                                         tile_6,
+#endif
+};
+_Static_assert(MR == 6 && NB == 2, "the asm micro-kernel is 6 tokens x 16 rows");
+
+/* Every token tile of one packed panel, then the epilogue: (float) of the exact sum, times sx. */
+static void panel_tokens(const int16_t *xq, const float *sx, const int16_t *bp, int T, int K, int n0, int nn,
+                         const cpu_i8_epi *e) {
+    const int KP = (K + 1) / 2;
+    for (int t0 = 0; t0 < T; t0 += MR) {
+        const int m = T - t0 < MR ? T - t0 : MR;
+        double s[MR][NR];
+        memset(s, 0, sizeof s);
+        g_tiles[m](xq + (size_t)t0 * K, K, bp, KP, s);
+        for (int t = 0; t < m; t++) {
+            float v[NR];
+            for (int j = 0; j < nn; j++) v[j] = (float)s[t][j] * sx[t0 + t];
+            cpu_i8_epi_row(e, t0 + t, n0, nn, v);
+        }
+    }
+}
+
+void cpu_int8_gemm_avx2(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, const cpu_i8_epi *e,
+                        int n_threads) {
+    const int panels = (N + NR - 1) / NR;
+    const size_t bp_bytes = (size_t)((K + 1) / 2) * 2 * NR * sizeof(int16_t);
+    #pragma omp parallel num_threads(n_threads) if (n_threads > 1 && panels > 1)
+    {
+        int16_t *bp = tp_malloc(bp_bytes);
+        #pragma omp for schedule(static)
+        for (int pi = 0; pi < panels; pi++) {
+            const int n0 = pi * NR, nn = N - n0 < NR ? N - n0 : NR;
+            pack_panel(bp, q, K, n0, nn);
+            panel_tokens(xq, sx, bp, T, K, n0, nn, e);
+        }
+        free(bp);
+    }
+}
+#else
+void cpu_int8_gemm_avx2(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, const cpu_i8_epi *e,
+                        int n_threads) {
+    (void)xq, (void)sx, (void)q, (void)T, (void)N, (void)K, (void)e, (void)n_threads;
+    tp_die_all("cpu int8: the AVX2 GEMM was called on a CPU other than x86-64");
+}
+#endif
