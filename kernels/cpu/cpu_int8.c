@@ -109,12 +109,15 @@ static void i8_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_
 #define I8_KC 4096
 
 /* xq[t, :] and sx[t] for every token. */
-CPU_SIMD_CLONES void cpu_int8_quantize_x(int16_t *xq, float *sx, const float *x, int T, int K) {
-    for (int t = 0; t < T; t++) {
+CPU_SIMD_CLONES static void quantize_rows(int16_t *xq, float *sx, const float *x, int t0, int t1, int K) {
+    for (int t = t0; t < t1; t++) {
         const float *xr = x + (size_t)t * K;
         int16_t *qr = xq + (size_t)t * K;
         float m = 0.0f;
-        for (int k = 0; k < K; k++) m = fmaxf(m, fabsf(xr[k]));
+        for (int k = 0; k < K; k++) { /* not fmaxf: a libm call per element (NaN rules); non-finite x is handled below */
+            const float v = fabsf(xr[k]);
+            m = v > m ? v : m;
+        }
         int finite = 1;
         for (int k = 0; k < K; k++) finite &= isfinite(xr[k]) ? 1 : 0;
         if (!finite || !(m > 0.0f)) {
@@ -130,6 +133,13 @@ CPU_SIMD_CLONES void cpu_int8_quantize_x(int16_t *xq, float *sx, const float *x,
             qr[k] = (int16_t)r;
         }
     }
+}
+
+/* Rows split across the threads (a prefill's x is T * K: one thread alone took 5% of it). */
+void cpu_int8_quantize_x(int16_t *xq, float *sx, const float *x, int T, int K, int n_threads) {
+    const int per = (T + n_threads - 1) / n_threads;
+    #pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1 && T > 1 && (size_t)T * K >= CPU_PAR_MIN)
+    for (int t0 = 0; t0 < T; t0 += per) quantize_rows(xq, sx, x, t0, T - t0 < per ? T : t0 + per, K);
 }
 
 /* c: one (row, token) at a time, exact int64 sums. */
@@ -299,7 +309,7 @@ static void gemm(tp_backend *b, float *y, const float *x, const void *W, const f
         report(b, pk == I8_GEMM_GEMV ? bit : bit + 8, op, path);
         int16_t *xq = tp_malloc((size_t)T * K * sizeof *xq + 64); /* + 64: the GEMM's 32-bit reads past K */
         float *sx = tp_malloc((size_t)T * sizeof *sx);
-        cpu_int8_quantize_x(xq, sx, x, T, K);
+        cpu_int8_quantize_x(xq, sx, x, T, K, c->n_threads);
         if (pk == I8_GEMM_GEMV) gemv_path(b, xq, sx, W, T, N, K, &e);
         else cpu_int8_gemm_avx2(xq, sx, W, T, N, K, &e, c->n_threads);
         free(xq);
@@ -377,7 +387,7 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     c->isa = isa;
     c->force = force;
     const char *ft = getenv("TPGEN_INT8_GEMV_MAX_T"); /* the GEMV / panel-GEMM crossover */
-    c->few_tokens = ft && *ft ? atoi(ft) : 64; /* bench_int8_gemm: GEMV ahead of the panels at T = 64, behind at 512 */
+    c->few_tokens = ft && *ft ? atoi(ft) : 32; /* bench_int8_gemm: the GEMV ahead of the int8 GEMM to T = 32 (AVX2, Zen 3) */
     free(b->impl);
     b->impl = c;
     if (verbose)

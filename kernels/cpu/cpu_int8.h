@@ -12,8 +12,9 @@
 /* x's int16 grid: sx = max|x| / XQ_MAX per token (cpu_int8.c, "GEMV kernels"). */
 #define XQ_MAX 16383
 
-/* xq [T, K] int16 and sx [T]: each token's x rounded on a grid of its own. */
-void cpu_int8_quantize_x(int16_t *xq, float *sx, const float *x, int T, int K);
+/* xq [T, K] int16 and sx [T]: each token's x rounded on a grid of its own (rows split across
+ * n_threads). */
+void cpu_int8_quantize_x(int16_t *xq, float *sx, const float *x, int T, int K, int n_threads);
 
 /* ---- epilogue: v = sum * scale[n] (+ y) (+ bias[n]) (GELU), f32 ---- */
 typedef struct {

@@ -7,10 +7,10 @@
  * issued a cycle on Zen 3 (twice the f32 FMA's 8 x 2), exact where int8 x int8 vpmaddubsw
  * would saturate at 2^15.
  *
- * Blocking (per thread, a contiguous share of NR = 24-row panels of q):
+ * Blocking (per thread, groups of NR = 16-row panels of q; cpu_int8_gemm_avx2):
  *  - pack: the panel's rows, widened to int16, k pairs interleaved: bp [KP][NR][2] with
  *    KP = ceil(K / 2) pairs (zeros past K and past N), 64 B per pair, K * 32 B in all (32 KiB
- *    at K = 1024: L1/L2); once per call, used by every token tile.
+ *    at K = 1024); once per call, used by every token tile.
  *  - micro-kernel, MR = 6 tokens x NR = 16 rows: per k pair, 2 loads of bp, 6 broadcasts of
  *    x's pair (32 bits), 12 vpmaddwd + 12 vpaddd into 12 int32 accumulators (+ 3 registers:
  *    16 ymm). A lane sums at most 512 pair products of |.| <= 2 * 127 * 16383 < 2^22, so
@@ -82,40 +82,31 @@ __attribute__((target("avx2,fma"))) static void pack_panel(int16_t *bp, const in
         }
 }
 
-/* s[t][0..NR) = sum over the KP pairs of x row t . the panel's rows, for MT <= MR tokens at x
- * (rows K apart), in double (exact: |s| < 2^53). The broadcast reads x's pair as 32 bits: past
- * K on odd K, where the panel is zero. */
-AVX2_FN void tile(const int16_t *x, int K, const int16_t *bp, int KP, const int MT, double s[MR][NR]) {
-    for (int p0 = 0; p0 < KP; p0 += KB) {
-        const int p1 = KP - p0 < KB ? KP : p0 + KB;
-        __m256i a[MR][NB];
-        UNROLL for (int t = 0; t < MT; t++)
-            UNROLL for (int h = 0; h < NB; h++) a[t][h] = _mm256_setzero_si256();
-        const int16_t *b = bp + (size_t)p0 * 2 * NR;
-        for (int p = p0; p < p1; p++, b += 2 * NR) {
-            __m256i bv[NB];
-            UNROLL for (int h = 0; h < NB; h++) bv[h] = _mm256_loadu_si256((const __m256i *)(b + 16 * h));
-            UNROLL for (int t = 0; t < MT; t++) {
-                int32_t pr;
-                memcpy(&pr, x + (size_t)t * K + 2 * p, sizeof pr);
-                const __m256i xv = _mm256_set1_epi32(pr);
-                UNROLL for (int h = 0; h < NB; h++) a[t][h] = _mm256_add_epi32(a[t][h], _mm256_madd_epi16(xv, bv[h]));
-            }
+/* o[t][0..NR) = the sums over pairs [0, np) of x row t . the panel's rows (bp at the first
+ * pair), for MT < MR tokens at x (rows K apart), np <= KB. The broadcast reads x's pair as 32
+ * bits: past K on odd K, where the panel is zero. */
+AVX2_FN void tile(const int16_t *x, int K, const int16_t *bp, long np, const int MT, int32_t o[MR][NR]) {
+    __m256i a[MR][NB];
+    UNROLL for (int t = 0; t < MT; t++)
+        UNROLL for (int h = 0; h < NB; h++) a[t][h] = _mm256_setzero_si256();
+    const int16_t *b = bp;
+    for (long p = 0; p < np; p++, b += 2 * NR) {
+        __m256i bv[NB];
+        UNROLL for (int h = 0; h < NB; h++) bv[h] = _mm256_loadu_si256((const __m256i *)(b + 16 * h));
+        UNROLL for (int t = 0; t < MT; t++) {
+            int32_t pr;
+            memcpy(&pr, x + (size_t)t * K + 2 * p, sizeof pr);
+            const __m256i xv = _mm256_set1_epi32(pr);
+            UNROLL for (int h = 0; h < NB; h++) a[t][h] = _mm256_add_epi32(a[t][h], _mm256_madd_epi16(xv, bv[h]));
         }
-        UNROLL for (int t = 0; t < MT; t++)
-            UNROLL for (int h = 0; h < NB; h++) {
-                double *d = s[t] + 8 * h;
-                const __m256d lo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(a[t][h]));
-                const __m256d hi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(a[t][h], 1));
-                _mm256_storeu_pd(d, _mm256_add_pd(_mm256_loadu_pd(d), lo));
-                _mm256_storeu_pd(d + 4, _mm256_add_pd(_mm256_loadu_pd(d + 4), hi));
-            }
     }
+    UNROLL for (int t = 0; t < MT; t++)
+        UNROLL for (int h = 0; h < NB; h++) _mm256_storeu_si256((__m256i *)(o[t] + 8 * h), a[t][h]);
 }
 
 /* The full 6 x 16 tile in assembly: 12 int32 accumulators + 2 panel vectors + 2 scratch = the
  * 16 ymm registers. gcc spilled or copied accumulators for the same loop in intrinsics (~25
- * GMAC/s a core against ~50 here, measured). out [6][16] int32: the sums over n pairs. */
+ * GMAC/s a core against ~50 here, measured). out [6][16] int32: the sums over n <= KB pairs. */
 #define I8G_ROW(R, A0, A1)                                                                                             \
     "vpbroadcastd " R ", %%ymm14\n\t"                                                                                  \
     "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"                                                                           \
@@ -123,7 +114,7 @@ AVX2_FN void tile(const int16_t *x, int K, const int16_t *bp, int KP, const int 
     "vpmaddwd %%ymm13, %%ymm14, %%ymm14\n\t"                                                                           \
     "vpaddd %%ymm14, " A1 ", " A1 "\n\t"
 __attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const int16_t *x, int K, const int16_t *bp, long n,
-                                                                    int32_t out[6][16]) {
+                                                                    int32_t out[MR][NR]) {
     const int16_t *x3 = x + 3 * (size_t)K;
     const long ldx = 2 * (long)K; /* bytes between x rows */
     __asm__ volatile(
@@ -159,72 +150,83 @@ __attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const int16_
           "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 }
 
-/* s += the 6 x 16 tile over the KP pairs (in blocks of KB, int32 then double). */
-__attribute__((target("avx2,fma"), noinline)) static void tile_6(const int16_t *x, int K, const int16_t *bp, int KP,
-                                                                 double s[MR][NR]) {
-    for (int p0 = 0; p0 < KP; p0 += KB) {
-        const int p1 = KP - p0 < KB ? KP : p0 + KB;
-        int32_t o[6][16];
-        tile6_asm(x + 2 * (size_t)p0, K, bp + (size_t)p0 * 2 * NR, p1 - p0, o);
-        for (int t = 0; t < 6; t++)
-            for (int j = 0; j < 16; j++) s[t][j] += o[t][j];
-    }
-}
-
 /* One function per tile height (MT a constant: the accumulators stay in registers; inlined into
  * one loop, gcc kept the loop's counters on the stack and ran 3x slower). */
-typedef void tile_fn(const int16_t *x, int K, const int16_t *bp, int KP, double s[MR][NR]);
+typedef void tile_fn(const int16_t *x, int K, const int16_t *bp, long np, int32_t o[MR][NR]);
 #define TILE_FN(M)                                                                                                     \
     __attribute__((target("avx2,fma"), noinline)) static void tile_##M(const int16_t *x, int K, const int16_t *bp,  \
-                                                                        int KP, double s[MR][NR]) {                   \
-        tile(x, K, bp, KP, M, s);                                                                                      \
+                                                                        long np, int32_t o[MR][NR]) {                 \
+        tile(x, K, bp, np, M, o);                                                                                      \
     }
 TILE_FN(1)
 TILE_FN(2)
 TILE_FN(3)
 TILE_FN(4)
-#if MR > 4
 TILE_FN(5)
-#endif
-static tile_fn *const g_tiles[MR + 1] = {NULL, tile_1, tile_2, tile_3, tile_4,
-#if MR > 4
-                                         tile_5,
-#endif
-#if MR > 5
-                                         tile_6,
-#endif
-};
+static tile_fn *const g_tiles[MR + 1] = {NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile6_asm};
 _Static_assert(MR == 6 && NB == 2, "the asm micro-kernel is 6 tokens x 16 rows");
 
-/* Every token tile of one packed panel, then the epilogue: (float) of the exact sum, times sx. */
-static void panel_tokens(const int16_t *xq, const float *sx, const int16_t *bp, int T, int K, int n0, int nn,
-                         const cpu_i8_epi *e) {
+/* Tokens [t0, t1) of one packed panel, then the epilogue: (float) of the exact sum, times sx.
+ * One block of pairs (K <= 2 KB): int32 -> float directly; more: the blocks summed in double
+ * (exact below 2^53), then rounded once -- the same float either way. */
+static void panel_tokens(const int16_t *xq, const float *sx, const int16_t *bp, int t0, int t1, int K, int n0,
+                         int nn, const cpu_i8_epi *e) {
     const int KP = (K + 1) / 2;
-    for (int t0 = 0; t0 < T; t0 += MR) {
-        const int m = T - t0 < MR ? T - t0 : MR;
-        double s[MR][NR];
-        memset(s, 0, sizeof s);
-        g_tiles[m](xq + (size_t)t0 * K, K, bp, KP, s);
-        for (int t = 0; t < m; t++) {
-            float v[NR];
-            for (int j = 0; j < nn; j++) v[j] = (float)s[t][j] * sx[t0 + t];
-            cpu_i8_epi_row(e, t0 + t, n0, nn, v);
+    for (; t0 < t1; t0 += MR) {
+        const int m = t1 - t0 < MR ? t1 - t0 : MR;
+        const int16_t *x = xq + (size_t)t0 * K;
+        int32_t o[MR][NR];
+        float v[MR][NR];
+        if (KP <= KB) {
+            g_tiles[m](x, K, bp, KP, o);
+            for (int t = 0; t < m; t++)
+                for (int j = 0; j < NR; j++) v[t][j] = (float)o[t][j] * sx[t0 + t];
+        } else {
+            double d[MR][NR];
+            memset(d, 0, sizeof d);
+            for (int p0 = 0; p0 < KP; p0 += KB) {
+                g_tiles[m](x + 2 * (size_t)p0, K, bp + (size_t)p0 * 2 * NR, KP - p0 < KB ? KP - p0 : KB, o);
+                for (int t = 0; t < m; t++)
+                    for (int j = 0; j < NR; j++) d[t][j] += o[t][j];
+            }
+            for (int t = 0; t < m; t++)
+                for (int j = 0; j < NR; j++) v[t][j] = (float)d[t][j] * sx[t0 + t];
         }
+        for (int t = 0; t < m; t++) cpu_i8_epi_row(e, t0 + t, n0, nn, v[t]);
     }
 }
 
+/* Threads take groups of up to SP panels (SP * NR rows of q), packed once into SP * K * 32 B
+ * (L2/L3); each group runs x in chunks of MC tokens (MC * K * 2 B <= XC_BYTES, kept in L2
+ * across the group's panels: streaming all of x per panel from L3 ran at 0.7x). */
+#define SP 16
+#define XC_BYTES (192 << 10)
 void cpu_int8_gemm_avx2(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, const cpu_i8_epi *e,
                         int n_threads) {
     const int panels = (N + NR - 1) / NR;
-    const size_t bp_bytes = (size_t)((K + 1) / 2) * 2 * NR * sizeof(int16_t);
-    #pragma omp parallel num_threads(n_threads) if (n_threads > 1 && panels > 1)
+    const size_t panel_elems = (size_t)((K + 1) / 2) * 2 * NR;
+    int sp = (panels + n_threads - 1) / n_threads; /* every thread a group at least */
+    sp = sp < 1 ? 1 : sp > SP ? SP : sp;
+    const int groups = (panels + sp - 1) / sp;
+    int mc = (int)(XC_BYTES / (2 * (size_t)K)) / MR * MR;
+    mc = mc < MR ? MR : mc;
+    #pragma omp parallel num_threads(n_threads) if (n_threads > 1 && groups > 1)
     {
-        int16_t *bp = tp_malloc(bp_bytes);
+        int16_t *bp = tp_malloc((size_t)sp * panel_elems * sizeof(int16_t));
         #pragma omp for schedule(static)
-        for (int pi = 0; pi < panels; pi++) {
-            const int n0 = pi * NR, nn = N - n0 < NR ? N - n0 : NR;
-            pack_panel(bp, q, K, n0, nn);
-            panel_tokens(xq, sx, bp, T, K, n0, nn, e);
+        for (int g = 0; g < groups; g++) {
+            const int p0 = g * sp, np = panels - p0 < sp ? panels - p0 : sp;
+            for (int i = 0; i < np; i++) {
+                const int n0 = (p0 + i) * NR;
+                pack_panel(bp + (size_t)i * panel_elems, q, K, n0, N - n0 < NR ? N - n0 : NR);
+            }
+            for (int t0 = 0; t0 < T; t0 += mc) {
+                const int t1 = T - t0 < mc ? T : t0 + mc;
+                for (int i = 0; i < np; i++) {
+                    const int n0 = (p0 + i) * NR;
+                    panel_tokens(xq, sx, bp + (size_t)i * panel_elems, t0, t1, K, n0, N - n0 < NR ? N - n0 : NR, e);
+                }
+            }
         }
         free(bp);
     }

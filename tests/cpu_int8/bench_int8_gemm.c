@@ -30,7 +30,7 @@ int main(int argc, char **argv) {
               V = argc > 3 ? atoi(argv[3]) : 51200;
     if (argc > 4 && strcmp(argv[4], "cpu") == 0) g_clock = CLOCK_PROCESS_CPUTIME_ID;
     const int shapes[][2] = {{3 * E, E}, {E, E}, {4 * E, E}, {E, 4 * E}, {V, E}}; /* qkv, out, fc_in, fc_out, lm_head */
-    const int n_shapes = 5, Ts[] = {1, 8, 16, 32, 64, 512};
+    const int n_shapes = 5, Ts[] = {1, 8, 16, 32, 48, 64, 128, 512};
     char err[256];
     tp_backend *bk[NV];
     const char *name[NV] = {"f32", "int8 gemv", "int8 panels", "int8 gemm", "int8 auto"};

@@ -4,7 +4,8 @@
  *
  * usage: test_int8_ops THREADS ISA GEMM
  *   ISA: c | avx2 (the GEMV kernels, forced through TPGEN_INT8_ISA)
- *   GEMM: gemv | blas | auto (TPGEN_INT8_GEMM: every T through one path, or by T as in a job)
+ *   GEMM: gemv | gemm | blas | auto (TPGEN_INT8_GEMM: every T through one path, or by T as in a
+ *         job; gemm, the AVX2 int8 GEMM, SKIPs with ISA c)
  * Exits 77 (ctest SKIPPED) when this CPU cannot run the requested ISA.
  *
  * Checks:
@@ -17,7 +18,7 @@
  *    |got - ref| <= (2K + 4) 2^-24 sum_k |x_k wd_k| (f32 summation in any order, the scale and
  *    the epilogue's roundings) + max|x| / 16383 / 2 * sum_k |wd_k| (the GEMV path's int16 grid
  *    for x) + 1e-6 (GELU's expf). y's old contents are NaN where not read.
- *  - the avx2 and c GEMV paths give the same bits (exact integer sums). */
+ *  - the avx2 and c GEMVs and the avx2 GEMM give the same bits (exact integer sums). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,34 +158,46 @@ static void test_matmul(tp_backend *b, int T, int N, int K, int bias_on, int acc
     free(x); free(w); free(bias); free(y0); free(y); free(wd);
 }
 
-/* avx2 and c GEMVs: the same bits (K past the 4096-element int32 chunks included). */
+/* The c GEMV, the avx2 GEMV and the avx2 GEMM: the same bits (exact integer sums; K past the
+ * GEMV's 4096-element and the GEMM's 1024-element int32 chunks, odd K, T and N off the 6 x 16
+ * tiles), with bias, accumulation and GELU in the same epilogue. */
 static void test_isa_bits(int threads) {
 #if defined(__x86_64__)
     if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return;
     char err[256];
-    tp_backend *bk[2];
-    const char *isa[2] = {"c", "avx2"};
-    setenv("TPGEN_INT8_GEMM", "gemv", 1);
-    for (int i = 0; i < 2; i++) {
+    enum { NB = 3 };
+    tp_backend *bk[NB];
+    const char *isa[NB] = {"c", "avx2", "avx2"}, *path[NB] = {"gemv", "gemv", "gemm"};
+    for (int i = 0; i < NB; i++) {
         setenv("TPGEN_INT8_ISA", isa[i], 1);
+        setenv("TPGEN_INT8_GEMM", path[i], 1);
         bk[i] = tp_backend_cpu_create(threads);
         if (tp_backend_use_int8(bk[i], 0, err, sizeof err)) { CHECK(0, "%s", err); return; }
     }
-    static const int shapes[][3] = {{1, 130, 8200}, {5, 67, 100}, {3, 9, 4097}, {16, 33, 257}};
-    for (size_t j = 0; j < sizeof shapes / sizeof *shapes; j++) {
-        const int T = shapes[j][0], N = shapes[j][1], K = shapes[j][2];
-        float *x = rand_f32((size_t)T * K, 3.0), *w = rand_f32((size_t)N * K, 0.5), *y[2];
-        for (int i = 0; i < 2; i++) {
-            void *W = bk[i]->alloc(bk[i], bk[i]->matrix_bytes(bk[i], N, K), "W");
-            bk[i]->matrix_upload(bk[i], W, w, TP_F32, N, K);
-            y[i] = malloc((size_t)T * N * 4);
-            bk[i]->matmul(bk[i], y[i], x, W, NULL, T, N, K, 0);
-            bk[i]->free(bk[i], W);
+    static const int shapes[][3] = {{1, 130, 8200}, {5, 67, 100}, {3, 9, 4097}, {16, 33, 257},
+                                    {13, 35, 2049}, {40, 50, 1024}, {7, 16, 2}, {12, 17, 1}};
+    for (size_t j = 0; j < sizeof shapes / sizeof *shapes; j++)
+        for (int epi = 0; epi < 3; epi++) { /* plain; bias + accumulate; bias + GELU */
+            const int T = shapes[j][0], N = shapes[j][1], K = shapes[j][2];
+            float *x = rand_f32((size_t)T * K, 3.0), *w = rand_f32((size_t)N * K, 0.5), *bias = rand_f32(N, 0.3);
+            float *y0 = rand_f32((size_t)T * N, 1.0), *y[NB];
+            for (int i = 0; i < NB; i++) {
+                void *W = bk[i]->alloc(bk[i], bk[i]->matrix_bytes(bk[i], N, K), "W");
+                bk[i]->matrix_upload(bk[i], W, w, TP_F32, N, K);
+                y[i] = malloc((size_t)T * N * 4);
+                memcpy(y[i], y0, (size_t)T * N * 4);
+                if (epi == 0) bk[i]->matmul(bk[i], y[i], x, W, NULL, T, N, K, 0);
+                else if (epi == 1) bk[i]->matmul(bk[i], y[i], x, W, bias, T, N, K, 1);
+                else bk[i]->matmul_gelu(bk[i], y[i], x, W, bias, T, N, K);
+                bk[i]->free(bk[i], W);
+            }
+            for (int i = 1; i < NB; i++)
+                CHECK(memcmp(y[0], y[i], (size_t)T * N * 4) == 0, "%s %s and the c GEMV differ at T=%d N=%d K=%d epilogue %d",
+                      path[i], isa[i], T, N, K, epi);
+            free(x); free(w); free(bias); free(y0);
+            for (int i = 0; i < NB; i++) free(y[i]);
         }
-        CHECK(memcmp(y[0], y[1], (size_t)T * N * 4) == 0, "GEMV c and avx2 differ at T=%d N=%d K=%d", T, N, K);
-        free(x); free(w); free(y[0]); free(y[1]);
-    }
-    for (int i = 0; i < 2; i++) bk[i]->destroy(bk[i]);
+    for (int i = 0; i < NB; i++) bk[i]->destroy(bk[i]);
 #else
     (void)threads;
 #endif
@@ -192,7 +205,7 @@ static void test_isa_bits(int threads) {
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: test_int8_ops THREADS c|avx2 gemv|blas|auto\n");
+        fprintf(stderr, "usage: test_int8_ops THREADS c|avx2 gemv|gemm|blas|auto\n");
         return 2;
     }
     const int threads = atoi(argv[1]);
@@ -206,6 +219,10 @@ int main(int argc, char **argv) {
 #else
     if (strcmp(isa, "avx2") == 0) { printf("SKIPPED: not x86-64\n"); return 77; }
 #endif
+    if (strcmp(gemm, "gemm") == 0 && strcmp(isa, "avx2") != 0) {
+        printf("SKIPPED: the int8 GEMM kernel is AVX2 only\n");
+        return 77;
+    }
     setenv("TPGEN_INT8_ISA", isa, 1);
     if (strcmp(gemm, "auto") == 0) unsetenv("TPGEN_INT8_GEMM");
     else setenv("TPGEN_INT8_GEMM", gemm, 1);
