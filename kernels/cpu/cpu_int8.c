@@ -387,7 +387,7 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     c->isa = isa;
     c->force = force;
     const char *ft = getenv("TPGEN_INT8_GEMV_MAX_T"); /* the GEMV / panel-GEMM crossover */
-    c->few_tokens = ft && *ft ? atoi(ft) : 32; /* bench_int8_gemm: the GEMV ahead of the int8 GEMM to T = 32 (AVX2, Zen 3) */
+    c->few_tokens = ft && *ft ? atoi(ft) : 16; /* Zen 3: the GEMV ahead at T = 16 (bench_int8_gemm), the GEMM at 32 (bench) */
     free(b->impl);
     b->impl = c;
     if (verbose)

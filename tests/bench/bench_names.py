@@ -110,7 +110,7 @@ elif mode == "names":
     assert all(r["gemm_kernel"] == "openblas-sgemm-f32" for r in rows if r["kind"] == "prefill"), rows
     print("f32 names by T (%s build): ok" % isa)
 
-    # int8: GEMV up to 32 tokens by default; each override moves every GEMM, attention stays f32
+    # int8: GEMV up to 16 tokens by default; each override moves every GEMM, attention stays f32
     rows, err = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_ISA": "c"},
                       verbose=True)
     assert kernels(rows, "decode", "batch", 1) == {"matmul": "gemv-int8-c", "logits": "gemv-int8-c",
@@ -124,7 +124,7 @@ elif mode == "names":
     assert "GEMV" not in err.replace("GEMV (T <=", ""), err
     rows, _ = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_GEMM": "gemv"})
     assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "gemv-int8-" + isa, rows
-    if isa == "avx2":  # the int8 GEMM above 32 tokens by default, or for every T when forced
+    if isa == "avx2":  # the int8 GEMM above 16 tokens by default, or for every T when forced
         rows, err = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", verbose=True)
         assert kernels(rows, "decode", "batch", 1)["matmul"] == "gemv-int8-avx2", rows
         assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "gemm-int8-avx2", rows
