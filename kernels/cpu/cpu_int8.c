@@ -5,7 +5,7 @@
  *
  * Matrix buffer: q [N, K] int8 (HF layout, K contiguous), then at a 64-byte-aligned offset the
  * scales [N] f32. y[t, n] = scale[n] * sum_k q[n, k] x[t, k] (+ y) (+ bias) (GELU): the sum exact
- * in integers on x rounded to int16 (GEMV), or in f32 (panels); the epilogue in f32.
+ * in integers on x rounded to int16 (GEMV, GEMM), or in f32 (panels); the epilogue in f32.
  *
  * GEMMs by T (tokens of the step):
  *  - T <= few_tokens (decode batches): GEMV kernels that read each int8 row once per step for
@@ -15,10 +15,12 @@
  *      c:    plain C, any CPU; the same bits (integer sums are exact in any order).
  *    There is no VNNI path: this machine has no AVX-512 or AVX-VNNI to test one on (VNNI's
  *    vpdpwssd would replace the vpmaddwd + vpaddd pair).
- *  - larger T (prefill): per thread, panels of up to 1024 rows widened to f32 (exact integers),
- *    OpenBLAS sgemm on f32 x into an f32 tile, then the scale and the epilogue (x is not
- *    rounded there). Compute-bound; it runs at ~0.8x the f32 sgemm (x packed again per panel).
- * TPGEN_INT8_ISA=avx2|c and TPGEN_INT8_GEMM=gemv|blas force a path (the op tests run each). */
+ *  - larger T (batches, prefill), AVX2: the int8 GEMM (cpu_int8_gemm.c, docs/KERNELS.md): the
+ *    same int16 x and exact integer sums in 6-token x 16-row tiles, so the same bits as the GEMV.
+ *  - larger T without AVX2: per thread, panels of up to 1024 rows widened to f32 (exact
+ *    integers), OpenBLAS sgemm on f32 x into an f32 tile, then the scale and the epilogue (x is
+ *    not rounded there); ~0.8x the f32 sgemm (x packed again per panel).
+ * TPGEN_INT8_ISA=avx2|c and TPGEN_INT8_GEMM=gemv|gemm|blas force a path (the op tests run each). */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
