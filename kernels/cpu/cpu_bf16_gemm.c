@@ -2,10 +2,12 @@
  *
  * By T (tokens of the step):
  *  - T <= few_tokens (decode batches): GEMV-style kernels that stream each W row once per step
- *    for every token (2 rows x 4 tokens per register block), chosen by CPUID:
- *      avx512bf16: vdpbf16ps on bf16 x and W (32 products per instruction, f32 sums);
- *      avx2:       W widened to f32 in registers (a shift), FMA on f32 x (x86-64-v3 build);
- *      c:          the same C, baseline build (any x86-64 or other CPU).
+ *    for every token, chosen by CPUID:
+ *      avx512bf16: vdpbf16ps on bf16 x and W (32 products per instruction, f32 sums; 2 rows x
+ *                  4 tokens per register block);
+ *      avx2:       one row at a time for 1..4 tokens, 16 weights widened to f32 by a shift and
+ *                  a mask, FMA on x split into its even and odd elements (rows_avx2 below);
+ *      c:          plain C on f32 x (2 rows x 4 tokens), the avx2 kernel's reference twin.
  *  - larger T (batched steps, prefill): oneDNN matmul on its reordered copy of W (bf16 in, f32
  *    accumulation, bias/sum/GELU in its f32 post-ops), when oneDNN runs bf16 natively here;
  *    otherwise OpenBLAS sgemm on f32 panels of W widened per thread (the CPU has no bf16 units).
@@ -82,8 +84,8 @@ typedef uint32_t v8u32 __attribute__((vector_size(32)));
     __builtin_memcpy(&f8_, &u8_, sizeof f8_); \
     f8_; })
 
-/* xf: x widened to f32 [T, K]. The body of the avx2 and c kernels (one source, two builds). */
-V8_INLINE void rows_f32x_body(const float *xf, const bf16 *W, int T, int K, int n0, int n1, const epi *e) {
+/* xf: x widened to f32 [T, K]. The c kernel (the avx2 one's reference twin, tests/cpu_bf16). */
+static void rows_c(const float *xf, const bf16 *W, int T, int K, int n0, int n1, const epi *e) {
     const int K8 = K & ~7;
     for (int n = n0; n < n1; n += 2) {
         const int two = n + 1 < n1;
@@ -121,9 +123,91 @@ V8_INLINE void rows_f32x_body(const float *xf, const bf16 *W, int T, int K, int 
 }
 
 #if defined(__x86_64__)
-__attribute__((target("arch=x86-64-v3"))) static void rows_avx2(const float *xf, const bf16 *W, int T, int K, int n0,
-                                                                 int n1, const epi *e) {
-    rows_f32x_body(xf, W, T, K, n0, n1, e);
+/* ---- avx2: one W row at a time, x pre-split into its even and odd elements ----
+ * 16 bf16 of a row load as 8 uint32 lanes, lane j = (w[2j+1] << 16) | w[2j]: w[2j] as f32 is
+ * lane << 16, w[2j+1] is lane & 0xffff0000 -- two integer ops widen 16 weights, no shuffles.
+ * Their partners are x[2j] and x[2j+1]; xeo holds, per token, xe = x[0::2] then xo = x[1::2]
+ * (f32, [T][2][K2], K2 = ceil(K / 2)), split once per call. One row at a time is one
+ * sequential stream, which the hardware prefetcher follows at the full read rate, plus a
+ * software prefetch 512 B ahead of every line (the int8 GEMV's scheme, cpu_int8.c; a prefetch
+ * per 128-byte step instead of per line left half the lines to the hardware: 13 vs 20 GB/s). MT = 1..4 tokens per pass
+ * of the row (a row of K <= 4096 stays in L1/L2 for the next pass at T > 4), UK partial sums
+ * per token and parity keep 2 * MT * UK >= 6 FMA chains in flight. */
+#define AVX2_FN static inline __attribute__((always_inline, target("avx2,fma")))
+#define BF_UNROLL _Pragma("GCC unroll 8")
+#define BF_PREFETCH 256 /* elements (512 B) ahead: 256-512 read at 20-21 GB/s, 1024 at 18-20 */
+
+AVX2_FN float hsum_ps(__m256 v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* s[t] = w . x_t over k in [0, K16) for MT tokens; xe[t] / xo[t] are token t's halves. */
+AVX2_FN void row_avx2(const float *const *xe, const float *const *xo, const bf16 *w, int K16, const int MT,
+                      float s[4]) {
+    const int UK = MT == 1 ? 4 : MT == 2 ? 2 : 1;
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256 ae[4][4], ao[4][4];
+    BF_UNROLL for (int u = 0; u < UK; u++)
+        BF_UNROLL for (int t = 0; t < MT; t++) ae[u][t] = ao[u][t] = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 16 * UK <= K16; k += 16 * UK) {
+        BF_UNROLL for (int u = 0; u < UK; u += 2) /* each 64-byte line of the step */
+            _mm_prefetch((const char *)(w + k + 16 * u + BF_PREFETCH), _MM_HINT_T0);
+        BF_UNROLL for (int u = 0; u < UK; u++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + k + 16 * u));
+            const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+            const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(v, hi));
+            const int j = (k + 16 * u) / 2;
+            BF_UNROLL for (int t = 0; t < MT; t++) {
+                ae[u][t] = _mm256_fmadd_ps(we, _mm256_loadu_ps(xe[t] + j), ae[u][t]);
+                ao[u][t] = _mm256_fmadd_ps(wo, _mm256_loadu_ps(xo[t] + j), ao[u][t]);
+            }
+        }
+    }
+    for (; k < K16; k += 16) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + k));
+        const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(v, hi));
+        BF_UNROLL for (int t = 0; t < MT; t++) {
+            ae[0][t] = _mm256_fmadd_ps(we, _mm256_loadu_ps(xe[t] + k / 2), ae[0][t]);
+            ao[0][t] = _mm256_fmadd_ps(wo, _mm256_loadu_ps(xo[t] + k / 2), ao[0][t]);
+        }
+    }
+    BF_UNROLL for (int t = 0; t < MT; t++) {
+        __m256 a = _mm256_add_ps(ae[0][t], ao[0][t]);
+        BF_UNROLL for (int u = 1; u < UK; u++) a = _mm256_add_ps(a, _mm256_add_ps(ae[u][t], ao[u][t]));
+        s[t] = hsum_ps(a);
+    }
+}
+
+/* xeo: [T][2][K2] (above). Rows [n0, n1), each once per group of up to 4 tokens. */
+__attribute__((target("avx2,fma"))) static void rows_avx2(const float *xeo, const bf16 *W, int T, int K, int n0, int n1,
+                                                          const epi *e) {
+    const int K16 = K & ~15, K2 = (K + 1) / 2;
+    for (int n = n0; n < n1; n++) {
+        const bf16 *w = W + (size_t)n * K;
+        for (int t0 = 0; t0 < T; t0 += 4) {
+            const int m = T - t0 < 4 ? T - t0 : 4;
+            const float *xe[4], *xo[4];
+            for (int i = 0; i < 4; i++) {
+                xe[i] = xeo + (size_t)(t0 + (i < m ? i : 0)) * 2 * K2;
+                xo[i] = xe[i] + K2;
+            }
+            float s[4] = {0, 0, 0, 0};
+            switch (m) {
+            case 4: row_avx2(xe, xo, w, K16, 4, s); break;
+            case 3: row_avx2(xe, xo, w, K16, 3, s); break;
+            case 2: row_avx2(xe, xo, w, K16, 2, s); break;
+            default: row_avx2(xe, xo, w, K16, 1, s); break;
+            }
+            for (int i = 0; i < m; i++) {
+                for (int k = K16; k < K; k++) s[i] += tp_bf16_to_f32(w[k]) * (k & 1 ? xo[i] : xe[i])[k / 2];
+                epi_store(e, t0 + i, n, s[i]);
+            }
+        }
+    }
 }
 
 /* vdpbf16ps: each lane sums two bf16 products into f32. x and W stay bf16; the K tail (K % 32)
@@ -160,19 +244,29 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows_avx512bf
 }
 #endif
 
-static void rows_c(const float *xf, const bf16 *W, int T, int K, int n0, int n1, const epi *e) {
-    rows_f32x_body(xf, W, T, K, n0, n1, e);
-}
-
 CPU_SIMD_CLONES static void widen_bf16(float *dst, const bf16 *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = tp_bf16_to_f32(src[i]);
+}
+
+/* One token's x [K] -> xe [K2] = x[0::2] and xo [K2] = x[1::2] at dst (f32, K2 = ceil(K / 2);
+ * an odd K leaves xo's last element 0). The layout rows_avx2 reads. */
+CPU_SIMD_CLONES static void split_bf16(float *dst, const bf16 *src, int K) {
+    const int K2 = (K + 1) / 2;
+    for (int j = 0; j < K2; j++) {
+        dst[j] = tp_bf16_to_f32(src[2 * j]);
+        dst[K2 + j] = 2 * j + 1 < K ? tp_bf16_to_f32(src[2 * j + 1]) : 0.0f;
+    }
 }
 
 static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
     tp_cpu_bf16 *c = bf16_impl(b);
     const int nt = c->n_threads;
     float *xf = NULL;
-    if (c->isa != BF16_ISA_AVX512BF16) {
+    if (c->isa == BF16_ISA_AVX2) {
+        const int K2 = (K + 1) / 2;
+        xf = tp_malloc((size_t)T * 2 * K2 * sizeof(float) + 64);
+        for (int t = 0; t < T; t++) split_bf16(xf + (size_t)t * 2 * K2, x + (size_t)t * K, K);
+    } else if (c->isa == BF16_ISA_C) {
         xf = tp_malloc((size_t)T * K * sizeof(float));
         widen_bf16(xf, x, (size_t)T * K);
     }
