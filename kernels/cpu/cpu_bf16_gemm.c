@@ -131,9 +131,9 @@ static void rows_c(const float *xf, const bf16 *W, int T, int K, int n0, int n1,
  * (f32, [T][2][K2], K2 = ceil(K / 2)), split once per call. One row at a time is one
  * sequential stream, which the hardware prefetcher follows at the full read rate, plus a
  * software prefetch 1 KiB ahead of every line (the int8 GEMV's scheme, cpu_int8.c; a prefetch
- * per 128-byte step instead of per line left half the lines to the hardware: 13 vs 20 GB/s). MT = 1..4 tokens per pass
- * of the row (a row of K <= 4096 stays in L1/L2 for the next pass at T > 4), UK partial sums
- * per token and parity keep 2 * MT * UK >= 6 FMA chains in flight. */
+ * per 128-byte step instead of per line left half the lines to the hardware: 13 vs 20 GB/s).
+ * MT = 1..4 tokens per pass of the row (a row of K <= 4096 stays in L1/L2 for the next pass at
+ * T > 4), UK partial sums per token and parity keep 2 * MT * UK >= 6 FMA chains in flight. */
 #define AVX2_FN static inline __attribute__((always_inline, target("avx2,fma")))
 #define BF_UNROLL _Pragma("GCC unroll 8")
 #define BF_PREFETCH 512 /* elements (1 KiB): 47 vs 50 ms/step at batch 1 for 512 B, 3 of 3 bench pairs */
