@@ -32,6 +32,12 @@ typedef struct {
     tp_dnnl *dnnl;    /* batched GEMMs (T > few_tokens) when set; OpenBLAS on f32 panels otherwise */
     unsigned printed; /* bit per (op, path) already reported under --verbose */
     char dnnl_name[160]; /* kernel_name of the oneDNN path, made at its first query */
+    /* f32 scratch kept between GEMMs (a fresh malloc of MiBs per call came back as new pages to
+     * fault in and clear, ~5% of a prefill): slot 0 x widened or split, 1 + 2 i and 2 + 2 i
+     * thread i's W panel and tile (blas path). n_scratch = 1 + 2 n_threads. */
+    float **scratch;
+    size_t *scratch_cap; /* floats */
+    int n_scratch;
 } tp_cpu_bf16;
 
 static inline tp_cpu_bf16 *bf16_impl(tp_backend *b) { return (tp_cpu_bf16 *)b->impl; }
@@ -39,6 +45,8 @@ static inline tp_cpu_bf16 *bf16_impl(tp_backend *b) { return (tp_cpu_bf16 *)b->i
 void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path);
 
 const char *bf16_isa_name(bf16_isa isa);
+/* Scratch slot (above) of at least n floats; contents are not kept when it grows. */
+float *bf16_scratch(tp_cpu_bf16 *c, int slot, size_t n);
 /* The best ISA this CPU runs (CPUID), then TPGEN_CPU_ISA if set (dies when the CPU lacks it). */
 bf16_isa bf16_isa_pick(void);
 

@@ -2,16 +2,19 @@
  *
  * By T (tokens of the step):
  *  - T <= few_tokens (decode batches): GEMV-style kernels that stream each W row once per step
- *    for every token (2 rows x 4 tokens per register block), chosen by CPUID:
- *      avx512bf16: vdpbf16ps on bf16 x and W (32 products per instruction, f32 sums);
- *      avx2:       W widened to f32 in registers (a shift), FMA on f32 x (x86-64-v3 build);
- *      c:          the same C, baseline build (any x86-64 or other CPU).
+ *    for every token, chosen by CPUID:
+ *      avx512bf16: vdpbf16ps on bf16 x and W (32 products per instruction, f32 sums; 2 rows x
+ *                  4 tokens per register block);
+ *      avx2:       one row at a time for 1..4 tokens, 16 weights widened to f32 by a shift and
+ *                  a mask, FMA on x split into its even and odd elements (rows_avx2 below);
+ *      c:          plain C on f32 x (2 rows x 4 tokens), the avx2 kernel's reference twin.
  *  - larger T (batched steps, prefill): oneDNN matmul on its reordered copy of W (bf16 in, f32
  *    accumulation, bias/sum/GELU in its f32 post-ops), when oneDNN runs bf16 natively here;
  *    otherwise OpenBLAS sgemm on f32 panels of W widened per thread (the CPU has no bf16 units).
  * Epilogue (all paths, in f32): v = x.w (+ y when accumulating) (+ bias); GELU; round to bf16 --
  * the CUDA backend's fused epilogue. matmul_f32out keeps f32 (logits). */
 #include <cblas.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +85,8 @@ typedef uint32_t v8u32 __attribute__((vector_size(32)));
     __builtin_memcpy(&f8_, &u8_, sizeof f8_); \
     f8_; })
 
-/* xf: x widened to f32 [T, K]. The body of the avx2 and c kernels (one source, two builds). */
-V8_INLINE void rows_f32x_body(const float *xf, const bf16 *W, int T, int K, int n0, int n1, const epi *e) {
+/* xf: x widened to f32 [T, K]. The c kernel (the avx2 one's reference twin, tests/cpu_bf16). */
+static void rows_c(const float *xf, const bf16 *W, int T, int K, int n0, int n1, const epi *e) {
     const int K8 = K & ~7;
     for (int n = n0; n < n1; n += 2) {
         const int two = n + 1 < n1;
@@ -121,9 +124,91 @@ V8_INLINE void rows_f32x_body(const float *xf, const bf16 *W, int T, int K, int 
 }
 
 #if defined(__x86_64__)
-__attribute__((target("arch=x86-64-v3"))) static void rows_avx2(const float *xf, const bf16 *W, int T, int K, int n0,
-                                                                 int n1, const epi *e) {
-    rows_f32x_body(xf, W, T, K, n0, n1, e);
+/* ---- avx2: one W row at a time, x pre-split into its even and odd elements ----
+ * 16 bf16 of a row load as 8 uint32 lanes, lane j = (w[2j+1] << 16) | w[2j]: w[2j] as f32 is
+ * lane << 16, w[2j+1] is lane & 0xffff0000 -- two integer ops widen 16 weights, no shuffles.
+ * Their partners are x[2j] and x[2j+1]; xeo holds, per token, xe = x[0::2] then xo = x[1::2]
+ * (f32, [T][2][K2], K2 = ceil(K / 2)), split once per call. One row at a time is one
+ * sequential stream, which the hardware prefetcher follows at the full read rate, plus a
+ * software prefetch 1 KiB ahead of every line (the int8 GEMV's scheme, cpu_int8.c; a prefetch
+ * per 128-byte step instead of per line left half the lines to the hardware: 13 vs 20 GB/s).
+ * MT = 1..4 tokens per pass of the row (a row of K <= 4096 stays in L1/L2 for the next pass at
+ * T > 4), UK partial sums per token and parity keep 2 * MT * UK >= 6 FMA chains in flight. */
+#define AVX2_FN static inline __attribute__((always_inline, target("avx2,fma")))
+#define BF_UNROLL _Pragma("GCC unroll 8")
+#define BF_PREFETCH 512 /* elements (1 KiB): 47 vs 50 ms/step at batch 1 for 512 B, 3 of 3 bench pairs */
+
+AVX2_FN float hsum_ps(__m256 v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* s[t] = w . x_t over k in [0, K16) for MT tokens; xe[t] / xo[t] are token t's halves. */
+AVX2_FN void row_avx2(const float *const *xe, const float *const *xo, const bf16 *w, int K16, const int MT,
+                      float s[4]) {
+    const int UK = MT == 1 ? 4 : MT == 2 ? 2 : 1;
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256 ae[4][4], ao[4][4];
+    BF_UNROLL for (int u = 0; u < UK; u++)
+        BF_UNROLL for (int t = 0; t < MT; t++) ae[u][t] = ao[u][t] = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 16 * UK <= K16; k += 16 * UK) {
+        BF_UNROLL for (int u = 0; u < UK; u += 2) /* each 64-byte line of the step */
+            _mm_prefetch((const char *)(w + k + 16 * u + BF_PREFETCH), _MM_HINT_T0);
+        BF_UNROLL for (int u = 0; u < UK; u++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + k + 16 * u));
+            const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+            const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(v, hi));
+            const int j = (k + 16 * u) / 2;
+            BF_UNROLL for (int t = 0; t < MT; t++) {
+                ae[u][t] = _mm256_fmadd_ps(we, _mm256_loadu_ps(xe[t] + j), ae[u][t]);
+                ao[u][t] = _mm256_fmadd_ps(wo, _mm256_loadu_ps(xo[t] + j), ao[u][t]);
+            }
+        }
+    }
+    for (; k < K16; k += 16) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w + k));
+        const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(v, hi));
+        BF_UNROLL for (int t = 0; t < MT; t++) {
+            ae[0][t] = _mm256_fmadd_ps(we, _mm256_loadu_ps(xe[t] + k / 2), ae[0][t]);
+            ao[0][t] = _mm256_fmadd_ps(wo, _mm256_loadu_ps(xo[t] + k / 2), ao[0][t]);
+        }
+    }
+    BF_UNROLL for (int t = 0; t < MT; t++) {
+        __m256 a = _mm256_add_ps(ae[0][t], ao[0][t]);
+        BF_UNROLL for (int u = 1; u < UK; u++) a = _mm256_add_ps(a, _mm256_add_ps(ae[u][t], ao[u][t]));
+        s[t] = hsum_ps(a);
+    }
+}
+
+/* xeo: [T][2][K2] (above). Rows [n0, n1), each once per group of up to 4 tokens. */
+__attribute__((target("avx2,fma"))) static void rows_avx2(const float *xeo, const bf16 *W, int T, int K, int n0, int n1,
+                                                          const epi *e) {
+    const int K16 = K & ~15, K2 = (K + 1) / 2;
+    for (int n = n0; n < n1; n++) {
+        const bf16 *w = W + (size_t)n * K;
+        for (int t0 = 0; t0 < T; t0 += 4) {
+            const int m = T - t0 < 4 ? T - t0 : 4;
+            const float *xe[4], *xo[4];
+            for (int i = 0; i < 4; i++) {
+                xe[i] = xeo + (size_t)(t0 + (i < m ? i : 0)) * 2 * K2;
+                xo[i] = xe[i] + K2;
+            }
+            float s[4] = {0, 0, 0, 0};
+            switch (m) {
+            case 4: row_avx2(xe, xo, w, K16, 4, s); break;
+            case 3: row_avx2(xe, xo, w, K16, 3, s); break;
+            case 2: row_avx2(xe, xo, w, K16, 2, s); break;
+            default: row_avx2(xe, xo, w, K16, 1, s); break;
+            }
+            for (int i = 0; i < m; i++) {
+                for (int k = K16; k < K; k++) s[i] += tp_bf16_to_f32(w[k]) * (k & 1 ? xo[i] : xe[i])[k / 2];
+                epi_store(e, t0 + i, n, s[i]);
+            }
+        }
+    }
 }
 
 /* vdpbf16ps: each lane sums two bf16 products into f32. x and W stay bf16; the K tail (K % 32)
@@ -160,20 +245,34 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows_avx512bf
 }
 #endif
 
-static void rows_c(const float *xf, const bf16 *W, int T, int K, int n0, int n1, const epi *e) {
-    rows_f32x_body(xf, W, T, K, n0, n1, e);
+/* Written with 8-lane vectors: GCC's -O2 left the plain loop scalar (a third of a batch-32
+ * step went to it, perf). */
+CPU_SIMD_CLONES static void widen_bf16(float *dst, const bf16 *src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) v8_store(dst + i, v8_bf16(src + i));
+    for (; i < n; i++) dst[i] = tp_bf16_to_f32(src[i]);
 }
 
-CPU_SIMD_CLONES static void widen_bf16(float *dst, const bf16 *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = tp_bf16_to_f32(src[i]);
+/* One token's x [K] -> xe [K2] = x[0::2] and xo [K2] = x[1::2] at dst (f32, K2 = ceil(K / 2);
+ * an odd K leaves xo's last element 0). The layout rows_avx2 reads. */
+CPU_SIMD_CLONES static void split_bf16(float *dst, const bf16 *src, int K) {
+    const int K2 = (K + 1) / 2;
+    for (int j = 0; j < K2; j++) {
+        dst[j] = tp_bf16_to_f32(src[2 * j]);
+        dst[K2 + j] = 2 * j + 1 < K ? tp_bf16_to_f32(src[2 * j + 1]) : 0.0f;
+    }
 }
 
 static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
     tp_cpu_bf16 *c = bf16_impl(b);
     const int nt = c->n_threads;
     float *xf = NULL;
-    if (c->isa != BF16_ISA_AVX512BF16) {
-        xf = tp_malloc((size_t)T * K * sizeof(float));
+    if (c->isa == BF16_ISA_AVX2) {
+        const int K2 = (K + 1) / 2;
+        xf = bf16_scratch(c, 0, (size_t)T * 2 * K2);
+        for (int t = 0; t < T; t++) split_bf16(xf + (size_t)t * 2 * K2, x + (size_t)t * K, K);
+    } else if (c->isa == BF16_ISA_C) {
+        xf = bf16_scratch(c, 0, (size_t)T * K);
         widen_bf16(xf, x, (size_t)T * K);
     }
     const int chunk = ((N + nt - 1) / nt + 15) & ~15;
@@ -187,7 +286,34 @@ static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
 #endif
             rows_c(xf, W, T, K, n0, n1, e);
     }
-    free(xf);
+}
+
+/* The epilogue of epi_store on rows [0, T) x columns [n0, n0 + nn) of an f32 tile (row stride
+ * ld), 8 columns at a time (GCC's -O2 leaves the scalar loop scalar: 9% of a prefill); the same
+ * f32 operations in the same order, so the same bits. */
+CPU_SIMD_CLONES static void epi_tile(const epi *e, const float *tile, int ld, int T, int n0, int nn) {
+    const v8u32 nanb = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
+                        0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u};
+    for (int t = 0; t < T; t++) {
+        const size_t row = (size_t)t * e->N + n0;
+        int j = 0;
+        for (; j + 8 <= nn; j += 8) {
+            v8f v = v8_load(tile + (size_t)t * ld + j);
+            if (e->accumulate) v += v8_bf16((const bf16 *)e->y + row + j);
+            if (e->bias) v += v8_bf16(e->bias + n0 + j);
+            if (e->out_f32) { v8_store((float *)e->y + row + j, v); continue; }
+            if (e->gelu)
+                for (int i = 0; i < 8; i++) v[i] = tp_gelu_new(v[i]);
+            v8u32 u;
+            __builtin_memcpy(&u, &v, sizeof u);
+            const v8u32 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x40u;
+            const v8u32 m = (v8u32)((u & 0x7fffffffu) > nanb); /* NaN lanes -> quiet NaN: tp_f32_to_bf16 */
+            const v8u32 o = (q & m) | (r & ~m);
+            const v8u16 h = __builtin_convertvector(o, v8u16);
+            __builtin_memcpy((bf16 *)e->y + row + j, &h, sizeof h);
+        }
+        for (; j < nn; j++) epi_store(e, t, n0 + j, tile[(size_t)t * ld + j]);
+    }
 }
 
 /* No oneDNN: per thread, panels of PANEL rows of W widened to f32, then sgemm into an f32 tile
@@ -195,24 +321,22 @@ static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
  * and the epilogue. x is widened once. */
 #define PANEL 256
 static void blas_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
-    const int nt = cpu_threads(b);
-    float *xf = tp_malloc((size_t)T * K * sizeof(float));
+    tp_cpu_bf16 *c = bf16_impl(b);
+    const int nt = c->n_threads, P = PANEL;
+    float *xf = bf16_scratch(c, 0, (size_t)T * K);
     widen_bf16(xf, x, (size_t)T * K);
     #pragma omp parallel num_threads(nt)
     {
-        float *wf = tp_malloc((size_t)PANEL * K * sizeof(float)), *tile = tp_malloc((size_t)T * PANEL * sizeof(float));
+        const int i = omp_get_thread_num(); /* < nt: each thread grows its own slots only */
+        float *wf = bf16_scratch(c, 1 + 2 * i, (size_t)P * K), *tile = bf16_scratch(c, 2 + 2 * i, (size_t)T * P);
         #pragma omp for schedule(dynamic, 1)
-        for (int n0 = 0; n0 < N; n0 += PANEL) {
-            const int nn = N - n0 < PANEL ? N - n0 : PANEL;
+        for (int n0 = 0; n0 < N; n0 += P) {
+            const int nn = N - n0 < P ? N - n0 : P;
             widen_bf16(wf, W + (size_t)n0 * K, (size_t)nn * K);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xf, K, wf, K, 0.0f, tile, PANEL);
-            for (int t = 0; t < T; t++)
-                for (int j = 0; j < nn; j++) epi_store(e, t, n0 + j, tile[(size_t)t * PANEL + j]);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xf, K, wf, K, 0.0f, tile, P);
+            epi_tile(e, tile, P, T, n0, nn);
         }
-        free(wf);
-        free(tile);
     }
-    free(xf);
 }
 
 /* ---- matrix layout: [N, K] bf16, then (oneDNN) its blocked W^T at a 4 KiB-aligned offset ---- */

@@ -163,8 +163,23 @@ static const char *bf16_kernel_name(tp_backend *b, tp_op_class op, int T, int D)
     return cpu_attn_kernel_name(isa, 1, T < cpu_attn_tile(isa) ? T : cpu_attn_tile(isa));
 }
 
+float *bf16_scratch(tp_cpu_bf16 *c, int slot, size_t n) {
+    if (slot < 0 || slot >= c->n_scratch)
+        tp_die("cpu bf16: scratch slot %d out of range (%d slots for %d threads)", slot, c->n_scratch, c->n_threads);
+    if (c->scratch_cap[slot] < n) {
+        free(c->scratch[slot]);
+        c->scratch[slot] = tp_malloc((n ? n : 1) * sizeof(float) + 64);
+        c->scratch_cap[slot] = n;
+    }
+    return c->scratch[slot];
+}
+
 static void bf16_destroy(tp_backend *b) {
     if (!b) return;
+    tp_cpu_bf16 *c = bf16_impl(b);
+    for (int i = 0; i < c->n_scratch; i++) free(c->scratch[i]);
+    free(c->scratch);
+    free(c->scratch_cap);
     tp_dnnl_destroy(bf16_impl(b)->dnnl);
     bf16_ready_clear();
     free(b->impl);
@@ -180,6 +195,9 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     tp_backend *b = tp_backend_cpu_create(n_threads); /* memory, copies, logits_stats: as f32 */
     tp_cpu_bf16 *c = tp_calloc(1, sizeof *c);
     c->n_threads = cpu_threads(b);
+    c->n_scratch = 1 + 2 * c->n_threads;
+    c->scratch = tp_calloc((size_t)c->n_scratch, sizeof *c->scratch);
+    c->scratch_cap = tp_calloc((size_t)c->n_scratch, sizeof *c->scratch_cap);
     free(b->impl);
     b->impl = c;
     c->verbose = verbose;

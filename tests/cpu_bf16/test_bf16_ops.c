@@ -11,7 +11,12 @@
  *    slope is below 1.13) -- one rounding plus any f32 summation order; f32 logits: the second
  *    term only. vdpbf16ps flushes subnormals: the inputs here have none.
  *  - element-wise and norms: u |ref| plus a few f32 ulps of the operands' scale.
- *  - add, embed, gather, upload, fill_random: bit-exact. */
+ *  - add, embed, gather, upload, fill_random: bit-exact.
+ *  - the GEMV kernel of ISA against its reference twin, the c kernel (test_twin): within the sum
+ *    of both kernels' GEMM bounds above -- a tolerance, not bits: the avx2 kernel sums in
+ *    another order (8 even and 8 odd lanes, UK partial sums) with fused multiply-adds, the c
+ *    build (baseline x86-64) rounds each product, so the f32 sums differ in their last bits
+ *    and a bf16 output may round to the neighbouring value. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +73,59 @@ static void test_matmul(tp_backend *b, int T, int N, int K, int bias_on, int acc
     (void)worst;
     b->free(b, W); b->free(b, xd); b->free(b, bd_); b->free(b, y);
     free(x); free(w); free(bias); free(y0);
+}
+
+/* One GEMM on backend b: y = op(x, W) with the epilogue flags; y holds y0 first. */
+static void run_gemm(tp_backend *b, void *y, const uint16_t *x, const uint16_t *w, const uint16_t *bias,
+                     const uint16_t *y0, int T, int N, int K, int bias_on, int acc, int gelu, int f32out) {
+    void *W = b->alloc(b, b->matrix_bytes(b, N, K), "W");
+    b->matrix_upload(b, W, w, TP_BF16, N, K);
+    void *xd = b->alloc(b, (size_t)T * K * 2 + 64, "x"), *bd_ = b->alloc(b, (size_t)N * 2 + 64, "bias");
+    memcpy(xd, x, (size_t)T * K * 2);
+    memcpy(bd_, bias, (size_t)N * 2);
+    if (!f32out) memcpy(y, y0, (size_t)T * N * 2);
+    if (f32out) b->matmul_f32out(b, y, xd, W, bias_on ? bd_ : NULL, T, N, K);
+    else if (gelu) b->matmul_gelu(b, y, xd, W, bias_on ? bd_ : NULL, T, N, K);
+    else b->matmul(b, y, xd, W, bias_on ? bd_ : NULL, T, N, K, acc);
+    b->free(b, W); b->free(b, xd); b->free(b, bd_);
+}
+
+/* The GEMV kernel of b (T <= 9 < few_tokens) against the c kernel of ref on the same inputs:
+ * T = 1..9 (every token group of 1-4 and its tails), K odd, below 16, not a multiple of 16, of
+ * 16 but not of the 64-element step, and long (> the prefetch distance); N odd and not a
+ * multiple of the per-thread chunk; every epilogue. Bound: the header's, for each kernel. */
+static void test_twin(tp_backend *b, tp_backend *ref) {
+    static const int NK[][2] = {{70, 1031}, {33, 15}, {17, 100}, {50, 48}, {9, 2050}, {129, 64}, {1, 1}};
+    for (int T = 1; T <= 9; T++)
+        for (size_t s = 0; s < sizeof NK / sizeof NK[0]; s++)
+            for (int mode = 0; mode < 5; mode++) {
+                const int N = NK[s][0], K = NK[s][1];
+                const int bias_on = mode != 1, acc = mode == 2, gelu = mode == 3, f32out = mode == 4;
+                uint16_t *x = rand_bf16((size_t)T * K, 1.0), *w = rand_bf16((size_t)N * K, 0.5);
+                uint16_t *bias = rand_bf16(N, 0.3), *y0 = rand_bf16((size_t)T * N, 2.0);
+                void *yb = malloc((size_t)T * N * 4 + 64), *yc = malloc((size_t)T * N * 4 + 64);
+                run_gemm(b, yb, x, w, bias, y0, T, N, K, bias_on, acc, gelu, f32out);
+                run_gemm(ref, yc, x, w, bias, y0, T, N, K, bias_on, acc, gelu, f32out);
+                for (int t = 0; t < T; t++)
+                    for (int n = 0; n < N; n++) {
+                        const size_t i = (size_t)t * N + n;
+                        double sa = 0;
+                        for (int k = 0; k < K; k++) sa += fabs(bd(x[(size_t)t * K + k]) * bd(w[(size_t)n * K + k]));
+                        if (acc) sa += fabs(bd(y0[i]));
+                        if (bias_on) sa += fabs(bd(bias[n]));
+                        double tol = 2 * 2.0 * (K + 2) * ldexp(1, -24) * sa * (gelu ? 1.13 : 1) + 1e-30;
+                        double gb, gc;
+                        if (f32out) { gb = ((float *)yb)[i]; gc = ((float *)yc)[i]; }
+                        else {
+                            gb = bd(((uint16_t *)yb)[i]);
+                            gc = bd(((uint16_t *)yc)[i]);
+                            tol += U * (fabs(gb) > fabs(gc) ? fabs(gb) : fabs(gc)) + (gelu ? 2e-7 : 0);
+                        }
+                        CHECK(fabs(gb - gc) <= tol, "twin T=%d N=%d K=%d bias=%d acc=%d gelu=%d f32out=%d: [%d,%d] %.8g vs c %.8g tol %.3g",
+                              T, N, K, bias_on, acc, gelu, f32out, t, n, gb, gc, tol);
+                    }
+                free(x); free(w); free(bias); free(y0); free(yb); free(yc);
+            }
 }
 
 static void test_elementwise(tp_backend *b) {
@@ -234,6 +292,13 @@ int main(int argc, char **argv) {
         test_matmul(b, T, N, K, 1, 0, 1, 0);
         test_matmul(b, T, N, K, 1, 0, 0, 1);
         test_matmul(b, T, N, K, 0, 0, 0, 1);
+    }
+    if (strcmp(isa, "c") != 0) { /* the ISA's GEMV kernel against its reference twin */
+        setenv("TPGEN_CPU_ISA", "c", 1);
+        tp_backend *ref = tp_backend_cpu_bf16_create(atoi(argv[1]), 1, err, sizeof err);
+        setenv("TPGEN_CPU_ISA", isa, 1);
+        CHECK(ref != NULL, "c twin backend: %s", err);
+        if (ref) { test_twin(b, ref); ref->destroy(ref); }
     }
     test_elementwise(b);
     const int lens1[1] = {0}, lens3[3] = {5, 0, 22};
