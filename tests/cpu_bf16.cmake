@@ -4,7 +4,7 @@
 add_executable(test_bf16_ops ${CMAKE_CURRENT_SOURCE_DIR}/cpu_bf16/test_bf16_ops.c)
 target_link_libraries(test_bf16_ops PRIVATE tpgen_kernels ${MATH_LIB})
 foreach(isa c avx2 avx512bf16)
-  foreach(gemm blas dnnl)
+  foreach(gemm blas dnnl fma)
     add_test(NAME bf16_ops_${isa}_${gemm} COMMAND test_bf16_ops 2 ${isa} ${gemm})
     set_tests_properties(bf16_ops_${isa}_${gemm} PROPERTIES LABELS "unit;bf16" SKIP_RETURN_CODE 77 TIMEOUT 120)
   endforeach()
@@ -27,7 +27,10 @@ set(BF16_RUN ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> gene
 add_test(NAME errors_cpu_bf16_isa COMMAND ${BF16_ERR} "TPGEN_CPU_ISA=sse9: expected avx512bf16, avx2 or c"
          ${BF16_RUN} --dtype bf16)
 set_tests_properties(errors_cpu_bf16_isa PROPERTIES ENVIRONMENT "TPGEN_CPU_ISA=sse9;OMPI_MCA_odls_base_sigkill_timeout=0")
-set(bf16_err_tests errors_cpu_bf16_isa)
+add_test(NAME errors_cpu_bf16_gemm COMMAND ${BF16_ERR} "TPGEN_CPU_GEMM=fast: expected dnnl, fma or blas"
+         ${BF16_RUN} --dtype bf16)
+set_tests_properties(errors_cpu_bf16_gemm PROPERTIES ENVIRONMENT "TPGEN_CPU_GEMM=fast;OMPI_MCA_odls_base_sigkill_timeout=0")
+set(bf16_err_tests errors_cpu_bf16_isa errors_cpu_bf16_gemm)
 if(NOT (DNNL_INCLUDE_DIR AND DNNL_LIBRARY) OR TPGEN_DNNL STREQUAL "OFF")
   add_test(NAME errors_cpu_bf16_no_onednn COMMAND ${BF16_ERR} "--dtype bf16 on the CPU needs oneDNN" ${BF16_RUN} --dtype bf16)
   list(APPEND bf16_err_tests errors_cpu_bf16_no_onednn)

@@ -29,12 +29,13 @@ typedef struct {
     int verbose;
     bf16_isa isa;
     int few_tokens;   /* T <= this: the GEMV kernels (W streamed once per step) */
-    tp_dnnl *dnnl;    /* batched GEMMs (T > few_tokens) when set; OpenBLAS on f32 panels otherwise */
+    tp_dnnl *dnnl;    /* batched GEMMs (T > few_tokens) when set; else fma_gemm's or OpenBLAS's */
+    int fma_gemm;     /* no dnnl: 1 = the FMA GEMM of cpu_gemm_bf16w.c (AVX2), 0 = OpenBLAS on f32 panels */
     unsigned printed; /* bit per (op, path) already reported under --verbose */
     char dnnl_name[160]; /* kernel_name of the oneDNN path, made at its first query */
     /* f32 scratch kept between GEMMs (a fresh malloc of MiBs per call came back as new pages to
      * fault in and clear, ~5% of a prefill): slot 0 x widened or split, 1 + 2 i and 2 + 2 i
-     * thread i's W panel and tile (blas path). n_scratch = 1 + 2 n_threads. */
+     * thread i's W panel and tile (blas path; the FMA GEMM packs into 1 + 2 i). n_scratch = 1 + 2 n_threads. */
     float **scratch;
     size_t *scratch_cap; /* floats */
     int n_scratch;
@@ -49,6 +50,14 @@ const char *bf16_isa_name(bf16_isa isa);
 float *bf16_scratch(tp_cpu_bf16 *c, int slot, size_t n);
 /* The best ISA this CPU runs (CPUID), then TPGEN_CPU_ISA if set (dies when the CPU lacks it). */
 bf16_isa bf16_isa_pick(void);
+
+/* cpu_gemm_bf16w.c: y = x @ W^T, x [T, K] f32, W [N, K] bf16, on the FMA units (AVX2; the caller
+ * checks the CPU). Each 6 x 16 tile goes to epi: rows [t0, t0 + m) x columns [n0, n0 + nn) of y
+ * as f32 (row stride ld). pack[i]: thread i's buffer of cpu_gemm_bf16w_pack_floats(K) floats. */
+typedef void cpu_gemm_epi_fn(const void *ctx, const float *tile, int ld, int t0, int m, int n0, int nn);
+size_t cpu_gemm_bf16w_pack_floats(int K);
+void cpu_gemm_bf16w_avx2(const float *xf, const uint16_t *W, int T, int N, int K, cpu_gemm_epi_fn *epi,
+                         const void *ctx, float *const *pack, int n_threads);
 
 /* cpu_bf16_gemm.c: the GEMM entry points (tp_backend signatures) and matrix layout. */
 size_t bf16_matrix_bytes(tp_backend *b, int rows, int cols);

@@ -10,7 +10,8 @@
  *      c:          plain C on f32 x (2 rows x 4 tokens), the avx2 kernel's reference twin.
  *  - larger T (batched steps, prefill): oneDNN matmul on its reordered copy of W (bf16 in, f32
  *    accumulation, bias/sum/GELU in its f32 post-ops), when oneDNN runs bf16 natively here;
- *    otherwise OpenBLAS sgemm on f32 panels of W widened per thread (the CPU has no bf16 units).
+ *    otherwise, with AVX2 + FMA, our FMA GEMM on W widened straight into its packed layout
+ *    (cpu_gemm_bf16w.c); else OpenBLAS sgemm on f32 panels of W widened per thread.
  * Epilogue (all paths, in f32): v = x.w (+ y when accumulating) (+ bias); GELU; round to bf16 --
  * the CUDA backend's fused epilogue. matmul_f32out keeps f32 (logits). */
 #include <cblas.h>
@@ -288,14 +289,14 @@ static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
     }
 }
 
-/* The epilogue of epi_store on rows [0, T) x columns [n0, n0 + nn) of an f32 tile (row stride
- * ld), 8 columns at a time (GCC's -O2 leaves the scalar loop scalar: 9% of a prefill); the same
+/* The epilogue of epi_store on rows [t0, t0 + T) x columns [n0, n0 + nn) of y from an f32 tile
+ * (its rows [0, T), row stride ld), 8 columns at a time (GCC's -O2 leaves the scalar loop scalar: 9% of a prefill); the same
  * f32 operations in the same order, so the same bits. */
-CPU_SIMD_CLONES static void epi_tile(const epi *e, const float *tile, int ld, int T, int n0, int nn) {
+CPU_SIMD_CLONES static void epi_tile(const epi *e, const float *tile, int ld, int t0, int T, int n0, int nn) {
     const v8u32 nanb = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u,
                         0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u};
     for (int t = 0; t < T; t++) {
-        const size_t row = (size_t)t * e->N + n0;
+        const size_t row = (size_t)(t0 + t) * e->N + n0;
         int j = 0;
         for (; j + 8 <= nn; j += 8) {
             v8f v = v8_load(tile + (size_t)t * ld + j);
@@ -312,7 +313,7 @@ CPU_SIMD_CLONES static void epi_tile(const epi *e, const float *tile, int ld, in
             const v8u16 h = __builtin_convertvector(o, v8u16);
             __builtin_memcpy((bf16 *)e->y + row + j, &h, sizeof h);
         }
-        for (; j < nn; j++) epi_store(e, t, n0 + j, tile[(size_t)t * ld + j]);
+        for (; j < nn; j++) epi_store(e, t0 + t, n0 + j, tile[(size_t)t * ld + j]);
     }
 }
 
@@ -334,9 +335,25 @@ static void blas_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
             const int nn = N - n0 < P ? N - n0 : P;
             widen_bf16(wf, W + (size_t)n0 * K, (size_t)nn * K);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xf, K, wf, K, 0.0f, tile, P);
-            epi_tile(e, tile, P, T, n0, nn);
+            epi_tile(e, tile, P, 0, T, n0, nn);
         }
     }
+}
+
+/* The FMA GEMM (cpu_gemm_bf16w.c) on x widened once; each tile through epi_tile. */
+static void fma_epi(const void *ctx, const float *tile, int ld, int t0, int m, int n0, int nn) {
+    epi_tile(ctx, tile, ld, t0, m, n0, nn);
+}
+
+static void fma_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
+    tp_cpu_bf16 *c = bf16_impl(b);
+    const int nt = c->n_threads;
+    float *xf = bf16_scratch(c, 0, (size_t)T * K);
+    widen_bf16(xf, x, (size_t)T * K);
+    float **pack = tp_malloc((size_t)nt * sizeof *pack);
+    for (int i = 0; i < nt; i++) pack[i] = bf16_scratch(c, 1 + 2 * i, cpu_gemm_bf16w_pack_floats(K));
+    cpu_gemm_bf16w_avx2(xf, W, T, N, K, fma_epi, e, pack, nt);
+    free(pack);
 }
 
 /* ---- matrix layout: [N, K] bf16, then (oneDNN) its blocked W^T at a 4 KiB-aligned offset ---- */
@@ -382,9 +399,9 @@ void bf16_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype
 }
 
 /* The path by T (the file comment); bf16_gemm_kernel names it. */
-typedef enum { PATH_GEMV, PATH_DNNL, PATH_BLAS } gemm_path;
+typedef enum { PATH_GEMV, PATH_DNNL, PATH_BLAS, PATH_FMA } gemm_path;
 static gemm_path path_pick(const tp_cpu_bf16 *c, int T) {
-    return T <= c->few_tokens ? PATH_GEMV : c->dnnl ? PATH_DNNL : PATH_BLAS;
+    return T <= c->few_tokens ? PATH_GEMV : c->dnnl ? PATH_DNNL : c->fma_gemm ? PATH_FMA : PATH_BLAS;
 }
 
 const char *bf16_gemm_kernel(tp_backend *b, int T) {
@@ -396,6 +413,8 @@ const char *bf16_gemm_kernel(tp_backend *b, int T) {
     case PATH_DNNL:
         if (!c->dnnl_name[0]) snprintf(c->dnnl_name, sizeof c->dnnl_name, "onednn-bf16 (%s)", tp_dnnl_impl(c->dnnl));
         return c->dnnl_name;
+    case PATH_FMA:
+        return "gemm-bf16w-fma-avx2";
     default:
         return "openblas-sgemm-bf16-panels";
     }
@@ -425,6 +444,10 @@ static void gemm(tp_backend *b, void *y, const void *x, const void *W, const voi
             ready_add(W);
         }
         tp_dnnl_matmul(c->dnnl, y, x, (const char *)W + plain_bytes(N, K), bias, T, N, K, accumulate, gelu, out_f32);
+    } else if (pk == PATH_FMA) {
+        snprintf(path, sizeof path, "FMA GEMM on bf16 weights packed to f32 (T > %d)", c->few_tokens);
+        bf16_report(b, bit + 3, op, path);
+        fma_path(b, x, W, T, N, K, &e);
     } else {
         snprintf(path, sizeof path, "OpenBLAS sgemm on widened bf16 panels (T > %d)", c->few_tokens);
         bf16_report(b, bit + 2, op, path);

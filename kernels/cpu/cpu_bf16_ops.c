@@ -205,9 +205,25 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     const char *ft = getenv("TPGEN_BF16_GEMV_MAX_T"); /* the GEMV / batched-GEMM crossover */
     c->few_tokens = ft && *ft ? atoi(ft) : 16;
     const char *gm = getenv("TPGEN_CPU_GEMM"); /* "dnnl": oneDNN even through its reference code
-                                                  (tests); "blas": never oneDNN */
+                                                  (tests); "blas", "fma": never oneDNN */
+    if (gm && *gm && strcmp(gm, "dnnl") != 0 && strcmp(gm, "blas") != 0 && strcmp(gm, "fma") != 0) {
+        snprintf(err, err_size, "TPGEN_CPU_GEMM=%s: expected dnnl, fma or blas", gm);
+        bf16_destroy(b);
+        return NULL;
+    }
+    int avx2 = 0;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    if (gm && strcmp(gm, "fma") == 0 && !avx2) {
+        snprintf(err, err_size, "TPGEN_CPU_GEMM=fma: the FMA GEMM needs AVX2 + FMA, which this CPU lacks");
+        bf16_destroy(b);
+        return NULL;
+    }
     char why[256] = "";
-    if (!(gm && strcmp(gm, "blas") == 0)) {
+    if (gm && strcmp(gm, "fma") == 0) snprintf(why, sizeof why, "TPGEN_CPU_GEMM=fma");
+    else if (!(gm && strcmp(gm, "blas") == 0)) {
         c->dnnl = tp_dnnl_create(c->n_threads, gm && strcmp(gm, "dnnl") == 0, why, sizeof why);
         if (!c->dnnl && gm && strcmp(gm, "dnnl") == 0) {
             snprintf(err, err_size, "TPGEN_CPU_GEMM=dnnl: %s", why);
@@ -215,12 +231,15 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
             return NULL;
         }
     } else snprintf(why, sizeof why, "TPGEN_CPU_GEMM=blas");
+    c->fma_gemm = !c->dnnl && avx2 && !(gm && strcmp(gm, "blas") == 0);
     if (verbose) {
         tp_log0("cpu bf16: GEMV (T <= %d) -> %s\n", c->few_tokens, bf16_isa_name(c->isa));
         if (c->dnnl) tp_log0("cpu bf16: batched GEMM (T > %d) -> oneDNN matmul, %s\n", c->few_tokens,
                              tp_dnnl_impl(c->dnnl));
-        else tp_log0("cpu bf16: batched GEMM (T > %d) -> OpenBLAS sgemm on f32 panels of the bf16 weights "
-                     "(oneDNN not used: %s)\n", c->few_tokens, why);
+        else tp_log0("cpu bf16: batched GEMM (T > %d) -> %s (oneDNN not used: %s)\n", c->few_tokens,
+                     c->fma_gemm ? "the FMA GEMM on bf16 weights packed to f32 (AVX2)"
+                                 : "OpenBLAS sgemm on f32 panels of the bf16 weights",
+                     why);
     }
     b->act = TP_BF16;
     b->upload = bf16_upload;

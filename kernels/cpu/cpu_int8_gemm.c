@@ -34,28 +34,9 @@
 #define KB 512      /* k pairs per int32 accumulation: 512 * 2 * 127 * 16383 < 2^31 */
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "kernels/cpu/cpu_avx2.h"
 #define AVX2_FN static inline __attribute__((always_inline, target("avx2,fma")))
 #define UNROLL _Pragma("GCC unroll 8")
-
-/* r[j] = 8 k pairs (32 bits each) of row j -> r[p] = pair p of the 8 rows. */
-AVX2_FN void transpose8(__m256i r[8]) {
-    __m256i t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) { /* rows 4i..4i+3: u[4i + 0..3] hold pairs {0,4}, {1,5}, {2,6}, {3,7} */
-        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int p = 0; p < 4; p++) {
-        r[p] = _mm256_permute2x128_si256(u[p], u[4 + p], 0x20);
-        r[p + 4] = _mm256_permute2x128_si256(u[p], u[4 + p], 0x31);
-    }
-}
 
 /* Rows [n0, n0 + nn) of q [., K] -> bp [KP][NR][2] int16, zeros past K and past nn. Full panels
  * 16 k at a time (8 rows x 8 pairs transposed per vector of the panel), the rest element-wise. */
@@ -69,7 +50,7 @@ __attribute__((target("avx2,fma"))) static void pack_panel(int16_t *bp, const in
                 for (int j = 0; j < 8; j++)
                     r[j] = _mm256_cvtepi8_epi16(
                         _mm_loadu_si128((const __m128i *)(q + (size_t)(n0 + 8 * h + j) * K + k0)));
-                transpose8(r);
+                cpu_transpose8x32(r); /* 8 rows x 8 k pairs -> 8 pairs x 8 rows */
                 for (int p = 0; p < 8; p++)
                     _mm256_storeu_si256((__m256i *)(bp + (size_t)(k0 / 2 + p) * 2 * NR + 16 * h), r[p]);
             }

@@ -3,7 +3,7 @@
  *
  * usage: test_bf16_ops THREADS ISA GEMM
  *   ISA: c | avx2 | avx512bf16 (the GEMV kernels, forced through TPGEN_CPU_ISA)
- *   GEMM: blas | dnnl (the batched GEMMs, forced through TPGEN_CPU_GEMM)
+ *   GEMM: blas | dnnl | fma (the batched GEMMs, forced through TPGEN_CPU_GEMM)
  * Exits 77 (ctest SKIPPED) when this CPU or build cannot run the requested path.
  *
  * Bounds (u = 2^-8, bf16's unit roundoff; every op rounds its output once):
@@ -282,7 +282,8 @@ int main(int argc, char **argv) {
     /* shape classes: GEMV (T <= 16: 1, tails of the 4-token group, odd N for the row pair, K
      * tails of 8 and 32) and batched (T > 16; N = 150: several 256-row panels and a tail) */
     static const int shapes[][3] = {{1, 64, 128}, {1, 33, 37}, {2, 7, 31}, {3, 50, 72}, {4, 16, 40}, {5, 9, 65}, {16, 70, 100},
-                                    {1, 1, 1}, {17, 64, 96}, {40, 130, 200}, {33, 5, 8}, {64, 64, 64}, {20, 600, 24}};
+                                    {1, 1, 1}, {17, 64, 96}, {40, 130, 200}, {33, 5, 8}, {64, 64, 64}, {20, 600, 24},
+                                    {23, 37, 101}, {50, 16, 7}, {19, 33, 1}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int T = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
         test_matmul(b, T, N, K, 0, 0, 0, 0);
