@@ -24,4 +24,17 @@ static inline __attribute__((always_inline, target("avx2"))) void cpu_transpose8
     }
 }
 
+/* Inline-assembly pieces of the 6 x 16 micro-kernels (cpu_int8_gemm.c, cpu_gemm_bf16w.c): their
+ * 12 accumulators ymm0-ymm11 stored to %[o] (12 x 32 bytes, row-major [6][16] of 4-byte
+ * elements), and the clobbers of a kernel that uses all 16 ymm registers. */
+#define CPU_AVX2_STORE12_ASM                                                                                           \
+    "vmovups %%ymm0, (%[o])\n\tvmovups %%ymm1, 32(%[o])\n\tvmovups %%ymm2, 64(%[o])\n\t"                                \
+    "vmovups %%ymm3, 96(%[o])\n\tvmovups %%ymm4, 128(%[o])\n\tvmovups %%ymm5, 160(%[o])\n\t"                            \
+    "vmovups %%ymm6, 192(%[o])\n\tvmovups %%ymm7, 224(%[o])\n\tvmovups %%ymm8, 256(%[o])\n\t"                           \
+    "vmovups %%ymm9, 288(%[o])\n\tvmovups %%ymm10, 320(%[o])\n\tvmovups %%ymm11, 352(%[o])\n\t"                         \
+    "vzeroupper"
+#define CPU_AVX2_CLOBBERS16                                                                                            \
+    "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",  \
+        "xmm12", "xmm13", "xmm14", "xmm15"
+
 #endif

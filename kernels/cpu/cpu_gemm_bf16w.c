@@ -105,15 +105,10 @@ __attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const float 
         "dec %[n]\n\t"
         "jnz 1b\n"
         "2:\n\t"
-        "vmovups %%ymm0, (%[o])\n\tvmovups %%ymm1, 32(%[o])\n\tvmovups %%ymm2, 64(%[o])\n\t"
-        "vmovups %%ymm3, 96(%[o])\n\tvmovups %%ymm4, 128(%[o])\n\tvmovups %%ymm5, 160(%[o])\n\t"
-        "vmovups %%ymm6, 192(%[o])\n\tvmovups %%ymm7, 224(%[o])\n\tvmovups %%ymm8, 256(%[o])\n\t"
-        "vmovups %%ymm9, 288(%[o])\n\tvmovups %%ymm10, 320(%[o])\n\tvmovups %%ymm11, 352(%[o])\n\t"
-        "vzeroupper"
+        CPU_AVX2_STORE12_ASM
         : [x] "+r"(x), [x3] "+r"(x3), [b] "+r"(bp), [n] "+r"(n)
         : [ldx] "r"(ldx), [o] "r"(&out[0][0])
-        : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+        : CPU_AVX2_CLOBBERS16);
 }
 
 typedef void tile_fn(const float *x, int K, const float *bp, long nk, float o[MR][NR]);

@@ -120,15 +120,10 @@ __attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const int16_
         "dec %[n]\n\t"
         "jnz 1b\n"
         "2:\n\t"
-        "vmovdqu %%ymm0, (%[o])\n\tvmovdqu %%ymm1, 32(%[o])\n\tvmovdqu %%ymm2, 64(%[o])\n\t"
-        "vmovdqu %%ymm3, 96(%[o])\n\tvmovdqu %%ymm4, 128(%[o])\n\tvmovdqu %%ymm5, 160(%[o])\n\t"
-        "vmovdqu %%ymm6, 192(%[o])\n\tvmovdqu %%ymm7, 224(%[o])\n\tvmovdqu %%ymm8, 256(%[o])\n\t"
-        "vmovdqu %%ymm9, 288(%[o])\n\tvmovdqu %%ymm10, 320(%[o])\n\tvmovdqu %%ymm11, 352(%[o])\n\t"
-        "vzeroupper"
+        CPU_AVX2_STORE12_ASM
         : [x] "+r"(x), [x3] "+r"(x3), [b] "+r"(bp), [n] "+r"(n)
         : [ldx] "r"(ldx), [o] "r"(&out[0][0])
-        : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+        : CPU_AVX2_CLOBBERS16);
 }
 
 /* One function per tile height (MT a constant: the accumulators stay in registers; inlined into
