@@ -25,8 +25,13 @@ static inline __attribute__((always_inline, target("avx2"))) void cpu_transpose8
 }
 
 /* Inline-assembly pieces of the 6 x 16 micro-kernels (cpu_int8_gemm.c, cpu_gemm_bf16w.c): their
- * 12 accumulators ymm0-ymm11 stored to %[o] (12 x 32 bytes, row-major [6][16] of 4-byte
+ * 12 accumulators ymm0-ymm11 zeroed (all-zero bits: int32 0 and f32 +0), stored to %[o] (12 x 32 bytes, row-major [6][16] of 4-byte
  * elements), and the clobbers of a kernel that uses all 16 ymm registers. */
+#define CPU_AVX2_ZERO12_ASM                                                                                            \
+    "vpxor %%ymm0, %%ymm0, %%ymm0\n\tvpxor %%ymm1, %%ymm1, %%ymm1\n\tvpxor %%ymm2, %%ymm2, %%ymm2\n\t"                   \
+    "vpxor %%ymm3, %%ymm3, %%ymm3\n\tvpxor %%ymm4, %%ymm4, %%ymm4\n\tvpxor %%ymm5, %%ymm5, %%ymm5\n\t"                   \
+    "vpxor %%ymm6, %%ymm6, %%ymm6\n\tvpxor %%ymm7, %%ymm7, %%ymm7\n\tvpxor %%ymm8, %%ymm8, %%ymm8\n\t"                   \
+    "vpxor %%ymm9, %%ymm9, %%ymm9\n\tvpxor %%ymm10, %%ymm10, %%ymm10\n\tvpxor %%ymm11, %%ymm11, %%ymm11\n\t"
 #define CPU_AVX2_STORE12_ASM                                                                                           \
     "vmovups %%ymm0, (%[o])\n\tvmovups %%ymm1, 32(%[o])\n\tvmovups %%ymm2, 64(%[o])\n\t"                                \
     "vmovups %%ymm3, 96(%[o])\n\tvmovups %%ymm4, 128(%[o])\n\tvmovups %%ymm5, 160(%[o])\n\t"                            \

@@ -15,7 +15,6 @@
  * Sums run in k order with one FMA per product (f32), so y differs from OpenBLAS's by summation
  * order only; the caller's epilogue takes each 6 x 16 tile. */
 #include <omp.h>
-#include <string.h>
 
 #include "util/log.h"
 #include "kernels/common/tp_round.h"
@@ -51,15 +50,11 @@ __attribute__((target("avx2,fma"))) static void pack_panel(float *bp, const uint
         for (int j = 0; j < NR; j++) bp[(size_t)k * NR + j] = j < nn ? tp_bf16_to_f32(W[(size_t)(n0 + j) * K + k]) : 0.0f;
 }
 
-/* o[t][0..16) += sum over nk values of k of x row t (rows K apart) . the panel's rows (bp at
- * the first k), MT < MR tokens. */
-AVX2_FN void tile(const float *x, int K, const float *bp, long nk, const int MT, float o[MR][NR]) {
+/* o[t][0..16) = sum over k of x row t (rows K apart) . the panel's rows, MT < MR tokens. */
+AVX2_FN void tile(const float *x, int K, const float *bp, const int MT, float o[MR][NR]) {
     __m256 a[MR][2];
-    UNROLL for (int t = 0; t < MT; t++) {
-        a[t][0] = _mm256_loadu_ps(o[t]);
-        a[t][1] = _mm256_loadu_ps(o[t] + 8);
-    }
-    for (long k = 0; k < nk; k++, bp += NR) {
+    UNROLL for (int t = 0; t < MT; t++) a[t][0] = a[t][1] = _mm256_setzero_ps();
+    for (int k = 0; k < K; k++, bp += NR) {
         const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
         UNROLL for (int t = 0; t < MT; t++) {
             const __m256 xv = _mm256_broadcast_ss(x + (size_t)t * K + k);
@@ -77,17 +72,14 @@ AVX2_FN void tile(const float *x, int K, const float *bp, long nk, const int MT,
     "vbroadcastss " R ", %%ymm14\n\t"                                                                                  \
     "vfmadd231ps %%ymm12, %%ymm14, " A0 "\n\t"                                                                         \
     "vfmadd231ps %%ymm13, %%ymm14, " A1 "\n\t"
-/* The full 6 x 16 tile, out += over n values of k: 12 accumulators + 2 panel vectors + 1
- * broadcast. */
-__attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const float *x, int K, const float *bp, long n,
+/* The full 6 x 16 tile over all K: 12 accumulators + 2 panel vectors + 1 broadcast. */
+__attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const float *x, int K, const float *bp,
                                                                     float out[MR][NR]) {
+    long n = K;
     const float *x3 = x + 3 * (size_t)K;
     const long ldx = 4 * (long)K; /* bytes between x rows */
     __asm__ volatile(
-        "vmovups (%[o]), %%ymm0\n\tvmovups 32(%[o]), %%ymm1\n\tvmovups 64(%[o]), %%ymm2\n\t"
-        "vmovups 96(%[o]), %%ymm3\n\tvmovups 128(%[o]), %%ymm4\n\tvmovups 160(%[o]), %%ymm5\n\t"
-        "vmovups 192(%[o]), %%ymm6\n\tvmovups 224(%[o]), %%ymm7\n\tvmovups 256(%[o]), %%ymm8\n\t"
-        "vmovups 288(%[o]), %%ymm9\n\tvmovups 320(%[o]), %%ymm10\n\tvmovups 352(%[o]), %%ymm11\n\t"
+        CPU_AVX2_ZERO12_ASM
         "test %[n], %[n]\n\t"
         "jle 2f\n"
         "1:\n\t"
@@ -111,11 +103,11 @@ __attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const float 
         : CPU_AVX2_CLOBBERS16);
 }
 
-typedef void tile_fn(const float *x, int K, const float *bp, long nk, float o[MR][NR]);
+typedef void tile_fn(const float *x, int K, const float *bp, float o[MR][NR]);
 #define TILE_FN(M)                                                                                                     \
     __attribute__((target("avx2,fma"), noinline)) static void tile_##M(const float *x, int K, const float *bp,      \
-                                                                        long nk, float o[MR][NR]) {                   \
-        tile(x, K, bp, nk, M, o);                                                                                      \
+                                                                        float o[MR][NR]) {                            \
+        tile(x, K, bp, M, o);                                                                                          \
     }
 TILE_FN(1)
 TILE_FN(2)
@@ -150,8 +142,7 @@ void cpu_gemm_bf16w_avx2(const float *xf, const uint16_t *W, int T, int N, int K
                     for (int t0 = c0; t0 < c1; t0 += MR) {
                         const int m = c1 - t0 < MR ? c1 - t0 : MR;
                         float o[MR][NR];
-                        memset(o, 0, sizeof o);
-                        g_tiles[m](xf + (size_t)t0 * K, K, bp + (size_t)i * panel_floats, K, o);
+                        g_tiles[m](xf + (size_t)t0 * K, K, bp + (size_t)i * panel_floats, o);
                         epi(ctx, &o[0][0], NR, t0, m, n0, nn);
                     }
                 }

@@ -96,10 +96,7 @@ __attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const int16_
     const int16_t *x3 = x + 3 * (size_t)K;
     const long ldx = 2 * (long)K; /* bytes between x rows */
     __asm__ volatile(
-        "vpxor %%ymm0, %%ymm0, %%ymm0\n\tvpxor %%ymm1, %%ymm1, %%ymm1\n\tvpxor %%ymm2, %%ymm2, %%ymm2\n\t"
-        "vpxor %%ymm3, %%ymm3, %%ymm3\n\tvpxor %%ymm4, %%ymm4, %%ymm4\n\tvpxor %%ymm5, %%ymm5, %%ymm5\n\t"
-        "vpxor %%ymm6, %%ymm6, %%ymm6\n\tvpxor %%ymm7, %%ymm7, %%ymm7\n\tvpxor %%ymm8, %%ymm8, %%ymm8\n\t"
-        "vpxor %%ymm9, %%ymm9, %%ymm9\n\tvpxor %%ymm10, %%ymm10, %%ymm10\n\tvpxor %%ymm11, %%ymm11, %%ymm11\n\t"
+        CPU_AVX2_ZERO12_ASM
         "test %[n], %[n]\n\t"
         "jle 2f\n"
         "1:\n\t"
