@@ -303,8 +303,13 @@ CPU_SIMD_CLONES static void epi_tile(const epi *e, const float *tile, int ld, in
             if (e->accumulate) v += v8_bf16((const bf16 *)e->y + row + j);
             if (e->bias) v += v8_bf16(e->bias + n0 + j);
             if (e->out_f32) { v8_store((float *)e->y + row + j, v); continue; }
-            if (e->gelu)
-                for (int i = 0; i < 8; i++) v[i] = tp_gelu_new(v[i]);
+            if (e->gelu) {
+                float g[8];
+                v8_store(g, v);
+                #pragma omp simd
+                for (int i = 0; i < 8; i++) g[i] = tp_gelu_new(g[i]); /* 8 lanes at once (tp_act.h) */
+                v = v8_load(g);
+            }
             v8u32 u;
             __builtin_memcpy(&u, &v, sizeof u);
             const v8u32 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x40u;

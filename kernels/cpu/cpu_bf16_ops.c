@@ -85,9 +85,9 @@ CPU_SIMD_CLONES static void bf16_layernorm(tp_backend *b, void *y, const void *x
     }
 }
 
-static void bf16_gelu_new(tp_backend *b, void *x, size_t n) {
+CPU_SIMD_CLONES static void bf16_gelu_new(tp_backend *b, void *x, size_t n) {
     bf16 *v = x;
-    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
+    #pragma omp parallel for simd schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) v[i] = f2b(tp_gelu_new(b2f(v[i])));
 }
 

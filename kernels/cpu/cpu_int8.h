@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/common/tp_act.h"
 
@@ -38,16 +39,28 @@ static inline void cpu_i8_store_int(const cpu_i8_epi *e, int t, int n, int64_t a
     cpu_i8_epi_store(e, t, n, (float)acc * sx[t]);
 }
 
-/* Sums [nn] of token t for rows [n0, n0 + nn) through the epilogue: cpu_i8_epi_store's
- * arithmetic, element by element, in loops the compiler vectorizes. */
-static inline void cpu_i8_epi_row(const cpu_i8_epi *e, int t, int n0, int nn, const float *sum) {
+/* Sums v [nn] of token t for rows [n0, n0 + nn) through the epilogue, in place in v, then
+ * stored: cpu_i8_epi_store's operations in its order, one pass each (loops that vectorize; per
+ * element with its branches, the epilogue was 12% of an int8 prefill, perf). */
+static inline void cpu_i8_epi_row(const cpu_i8_epi *e, int t, int n0, int nn, float *v) {
     float *yp = e->y + (size_t)t * e->N + n0;
     const float *sc = e->scale + n0;
-    if (!e->accumulate && !e->bias && !e->gelu) {
-        for (int j = 0; j < nn; j++) yp[j] = sum[j] * sc[j];
-        return;
+    #pragma omp simd
+    for (int j = 0; j < nn; j++) v[j] *= sc[j];
+    if (e->accumulate) {
+        #pragma omp simd
+        for (int j = 0; j < nn; j++) v[j] += yp[j];
     }
-    for (int j = 0; j < nn; j++) cpu_i8_epi_store(e, t, n0 + j, sum[j]);
+    if (e->bias) {
+        const float *b = e->bias + n0;
+        #pragma omp simd
+        for (int j = 0; j < nn; j++) v[j] += b[j];
+    }
+    if (e->gelu) {
+        #pragma omp simd
+        for (int j = 0; j < nn; j++) v[j] = tp_gelu_new(v[j]);
+    }
+    memcpy(yp, v, (size_t)nn * sizeof *v);
 }
 
 /* cpu_int8_gemm.c: y = epi(xq @ q^T) for all T tokens and N rows of q [N, K], AVX2 (the caller

@@ -40,10 +40,9 @@ void cpu_layernorm(tp_backend *b, void *y, const void *x, const void *g, const v
 
 /* gelu_new: kernels/common/tp_act.h (the exp form of HF's tanh formula, shared with the CUDA
  * backend; agrees with HF's f32 tanh form to f32 rounding). */
-void cpu_gelu_new(tp_backend *b, void *x, size_t n) {
+CPU_SIMD_CLONES void cpu_gelu_new(tp_backend *b, void *x, size_t n) {
     float *v = (float *)x;
-    /* for, not for simd: expf has no vector form here (see cpu_logits.c) */
-    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
+    #pragma omp parallel for simd schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) v[i] = tp_gelu_new(v[i]);
 }
 
