@@ -22,6 +22,7 @@
  *    not rounded there); ~0.8x the f32 sgemm (x packed again per panel).
  * TPGEN_INT8_ISA=avx2|c and TPGEN_INT8_GEMM=gemv|gemm|blas force a path (the op tests run each). */
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,25 +111,28 @@ static void i8_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_
  * move to int64. Non-finite x: sx is NaN and so are the outputs, as in f32. */
 #define I8_KC 4096
 
-/* xq[t, :] and sx[t] for every token. */
+/* xq[t, :] and sx[t] for every token. The loops are `omp simd` (max and count are exact in any
+ * order): gcc left the plain ones scalar, 8% of an int8 prefill (perf). */
 CPU_SIMD_CLONES static void quantize_rows(int16_t *xq, float *sx, const float *x, int t0, int t1, int K) {
     for (int t = t0; t < t1; t++) {
         const float *xr = x + (size_t)t * K;
         int16_t *qr = xq + (size_t)t * K;
         float m = 0.0f;
-        for (int k = 0; k < K; k++) { /* not fmaxf: a libm call per element (NaN rules); non-finite x is handled below */
+        int bad = 0; /* NaN or +-inf */
+        #pragma omp simd reduction(max : m) reduction(+ : bad)
+        for (int k = 0; k < K; k++) { /* not fmaxf: a libm call per element (NaN rules) */
             const float v = fabsf(xr[k]);
             m = v > m ? v : m;
+            bad += !(v <= FLT_MAX);
         }
-        int finite = 1;
-        for (int k = 0; k < K; k++) finite &= isfinite(xr[k]) ? 1 : 0;
-        if (!finite || !(m > 0.0f)) {
-            sx[t] = finite ? 0.0f : NAN;
+        if (bad || !(m > 0.0f)) {
+            sx[t] = bad ? NAN : 0.0f;
             memset(qr, 0, (size_t)K * sizeof *qr);
             continue;
         }
         sx[t] = m / (float)XQ_MAX;
         const float inv = (float)XQ_MAX / m;
+        #pragma omp simd
         for (int k = 0; k < K; k++) {
             float r = rintf(xr[k] * inv);
             r = r > XQ_MAX ? XQ_MAX : r < -XQ_MAX ? -XQ_MAX : r;
