@@ -18,7 +18,9 @@
  *    |got - ref| <= (2K + 4) 2^-24 sum_k |x_k wd_k| (f32 summation in any order, the scale and
  *    the epilogue's roundings) + max|x| / 16383 / 2 * sum_k |wd_k| (the GEMV path's int16 grid
  *    for x) + 1e-6 (GELU's expf). y's old contents are NaN where not read.
- *  - the avx2 and c GEMVs and the avx2 GEMM give the same bits (exact integer sums). */
+ *  - the avx2 and c GEMVs and the avx2 GEMM give the same bits (exact integer sums).
+ *  - a NaN or inf in a token's x makes all its outputs non-finite, a zero token gives the bias,
+ *    and neither moves the other tokens' outputs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +205,40 @@ static void test_isa_bits(int threads) {
 #endif
 }
 
+/* A token with a NaN anywhere in x gives NaN in every output, one with +-inf a non-finite output
+ * (NaN on the int16 paths, +-inf or NaN on the f32 panels, as f32 weights give); an all-zero
+ * token gives the bias alone; the other tokens are
+ * unchanged by their neighbours (x is rounded per token). One bad element at a time, at the
+ * start, the middle and the end of its row (the rounding's vector loop and its tail). */
+static void test_nonfinite(tp_backend *b) {
+    const int T = 24, N = 19, K = 37;
+    float *x = rand_f32((size_t)T * K, 1.0), *w = rand_f32((size_t)N * K, 0.5), *bias = rand_f32(N, 0.3);
+    const float badv[] = {NAN, INFINITY, -INFINITY};
+    const int at[] = {0, K / 2, K - 1};
+    for (int t = 0; t < 9; t++) x[(size_t)(2 * t + 1) * K + at[t % 3]] = badv[t / 3]; /* odd tokens 1..17 */
+    for (int k = 0; k < K; k++) x[(size_t)20 * K + k] = k % 2 ? 0.0f : -0.0f;
+    void *W = b->alloc(b, b->matrix_bytes(b, N, K), "W");
+    b->matrix_upload(b, W, w, TP_F32, N, K);
+    float *y = malloc((size_t)T * N * 4), *y1 = malloc((size_t)T * N * 4);
+    b->matmul(b, y, x, W, bias, T, N, K, 0);
+    for (int t = 1; t < 18; t += 2) /* the same batch (the same path) with the bad tokens finite */
+        for (int k = 0; k < K; k++) x[(size_t)t * K + k] = 0.25f;
+    b->matmul(b, y1, x, W, bias, T, N, K, 0);
+    for (int t = 0; t < T; t++) {
+        const int bad = t % 2 == 1 && t < 18;
+        for (int n = 0; n < N; n++) {
+            const float got = y[(size_t)t * N + n];
+            if (bad && t < 6) CHECK(isnan(got), "token %d has a NaN in x: output %d is %g, not NaN", t, n, got);
+            else if (bad) CHECK(!isfinite(got), "token %d has an inf in x: output %d is %g, finite", t, n, got);
+            else if (t == 20) CHECK(got == bias[n], "the zero token: output %d is %g, bias %g", n, got, bias[n]);
+            else CHECK(memcmp(&got, &y1[(size_t)t * N + n], 4) == 0, "token %d, output %d: %g next to non-finite tokens, %g without",
+                       t, n, got, y1[(size_t)t * N + n]);
+        }
+    }
+    b->free(b, W);
+    free(x); free(w); free(bias); free(y); free(y1);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: test_int8_ops THREADS c|avx2 gemv|gemm|blas|auto\n");
@@ -238,6 +274,7 @@ int main(int argc, char **argv) {
     }
     test_quant(b);
     test_isa_bits(threads);
+    test_nonfinite(b);
     static const int Ts[] = {1, 2, 3, 4, 5, 7, 16, 17, 33, 65};
     static const int NKs[][2] = {{1, 1}, {3, 7}, {16, 8}, {45, 9}, {130, 64}, {67, 100}, {33, 257}, {200, 1024}};
     for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++)
