@@ -139,8 +139,9 @@ _Static_assert(MR == 6 && NB == 2, "the asm micro-kernel is 6 tokens x 16 rows")
 /* Tokens [t0, t1) of one packed panel, then the epilogue: (float) of the exact sum, times sx.
  * One block of pairs (K <= 2 KB): int32 -> float directly; more: the blocks summed in double
  * (exact below 2^53), then rounded once -- the same float either way. */
-__attribute__((target("avx2,fma"))) static void panel_tokens(const int16_t *xq, const float *sx, const int16_t *bp, int t0, int t1, int K, int n0,
-                         int nn, const cpu_i8_epi *e) {
+__attribute__((target("avx2,fma"))) static void panel_tokens(const int16_t *xq, const float *sx, const int16_t *bp,
+                                                               int t0, int t1, int K, int n0, int nn,
+                                                               const cpu_i8_epi *e) {
     const int KP = (K + 1) / 2;
     for (; t0 < t1; t0 += MR) {
         const int m = t1 - t0 < MR ? t1 - t0 : MR;
