@@ -25,8 +25,9 @@ static inline __attribute__((always_inline, target("avx2"))) void cpu_transpose8
 }
 
 /* Inline-assembly pieces of the 6 x 16 micro-kernels (cpu_int8_gemm.c, cpu_gemm_bf16w.c): their
- * 12 accumulators ymm0-ymm11 zeroed (all-zero bits: int32 0 and f32 +0), stored to %[o] (12 x 32 bytes, row-major [6][16] of 4-byte
- * elements), and the clobbers of a kernel that uses all 16 ymm registers. */
+ * 12 accumulators ymm0-ymm11 zeroed (all-zero bits: int32 0 and f32 +0), stored to %[o]
+ * (12 x 32 bytes, row-major [6][16] of 4-byte elements), and the clobbers of a kernel that
+ * uses all 16 ymm registers. */
 #define CPU_AVX2_ZERO12_ASM                                                                                            \
     "vpxor %%ymm0, %%ymm0, %%ymm0\n\tvpxor %%ymm1, %%ymm1, %%ymm1\n\tvpxor %%ymm2, %%ymm2, %%ymm2\n\t"                   \
     "vpxor %%ymm3, %%ymm3, %%ymm3\n\tvpxor %%ymm4, %%ymm4, %%ymm4\n\tvpxor %%ymm5, %%ymm5, %%ymm5\n\t"                   \

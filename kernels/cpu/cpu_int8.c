@@ -273,8 +273,7 @@ static void blas_path(tp_backend *b, const float *x, const int8_t *W, int T, int
             const int nn = N - n0 < P ? N - n0 : P;
             widen_int8(wf, W + (size_t)n0 * K, (size_t)nn * K);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, x, K, wf, K, 0.0f, tile, P);
-            for (int t = 0; t < T; t++)
-                for (int j = 0; j < nn; j++) cpu_i8_epi_store(e, t, n0 + j, tile[(size_t)t * P + j]);
+            for (int t = 0; t < T; t++) cpu_i8_epi_row(e, t, n0, nn, tile + (size_t)t * P);
         }
         free(wf);
         free(tile);
