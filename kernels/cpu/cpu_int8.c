@@ -3,21 +3,22 @@
  * output row (kernels/common/tp_quant.h), quantized at load from the checkpoint's dtype, each
  * rank its own shard only.
  *
- * Matrix buffer: q [N, K] int8 (HF layout, K contiguous), then at a 64-byte-aligned offset the
- * scales [N] f32. y[t, n] = scale[n] * sum_k q[n, k] x[t, k] (+ y) (+ bias) (GELU): the sum exact
+ * Matrix buffer: q [N, K] int8 in panels of 16 rows with k pairs interleaved (cpu_int8.h), then
+ * at a 64-byte-aligned offset the scales [N] f32. y[t, n] = scale[n] * sum_k q[n, k] x[t, k] (+ y) (+ bias) (GELU): the sum exact
  * in integers on x rounded to int16 (GEMV, GEMM), or in f32 (panels); the epilogue in f32.
  *
  * GEMMs by T (tokens of the step):
  *  - T <= few_tokens (decode batches): GEMV kernels that read each int8 row once per step for
  *    every token, in exact integer arithmetic on x rounded to int16 per token (see below).
  *    Chosen by CPUID:
- *      avx2: vpmovsxbw + vpmaddwd + vpaddd, a row at a time for up to 4 tokens;
+ *      avx2: the GEMM's tiles (vpmovsxbw + vpmaddwd + vpaddd, up to 6 tokens x 16 rows) over
+ *            one contiguous range of panels per thread;
  *      c:    plain C, any CPU; the same bits (integer sums are exact in any order).
  *    There is no VNNI path: this machine has no AVX-512 or AVX-VNNI to test one on (VNNI's
  *    vpdpwssd would replace the vpmaddwd + vpaddd pair).
  *  - larger T (batches, prefill), AVX2: the int8 GEMM (cpu_int8_gemm.c, docs/KERNELS.md): the
  *    same int16 x and exact integer sums in 6-token x 16-row tiles, so the same bits as the GEMV.
- *  - larger T without AVX2: per thread, panels of up to 1024 rows widened to f32 (exact
+ *  - larger T without AVX2: per thread, panels of up to 1024 rows widened to f32 rows (exact
  *    integers), OpenBLAS sgemm on f32 x into an f32 tile, then the scale and the epilogue (x is
  *    not rounded there); ~0.8x the f32 sgemm (x packed again per panel).
  * TPGEN_INT8_ISA=avx2|c and TPGEN_INT8_GEMM=gemv|gemm|blas force a path (the op tests run each). */
@@ -58,8 +59,8 @@ static void report(tp_backend *b, unsigned bit, const char *op, const char *path
     tp_log0("cpu int8: %s -> %s\n", op, path);
 }
 
-/* ---- matrix layout ---- */
-size_t cpu_int8_q_bytes(int N, int K) { return ((size_t)N * (size_t)K + 63) & ~(size_t)63; }
+/* ---- matrix layout (cpu_int8.h) ---- */
+size_t cpu_int8_q_bytes(int N, int K) { return ((size_t)cpu_i8_panels(N) * cpu_i8_panel_bytes(K) + 63) & ~(size_t)63; }
 static const float *scales_of(const void *W, int N, int K) { return (const float *)((const char *)W + cpu_int8_q_bytes(N, K)); }
 
 static size_t i8_matrix_bytes(tp_backend *b, int rows, int cols) {
@@ -67,48 +68,78 @@ static size_t i8_matrix_bytes(tp_backend *b, int rows, int cols) {
     return cpu_int8_q_bytes(rows, cols) + (size_t)rows * sizeof(float);
 }
 
-/* Row r of src (type st) -> f32 tmp [cols]. */
-static void row_f32(float *tmp, const void *src, tp_dtype st, int r, int cols) {
-    tp_convert_to_f32(tmp, (const char *)src + (size_t)r * cols * tp_dtype_size(st), st, (size_t)cols);
-}
-
-void cpu_int8_quantize_row(int8_t *q, float *scale, const float *w, int cols, float absmax) {
+static void quantize_row(int8_t *q, float *scale, const float *w, int cols, float absmax) {
     const float s = tp_q8_scale(absmax);
     *scale = s;
     for (int k = 0; k < cols; k++) q[k] = tp_q8_quantize(w[k], s);
 }
 
-static void i8_matrix_upload_rowmax(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols,
-                                    const float *row_absmax) {
+/* rows [NR][K] int8 (zero past the matrix) -> one panel [KP][NR][2], zero past K. */
+static void interleave_panel(int8_t *panel, const int8_t *rows, int K) {
+    const int KP = (K + 1) / 2;
+    for (int p = 0; p < KP; p++)
+        for (int j = 0; j < CPU_I8_NR; j++) {
+            const int8_t *r = rows + (size_t)j * K;
+            panel[(size_t)p * 2 * CPU_I8_NR + 2 * j] = r[2 * p];
+            panel[(size_t)p * 2 * CPU_I8_NR + 2 * j + 1] = 2 * p + 1 < K ? r[2 * p + 1] : 0;
+        }
+}
+
+/* Quantizes rows x cols of f32 rows (row_of(tmp, r) writes row r) into dst: threads take whole
+ * panels (no two write a cache line), each row on its own max |w| or row_absmax[r]. */
+void cpu_int8_quantize_matrix(tp_backend *b, void *dst, int rows, int cols, cpu_i8_row_fn *row_of, const void *ctx,
+                              const float *row_absmax) {
     int8_t *q = dst;
     float *sc = (float *)((char *)dst + cpu_int8_q_bytes(rows, cols));
+    const int np = cpu_i8_panels(rows);
     #pragma omp parallel num_threads(cpu_threads(b)) if ((size_t)rows * cols >= CPU_PAR_MIN)
     {
         float *tmp = tp_malloc((size_t)(cols > 0 ? cols : 1) * sizeof(float));
+        int8_t *r16 = tp_calloc((size_t)CPU_I8_NR * (cols > 0 ? cols : 1), 1); /* rows past the matrix stay 0 */
         #pragma omp for schedule(static)
-        for (int r = 0; r < rows; r++) {
-            row_f32(tmp, src_host, st, r, cols);
-            const float m = row_absmax ? row_absmax[r] : tp_q8_absmax(tmp, cols);
-            cpu_int8_quantize_row(q + (size_t)r * cols, &sc[r], tmp, cols, m);
+        for (int P = 0; P < np; P++) {
+            for (int j = 0; j < CPU_I8_NR && P * CPU_I8_NR + j < rows; j++) {
+                const int r = P * CPU_I8_NR + j;
+                row_of(tmp, r, cols, ctx);
+                const float m = row_absmax ? row_absmax[r] : tp_q8_absmax(tmp, cols);
+                quantize_row(r16 + (size_t)j * cols, &sc[r], tmp, cols, m);
+            }
+            interleave_panel(q + (size_t)P * cpu_i8_panel_bytes(cols), r16, cols);
         }
         free(tmp);
+        free(r16);
     }
+}
+
+/* Row r of a host matrix -> f32. */
+typedef struct {
+    const void *src;
+    tp_dtype st;
+} host_rows;
+static void host_row(float *tmp, int r, int cols, const void *ctx) {
+    const host_rows *h = ctx;
+    tp_convert_to_f32(tmp, (const char *)h->src + (size_t)r * cols * tp_dtype_size(h->st), h->st, (size_t)cols);
+}
+
+static void i8_matrix_upload_rowmax(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols,
+                                    const float *row_absmax) {
+    const host_rows h = {src_host, st};
+    cpu_int8_quantize_matrix(b, dst, rows, cols, host_row, &h, row_absmax);
 }
 
 static void i8_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols) {
     i8_matrix_upload_rowmax(b, dst, src_host, st, rows, cols, NULL);
 }
 
-/* ---- GEMV kernels: rows [n0, n1) of q for all T tokens ----
+/* ---- x rounded to int16, and the GEMV kernels ----
  * Integer dot products: each token's x is rounded to int16 on a grid of its own, sx = max|x| /
  * 16383 (a relative step of 2^-14 of the row's largest value: ~100x finer than the weights'
  * int8 grid, so the outputs move by ~1% of the int8 error), then sum_k q xq is exact in
  * integers and y = sum * sx * scale. AVX2 does 16 products a step with vpmovsxbw + vpmaddwd +
  * vpaddd, half the instructions of widening q to f32 for FMAs (measured 1.6x at T = 1).
- * Being exact, the sum is the same bits on the avx2 and the c path, in any order. int32 lanes
- * hold KC / 16 vpmaddwd results of at most 2 * 127 * 16383 each (< 2^31 for KC = 4096), then
- * move to int64. Non-finite x: sx is NaN and so are the outputs, as in f32. */
-#define I8_KC 4096
+ * Being exact, the sum is the same bits on the avx2 and the c path, in any order (the avx2
+ * tiles keep int32 lanes exact by summing blocks of 512 pairs in double, cpu_int8_gemm.c; the
+ * c path sums in int64). Non-finite x: sx is NaN and so are the outputs, as in f32. */
 
 /* xq[t, :] and sx[t] for every token. The loops are `omp simd` (a max is exact in any order):
  * gcc left the plain ones scalar, 8% of an int8 prefill (perf). */
@@ -153,107 +184,49 @@ void cpu_int8_quantize_x(int16_t *xq, float *sx, const float *x, int T, int K, i
     for (int t0 = 0; t0 < T; t0 += per) quantize_rows(xq, sx, x, t0, T - t0 < per ? T : t0 + per, K);
 }
 
-/* c: one (row, token) at a time, exact int64 sums. */
-static void rows_c(const int16_t *xq, const float *sx, const int8_t *W, int T, int K, int n0, int n1, const cpu_i8_epi *e) {
-    for (int n = n0; n < n1; n++) {
-        const int8_t *w = W + (size_t)n * K;
+/* c: panels [P0, P1), a token's 16 sums at a time in int64 (exact) over the interleaved pairs. */
+static void panels_c(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, int P0, int P1,
+                     const cpu_i8_epi *e) {
+    const int KP = (K + 1) / 2;
+    for (int P = P0; P < P1; P++) {
+        const int8_t *bp = cpu_i8_panel(q, K, P);
+        const int n0 = P * CPU_I8_NR, nn = N - n0 < CPU_I8_NR ? N - n0 : CPU_I8_NR;
         for (int t = 0; t < T; t++) {
             const int16_t *xr = xq + (size_t)t * K;
-            int64_t acc = 0;
-            for (int k = 0; k < K; k++) acc += (int32_t)w[k] * xr[k];
-            cpu_i8_store_int(e, t, n, acc, sx);
+            int64_t acc[CPU_I8_NR] = {0};
+            for (int p = 0; p < KP; p++) {
+                const int8_t *b = bp + (size_t)p * 2 * CPU_I8_NR;
+                const int32_t x0 = xr[2 * p], x1 = 2 * p + 1 < K ? xr[2 * p + 1] : 0;
+                for (int j = 0; j < CPU_I8_NR; j++) acc[j] += b[2 * j] * x0 + b[2 * j + 1] * x1;
+            }
+            for (int j = 0; j < nn; j++) cpu_i8_store_int(e, t, n0 + j, acc[j], sx);
         }
     }
 }
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define AVX2_FN static inline __attribute__((always_inline, target("avx2,fma")))
-#define I8_UNROLL _Pragma("GCC unroll 8")
-
-AVX2_FN int64_t hsum_epi32(__m256i v) { /* in int64: 8 lanes of up to 2^31 */
-    const __m256i s = _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(v)),
-                                       _mm256_cvtepi32_epi64(_mm256_extracti128_si256(v, 1)));
-    const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    return _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1);
-}
-
-/* s[t] += q row w . xq row xs[t] over k in [0, K16), MT tokens. One row at a time: a single
- * sequential stream, which the hardware prefetcher follows at the full read rate (8 rows
- * interleaved read at half of it, measured), plus a software prefetch 1 KiB ahead. UK partial
- * sums per token over successive 16-element steps keep MT * UK >= 4 vpmaddwd chains in flight. */
-AVX2_FN void row_avx2(const int16_t *const *xs, const int8_t *w, int K16, const int MT, int64_t s[4]) {
-    const int UK = MT == 1 ? 4 : MT == 2 ? 2 : 1;
-    for (int k0 = 0; k0 < K16; k0 += I8_KC) {
-        const int k1 = K16 - k0 < I8_KC ? K16 : k0 + I8_KC;
-        __m256i acc[4][4];
-        I8_UNROLL for (int u = 0; u < UK; u++)
-            I8_UNROLL for (int t = 0; t < MT; t++) acc[u][t] = _mm256_setzero_si256();
-        int k = k0;
-        for (; k + 16 * UK <= k1; k += 16 * UK) {
-            _mm_prefetch((const char *)(w + k + 1024), _MM_HINT_T0);
-            I8_UNROLL for (int u = 0; u < UK; u++) {
-                const __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + k + 16 * u)));
-                I8_UNROLL for (int t = 0; t < MT; t++)
-                    acc[u][t] = _mm256_add_epi32(
-                        acc[u][t], _mm256_madd_epi16(wv, _mm256_loadu_si256((const __m256i *)(xs[t] + k + 16 * u))));
-            }
-        }
-        for (; k < k1; k += 16) {
-            const __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + k)));
-            I8_UNROLL for (int t = 0; t < MT; t++)
-                acc[0][t] = _mm256_add_epi32(acc[0][t], _mm256_madd_epi16(wv, _mm256_loadu_si256((const __m256i *)(xs[t] + k))));
-        }
-        I8_UNROLL for (int u = 0; u < UK; u++)
-            I8_UNROLL for (int t = 0; t < MT; t++) s[t] += hsum_epi32(acc[u][t]);
-    }
-}
-
-/* avx2: each row once per step, for up to 4 tokens at a time. */
-__attribute__((target("avx2,fma"))) static void rows_avx2(const int16_t *xq, const float *sx, const int8_t *W, int T,
-                                                          int K, int n0, int n1, const cpu_i8_epi *e) {
-    const int K16 = K & ~15;
-    for (int n = n0; n < n1; n++) {
-        const int8_t *w = W + (size_t)n * K;
-        for (int t0 = 0; t0 < T; t0 += 4) {
-            const int m = T - t0 < 4 ? T - t0 : 4;
-            const int16_t *x0 = xq + (size_t)t0 * K;
-            const int16_t *xs[4] = {x0, m > 1 ? x0 + K : x0, m > 2 ? x0 + 2 * (size_t)K : x0,
-                                    m > 3 ? x0 + 3 * (size_t)K : x0};
-            int64_t s[4] = {0, 0, 0, 0};
-            switch (m) {
-            case 4: row_avx2(xs, w, K16, 4, s); break;
-            case 3: row_avx2(xs, w, K16, 3, s); break;
-            case 2: row_avx2(xs, w, K16, 2, s); break;
-            default: row_avx2(xs, w, K16, 1, s); break;
-            }
-            for (int i = 0; i < m; i++) {
-                for (int k = K16; k < K; k++) s[i] += (int32_t)w[k] * xs[i][k];
-                cpu_i8_store_int(e, t0 + i, n, s[i], sx);
-            }
-        }
-    }
-}
-#endif
-
+/* Each thread one contiguous range of panels: one sequential read of its rows. */
 static void gemv_path(tp_backend *b, const int16_t *xq, const float *sx, const int8_t *W, int T, int N, int K,
                       const cpu_i8_epi *e) {
     tp_cpu_int8 *c = i8_impl(b);
-    const int nt = c->n_threads;
-    const int chunk = ((N + nt - 1) / nt + 15) & ~15;
+    const int nt = c->n_threads, np = cpu_i8_panels(N), per = (np + nt - 1) / nt;
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
-    for (int n0 = 0; n0 < N; n0 += chunk) {
-        const int n1 = N - n0 < chunk ? N : n0 + chunk;
-#if defined(__x86_64__)
-        if (c->isa == I8_ISA_AVX2) rows_avx2(xq, sx, W, T, K, n0, n1, e);
-        else
-#endif
-            rows_c(xq, sx, W, T, K, n0, n1, e);
+    for (int P0 = 0; P0 < np; P0 += per) {
+        const int P1 = np - P0 < per ? np : P0 + per;
+        if (c->isa == I8_ISA_AVX2) cpu_int8_panels_avx2(xq, sx, W, T, N, K, P0, P1, e);
+        else panels_c(xq, sx, W, T, N, K, P0, P1, e);
     }
 }
 
-CPU_SIMD_CLONES static void widen_int8(float *dst, const int8_t *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = (float)src[i];
+/* Rows [n0, n0 + nn) of q (n0 on a panel) -> f32 rows wf [nn][K] (exact integers). */
+static void widen_rows(float *wf, const int8_t *q, int K, int n0, int nn) {
+    for (int j0 = 0; j0 < nn; j0 += CPU_I8_NR) {
+        const int8_t *bp = cpu_i8_panel(q, K, (n0 + j0) / CPU_I8_NR);
+        const int m = nn - j0 < CPU_I8_NR ? nn - j0 : CPU_I8_NR;
+        for (int j = 0; j < m; j++) {
+            float *d = wf + (size_t)(j0 + j) * K;
+            for (int k = 0; k < K; k++) d[k] = bp[(size_t)(k / 2) * 2 * CPU_I8_NR + 2 * j + (k & 1)];
+        }
+    }
 }
 
 /* Batched: per thread, panels of q rows widened to f32, sgemm into an f32 tile, the epilogue
@@ -271,7 +244,7 @@ static void blas_path(tp_backend *b, const float *x, const int8_t *W, int T, int
         #pragma omp for schedule(dynamic, 1)
         for (int n0 = 0; n0 < N; n0 += P) {
             const int nn = N - n0 < P ? N - n0 : P;
-            widen_int8(wf, W + (size_t)n0 * K, (size_t)nn * K);
+            widen_rows(wf, W, K, n0, nn);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, x, K, wf, K, 0.0f, tile, P);
             for (int t = 0; t < T; t++) cpu_i8_epi_row(e, t, n0, nn, tile + (size_t)t * P);
         }

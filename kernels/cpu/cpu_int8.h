@@ -13,6 +13,17 @@
 /* x's int16 grid: sx = max|x| / XQ_MAX per token (cpu_int8.c, "GEMV kernels"). */
 #define XQ_MAX 16383
 
+/* ---- q's layout: panels of CPU_I8_NR rows, k pairs interleaved ----
+ * Panel P holds rows [16 P, 16 P + 16) of q [N, K] as [KP][16][2] int8, KP = ceil(K / 2):
+ * byte p * 32 + 2 j + h of the panel is q[16 P + j, 2 p + h], zero past N and past K. A k pair
+ * of the panel's 16 rows is 32 contiguous bytes: what the GEMM's micro-kernel reads per step
+ * (vpmovsxbw to int16, vpmaddwd against x's pair), so no kernel repacks q per call. The panels
+ * follow each other, then the scales [N] f32 at a 64-byte-aligned offset (cpu_int8_q_bytes). */
+#define CPU_I8_NR 16
+static inline int cpu_i8_panels(int N) { return (N + CPU_I8_NR - 1) / CPU_I8_NR; }
+static inline size_t cpu_i8_panel_bytes(int K) { return (size_t)((K + 1) / 2) * 2 * CPU_I8_NR; }
+static inline const int8_t *cpu_i8_panel(const int8_t *q, int K, int P) { return q + (size_t)P * cpu_i8_panel_bytes(K); }
+
 /* xq [T, K] int16 and sx [T]: each token's x rounded on a grid of its own (rows split across
  * n_threads). */
 void cpu_int8_quantize_x(int16_t *xq, float *sx, const float *x, int T, int K, int n_threads);
@@ -63,9 +74,14 @@ static inline void cpu_i8_epi_row(const cpu_i8_epi *e, int t, int n0, int nn, fl
     memcpy(yp, v, (size_t)nn * sizeof *v);
 }
 
-/* cpu_int8_gemm.c: y = epi(xq @ q^T) for all T tokens and N rows of q [N, K], AVX2 (the caller
- * checks the CPU), threads split the rows. xq needs 4 readable bytes past its end. */
+/* cpu_int8_gemm.c, AVX2 (the caller checks the CPU); xq needs 4 readable bytes past its end.
+ * cpu_int8_gemm_avx2: y = epi(xq @ q^T) for all T tokens and N rows of q, threads split the
+ * panels in groups and run x in chunks kept in L2 (batched steps, prefill).
+ * cpu_int8_panels_avx2: panels [P0, P1) for all T tokens, on the calling thread (the GEMV path:
+ * a thread's rows are one sequential read). */
 void cpu_int8_gemm_avx2(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, const cpu_i8_epi *e,
                         int n_threads);
+void cpu_int8_panels_avx2(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, int P0, int P1,
+                          const cpu_i8_epi *e);
 
 #endif

@@ -103,7 +103,11 @@ void cpu_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int 
 
 /* cpu_int8.c, cpu_int8_random.c (--weights int8) */
 size_t cpu_int8_q_bytes(int N, int K); /* bytes of q [N, K] before the row scales (64-aligned) */
-void cpu_int8_quantize_row(int8_t *q, float *scale, const float *w, int cols, float absmax);
+/* An int8 matrix from f32 rows: row_of(row, r, cols, ctx) writes row r [cols]; each row on its
+ * own max |w|, or on row_absmax[r] where given. */
+typedef void cpu_i8_row_fn(float *row, int r, int cols, const void *ctx);
+void cpu_int8_quantize_matrix(tp_backend *b, void *dst, int rows, int cols, cpu_i8_row_fn *row_of, const void *ctx,
+                              const float *row_absmax);
 void cpu_int8_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std);
 
 /* cpu_random.c */
