@@ -4,8 +4,9 @@
  * rank its own shard only.
  *
  * Matrix buffer: q [N, K] int8 in panels of 16 rows with k pairs interleaved (cpu_int8.h), then
- * at a 64-byte-aligned offset the scales [N] f32. y[t, n] = scale[n] * sum_k q[n, k] x[t, k] (+ y) (+ bias) (GELU): the sum exact
- * in integers on x rounded to int16 (GEMV, GEMM), or in f32 (panels); the epilogue in f32.
+ * at a 64-byte-aligned offset the scales [N] f32. y[t, n] = scale[n] * sum_k q[n, k] x[t, k]
+ * (+ y) (+ bias) (GELU): the sum exact in integers on x rounded to int16 (GEMV, GEMM), or in
+ * f32 (panels); the epilogue in f32.
  *
  * GEMMs by T (tokens of the step):
  *  - T <= few_tokens (decode batches): GEMV kernels that read each int8 row once per step for
@@ -60,7 +61,9 @@ static void report(tp_backend *b, unsigned bit, const char *op, const char *path
 }
 
 /* ---- matrix layout (cpu_int8.h) ---- */
-size_t cpu_int8_q_bytes(int N, int K) { return ((size_t)cpu_i8_panels(N) * cpu_i8_panel_bytes(K) + 63) & ~(size_t)63; }
+size_t cpu_int8_q_bytes(int N, int K) {
+    return ((size_t)cpu_i8_panels(N) * cpu_i8_panel_bytes(K) + 63) & ~(size_t)63;
+}
 static const float *scales_of(const void *W, int N, int K) { return (const float *)((const char *)W + cpu_int8_q_bytes(N, K)); }
 
 static size_t i8_matrix_bytes(tp_backend *b, int rows, int cols) {
@@ -217,15 +220,24 @@ static void gemv_path(tp_backend *b, const int16_t *xq, const float *sx, const i
     }
 }
 
-/* Rows [n0, n0 + nn) of q (n0 on a panel) -> f32 rows wf [nn][K] (exact integers). */
-static void widen_rows(float *wf, const int8_t *q, int K, int n0, int nn) {
+CPU_SIMD_CLONES static void widen_int8(float *dst, const int8_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = (float)src[i];
+}
+
+/* Rows [n0, n0 + nn) of q (n0 on a panel) -> f32 rows wf [nn][K] (exact integers), a panel at a
+ * time through r16 [16][K] int8: the panel read in order into the rows, then one vector pass
+ * (writing the f32 rows straight from the panel, 16 strided streams, ran 4% slower at T = 512). */
+static void widen_rows(float *wf, int8_t *r16, const int8_t *q, int K, int n0, int nn) {
+    const int KP = (K + 1) / 2;
     for (int j0 = 0; j0 < nn; j0 += CPU_I8_NR) {
-        const int8_t *bp = cpu_i8_panel(q, K, (n0 + j0) / CPU_I8_NR);
+        const int8_t *b = cpu_i8_panel(q, K, (n0 + j0) / CPU_I8_NR);
         const int m = nn - j0 < CPU_I8_NR ? nn - j0 : CPU_I8_NR;
-        for (int j = 0; j < m; j++) {
-            float *d = wf + (size_t)(j0 + j) * K;
-            for (int k = 0; k < K; k++) d[k] = bp[(size_t)(k / 2) * 2 * CPU_I8_NR + 2 * j + (k & 1)];
-        }
+        for (int p = 0; p < KP; p++, b += 2 * CPU_I8_NR)
+            for (int j = 0; j < m; j++) {
+                r16[(size_t)j * K + 2 * p] = b[2 * j];
+                if (2 * p + 1 < K) r16[(size_t)j * K + 2 * p + 1] = b[2 * j + 1];
+            }
+        widen_int8(wf + (size_t)j0 * K, r16, (size_t)m * K);
     }
 }
 
@@ -241,15 +253,17 @@ static void blas_path(tp_backend *b, const float *x, const int8_t *W, int T, int
     #pragma omp parallel num_threads(nt)
     {
         float *wf = tp_malloc((size_t)P * K * sizeof(float)), *tile = tp_malloc((size_t)T * P * sizeof(float));
+        int8_t *r16 = tp_malloc((size_t)CPU_I8_NR * K);
         #pragma omp for schedule(dynamic, 1)
         for (int n0 = 0; n0 < N; n0 += P) {
             const int nn = N - n0 < P ? N - n0 : P;
-            widen_rows(wf, W, K, n0, nn);
+            widen_rows(wf, r16, W, K, n0, nn);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, x, K, wf, K, 0.0f, tile, P);
             for (int t = 0; t < T; t++) cpu_i8_epi_row(e, t, n0, nn, tile + (size_t)t * P);
         }
         free(wf);
         free(tile);
+        free(r16);
     }
 }
 

@@ -22,7 +22,9 @@
 #define CPU_I8_NR 16
 static inline int cpu_i8_panels(int N) { return (N + CPU_I8_NR - 1) / CPU_I8_NR; }
 static inline size_t cpu_i8_panel_bytes(int K) { return (size_t)((K + 1) / 2) * 2 * CPU_I8_NR; }
-static inline const int8_t *cpu_i8_panel(const int8_t *q, int K, int P) { return q + (size_t)P * cpu_i8_panel_bytes(K); }
+static inline const int8_t *cpu_i8_panel(const int8_t *q, int K, int P) {
+    return q + (size_t)P * cpu_i8_panel_bytes(K);
+}
 
 /* xq [T, K] int16 and sx [T]: each token's x rounded on a grid of its own (rows split across
  * n_threads). */

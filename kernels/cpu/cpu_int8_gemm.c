@@ -69,8 +69,9 @@ AVX2_FN void tile(const int16_t *x, int K, const int8_t *bp, long np, const int 
 }
 
 /* The full 6 x 16 tile in assembly: 12 int32 accumulators + 2 panel vectors (widened from the
- * pair's 32 bytes) + 2 scratch = the 16 ymm registers. gcc spilled or copied accumulators for the same loop in intrinsics (~25
- * GMAC/s a core against ~50 here, measured). out [6][16] int32: the sums over n <= KB pairs. */
+ * pair's 32 bytes) + 2 scratch = the 16 ymm registers. gcc spilled or copied accumulators for
+ * the same loop in intrinsics (~25 GMAC/s a core against ~50 here, measured). out [6][16]
+ * int32: the sums over n <= KB pairs. */
 #define I8G_ROW(R, A0, A1)                                                                                             \
     "vpbroadcastd " R ", %%ymm14\n\t"                                                                                  \
     "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"                                                                           \
