@@ -384,7 +384,10 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     c->isa = isa;
     c->force = force;
     const char *ft = getenv("TPGEN_INT8_GEMV_MAX_T"); /* the GEMV / panel-GEMM crossover */
-    c->few_tokens = ft && *ft ? atoi(ft) : 16; /* Zen 3: the GEMV ahead at T = 16 (bench_int8_gemm), the GEMM at 32 (bench) */
+    /* Zen 3, bench_int8_gemm: avx2, the GEMV and the GEMM level from T = 8 to 32 (the same tiles);
+     * c, the plain-C GEMV's time grows with T (9.3 ms at T = 1, 73 at 8) and OpenBLAS on widened
+     * panels barely does (45 at T = 1, 47 at 8): the panels from T = 5 on */
+    c->few_tokens = ft && *ft ? atoi(ft) : isa == I8_ISA_AVX2 ? 16 : 4;
     free(b->impl);
     b->impl = c;
     if (verbose)

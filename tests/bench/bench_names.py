@@ -110,11 +110,13 @@ elif mode == "names":
     assert all(r["gemm_kernel"] == "openblas-sgemm-f32" for r in rows if r["kind"] == "prefill"), rows
     print("f32 names by T (%s build): ok" % isa)
 
-    # int8: GEMV up to 16 tokens by default; each override moves every GEMM, attention stays f32
-    rows, err = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_ISA": "c"},
+    # int8: the GEMV up to 16 tokens by default (4 on the plain-C path); each override moves every
+    # GEMM, attention stays f32
+    rows, err = bench(1, *flags("1,5"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_ISA": "c"},
                       verbose=True)
     assert kernels(rows, "decode", "batch", 1) == {"matmul": "gemv-int8-c", "logits": "gemv-int8-c",
                                                    "attention": "dot-f32-" + att}, rows
+    assert kernels(rows, "decode", "batch", 5)["matmul"] == "openblas-sgemm-int8-panels", rows
     assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "openblas-sgemm-int8-panels", rows
     assert "matmul -> GEMV c (" in err and "matmul -> OpenBLAS sgemm on f32 panels" in err, err
     rows, err = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_GEMM": "blas"},
