@@ -5,8 +5,9 @@
  *    for every token, chosen by CPUID:
  *      avx512bf16: vdpbf16ps on bf16 x and W (32 products per instruction, f32 sums; 2 rows x
  *                  4 tokens per register block);
- *      avx2:       one row at a time for 1..4 tokens, 16 weights widened to f32 by a shift and
- *                  a mask, FMA on x split into its even and odd elements (rows_avx2 below);
+ *      avx2:       one row at a time for 1..2 tokens, two rows for 3..4, 16 weights widened to
+ *                  f32 by a shift and a mask, FMA on x split into its even and odd elements
+ *                  (rows_avx2 below);
  *      c:          plain C on f32 x (2 rows x 4 tokens), the avx2 kernel's reference twin.
  *  - larger T (batched steps, prefill): oneDNN matmul on its reordered copy of W (bf16 in, f32
  *    accumulation, bias/sum/GELU in its f32 post-ops), when oneDNN runs bf16 natively here;
@@ -141,6 +142,10 @@ static void rows_c(const float *xf, const bf16 *W, int T, int K, int n0, int n1,
 #define AVX2_FN static inline __attribute__((always_inline, target("avx2,fma")))
 #define BF_UNROLL _Pragma("GCC unroll 8")
 #define BF_PREFETCH 512 /* elements (1 KiB): 47 vs 50 ms/step at batch 1 for 512 B, 3 of 3 bench pairs */
+/* row2_avx2's distance, 4 KiB: bf16 at batch 8 took 64.7-65.4 ms a step against 73.2-74.9 with
+ * 1 KiB (tpgen bench, 2026-12-02; its FMAs take longer per line than one row's, so the 1 KiB
+ * ahead came due before the line was in) */
+#define BF_PREFETCH2 2048
 
 AVX2_FN float hsum_ps(__m256 v) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -187,12 +192,57 @@ AVX2_FN void row_avx2(const float *const *xe, const float *const *xo, const bf16
     }
 }
 
-/* xeo: [T][2][K2] (above). Rows [n0, n1), each once per group of up to 4 tokens. */
+/* s0[t], s1[t] = rows w0, w1 . x_t over k in [0, K16), MT = 3..4 tokens. Per 16 weights of each
+ * row: one load and two widenings, 2 MT loads of x shared by the two rows, 4 MT FMAs, the even
+ * and odd products into one accumulator per (row, token): 8 chains at MT = 4. One row at a time
+ * (row_avx2) takes 9 loads per 8 FMAs at MT = 4 and was load-bound from 3 tokens on: bf16 at
+ * batch 8 ran at 0.94x f32 (docs/PERFORMANCE.md, 2026-12-02 09:50). */
+AVX2_FN void row2_avx2(const float *const *xe, const float *const *xo, const bf16 *w0, const bf16 *w1, int K16,
+                       const int MT, float s0[4], float s1[4]) {
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256 a0[4], a1[4];
+    BF_UNROLL for (int t = 0; t < MT; t++) a0[t] = a1[t] = _mm256_setzero_ps();
+    for (int k = 0; k < K16; k += 16) {
+        if ((k & 31) == 0) { /* each 64-byte line of both rows */
+            _mm_prefetch((const char *)(w0 + k + BF_PREFETCH2), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w1 + k + BF_PREFETCH2), _MM_HINT_T0);
+        }
+        const __m256i v0 = _mm256_loadu_si256((const __m256i *)(w0 + k)),
+                      v1 = _mm256_loadu_si256((const __m256i *)(w1 + k));
+        const __m256 we0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)),
+                     wo0 = _mm256_castsi256_ps(_mm256_and_si256(v0, hi)),
+                     we1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16)),
+                     wo1 = _mm256_castsi256_ps(_mm256_and_si256(v1, hi));
+        const int j = k / 2;
+        BF_UNROLL for (int t = 0; t < MT; t++) {
+            const __m256 xev = _mm256_loadu_ps(xe[t] + j), xov = _mm256_loadu_ps(xo[t] + j);
+            a0[t] = _mm256_fmadd_ps(we0, xev, a0[t]);
+            a1[t] = _mm256_fmadd_ps(we1, xev, a1[t]);
+            a0[t] = _mm256_fmadd_ps(wo0, xov, a0[t]);
+            a1[t] = _mm256_fmadd_ps(wo1, xov, a1[t]);
+        }
+    }
+    BF_UNROLL for (int t = 0; t < MT; t++) {
+        s0[t] = hsum_ps(a0[t]);
+        s1[t] = hsum_ps(a1[t]);
+    }
+}
+
+/* The K tail past K16 of row w for token i (xe / xo its halves), then the epilogue. */
+AVX2_FN void row_tail_store(const epi *e, const bf16 *w, const float *xe, const float *xo, int K16, int K, int t,
+                            int n, float s) {
+    for (int k = K16; k < K; k++) s += tp_bf16_to_f32(w[k]) * (k & 1 ? xo : xe)[k / 2];
+    epi_store(e, t, n, s);
+}
+
+/* xeo: [T][2][K2] (above). Rows [n0, n1), each once per group of up to 4 tokens; with 3+ tokens
+ * in a group, rows in pairs (row2_avx2). */
 __attribute__((target("avx2,fma"))) static void rows_avx2(const float *xeo, const bf16 *W, int T, int K, int n0, int n1,
                                                           const epi *e) {
     const int K16 = K & ~15, K2 = (K + 1) / 2;
-    for (int n = n0; n < n1; n++) {
-        const bf16 *w = W + (size_t)n * K;
+    for (int n = n0; n < n1;) {
+        const int pair = T >= 3 && n + 1 < n1;
+        const bf16 *w = W + (size_t)n * K, *w1 = w + K;
         for (int t0 = 0; t0 < T; t0 += 4) {
             const int m = T - t0 < 4 ? T - t0 : 4;
             const float *xe[4], *xo[4];
@@ -200,18 +250,28 @@ __attribute__((target("avx2,fma"))) static void rows_avx2(const float *xeo, cons
                 xe[i] = xeo + (size_t)(t0 + (i < m ? i : 0)) * 2 * K2;
                 xo[i] = xe[i] + K2;
             }
-            float s[4] = {0, 0, 0, 0};
-            switch (m) {
-            case 4: row_avx2(xe, xo, w, K16, 4, s); break;
-            case 3: row_avx2(xe, xo, w, K16, 3, s); break;
-            case 2: row_avx2(xe, xo, w, K16, 2, s); break;
-            default: row_avx2(xe, xo, w, K16, 1, s); break;
+            float s[4] = {0, 0, 0, 0}, s1[4] = {0, 0, 0, 0};
+            if (pair && m >= 3) {
+                if (m == 4) row2_avx2(xe, xo, w, w1, K16, 4, s, s1);
+                else row2_avx2(xe, xo, w, w1, K16, 3, s, s1);
+            } else {
+                switch (m) {
+                case 4: row_avx2(xe, xo, w, K16, 4, s); break;
+                case 3: row_avx2(xe, xo, w, K16, 3, s); break;
+                case 2: row_avx2(xe, xo, w, K16, 2, s); break;
+                default: row_avx2(xe, xo, w, K16, 1, s); break;
+                }
+                if (pair) switch (m) {
+                    case 2: row_avx2(xe, xo, w1, K16, 2, s1); break;
+                    default: row_avx2(xe, xo, w1, K16, 1, s1); break;
+                    }
             }
             for (int i = 0; i < m; i++) {
-                for (int k = K16; k < K; k++) s[i] += tp_bf16_to_f32(w[k]) * (k & 1 ? xo[i] : xe[i])[k / 2];
-                epi_store(e, t0 + i, n, s[i]);
+                row_tail_store(e, w, xe[i], xo[i], K16, K, t0 + i, n, s[i]);
+                if (pair) row_tail_store(e, w1, xe[i], xo[i], K16, K, t0 + i, n + 1, s1[i]);
             }
         }
+        n += pair ? 2 : 1;
     }
 }
 
