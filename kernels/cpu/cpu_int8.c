@@ -98,11 +98,15 @@ void cpu_int8_quantize_matrix(tp_backend *b, void *dst, int rows, int cols, cpu_
     #pragma omp parallel num_threads(cpu_threads(b)) if ((size_t)rows * cols >= CPU_PAR_MIN)
     {
         float *tmp = tp_malloc((size_t)(cols > 0 ? cols : 1) * sizeof(float));
-        int8_t *r16 = tp_calloc((size_t)CPU_I8_NR * (cols > 0 ? cols : 1), 1); /* rows past the matrix stay 0 */
+        int8_t *r16 = tp_malloc((size_t)CPU_I8_NR * (cols > 0 ? cols : 1));
         #pragma omp for schedule(static)
         for (int P = 0; P < np; P++) {
-            for (int j = 0; j < CPU_I8_NR && P * CPU_I8_NR + j < rows; j++) {
+            for (int j = 0; j < CPU_I8_NR; j++) {
                 const int r = P * CPU_I8_NR + j;
+                if (r >= rows) { /* past the matrix: zero rows */
+                    memset(r16 + (size_t)j * cols, 0, (size_t)cols);
+                    continue;
+                }
                 row_of(tmp, r, cols, ctx);
                 const float m = row_absmax ? row_absmax[r] : tp_q8_absmax(tmp, cols);
                 quantize_row(r16 + (size_t)j * cols, &sc[r], tmp, cols, m);

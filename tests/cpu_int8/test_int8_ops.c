@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_int8.h" /* the panel layout, for check_padding */
 #include "tests/common/check.h"
 
 
@@ -82,6 +83,19 @@ static void check_identity(tp_backend *b, const char *what, const void *W, const
     free(x); free(y); free(wd); free(amb);
 }
 
+/* The layout's padding (cpu_int8.h): the last panel's rows past N and, on odd K, the last pair's
+ * second element of every row are zero (the kernels read them). */
+static void check_padding(const char *what, const void *W, int N, int K) {
+    const int P = cpu_i8_panels(N) - 1, KP = (K + 1) / 2;
+    const int8_t *bp = cpu_i8_panel(W, K, P);
+    for (int p = 0; p < KP; p++)
+        for (int j = 0; j < CPU_I8_NR; j++)
+            for (int h = 0; h < 2; h++)
+                if (P * CPU_I8_NR + j >= N || 2 * p + h >= K)
+                    CHECK(bp[(size_t)p * 2 * CPU_I8_NR + 2 * j + h] == 0, "%s: padding of row %d, k %d is %d", what,
+                          P * CPU_I8_NR + j, 2 * p + h, bp[(size_t)p * 2 * CPU_I8_NR + 2 * j + h]);
+}
+
 static void test_quant(tp_backend *b) {
     const int N = 45, K = 37;
     float *w = rand_f32((size_t)N * K, 0.7);
@@ -96,6 +110,7 @@ static void test_quant(tp_backend *b) {
     /* f32 source */
     b->matrix_upload(b, W, w, TP_F32, N, K);
     check_identity(b, "from f32", W, w, N, K, NULL);
+    check_padding("from f32", W, N, K);
     /* bf16 and f16 sources: the values they hold, quantized */
     uint16_t *h = malloc((size_t)N * K * 2);
     float *wr = malloc((size_t)N * K * 4);
@@ -116,6 +131,7 @@ static void test_quant(tp_backend *b) {
     f->fill_random(f, wf, (size_t)N * K, 42, 0.0f, 0.02f);
     b->matrix_fill_random(b, W, N, K, 42, 0.0f, 0.02f);
     check_identity(b, "fill_random", W, wf, N, K, NULL);
+    check_padding("fill_random", W, N, K);
     f->destroy(f);
     b->free(b, W);
     free(w); free(h); free(wr); free(mx); free(wf);
