@@ -78,34 +78,37 @@ AVX2_FN void tile(const int16_t *x, int K, const int8_t *bp, long np, const int 
     "vpaddd %%ymm15, " A0 ", " A0 "\n\t"                                                                               \
     "vpmaddwd %%ymm13, %%ymm14, %%ymm14\n\t"                                                                           \
     "vpaddd %%ymm14, " A1 ", " A1 "\n\t"
-__attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const int16_t *x, int K, const int8_t *bp, long n,
-                                                                    int32_t out[MR][NR]) {
-    const int16_t *x3 = x + 3 * (size_t)K;
-    const long ldx = 2 * (long)K; /* bytes between x rows */
-    __asm__ volatile(
-        CPU_AVX2_ZERO12_ASM
-        "test %[n], %[n]\n\t"
-        "jle 2f\n"
-        "1:\n\t"
-        "vpmovsxbw (%[b]), %%ymm12\n\t"
-        "vpmovsxbw 16(%[b]), %%ymm13\n\t"
-        I8G_ROW("(%[x])", "%%ymm0", "%%ymm1")
-        I8G_ROW("(%[x],%[ldx])", "%%ymm2", "%%ymm3")
-        I8G_ROW("(%[x],%[ldx],2)", "%%ymm4", "%%ymm5")
-        I8G_ROW("(%[x3])", "%%ymm6", "%%ymm7")
-        I8G_ROW("(%[x3],%[ldx])", "%%ymm8", "%%ymm9")
-        I8G_ROW("(%[x3],%[ldx],2)", "%%ymm10", "%%ymm11")
-        "add $4, %[x]\n\t"
-        "add $4, %[x3]\n\t"
-        "add $32, %[b]\n\t"
-        "dec %[n]\n\t"
-        "jnz 1b\n"
-        "2:\n\t"
-        CPU_AVX2_STORE12_ASM
-        : [x] "+r"(x), [x3] "+r"(x3), [b] "+r"(bp), [n] "+r"(n)
-        : [ldx] "r"(ldx), [o] "r"(&out[0][0])
-        : CPU_AVX2_CLOBBERS16);
-}
+/* The 6 x 16 tile on the panel as int8 (LOAD2: two vpmovsxbw, STEP 32 bytes a pair), or on the
+ * int16 copy of the widened path (two vmovdqu, 64 bytes a pair). */
+#define TILE6_ASM(NAME, BT, LOAD2, STEP)                                                                               \
+    __attribute__((target("avx2,fma"), noinline)) static void NAME(const int16_t *x, int K, const BT *bp, long n,      \
+                                                                   int32_t out[MR][NR]) {                             \
+        const int16_t *x3 = x + 3 * (size_t)K;                                                                         \
+        const long ldx = 2 * (long)K; /* bytes between x rows */                                                       \
+        __asm__ volatile(CPU_AVX2_ZERO12_ASM                                                                           \
+                         "test %[n], %[n]\n\t"                                                                         \
+                         "jle 2f\n"                                                                                    \
+                         "1:\n\t"                                                                                      \
+                         LOAD2                                                                                         \
+                         I8G_ROW("(%[x])", "%%ymm0", "%%ymm1")                                                         \
+                         I8G_ROW("(%[x],%[ldx])", "%%ymm2", "%%ymm3")                                                  \
+                         I8G_ROW("(%[x],%[ldx],2)", "%%ymm4", "%%ymm5")                                                \
+                         I8G_ROW("(%[x3])", "%%ymm6", "%%ymm7")                                                        \
+                         I8G_ROW("(%[x3],%[ldx])", "%%ymm8", "%%ymm9")                                                 \
+                         I8G_ROW("(%[x3],%[ldx],2)", "%%ymm10", "%%ymm11")                                             \
+                         "add $4, %[x]\n\t"                                                                            \
+                         "add $4, %[x3]\n\t"                                                                           \
+                         "add $" STEP ", %[b]\n\t"                                                                     \
+                         "dec %[n]\n\t"                                                                                \
+                         "jnz 1b\n"                                                                                    \
+                         "2:\n\t"                                                                                      \
+                         CPU_AVX2_STORE12_ASM                                                                          \
+                         : [x] "+r"(x), [x3] "+r"(x3), [b] "+r"(bp), [n] "+r"(n)                                       \
+                         : [ldx] "r"(ldx), [o] "r"(&out[0][0])                                                         \
+                         : CPU_AVX2_CLOBBERS16);                                                                       \
+    }
+TILE6_ASM(tile6_asm, int8_t, "vpmovsxbw (%[b]), %%ymm12\n\tvpmovsxbw 16(%[b]), %%ymm13\n\t", "32")
+TILE6_ASM(tile6w_asm, int16_t, "vmovdqu (%[b]), %%ymm12\n\tvmovdqu 32(%[b]), %%ymm13\n\t", "64")
 
 /* One function per tile height (MT a constant: the accumulators stay in registers; inlined into
  * one loop, gcc kept the loop's counters on the stack and ran 3x slower). */
@@ -123,12 +126,20 @@ TILE_FN(5)
 static tile_fn *const g_tiles[MR + 1] = {NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile6_asm};
 _Static_assert(MR == 6 && NB == 2, "the asm micro-kernel is 6 tokens x 16 rows");
 
+/* Pairs [p0, p0 + np) of the panel for m tokens at x: 6-token tiles on the int16 copy bw where
+ * there is one, everything else on the int8 panel bp. */
+AVX2_FN void tile_run(int m, const int16_t *x, int K, const int8_t *bp, const int16_t *bw, long p0, long np,
+                      int32_t o[MR][NR]) {
+    if (bw && m == MR) tile6w_asm(x + 2 * p0, K, bw + p0 * 2 * NR, np, o);
+    else g_tiles[m](x + 2 * p0, K, bp + p0 * 2 * NR, np, o);
+}
+
 /* Tokens [t0, t1) of one panel, then the epilogue: (float) of the exact sum, times sx.
  * One block of pairs (K <= 2 KB): int32 -> float directly; more: the blocks summed in double
  * (exact below 2^53), then rounded once -- the same float either way. */
 __attribute__((target("avx2,fma"))) static void panel_tokens(const int16_t *xq, const float *sx, const int8_t *bp,
-                                                               int t0, int t1, int K, int n0, int nn,
-                                                               const cpu_i8_epi *e) {
+                                                               const int16_t *bw, int t0, int t1, int K, int n0,
+                                                               int nn, const cpu_i8_epi *e) {
     const int KP = (K + 1) / 2;
     for (; t0 < t1; t0 += MR) {
         const int m = t1 - t0 < MR ? t1 - t0 : MR;
@@ -136,14 +147,14 @@ __attribute__((target("avx2,fma"))) static void panel_tokens(const int16_t *xq, 
         int32_t o[MR][NR];
         float v[MR][NR];
         if (KP <= KB) {
-            g_tiles[m](x, K, bp, KP, o);
+            tile_run(m, x, K, bp, bw, 0, KP, o);
             for (int t = 0; t < m; t++)
                 for (int j = 0; j < NR; j++) v[t][j] = (float)o[t][j] * sx[t0 + t];
         } else {
             double d[MR][NR];
             memset(d, 0, sizeof d);
             for (int p0 = 0; p0 < KP; p0 += KB) {
-                g_tiles[m](x + 2 * (size_t)p0, K, bp + (size_t)p0 * 2 * NR, KP - p0 < KB ? KP - p0 : KB, o);
+                tile_run(m, x, K, bp, bw, p0, KP - p0 < KB ? KP - p0 : KB, o);
                 for (int t = 0; t < m; t++)
                     for (int j = 0; j < NR; j++) d[t][j] += o[t][j];
             }
@@ -154,25 +165,39 @@ __attribute__((target("avx2,fma"))) static void panel_tokens(const int16_t *xq, 
     }
 }
 
-/* Panels [P0, P1) for tokens [t0, t1). */
-static void panels(const int16_t *xq, const float *sx, const int8_t *q, int t0, int t1, int N, int K, int P0, int P1,
-                   const cpu_i8_epi *e) {
+/* Panels [P0, P1) for tokens [t0, t1); bw: their int16 copy (panel_bytes apart) or NULL. */
+static void panels(const int16_t *xq, const float *sx, const int8_t *q, const int16_t *bw, int t0, int t1, int N,
+                   int K, int P0, int P1, const cpu_i8_epi *e) {
     for (int P = P0; P < P1; P++) {
         const int n0 = P * NR;
-        panel_tokens(xq, sx, cpu_i8_panel(q, K, P), t0, t1, K, n0, N - n0 < NR ? N - n0 : NR, e);
+        panel_tokens(xq, sx, cpu_i8_panel(q, K, P), bw ? bw + (size_t)(P - P0) * cpu_i8_panel_bytes(K) : NULL, t0, t1,
+                     K, n0, N - n0 < NR ? N - n0 : NR, e);
     }
 }
 
 void cpu_int8_panels_avx2(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, int P0, int P1,
                           const cpu_i8_epi *e) {
-    panels(xq, sx, q, 0, T, N, K, P0, P1, e);
+    panels(xq, sx, q, NULL, 0, T, N, K, P0, P1, e);
+}
+
+/* n bytes of q -> int16 (contiguous panels: the layout keeps their order). */
+__attribute__((target("avx2,fma"))) static void widen(int16_t *bw, const int8_t *q, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(bw + i), _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + i))));
+    for (; i < n; i++) bw[i] = q[i];
 }
 
 /* Threads take groups of up to SP panels (SP * K * 16 B of q: 256 KiB at K = 1024, in L2);
  * each group runs x in chunks of MC tokens (MC * K * 2 B <= XC_BYTES, kept in L2 across the
- * group's panels: streaming all of x per panel from L3 ran at 0.7x). */
+ * group's panels: streaming all of x per panel from L3 ran at 0.7x). From WIDEN_T tokens a
+ * thread first widens its group to int16 (no transposes: a straight vpmovsxbw pass), and the
+ * 6-token tiles read that: widening in the micro-kernel adds 2 uops to its 26 a pair, and at
+ * T = 512, where the tiles are all that runs, that cost ~5% (process CPU time, one thread,
+ * against the row-major q packed per call); below, the copy costs more than it saves. */
 #define SP 16
 #define XC_BYTES (192 << 10)
+#define WIDEN_T 128
 void cpu_int8_gemm_avx2(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, const cpu_i8_epi *e,
                         int n_threads) {
     const int np = cpu_i8_panels(N);
@@ -181,10 +206,17 @@ void cpu_int8_gemm_avx2(const int16_t *xq, const float *sx, const int8_t *q, int
     const int groups = (np + sp - 1) / sp;
     int mc = (int)(XC_BYTES / (2 * (size_t)K)) / MR * MR;
     mc = mc < MR ? MR : mc;
-    #pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1 && groups > 1)
-    for (int g = 0; g < groups; g++) {
-        const int P0 = g * sp, P1 = np - P0 < sp ? np : P0 + sp;
-        for (int t0 = 0; t0 < T; t0 += mc) panels(xq, sx, q, t0, T - t0 < mc ? T : t0 + mc, N, K, P0, P1, e);
+    const size_t pb = cpu_i8_panel_bytes(K);
+    #pragma omp parallel num_threads(n_threads) if (n_threads > 1 && groups > 1)
+    {
+        int16_t *bw = T >= WIDEN_T ? tp_malloc((size_t)sp * pb * sizeof(int16_t)) : NULL;
+        #pragma omp for schedule(static)
+        for (int g = 0; g < groups; g++) {
+            const int P0 = g * sp, P1 = np - P0 < sp ? np : P0 + sp;
+            if (bw) widen(bw, cpu_i8_panel(q, K, P0), (size_t)(P1 - P0) * pb);
+            for (int t0 = 0; t0 < T; t0 += mc) panels(xq, sx, q, bw, t0, T - t0 < mc ? T : t0 + mc, N, K, P0, P1, e);
+        }
+        free(bw);
     }
 }
 #else

@@ -18,7 +18,8 @@
  *    |got - ref| <= (2K + 4) 2^-24 sum_k |x_k wd_k| (f32 summation in any order, the scale and
  *    the epilogue's roundings) + max|x| / 16383 / 2 * sum_k |wd_k| (the GEMV path's int16 grid
  *    for x) + 1e-6 (GELU's expf). y's old contents are NaN where not read.
- *  - the avx2 and c GEMVs and the avx2 GEMM give the same bits (exact integer sums).
+ *  - the avx2 and c GEMVs and the avx2 GEMM give the same bits (exact integer sums), T from 1 to
+ *    131 (the GEMM's widened panels from 128 on).
  *  - a NaN or inf in a token's x makes all its outputs non-finite, a zero token gives the bias,
  *    and neither moves the other tokens' outputs. */
 #include <math.h>
@@ -194,8 +195,10 @@ static void test_isa_bits(int threads) {
         bk[i] = tp_backend_cpu_create(threads);
         if (tp_backend_use_int8(bk[i], 0, err, sizeof err)) { CHECK(0, "%s", err); return; }
     }
+    /* T >= 128: the GEMM on its int16 copy of the panels (cpu_int8_gemm.c, WIDEN_T) */
     static const int shapes[][3] = {{1, 130, 8200}, {5, 67, 100}, {3, 9, 4097}, {16, 33, 257},
-                                    {13, 35, 2049}, {40, 50, 1024}, {7, 16, 2}, {12, 17, 1}};
+                                    {13, 35, 2049}, {40, 50, 1024}, {7, 16, 2}, {12, 17, 1},
+                                    {131, 35, 2049}, {128, 48, 63}};
     for (size_t j = 0; j < sizeof shapes / sizeof *shapes; j++)
         for (int epi = 0; epi < 3; epi++) { /* plain; bias + accumulate; bias + GELU */
             const int T = shapes[j][0], N = shapes[j][1], K = shapes[j][2];
