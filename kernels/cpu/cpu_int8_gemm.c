@@ -12,10 +12,12 @@
  *    32 B per pair, K * 16 B a panel: 16 KiB at K = 1024), so nothing is packed per call (the
  *    per-call int16 pack of each panel was 17% of a batch-32 step, perf); a thread takes a
  *    group of up to SP panels; x runs in chunks of up to XC_BYTES kept in L2 across the
- *    group's panels.
+ *    group's panels; from WIDEN_T tokens the group is first widened to int16 (one straight
+ *    pass) for the 6-token tiles.
  *  - micro-kernel, MR = 6 tokens x NR = 16 rows: per k pair, 2 vpmovsxbw of the panel's 32
  *    bytes to int16, 6 broadcasts of x's pair (32 bits), 12 vpmaddwd + 12 vpaddd into 12 int32
- *    accumulators (+ 3 registers: 16 ymm), in assembly (tile6_asm); 1-5 token tiles in
+ *    accumulators (+ 3 registers: 16 ymm), in assembly (tile6_asm; tile6w_asm on the int16
+ *    copy: 2 vmovdqu instead of the vpmovsxbw); 1-5 token tiles in
  *    intrinsics. A lane sums at most 512 pair products of |.| <= 2 * 127 * 16383 < 2^22, so
  *    K > 1024 runs in blocks of KB = 512 pairs summed in double (exact below 2^53).
  *  - epilogue: (float) of the exact sum times sx, through cpu_i8_epi_row: the GEMV's
