@@ -261,10 +261,10 @@ __attribute__((target("avx2,fma"))) static void rows_avx2(const float *xeo, cons
                 case 2: row_avx2(xe, xo, w, K16, 2, s); break;
                 default: row_avx2(xe, xo, w, K16, 1, s); break;
                 }
-                if (pair) switch (m) {
-                    case 2: row_avx2(xe, xo, w1, K16, 2, s1); break;
-                    default: row_avx2(xe, xo, w1, K16, 1, s1); break;
-                    }
+                if (pair) { /* m <= 2 here */
+                    if (m == 2) row_avx2(xe, xo, w1, K16, 2, s1);
+                    else row_avx2(xe, xo, w1, K16, 1, s1);
+                }
             }
             for (int i = 0; i < m; i++) {
                 row_tail_store(e, w, xe[i], xo[i], K16, K, t0 + i, n, s[i]);
