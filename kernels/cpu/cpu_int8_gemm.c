@@ -17,8 +17,7 @@
  *  - micro-kernel, MR = 6 tokens x NR = 16 rows: per k pair, 2 vpmovsxbw of the panel's 32
  *    bytes to int16, 6 broadcasts of x's pair (32 bits), 12 vpmaddwd + 12 vpaddd into 12 int32
  *    accumulators (+ 3 registers: 16 ymm), in assembly (tile6_asm; tile6w_asm on the int16
- *    copy: 2 vmovdqu instead of the vpmovsxbw); 1-5 token tiles in
- *    intrinsics. A lane sums at most 512 pair products of |.| <= 2 * 127 * 16383 < 2^22, so
+ *    copy: 2 vmovdqu instead of the vpmovsxbw); 1-5 token tiles in intrinsics. A lane sums at most 512 pair products of |.| <= 2 * 127 * 16383 < 2^22, so
  *    K > 1024 runs in blocks of KB = 512 pairs summed in double (exact below 2^53).
  *  - epilogue: (float) of the exact sum times sx, through cpu_i8_epi_row: the GEMV's
  *    arithmetic, so the GEMV's bits.
@@ -73,7 +72,8 @@ AVX2_FN void tile(const int16_t *x, int K, const int8_t *bp, long np, const int 
 /* The full 6 x 16 tile in assembly: 12 int32 accumulators + 2 panel vectors (widened from the
  * pair's 32 bytes) + 2 scratch = the 16 ymm registers. gcc spilled or copied accumulators for
  * the same loop in intrinsics (~25 GMAC/s a core against ~50 here, measured). out [6][16]
- * int32: the sums over n <= KB pairs. */
+ * int32: the sums over n <= KB pairs. I8G_ROW: one token's broadcast pair against the panel's
+ * two vectors (ymm12, ymm13) into its two accumulators. */
 #define I8G_ROW(R, A0, A1)                                                                                             \
     "vpbroadcastd " R ", %%ymm14\n\t"                                                                                  \
     "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"                                                                           \
