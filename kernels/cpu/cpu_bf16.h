@@ -7,9 +7,12 @@
  * GELU (its fused f32 epilogue), layer norm output, the residual add, rotary q/k, the attention
  * output (scores, softmax and the P.V sum stay f32). Logits stay f32.
  *
- * Linear weights: a matrix buffer is [N, K] bf16 (HF layout, K contiguous) that the GEMV kernels
- * stream, followed, when oneDNN is in use, by oneDNN's own blocked copy of W^T (reordered once,
- * at matrix_upload, or at first use after fill_random), which the batched GEMMs read. */
+ * Linear weights, by GEMV ISA (bf16_panels): with avx2 or c, panels of BF16_NR = 8 rows,
+ * [K2][8][2] bf16 each (K2 = ceil(K / 2): rows interleaved by k pairs, one 32-byte vector per
+ * pair, zero past N and K; the layout every kernel of those ISAs reads, written once at
+ * matrix_upload); with avx512bf16, [N, K] bf16 (HF layout, K contiguous), which its vdpbf16ps
+ * GEMV streams. Either is followed, when oneDNN is in use, by oneDNN's own blocked copy of W^T
+ * (reordered once, at matrix_upload or matrix_fill_random), which the batched GEMMs read. */
 #ifndef TPGEN_CPU_BF16_H
 #define TPGEN_CPU_BF16_H
 
@@ -31,6 +34,7 @@ typedef struct {
     int few_tokens;   /* T <= this: the GEMV kernels (W streamed once per step) */
     tp_dnnl *dnnl;    /* batched GEMMs (T > few_tokens) when set; else fma_gemm's or OpenBLAS's */
     int fma_gemm;     /* no dnnl: 1 = the FMA GEMM of cpu_gemm_bf16w.c (AVX2), 0 = OpenBLAS on f32 panels */
+    int panels;       /* matrices in the panel layout (above): isa avx2 or c */
     unsigned printed; /* bit per (op, path) already reported under --verbose */
     char dnnl_name[160]; /* kernel_name of the oneDNN path, made at its first query */
     /* f32 scratch kept between GEMMs (a fresh malloc of MiBs per call came back as new pages to
@@ -51,18 +55,31 @@ float *bf16_scratch(tp_cpu_bf16 *c, int slot, size_t n);
 /* The best ISA this CPU runs (CPUID), then TPGEN_CPU_ISA if set (dies when the CPU lacks it). */
 bf16_isa bf16_isa_pick(void);
 
-/* cpu_gemm_bf16w.c: y = x @ W^T, x [T, K] f32, W [N, K] bf16, on the FMA units (AVX2; the caller
- * checks the CPU). Each 6 x 16 tile goes to epi: rows [t0, t0 + m) x columns [n0, n0 + nn) of y
- * as f32 (row stride ld). pack[i]: thread i's buffer of cpu_gemm_bf16w_pack_floats(K) floats. */
+/* The panel layout (file comment). Element (n, k) of W [N, K] sits at
+ * bf16_panel(W, K, n / 8)[(k / 2) * 16 + (n % 8) * 2 + k % 2]. */
+#define BF16_NR 8
+static inline int bf16_k2(int K) { return (K + 1) / 2; }
+static inline int bf16_n_panels(int N) { return (N + BF16_NR - 1) / BF16_NR; }
+static inline size_t bf16_panel_elems(int K) { return (size_t)bf16_k2(K) * 2 * BF16_NR; }
+static inline const uint16_t *bf16_panel(const uint16_t *W, int K, int P) { return W + (size_t)P * bf16_panel_elems(K); }
+/* plain [N, K] -> panels at dst (threads take whole panels). */
+void bf16_pack_panels(uint16_t *dst, const uint16_t *plain, int N, int K, int n_threads);
+
+/* cpu_gemm_bf16w.c, on the FMA units (AVX2; the caller checks the CPU): y = x @ W^T with W in
+ * panels, x [T, ldx] f32 (ldx = 2 K2, zero at k = K when K is odd). Each tile of at most 6
+ * tokens x 8 rows goes to epi: rows [t0, t0 + m) x columns [n0, n0 + nn) of y as f32 (row
+ * stride ld). cpu_bf16_panels_avx2: panels [P0, P1) for all T tokens on the calling thread
+ * (the GEMV); cpu_gemm_bf16w_avx2: all of N on n_threads (the batched GEMM). */
 typedef void cpu_gemm_epi_fn(const void *ctx, const float *tile, int ld, int t0, int m, int n0, int nn);
-size_t cpu_gemm_bf16w_pack_floats(int K);
+void cpu_bf16_panels_avx2(const float *xf, const uint16_t *W, int T, int N, int K, int P0, int P1,
+                          cpu_gemm_epi_fn *epi, const void *ctx);
 void cpu_gemm_bf16w_avx2(const float *xf, const uint16_t *W, int T, int N, int K, cpu_gemm_epi_fn *epi,
-                         const void *ctx, float *const *pack, int n_threads);
+                         const void *ctx, int n_threads);
 
 /* cpu_bf16_gemm.c: the GEMM entry points (tp_backend signatures) and matrix layout. */
 size_t bf16_matrix_bytes(tp_backend *b, int rows, int cols);
 void bf16_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols);
-void bf16_ready_clear(void); /* forget which matrices hold their blocked copy (destroy) */
+void bf16_matrix_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std);
 const char *bf16_gemm_kernel(tp_backend *b, int T); /* kernel_name of the GEMM path at T tokens */
 void bf16_matmul(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
                  int accumulate);

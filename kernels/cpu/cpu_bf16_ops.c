@@ -181,7 +181,6 @@ static void bf16_destroy(tp_backend *b) {
     free(c->scratch);
     free(c->scratch_cap);
     tp_dnnl_destroy(bf16_impl(b)->dnnl);
-    bf16_ready_clear();
     free(b->impl);
     free(b);
 }
@@ -202,6 +201,7 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     b->impl = c;
     c->verbose = verbose;
     c->isa = bf16_isa_pick();
+    c->panels = c->isa != BF16_ISA_AVX512BF16; /* the weight layout (cpu_bf16.h) */
     const char *ft = getenv("TPGEN_BF16_GEMV_MAX_T"); /* the GEMV / batched-GEMM crossover */
     c->few_tokens = ft && *ft ? atoi(ft) : 16;
     const char *gm = getenv("TPGEN_CPU_GEMM"); /* "dnnl": oneDNN even through its reference code
@@ -221,6 +221,12 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
         bf16_destroy(b);
         return NULL;
     }
+    if (gm && strcmp(gm, "fma") == 0 && !c->panels) {
+        snprintf(err, err_size, "TPGEN_CPU_GEMM=fma: the FMA GEMM reads the weight panels of the avx2 and c GEMV, "
+                                "not the rows the avx512bf16 GEMV streams (add TPGEN_CPU_ISA=avx2)");
+        bf16_destroy(b);
+        return NULL;
+    }
     char why[256] = "";
     if (gm && strcmp(gm, "fma") == 0) snprintf(why, sizeof why, "TPGEN_CPU_GEMM=fma");
     else if (!(gm && strcmp(gm, "blas") == 0)) {
@@ -231,14 +237,14 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
             return NULL;
         }
     } else snprintf(why, sizeof why, "TPGEN_CPU_GEMM=blas");
-    c->fma_gemm = !c->dnnl && avx2 && !(gm && strcmp(gm, "blas") == 0);
+    c->fma_gemm = !c->dnnl && avx2 && c->panels && !(gm && strcmp(gm, "blas") == 0);
     if (verbose) {
         tp_log0("cpu bf16: GEMV (T <= %d) -> %s\n", c->few_tokens, bf16_isa_name(c->isa));
         if (c->dnnl) tp_log0("cpu bf16: batched GEMM (T > %d) -> oneDNN matmul, %s\n", c->few_tokens,
                              tp_dnnl_impl(c->dnnl));
         else tp_log0("cpu bf16: batched GEMM (T > %d) -> %s (oneDNN not used: %s)\n", c->few_tokens,
-                     c->fma_gemm ? "the FMA GEMM on bf16 weights packed to f32 (AVX2)"
-                                 : "OpenBLAS sgemm on f32 panels of the bf16 weights",
+                     c->fma_gemm ? "the FMA GEMM on the bf16 weight panels (AVX2)"
+                                 : "OpenBLAS sgemm on f32 blocks of the bf16 weights",
                      why);
     }
     b->act = TP_BF16;
@@ -246,6 +252,7 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     b->fill_random = bf16_fill_random;
     b->matrix_bytes = bf16_matrix_bytes;
     b->matrix_upload = bf16_matrix_upload;
+    b->matrix_fill_random = bf16_matrix_fill_random;
     b->embed = bf16_embed;
     b->layernorm = bf16_layernorm;
     b->matmul = bf16_matmul;

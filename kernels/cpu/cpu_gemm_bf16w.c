@@ -1,113 +1,120 @@
-/* f32 GEMM on the FMA units for bf16 weights, AVX2 (the bf16 backend's batched steps and
- * prefill on CPUs without native bf16): y[T, N] = x[T, K] @ W^T in f32, W [N, K] bf16.
+/* f32 products on the FMA units for bf16 weights in panels (kernels/cpu/cpu_bf16.h), AVX2: the
+ * bf16 backend's GEMV (T <= few_tokens) and its batched GEMM (larger T) on CPUs without native
+ * bf16. y[T, N] = x[T, K] @ W^T in f32.
  *
- * OpenBLAS needs W in f32: the panel path widened W into a buffer and OpenBLAS packed that
- * buffer again, two extra passes that made bf16 prefill 0.82x f32 (docs/CPU_BF16.md). Here W
- * is widened straight into the packed layout the micro-kernel reads:
- *  - pack: a panel of NR = 16 rows of W as f32 [K][16] (zeros past N), K * 64 B, a group of up
- *    to SP panels per thread at a time; 8 rows x 8 k widened (a shift) and transposed.
- *  - micro-kernel, 6 tokens x 16 rows: per k, 2 loads of the panel, 6 broadcasts of x, 12
- *    vfmadd231ps into 12 accumulators (+ 2 + 1 = 15 ymm), in assembly like the int8 GEMM's
- *    (cpu_int8_gemm.c: gcc's intrinsics for such loops ran at half the rate). 1-5 token tiles:
- *    intrinsics.
- *  - x in chunks of up to XC_BYTES kept in L2 across a group's panels. (Blocks of 256 k, a
- *    panel's block in L1 across the tiles, measured no faster at K = 1024 and 0.75x at K = 4096.)
- * Sums run in k order with one FMA per product (f32), so y differs from OpenBLAS's by summation
- * order only; the caller's epilogue takes each 6 x 16 tile. */
+ * A panel holds 8 rows by k pairs: per pair, one 32-byte vector of 8 x (w[k], w[k+1]). The
+ * micro-kernel widens it in registers with two unpacks against zero (a bf16 is the high half of
+ * its f32): lo = rows {0, 1, 4, 5} and hi = rows {2, 3, 6, 7}, each as (w[k], w[k+1]) lanes,
+ * and multiplies both by x's pair (x[k], x[k+1]) broadcast as 64 bits. Each lane then sums the
+ * even or the odd products of one row; hadd(lo, hi) at the end gives rows 0-7 in order. Per
+ * pair and 6 tokens: 2 loads of the panel (as the unpacks' operands), 2 unpacks, 6 broadcasts
+ * and 12 vfmadd231ps into 12 accumulators (+ lo, hi, the broadcast and a zero = 16 ymm), in
+ * assembly (gcc's intrinsics for such loops ran at half the rate: cpu_int8_gemm.c). 1-5 token
+ * tiles: intrinsics, a prefetch a line ahead of their stream (the GEMV reads W from memory).
+ *
+ * Nothing is packed per call: the layout is written once at upload. (The previous GEMM widened
+ * W per call into f32 [K][16] panels: 22% of a bf16 batch-32 step went to that pack, perf.)
+ * Sums: per row, the even products and the odd products, each in k order with one FMA per
+ * product, then added; y differs from OpenBLAS's by summation order only. */
 #include <omp.h>
+#include <string.h>
 
 #include "util/log.h"
-#include "kernels/common/tp_round.h"
 #include "kernels/cpu/cpu_bf16.h"
 
-#define NR 16
+#define NR BF16_NR
 #define MR 6
-#define SP 8
-#define XC_BYTES (192 << 10)
-
-size_t cpu_gemm_bf16w_pack_floats(int K) { return (size_t)SP * NR * (size_t)(K > 0 ? K : 1); }
+#define SP 16                /* panels per thread group: SP * K * 16 B of W (256 KiB at K = 1024), in L2 */
+#define XC_BYTES (192 << 10) /* x chunk kept in L2 across a group's panels */
+#define PF 512               /* elements (1 KiB) of prefetch distance in the small tiles */
 
 #if defined(__x86_64__)
 #include "kernels/cpu/cpu_avx2.h"
 #define AVX2_FN static inline __attribute__((always_inline, target("avx2,fma")))
 #define UNROLL _Pragma("GCC unroll 8")
 
-/* Rows [n0, n0 + nn) of W [., K] bf16 -> bp [K][NR] f32 (zeros past nn). */
-__attribute__((target("avx2,fma"))) static void pack_panel(float *bp, const uint16_t *W, int K, int n0, int nn) {
-    int k0 = 0;
-    if (nn == NR)
-        for (; k0 + 8 <= K; k0 += 8)
-            for (int h = 0; h < 2; h++) {
-                __m256i r[8];
-                for (int j = 0; j < 8; j++)
-                    r[j] = _mm256_slli_epi32(
-                        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(W + (size_t)(n0 + 8 * h + j) * K + k0))),
-                        16);
-                cpu_transpose8x32(r);
-                for (int p = 0; p < 8; p++) _mm256_storeu_si256((__m256i *)(bp + (size_t)(k0 + p) * NR + 8 * h), r[p]);
-            }
-    for (int k = k0; k < K; k++)
-        for (int j = 0; j < NR; j++) bp[(size_t)k * NR + j] = j < nn ? tp_bf16_to_f32(W[(size_t)(n0 + j) * K + k]) : 0.0f;
-}
+/* Raw tile: o[t][0..8) the lo accumulator, o[t][8..16) the hi one (file comment). */
+typedef float raw_tile[MR][2 * NR];
 
-/* o[t][0..16) = sum over k of x row t (rows K apart) . the panel's rows, MT < MR tokens. */
-AVX2_FN void tile(const float *x, int K, const float *bp, const int MT, float o[MR][NR]) {
-    __m256 a[MR][2];
-    UNROLL for (int t = 0; t < MT; t++) a[t][0] = a[t][1] = _mm256_setzero_ps();
-    for (int k = 0; k < K; k++, bp += NR) {
-        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
-        UNROLL for (int t = 0; t < MT; t++) {
-            const __m256 xv = _mm256_broadcast_ss(x + (size_t)t * K + k);
-            a[t][0] = _mm256_fmadd_ps(xv, b0, a[t][0]);
-            a[t][1] = _mm256_fmadd_ps(xv, b1, a[t][1]);
-        }
-    }
+/* One pair p of the panel b for MT tokens at x (rows ldx apart) into a[t] (lo) / a[t + MR] (hi). */
+AVX2_FN void tile_step(const float *x, long ldx, const uint16_t *b, long p, const int MT, __m256 a[2 * MR]) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(b + p * 2 * NR)), z = _mm256_setzero_si256();
+    const __m256 lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v)),
+                 hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v));
     UNROLL for (int t = 0; t < MT; t++) {
-        _mm256_storeu_ps(o[t], a[t][0]);
-        _mm256_storeu_ps(o[t] + 8, a[t][1]);
+        const __m256 xv = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(x + t * ldx + 2 * p)));
+        a[t] = _mm256_fmadd_ps(lo, xv, a[t]);
+        a[t + MR] = _mm256_fmadd_ps(hi, xv, a[t + MR]);
+    }
+}
+/* Pairs [0, np) for MT < MR tokens. Up to 3 tokens, two accumulator sets (even and odd pairs)
+ * keep 4 MT >= 4 FMA chains in flight. */
+AVX2_FN void tile(const float *x, long ldx, const uint16_t *bp, long np, const int MT, raw_tile o) {
+    const int U = MT <= 3 ? 2 : 1;
+    __m256 a[2][2 * MR];
+    UNROLL for (int u = 0; u < U; u++)
+        UNROLL for (int t = 0; t < MT; t++) a[u][t] = a[u][t + MR] = _mm256_setzero_ps();
+    long p = 0;
+    for (; p + 2 <= np; p += 2) { /* a 64-byte line of the panel a step */
+        _mm_prefetch((const char *)(bp + p * 2 * NR + PF), _MM_HINT_T0);
+        tile_step(x, ldx, bp, p, MT, a[0]);
+        tile_step(x, ldx, bp, p + 1, MT, a[U - 1]);
+    }
+    if (p < np) tile_step(x, ldx, bp, p, MT, a[0]);
+    UNROLL for (int t = 0; t < MT; t++) {
+        __m256 lo = a[0][t], hi = a[0][t + MR];
+        if (U == 2) {
+            lo = _mm256_add_ps(lo, a[1][t]);
+            hi = _mm256_add_ps(hi, a[1][t + MR]);
+        }
+        _mm256_storeu_ps(o[t], lo);
+        _mm256_storeu_ps(o[t] + NR, hi);
     }
 }
 
+/* One token's broadcast pair (ymm14) against lo (ymm12) and hi (ymm13) into its accumulators. */
 #define BW_ROW(R, A0, A1)                                                                                              \
-    "vbroadcastss " R ", %%ymm14\n\t"                                                                                  \
+    "vbroadcastsd " R ", %%ymm14\n\t"                                                                                  \
     "vfmadd231ps %%ymm12, %%ymm14, " A0 "\n\t"                                                                         \
     "vfmadd231ps %%ymm13, %%ymm14, " A1 "\n\t"
-/* The full 6 x 16 tile over all K: 12 accumulators + 2 panel vectors + 1 broadcast. */
-__attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const float *x, int K, const float *bp,
-                                                                    float out[MR][NR]) {
-    long n = K;
-    const float *x3 = x + 3 * (size_t)K;
-    const long ldx = 4 * (long)K; /* bytes between x rows */
+/* The 6-token tile over pairs [0, n): token t's lo in ymm(2t), hi in ymm(2t + 1), stored as
+ * o[t][0..16) (CPU_AVX2_STORE12_ASM's [6][16]); ymm15 stays zero for the unpacks. */
+__attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const float *x, long ldx, const uint16_t *bp,
+                                                                    long n, raw_tile o) {
+    const float *x3 = x + 3 * ldx;
+    const long ldb = 4 * ldx; /* bytes between x rows */
     __asm__ volatile(
         CPU_AVX2_ZERO12_ASM
+        "vpxor %%ymm15, %%ymm15, %%ymm15\n\t"
         "test %[n], %[n]\n\t"
         "jle 2f\n"
         "1:\n\t"
-        "vmovups (%[b]), %%ymm12\n\t"
-        "vmovups 32(%[b]), %%ymm13\n\t"
+        "vpunpcklwd (%[b]), %%ymm15, %%ymm12\n\t"
+        "vpunpckhwd (%[b]), %%ymm15, %%ymm13\n\t"
         BW_ROW("(%[x])", "%%ymm0", "%%ymm1")
-        BW_ROW("(%[x],%[ldx])", "%%ymm2", "%%ymm3")
-        BW_ROW("(%[x],%[ldx],2)", "%%ymm4", "%%ymm5")
+        BW_ROW("(%[x],%[ldb])", "%%ymm2", "%%ymm3")
+        BW_ROW("(%[x],%[ldb],2)", "%%ymm4", "%%ymm5")
         BW_ROW("(%[x3])", "%%ymm6", "%%ymm7")
-        BW_ROW("(%[x3],%[ldx])", "%%ymm8", "%%ymm9")
-        BW_ROW("(%[x3],%[ldx],2)", "%%ymm10", "%%ymm11")
-        "add $4, %[x]\n\t"
-        "add $4, %[x3]\n\t"
-        "add $64, %[b]\n\t"
+        BW_ROW("(%[x3],%[ldb])", "%%ymm8", "%%ymm9")
+        BW_ROW("(%[x3],%[ldb],2)", "%%ymm10", "%%ymm11")
+        "add $8, %[x]\n\t"
+        "add $8, %[x3]\n\t"
+        "add $32, %[b]\n\t"
         "dec %[n]\n\t"
         "jnz 1b\n"
         "2:\n\t"
         CPU_AVX2_STORE12_ASM
         : [x] "+r"(x), [x3] "+r"(x3), [b] "+r"(bp), [n] "+r"(n)
-        : [ldx] "r"(ldx), [o] "r"(&out[0][0])
+        : [ldb] "r"(ldb), [o] "r"(&o[0][0])
         : CPU_AVX2_CLOBBERS16);
 }
 
-typedef void tile_fn(const float *x, int K, const float *bp, float o[MR][NR]);
+/* One function per tile height (MT a constant: the accumulators stay in registers). */
+typedef void tile_fn(const float *x, long ldx, const uint16_t *bp, long np, raw_tile o);
 #define TILE_FN(M)                                                                                                     \
-    __attribute__((target("avx2,fma"), noinline)) static void tile_##M(const float *x, int K, const float *bp,      \
-                                                                        float o[MR][NR]) {                            \
-        tile(x, K, bp, M, o);                                                                                          \
+    __attribute__((target("avx2,fma"), noinline)) static void tile_##M(const float *x, long ldx, const uint16_t *bp, \
+                                                                        long np, raw_tile o) {                        \
+        tile(x, ldx, bp, np, M, o);                                                                                    \
     }
 TILE_FN(1)
 TILE_FN(2)
@@ -115,45 +122,81 @@ TILE_FN(3)
 TILE_FN(4)
 TILE_FN(5)
 static tile_fn *const g_tiles[MR + 1] = {NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile6_asm};
+_Static_assert(MR == 6 && NR == 8, "the asm micro-kernel is 6 tokens x 8 rows");
 
+/* Tokens [t0, t1) of the panel bp (rows [n0, n0 + nn)), then the epilogue. Tiles of 6 tokens
+ * and the rest, or (even) groups of at most 6 when the tokens are few (8 = 4 + 4, not 6 + 2). */
+__attribute__((target("avx2,fma"))) static void panel_tokens(const float *xf, long ldx, const uint16_t *bp, int t0,
+                                                               int t1, long np, int n0, int nn, int even,
+                                                               cpu_gemm_epi_fn *epi, const void *ctx) {
+    const int groups = (t1 - t0 + MR - 1) / MR;
+    for (int g = 0; t0 < t1; g++) {
+        const int left = groups - g, m = even ? (t1 - t0 + left - 1) / left : t1 - t0 < MR ? t1 - t0 : MR;
+        raw_tile raw;
+        float o[MR][NR];
+        g_tiles[m](xf + (size_t)t0 * ldx, ldx, bp, np, raw);
+        for (int t = 0; t < m; t++)
+            _mm256_storeu_ps(o[t], _mm256_hadd_ps(_mm256_loadu_ps(raw[t]), _mm256_loadu_ps(raw[t] + NR)));
+        epi(ctx, &o[0][0], NR, t0, m, n0, nn);
+        t0 += m;
+    }
+}
+
+static void panels(const float *xf, const uint16_t *W, int t0, int t1, int N, int K, int P0, int P1, int even,
+                   cpu_gemm_epi_fn *epi, const void *ctx) {
+    for (int P = P0; P < P1; P++) {
+        const int n0 = P * NR;
+        panel_tokens(xf, 2L * bf16_k2(K), bf16_panel(W, K, P), t0, t1, bf16_k2(K), n0, N - n0 < NR ? N - n0 : NR, even,
+                     epi, ctx);
+    }
+}
+
+void cpu_bf16_panels_avx2(const float *xf, const uint16_t *W, int T, int N, int K, int P0, int P1,
+                          cpu_gemm_epi_fn *epi, const void *ctx) {
+    panels(xf, W, 0, T, N, K, P0, P1, 1, epi, ctx);
+}
+
+/* Threads take groups of up to SP panels; each group runs x in chunks of mc tokens (a multiple
+ * of 6, mc * K * 4 B <= XC_BYTES, kept in L2 across the group's panels). */
 void cpu_gemm_bf16w_avx2(const float *xf, const uint16_t *W, int T, int N, int K, cpu_gemm_epi_fn *epi,
-                         const void *ctx, float *const *pack, int n_threads) {
-    const int panels = (N + NR - 1) / NR;
-    const size_t panel_floats = (size_t)NR * (size_t)K;
-    int sp = (panels + n_threads - 1) / n_threads;
+                         const void *ctx, int n_threads) {
+    const int np = bf16_n_panels(N);
+    int sp = (np + n_threads - 1) / n_threads; /* every thread a group at least */
     sp = sp < 1 ? 1 : sp > SP ? SP : sp;
-    const int groups = (panels + sp - 1) / sp;
-    int mc = (int)(XC_BYTES / (4 * (size_t)K)) / MR * MR;
+    const int groups = (np + sp - 1) / sp;
+    int mc = (int)(XC_BYTES / (8 * (size_t)bf16_k2(K))) / MR * MR;
     mc = mc < MR ? MR : mc;
-    #pragma omp parallel num_threads(n_threads) if (n_threads > 1 && groups > 1)
-    {
-        float *bp = pack[omp_get_thread_num()];
-        #pragma omp for schedule(static)
-        for (int g = 0; g < groups; g++) {
-            const int p0 = g * sp, np = panels - p0 < sp ? panels - p0 : sp;
-            for (int i = 0; i < np; i++) {
-                const int n0 = (p0 + i) * NR;
-                pack_panel(bp + (size_t)i * panel_floats, W, K, n0, N - n0 < NR ? N - n0 : NR);
-            }
-            for (int c0 = 0; c0 < T; c0 += mc) {
-                const int c1 = T - c0 < mc ? T : c0 + mc;
-                for (int i = 0; i < np; i++) {
-                    const int n0 = (p0 + i) * NR, nn = N - n0 < NR ? N - n0 : NR;
-                    for (int t0 = c0; t0 < c1; t0 += MR) {
-                        const int m = c1 - t0 < MR ? c1 - t0 : MR;
-                        float o[MR][NR];
-                        g_tiles[m](xf + (size_t)t0 * K, K, bp + (size_t)i * panel_floats, o);
-                        epi(ctx, &o[0][0], NR, t0, m, n0, nn);
-                    }
-                }
-            }
-        }
+    #pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1 && groups > 1)
+    for (int g = 0; g < groups; g++) {
+        const int P0 = g * sp, P1 = np - P0 < sp ? np : P0 + sp;
+        for (int t0 = 0; t0 < T; t0 += mc) panels(xf, W, t0, T - t0 < mc ? T : t0 + mc, N, K, P0, P1, 0, epi, ctx);
     }
 }
 #else
+void cpu_bf16_panels_avx2(const float *xf, const uint16_t *W, int T, int N, int K, int P0, int P1,
+                          cpu_gemm_epi_fn *epi, const void *ctx) {
+    (void)xf, (void)W, (void)T, (void)N, (void)K, (void)P0, (void)P1, (void)epi, (void)ctx;
+    tp_die_all("cpu bf16: the AVX2 GEMV was called on a CPU other than x86-64");
+}
 void cpu_gemm_bf16w_avx2(const float *xf, const uint16_t *W, int T, int N, int K, cpu_gemm_epi_fn *epi,
-                         const void *ctx, float *const *pack, int n_threads) {
-    (void)xf, (void)W, (void)T, (void)N, (void)K, (void)epi, (void)ctx, (void)pack, (void)n_threads;
+                         const void *ctx, int n_threads) {
+    (void)xf, (void)W, (void)T, (void)N, (void)K, (void)epi, (void)ctx, (void)n_threads;
     tp_die_all("cpu bf16: the AVX2 GEMM was called on a CPU other than x86-64");
 }
 #endif
+
+/* ---- the layout (portable) ---- */
+void bf16_pack_panels(uint16_t *dst, const uint16_t *plain, int N, int K, int n_threads) {
+    const int np = bf16_n_panels(N), K2 = bf16_k2(K), Ke = K & ~1;
+    #pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1 && (size_t)N * K >= 1 << 16)
+    for (int P = 0; P < np; P++) {
+        uint16_t *d = dst + (size_t)P * bf16_panel_elems(K);
+        memset(d, 0, bf16_panel_elems(K) * sizeof *d);
+        for (int r = 0; r < NR && P * NR + r < N; r++) {
+            const uint16_t *w = plain + (size_t)(P * NR + r) * K;
+            uint16_t *o = d + 2 * r;
+            for (int k = 0; k < Ke; k += 2, o += 2 * NR) memcpy(o, w + k, 2 * sizeof *w); /* one 32-bit pair */
+            if (K & 1) d[(size_t)(K2 - 1) * 2 * NR + 2 * r] = w[K - 1];
+        }
+    }
+}

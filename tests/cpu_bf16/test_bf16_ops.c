@@ -11,7 +11,8 @@
  *    slope is below 1.13) -- one rounding plus any f32 summation order; f32 logits: the second
  *    term only. vdpbf16ps flushes subnormals: the inputs here have none.
  *  - element-wise and norms: u |ref| plus a few f32 ulps of the operands' scale.
- *  - add, embed, gather, upload, fill_random: bit-exact.
+ *  - add, embed, gather, upload, fill_random: bit-exact; so is a matrix in the panel layout of the
+ *    avx2 and c kernels (test_layout: every element where cpu_bf16.h puts it, zeros past N, K).
  *  - the GEMV kernel of ISA against its reference twin, the c kernel (test_twin): within the sum
  *    of both kernels' GEMM bounds above -- a tolerance, not bits: the avx2 kernel sums in
  *    another order (8 even and 8 odd lanes, UK partial sums) with fused multiply-adds, the c
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_bf16.h"
 #include "tests/common/check.h"
 
 static const double U = 1.0 / 256;
@@ -90,13 +92,13 @@ static void run_gemm(tp_backend *b, void *y, const uint16_t *x, const uint16_t *
     b->free(b, W); b->free(b, xd); b->free(b, bd_);
 }
 
-/* The GEMV kernel of b (T <= 9 < few_tokens) against the c kernel of ref on the same inputs:
- * T = 1..9 (every token group of 1-4 and its tails), K odd, below 16, not a multiple of 16, of
+/* The GEMV kernel of b (T <= 16 = few_tokens) against the c kernel of ref on the same inputs:
+ * T = 1..9, 12, 16 (every tile height of 1-6 tokens, the even splits 5 + 4, 6 + 6, 6 + 5 + 5), K odd, below 16, not a multiple of 16, of
  * 16 but not of the 64-element step, and long (> the prefetch distance); N odd and not a
  * multiple of the per-thread chunk; every epilogue. Bound: the header's, for each kernel. */
 static void test_twin(tp_backend *b, tp_backend *ref) {
     static const int NK[][2] = {{70, 1031}, {33, 15}, {17, 100}, {50, 48}, {9, 2050}, {129, 64}, {1, 1}};
-    for (int T = 1; T <= 9; T++)
+    for (int T = 1; T <= 16; T += T < 9 ? 1 : T < 12 ? 3 : 4)
         for (size_t s = 0; s < sizeof NK / sizeof NK[0]; s++)
             for (int mode = 0; mode < 5; mode++) {
                 const int N = NK[s][0], K = NK[s][1];
@@ -182,6 +184,34 @@ static void test_elementwise(tp_backend *b) {
     for (int i = 0; i < 101; i++) CHECK(rbf[i] == tp_f32_to_bf16(rf[i]), "fill_random[%d]", i);
     f32b->destroy(f32b);
     free(x); free(y); free(g); free(be); free(o);
+}
+
+/* matrix_upload and matrix_fill_random in the panel layout (isa avx2 or c): element (n, k) of
+ * the plain matrix at cpu_bf16.h's place, every other element of the panels zero. */
+static void test_layout(tp_backend *b) {
+    static const int NK[][2] = {{13, 7}, {8, 16}, {17, 1}, {3, 100}};
+    for (size_t s = 0; s < sizeof NK / sizeof NK[0]; s++)
+        for (int fill = 0; fill < 2; fill++) {
+            const int N = NK[s][0], K = NK[s][1];
+            uint16_t *w = rand_bf16((size_t)N * K, 0.5);
+            void *W = b->alloc(b, b->matrix_bytes(b, N, K), "W");
+            if (fill) {
+                b->fill_random(b, w, (size_t)N * K, 77, 0.0f, 0.02f);
+                b->matrix_fill_random(b, W, N, K, 77, 0.0f, 0.02f);
+            } else b->matrix_upload(b, W, w, TP_BF16, N, K);
+            const size_t pe = bf16_panel_elems(K);
+            int bad = 0;
+            for (int P = 0; P < bf16_n_panels(N); P++)
+                for (size_t i = 0; i < pe; i++) {
+                    const int n = P * BF16_NR + (int)(i % (2 * BF16_NR)) / 2, k = (int)(i / (2 * BF16_NR)) * 2 + (int)(i % 2);
+                    const uint16_t want = n < N && k < K ? w[(size_t)n * K + k] : 0;
+                    bad += bf16_panel(W, K, P)[i] != want;
+                }
+            CHECK(bad == 0, "layout N=%d K=%d %s: %d elements misplaced", N, K, fill ? "matrix_fill_random" : "matrix_upload",
+                  bad);
+            b->free(b, W);
+            free(w);
+        }
 }
 
 /* rotary + KV write, then attention over a paged cache with scattered blocks. */
@@ -302,6 +332,7 @@ int main(int argc, char **argv) {
         if (ref) { test_twin(b, ref); ref->destroy(ref); }
     }
     test_elementwise(b);
+    if (strcmp(isa, "avx512bf16") != 0) test_layout(b);
     const int lens1[1] = {0}, lens3[3] = {5, 0, 22};
     test_attention(b, 1, 8, 8, 1, lens1, 1);    /* one token, one position */
     test_attention(b, 3, 16, 8, 3, lens3, 1);   /* decode, partial rotary */
