@@ -1,30 +1,11 @@
-/* AVX2 helpers the packing routines of the GEMM kernels share (cpu_int8_gemm.c,
- * cpu_gemm_bf16w.c). Include only from x86-64 code built with an avx2 target attribute. */
+/* AVX2 pieces the GEMM micro-kernels share (cpu_int8_gemm.c, cpu_gemm_bf16w.c). Include only
+ * from x86-64 code built with an avx2 target attribute. */
 #ifndef TPGEN_CPU_AVX2_H
 #define TPGEN_CPU_AVX2_H
 
 #include <immintrin.h>
 
-/* r[j] = 8 elements of 32 bits of row j -> r[p] = element p of the 8 rows (8 x 8 transpose). */
-static inline __attribute__((always_inline, target("avx2"))) void cpu_transpose8x32(__m256i r[8]) {
-    __m256i t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) { /* rows 4i..4i+3: u[4i + 0..3] hold elements {0,4}, {1,5}, {2,6}, {3,7} */
-        u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int p = 0; p < 4; p++) {
-        r[p] = _mm256_permute2x128_si256(u[p], u[4 + p], 0x20);
-        r[p + 4] = _mm256_permute2x128_si256(u[p], u[4 + p], 0x31);
-    }
-}
-
-/* Inline-assembly pieces of the 6 x 16 micro-kernels (cpu_int8_gemm.c, cpu_gemm_bf16w.c): their
+/* Inline-assembly pieces of the 6-token micro-kernels (cpu_int8_gemm.c, cpu_gemm_bf16w.c): their
  * 12 accumulators ymm0-ymm11 zeroed (all-zero bits: int32 0 and f32 +0), stored to %[o]
  * (12 x 32 bytes, row-major [6][16] of 4-byte elements), and the clobbers of a kernel that
  * uses all 16 ymm registers. */

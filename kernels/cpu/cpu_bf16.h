@@ -61,12 +61,14 @@ bf16_isa bf16_isa_pick(void);
 static inline int bf16_k2(int K) { return (K + 1) / 2; }
 static inline int bf16_n_panels(int N) { return (N + BF16_NR - 1) / BF16_NR; }
 static inline size_t bf16_panel_elems(int K) { return (size_t)bf16_k2(K) * 2 * BF16_NR; }
+/* Row stride of x widened to f32 for the panel kernels (whole pairs). */
+static inline size_t bf16_ldx(int K) { return 2 * (size_t)bf16_k2(K); }
 static inline const uint16_t *bf16_panel(const uint16_t *W, int K, int P) { return W + (size_t)P * bf16_panel_elems(K); }
 /* plain [N, K] -> panels at dst (threads take whole panels). */
 void bf16_pack_panels(uint16_t *dst, const uint16_t *plain, int N, int K, int n_threads);
 
 /* cpu_gemm_bf16w.c, on the FMA units (AVX2; the caller checks the CPU): y = x @ W^T with W in
- * panels, x [T, ldx] f32 (ldx = 2 K2, zero at k = K when K is odd). Each tile of at most 6
+ * panels, x [T, bf16_ldx(K)] f32 (zero at k = K when K is odd). Each tile of at most 6
  * tokens x 8 rows goes to epi: rows [t0, t0 + m) x columns [n0, n0 + nn) of y as f32 (row
  * stride ld). cpu_bf16_panels_avx2: panels [P0, P1) for all T tokens on the calling thread
  * (the GEMV); cpu_gemm_bf16w_avx2: all of N on n_threads (the batched GEMM). */

@@ -132,9 +132,9 @@ CPU_SIMD_CLONES static void widen_bf16(float *dst, const bf16 *src, size_t n) {
     for (; i < n; i++) dst[i] = tp_bf16_to_f32(src[i]);
 }
 
-/* x [T, K] bf16 -> f32 [T, 2 K2] (the panel kernels' x: a zero at k = K when K is odd). */
+/* x [T, K] bf16 -> f32 [T, bf16_ldx(K)] (the panel kernels' x: a zero at k = K when K is odd). */
 static float *widen_x(tp_cpu_bf16 *c, const bf16 *x, int T, int K) {
-    const size_t ldx = 2 * (size_t)bf16_k2(K);
+    const size_t ldx = bf16_ldx(K);
     float *xf = bf16_scratch(c, 0, (size_t)T * ldx);
     for (int t = 0; t < T; t++) {
         widen_bf16(xf + t * ldx, x + (size_t)t * K, (size_t)K);
@@ -182,7 +182,7 @@ CPU_SIMD_CLONES static void epi_tile(const epi *e, const float *tile, int ld, in
  * pass (missing ones repeat token t0). xf: widen_x's. */
 static void panels_c(const float *xf, const bf16 *W, int T, int N, int K, int P0, int P1, const epi *e) {
     const int K2 = bf16_k2(K);
-    const size_t ldx = 2 * (size_t)K2;
+    const size_t ldx = bf16_ldx(K);
     for (int P = P0; P < P1; P++) {
         const bf16 *bp = bf16_panel(W, K, P);
         const int n0 = P * BF16_NR, nn = N - n0 < BF16_NR ? N - n0 : BF16_NR;
@@ -236,13 +236,12 @@ static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
 
 /* No oneDNN: per thread, blocks of PANEL rows of W widened to f32, then sgemm into an f32 tile
  * (256 rows: OpenBLAS packs x again for every call, which at 64 rows cost half the rate)
- * and the epilogue. x is widened once (widen_x's stride with panels). */
+ * and the epilogue. x is widened once (widen_x). */
 #define PANEL 256
 static void blas_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
     tp_cpu_bf16 *c = bf16_impl(b);
-    const int nt = c->n_threads, P = PANEL, ldx = c->panels ? 2 * bf16_k2(K) : K;
-    float *xf = widen_x(c, x, T, K);
-    if (!c->panels) widen_bf16(xf, x, (size_t)T * K); /* dense [T, K] */
+    const int nt = c->n_threads, P = PANEL;
+    const float *xf = widen_x(c, x, T, K);
     #pragma omp parallel num_threads(nt)
     {
         const int i = omp_get_thread_num(); /* < nt: each thread grows its own slots only */
@@ -257,7 +256,7 @@ static void blas_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
                     for (int k = 0; k < K; k++) o[k] = tp_bf16_to_f32(s[(size_t)(k / 2) * 2 * BF16_NR + (k & 1)]);
                 }
             } else widen_bf16(wf, W + (size_t)n0 * K, (size_t)nn * K);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xf, ldx, wf, K, 0.0f, tile, P);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xf, (int)bf16_ldx(K), wf, K, 0.0f, tile, P);
             epi_tile(e, tile, P, 0, T, n0, nn);
         }
     }

@@ -78,7 +78,11 @@ AVX2_FN void tile(const float *x, long ldx, const uint16_t *bp, long np, const i
     "vfmadd231ps %%ymm12, %%ymm14, " A0 "\n\t"                                                                         \
     "vfmadd231ps %%ymm13, %%ymm14, " A1 "\n\t"
 /* The 6-token tile over pairs [0, n): token t's lo in ymm(2t), hi in ymm(2t + 1), stored as
- * o[t][0..16) (CPU_AVX2_STORE12_ASM's [6][16]); ymm15 stays zero for the unpacks. */
+ * o[t][0..16) (CPU_AVX2_STORE12_ASM's [6][16]); ymm15 stays zero for the unpacks, whose
+ * second operand is the panel's pair vector in memory. (A variant on an f32 copy of the panels
+ * made once per call, without the unpacks, ran slower at T = 2048: 58-65 GFLOP/s on one
+ * thread against 59-72, 6 alternating runs of bench_bf16_gemm; so did one with x packed per
+ * tile, 53-63.) */
 __attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const float *x, long ldx, const uint16_t *bp,
                                                                     long n, raw_tile o) {
     const float *x3 = x + 3 * ldx;
@@ -124,6 +128,15 @@ TILE_FN(5)
 static tile_fn *const g_tiles[MR + 1] = {NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile6_asm};
 _Static_assert(MR == 6 && NR == 8, "the asm micro-kernel is 6 tokens x 8 rows");
 
+/* raw (lo, hi) -> y's 8 columns in order, m tokens, then the epilogue. */
+__attribute__((target("avx2,fma"))) static void tile_out(raw_tile raw, int t0, int m, int n0, int nn,
+                                                           cpu_gemm_epi_fn *epi, const void *ctx) {
+    float o[MR][NR];
+    for (int t = 0; t < m; t++)
+        _mm256_storeu_ps(o[t], _mm256_hadd_ps(_mm256_loadu_ps(raw[t]), _mm256_loadu_ps(raw[t] + NR)));
+    epi(ctx, &o[0][0], NR, t0, m, n0, nn);
+}
+
 /* Tokens [t0, t1) of the panel bp (rows [n0, n0 + nn)), then the epilogue. Tiles of 6 tokens
  * and the rest, or (even) groups of at most 6 when the tokens are few (8 = 4 + 4, not 6 + 2). */
 __attribute__((target("avx2,fma"))) static void panel_tokens(const float *xf, long ldx, const uint16_t *bp, int t0,
@@ -133,21 +146,19 @@ __attribute__((target("avx2,fma"))) static void panel_tokens(const float *xf, lo
     for (int g = 0; t0 < t1; g++) {
         const int left = groups - g, m = even ? (t1 - t0 + left - 1) / left : t1 - t0 < MR ? t1 - t0 : MR;
         raw_tile raw;
-        float o[MR][NR];
         g_tiles[m](xf + (size_t)t0 * ldx, ldx, bp, np, raw);
-        for (int t = 0; t < m; t++)
-            _mm256_storeu_ps(o[t], _mm256_hadd_ps(_mm256_loadu_ps(raw[t]), _mm256_loadu_ps(raw[t] + NR)));
-        epi(ctx, &o[0][0], NR, t0, m, n0, nn);
+        tile_out(raw, t0, m, n0, nn, epi, ctx);
         t0 += m;
     }
 }
 
+/* Panels [P0, P1) for tokens [t0, t1). */
 static void panels(const float *xf, const uint16_t *W, int t0, int t1, int N, int K, int P0, int P1, int even,
                    cpu_gemm_epi_fn *epi, const void *ctx) {
     for (int P = P0; P < P1; P++) {
         const int n0 = P * NR;
-        panel_tokens(xf, 2L * bf16_k2(K), bf16_panel(W, K, P), t0, t1, bf16_k2(K), n0, N - n0 < NR ? N - n0 : NR, even,
-                     epi, ctx);
+        panel_tokens(xf, (long)bf16_ldx(K), bf16_panel(W, K, P), t0, t1, bf16_k2(K), n0, N - n0 < NR ? N - n0 : NR,
+                     even, epi, ctx);
     }
 }
 
@@ -164,7 +175,7 @@ void cpu_gemm_bf16w_avx2(const float *xf, const uint16_t *W, int T, int N, int K
     int sp = (np + n_threads - 1) / n_threads; /* every thread a group at least */
     sp = sp < 1 ? 1 : sp > SP ? SP : sp;
     const int groups = (np + sp - 1) / sp;
-    int mc = (int)(XC_BYTES / (8 * (size_t)bf16_k2(K))) / MR * MR;
+    int mc = (int)(XC_BYTES / (4 * bf16_ldx(K))) / MR * MR;
     mc = mc < MR ? MR : mc;
     #pragma omp parallel for schedule(static) num_threads(n_threads) if (n_threads > 1 && groups > 1)
     for (int g = 0; g < groups; g++) {

@@ -150,11 +150,11 @@ elif mode == "names":
                     env=dict(env, TPGEN_BF16_GEMV_MAX_T="32"))
     assert kernels(rows, "decode", "batch", 20)["matmul"] == "gemv-bf16-c", rows
     print("bf16 names under TPGEN_CPU_ISA=c / TPGEN_CPU_GEMM=blas / TPGEN_BF16_GEMV_MAX_T: ok")
-    if isa == "avx2":  # the FMA GEMM on bf16 weights packed to f32 (the default without native bf16)
+    if isa == "avx2":  # the FMA GEMM on the bf16 weight panels (the default without native bf16)
         rows, err = bench(1, *flags("20"), "--prefill", "0", "--dtype", "bf16", env={"TPGEN_CPU_GEMM": "fma"},
                           verbose=True)
         assert kernels(rows, "decode", "batch", 20)["matmul"] == "gemm-bf16w-fma-avx2", rows
-        assert "matmul -> FMA GEMM on bf16 weights packed to f32" in err, err
+        assert "matmul -> FMA GEMM on the bf16 weight panels" in err, err
         print("bf16 FMA GEMM name: ok")
     # oneDNN's batched path where this CPU runs bf16 matmul natively (the name carries its kernel)
     cmd = [mpiexec, "--oversubscribe", "--allow-run-as-root", "-np", "1", tpgen, "bench", "--model", fixture,

@@ -309,11 +309,12 @@ int main(int argc, char **argv) {
         printf("SKIPPED: %s\n", err);
         return 77;
     }
-    /* shape classes: GEMV (T <= 16: 1, tails of the 4-token group, odd N for the row pair, K
-     * tails of 8 and 32) and batched (T > 16; N = 150: several 256-row panels and a tail) */
+    /* shape classes: GEMV (T <= 16: 1, tails of the token groups, N and K off the 8-row panel
+     * and the k pair, K tails of 8 and 32) and batched (T > 16; N = 600: several 256-row blocks
+     * and a tail; T = 128, 130: several x chunks of the FMA GEMM at K = 2 and tails) */
     static const int shapes[][3] = {{1, 64, 128}, {1, 33, 37}, {2, 7, 31}, {3, 50, 72}, {4, 16, 40}, {5, 9, 65}, {16, 70, 100},
                                     {1, 1, 1}, {17, 64, 96}, {40, 130, 200}, {33, 5, 8}, {64, 64, 64}, {20, 600, 24},
-                                    {23, 37, 101}, {50, 16, 7}, {19, 33, 1}};
+                                    {23, 37, 101}, {50, 16, 7}, {19, 33, 1}, {130, 37, 101}, {128, 16, 2}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int T = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
         test_matmul(b, T, N, K, 0, 0, 0, 0);
