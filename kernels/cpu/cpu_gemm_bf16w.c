@@ -82,7 +82,8 @@ AVX2_FN void tile(const float *x, long ldx, const uint16_t *bp, long np, const i
  * second operand is the panel's pair vector in memory. (A variant on an f32 copy of the panels
  * made once per call, without the unpacks, ran slower at T = 2048: 58-65 GFLOP/s on one
  * thread against 59-72, 6 alternating runs of bench_bf16_gemm; so did one with x packed per
- * tile, 53-63.) */
+ * tile, 53-63, and one that widened by a shift and a mask and broadcast x[k] and x[k+1] apart,
+ * 53-57 against 60-65.) */
 __attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const float *x, long ldx, const uint16_t *bp,
                                                                     long n, raw_tile o) {
     const float *x3 = x + 3 * ldx;
