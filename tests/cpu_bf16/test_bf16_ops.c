@@ -4,7 +4,8 @@
  * usage: test_bf16_ops THREADS ISA GEMM
  *   ISA: c | avx2 | avx512bf16 (the GEMV kernels, forced through TPGEN_CPU_ISA)
  *   GEMM: blas | dnnl | fma (the batched GEMMs, forced through TPGEN_CPU_GEMM)
- * Exits 77 (ctest SKIPPED) when this CPU or build cannot run the requested path.
+ * Exits 77 (ctest SKIPPED) when this CPU or build cannot run the requested path. avx512bf16 with
+ * fma checks that the backend refuses it (the FMA GEMM reads the avx2 / c weight panels).
  *
  * Bounds (u = 2^-8, bf16's unit roundoff; every op rounds its output once):
  *  - GEMM: |got - ref| <= u |ref| + 2 K 2^-24 sum_k |x_k w_k| (+ the same through GELU, whose
@@ -286,7 +287,7 @@ static void test_attention(tp_backend *b, int Hl, int D, int R, int n_seqs, cons
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s THREADS c|avx2|avx512bf16 blas|dnnl\n", argv[0]);
+        fprintf(stderr, "usage: %s THREADS c|avx2|avx512bf16 blas|dnnl|fma\n", argv[0]);
         return 2;
     }
     const char *isa = argv[2], *gemm = argv[3];
@@ -305,10 +306,16 @@ int main(int argc, char **argv) {
     setenv("TPGEN_CPU_GEMM", gemm, 1);
     char err[512];
     tp_backend *b = tp_backend_cpu_bf16_create(atoi(argv[1]), 1, err, sizeof err);
+    if (!b && !strcmp(isa, "avx512bf16") && !strcmp(gemm, "fma")) { /* the FMA GEMM reads panels: refused */
+        CHECK(strstr(err, "TPGEN_CPU_GEMM=fma: the FMA GEMM reads the weight panels") != NULL, "error: %s", err);
+        printf("%s/%s refused as expected: %s\n", isa, gemm, err);
+        return g_fail ? 1 : 0;
+    }
     if (!b) {
         printf("SKIPPED: %s\n", err);
         return 77;
     }
+    CHECK(strcmp(isa, "avx512bf16") || strcmp(gemm, "fma"), "avx512bf16 with the FMA GEMM was not refused");
     /* shape classes: GEMV (T <= 16: 1, tails of the token groups, N and K off the 8-row panel
      * and the k pair, K tails of 8 and 32) and batched (T > 16; N = 600: several 256-row blocks
      * and a tail; T = 128, 130: several x chunks of the FMA GEMM at K = 2 and tails) */
