@@ -82,6 +82,9 @@ void cpu_gemm_bf16w_avx2(const float *xf, const uint16_t *W, int T, int N, int K
 size_t bf16_matrix_bytes(tp_backend *b, int rows, int cols);
 void bf16_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols);
 void bf16_matrix_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std);
+/* cpu_bf16_ops.c: dst[i] = fill_random's draw first + i, rounded (n elements). */
+void bf16_fill_random_range(tp_backend *b, uint16_t *dst, size_t first, size_t n, uint64_t seed, float mean,
+                            float std);
 const char *bf16_gemm_kernel(tp_backend *b, int T); /* kernel_name of the GEMM path at T tokens */
 void bf16_matmul(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
                  int accumulate);

@@ -280,30 +280,52 @@ size_t bf16_matrix_bytes(tp_backend *b, int rows, int cols) {
     return stored_bytes(c, rows, cols) + (c->dnnl ? tp_dnnl_weights_bytes(c->dnnl, rows, cols) : 0);
 }
 
-/* plain [N, K] bf16 -> the matrix at dst: the panels (or the plain rows) and oneDNN's copy. */
-static void store_plain(tp_backend *b, void *dst, const bf16 *plain, int N, int K) {
-    tp_cpu_bf16 *c = bf16_impl(b);
-    if (c->panels) bf16_pack_panels(dst, plain, N, K, c->n_threads);
-    else if (dst != plain) memcpy(dst, plain, (size_t)N * K * 2);
-    if (c->dnnl) tp_dnnl_reorder(c->dnnl, (char *)dst + stored_bytes(c, N, K), plain, N, K);
+/* Where a matrix's elements come from: a host matrix of type st, or fill_random's draws. */
+typedef struct {
+    const void *src;
+    tp_dtype st;
+    uint64_t seed;
+    float mean, std;
+} mat_src;
+
+/* Rows [n0, n0 + nn) of the source as plain bf16 [nn, K] at out. */
+static void src_rows(tp_backend *b, const mat_src *s, bf16 *out, int n0, int nn, int K) {
+    const size_t first = (size_t)n0 * K, n = (size_t)nn * K;
+    if (s->src) b->upload(b, out, (const char *)s->src + first * tp_dtype_size(s->st), s->st, n);
+    else bf16_fill_random_range(b, out, first, n, s->seed, s->mean, s->std);
 }
 
-/* Through a plain bf16 copy (N K 2 bytes, freed after: one matrix at a time) when in panels. */
-void bf16_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols) {
+/* The matrix at dst: the plain rows or the panels, and oneDNN's copy (reordered from the plain
+ * rows). Panels go through a plain bf16 copy of PACK_ROWS rows at a time, or of the whole
+ * matrix for the reorder (oneDNN with panels: TPGEN_CPU_ISA=avx2|c on a CPU it runs natively). */
+#define PACK_ROWS 512
+static void store_matrix(tp_backend *b, void *dst, const mat_src *s, int N, int K) {
     tp_cpu_bf16 *c = bf16_impl(b);
-    bf16 *plain = c->panels ? tp_malloc((size_t)rows * cols * 2 + 2) : dst;
-    b->upload(b, plain, src_host, st, (size_t)rows * cols);
-    store_plain(b, dst, plain, rows, cols);
-    if (plain != dst) free(plain);
+    if (!c->panels) {
+        src_rows(b, s, dst, 0, N, K);
+        if (c->dnnl) tp_dnnl_reorder(c->dnnl, (char *)dst + stored_bytes(c, N, K), dst, N, K);
+        return;
+    }
+    const int rows = c->dnnl ? N : PACK_ROWS; /* a multiple of 8 unless all of N */
+    bf16 *plain = tp_malloc((size_t)(N < rows ? N : rows) * K * 2 + 2);
+    for (int n0 = 0; n0 < N; n0 += rows) {
+        const int nn = N - n0 < rows ? N - n0 : rows;
+        src_rows(b, s, plain, n0, nn, K);
+        bf16_pack_panels((bf16 *)dst + (size_t)(n0 / BF16_NR) * bf16_panel_elems(K), plain, nn, K, c->n_threads);
+    }
+    if (c->dnnl) tp_dnnl_reorder(c->dnnl, (char *)dst + stored_bytes(c, N, K), plain, N, K);
+    free(plain);
+}
+
+void bf16_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols) {
+    const mat_src s = {.src = src_host, .st = st};
+    store_matrix(b, dst, &s, rows, cols);
 }
 
 /* Element (r, c) is fill_random's draw r * cols + c, as a plain [rows, cols] buffer holds it. */
 void bf16_matrix_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std) {
-    tp_cpu_bf16 *c = bf16_impl(b);
-    bf16 *plain = c->panels ? tp_malloc((size_t)rows * cols * 2 + 2) : dst;
-    b->fill_random(b, plain, (size_t)rows * cols, seed, mean, std);
-    store_plain(b, dst, plain, rows, cols);
-    if (plain != dst) free(plain);
+    const mat_src s = {.seed = seed, .mean = mean, .std = std};
+    store_matrix(b, dst, &s, rows, cols);
 }
 
 /* The path by T (the file comment); bf16_gemm_kernel names it. */

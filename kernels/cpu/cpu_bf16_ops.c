@@ -42,19 +42,23 @@ static void bf16_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype
 }
 
 /* The f32 backend's draws (a pure function of seed and index, kernels/common/tp_rng.h), rounded:
- * the bits the CUDA backend's bf16 fill gives. */
-CPU_SIMD_CLONES static void bf16_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean,
-                                             float std) {
-    bf16 *d = dst;
+ * the bits the CUDA backend's bf16 fill gives. dst[i] is draw first + i (draws come in pairs,
+ * 2 j and 2 j + 1). */
+CPU_SIMD_CLONES void bf16_fill_random_range(tp_backend *b, uint16_t *dst, size_t first, size_t n, uint64_t seed,
+                                            float mean, float std) {
     const uint64_t key = tp_rng_key(seed);
-    const size_t n_pairs = (n + 1) / 2;
+    const size_t j0 = first / 2, j1 = (first + n + 1) / 2;
     #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
-    for (size_t j = 0; j < n_pairs; j++) {
-        float x0, x1;
-        tp_fill_random_pair(key, (uint64_t)j, mean, std, &x0, &x1);
-        d[2 * j] = f2b(x0);
-        if (2 * j + 1 < n) d[2 * j + 1] = f2b(x1);
+    for (size_t j = j0; j < j1; j++) {
+        float x[2];
+        tp_fill_random_pair(key, (uint64_t)j, mean, std, &x[0], &x[1]);
+        for (size_t i = 2 * j; i < 2 * j + 2; i++)
+            if (i >= first && i < first + n) dst[i - first] = f2b(x[i - 2 * j]);
     }
+}
+
+static void bf16_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std) {
+    bf16_fill_random_range(b, dst, 0, n, seed, mean, std);
 }
 
 static void bf16_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E) {
