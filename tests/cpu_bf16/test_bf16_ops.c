@@ -190,7 +190,7 @@ static void test_elementwise(tp_backend *b) {
 /* matrix_upload and matrix_fill_random in the panel layout (isa avx2 or c): element (n, k) of
  * the plain matrix at cpu_bf16.h's place, every other element of the panels zero. */
 static void test_layout(tp_backend *b) {
-    static const int NK[][2] = {{13, 7}, {8, 16}, {17, 1}, {3, 100}};
+    static const int NK[][2] = {{13, 7}, {8, 16}, {17, 1}, {3, 100}, {1031, 3}}; /* 1031: 3 chunks of rows */
     for (size_t s = 0; s < sizeof NK / sizeof NK[0]; s++)
         for (int fill = 0; fill < 2; fill++) {
             const int N = NK[s][0], K = NK[s][1];
@@ -213,6 +213,10 @@ static void test_layout(tp_backend *b) {
             b->free(b, W);
             free(w);
         }
+    uint16_t all[53], part[50]; /* a range of draws starting inside a pair */
+    b->fill_random(b, all, 53, 9, 0.0f, 1.0f);
+    bf16_fill_random_range(b, part, 3, 50, 9, 0.0f, 1.0f);
+    CHECK(!memcmp(all + 3, part, sizeof part), "bf16_fill_random_range from draw 3");
 }
 
 /* rotary + KV write, then attention over a paged cache with scattered blocks. */
