@@ -94,12 +94,14 @@ struct tp_backend {
     /* --- int8 weights (--weights int8; kernels/common/tp_quant.h) ---
      * weights: NULL when matrices hold act like everything else; "int8" when matrix_upload
      * quantizes each Linear weight per output row (int8 + an f32 scale per row; biases, norms and
-     * embeddings stay act). Then these two are set (NULL otherwise):
+     * embeddings stay act). Then these two are set (matrix_upload_rowmax is NULL otherwise):
      * matrix_upload_rowmax: matrix_upload with row_absmax[r] = max |w| over row r's *full* width
      * in the checkpoint, for a column slice (row-parallel out_proj, fc_out): every TP size then
      * quantizes with the same scales, so q is the same bits at TP 1, 2, 4.
      * matrix_fill_random: fill_random of a [rows, cols] matrix buffer: element (r, c) is the
-     * f32 backend's draw r * cols + c, then quantized (bench --random-weights). */
+     * f32 backend's draw r * cols + c, then quantized (bench --random-weights). The bf16 CPU
+     * backend sets it too (its matrices may be stored in panels: kernels/cpu/cpu_bf16.h); NULL
+     * where a matrix is plain act rows, which fill_random fills. */
     const char *weights;
     void (*matrix_upload_rowmax)(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols,
                                  const float *row_absmax);

@@ -96,7 +96,7 @@ double tp_bench_gemm_gflops(tp_backend *b, int T, int N, int K) {
     size_t es = tp_dtype_size(b->act);
     void *x = b->alloc(b, (size_t)T * K * es, "GEMM probe input");
     void *y = b->alloc(b, (size_t)T * N * es, "GEMM probe output");
-    if (b->matrix_fill_random) b->matrix_fill_random(b, W, N, K, 1, 0.0f, 0.02f); /* int8 weights */
+    if (b->matrix_fill_random) b->matrix_fill_random(b, W, N, K, 1, 0.0f, 0.02f); /* int8, bf16 panels */
     else b->fill_random(b, W, (size_t)N * K, 1, 0.0f, 0.02f);
     b->fill_random(b, x, (size_t)T * K, 2, 0.0f, 1.0f);
     double t[5];
