@@ -183,7 +183,8 @@ static void upload_item(tp_backend *b, const load_item *it, const void *host, tp
 }
 
 /* Random weights for benchmarks, drawn on the device (the whole buffer, whatever its layout;
- * an int8 matrix through its own fill, which draws f32 values and quantizes them). */
+ * a matrix through the backend's own fill where it has one: int8, which draws f32 values and
+ * quantizes them, and the bf16 CPU backend's panels). */
 static void random_item(tp_backend *b, const load_item *it, uint64_t seed) {
     float stdv = it->rand_mean != 0 ? 0.01f : 0.02f;
     if (it->is_matrix && b->matrix_fill_random)

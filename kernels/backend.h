@@ -172,7 +172,7 @@ struct tp_backend {
 /* Bytes one product with a [rows, cols] matrix (from matrix_upload) reads: the matrix once in its
  * stored dtype -- int8 plus an f32 scale per row under --weights int8, act otherwise -- without
  * layout padding or a second copy (matrix_bytes may hold one: the bf16 CPU backend keeps oneDNN's
- * blocked W^T beside the plain rows, and a product reads one of the two). The weight bytes
+ * blocked W^T beside its rows or panels, and a product reads one of the two). The weight bytes
  * `tpgen bench` counts per decode step. */
 static inline size_t tp_matrix_read_bytes(const tp_backend *b, int rows, int cols) {
     if (b->weights) return (size_t)rows * (size_t)cols + (size_t)rows * sizeof(float); /* "int8" */

@@ -7,7 +7,7 @@
  * GELU (its fused f32 epilogue), layer norm output, the residual add, rotary q/k, the attention
  * output (scores, softmax and the P.V sum stay f32). Logits stay f32.
  *
- * Linear weights, by GEMV ISA (bf16_panels): with avx2 or c, panels of BF16_NR = 8 rows,
+ * Linear weights, by GEMV ISA (tp_cpu_bf16.panels): with avx2 or c, panels of BF16_NR = 8 rows,
  * [K2][8][2] bf16 each (K2 = ceil(K / 2): rows interleaved by k pairs, one 32-byte vector per
  * pair, zero past N and K; the layout every kernel of those ISAs reads, written once at
  * matrix_upload); with avx512bf16, [N, K] bf16 (HF layout, K contiguous), which its vdpbf16ps
@@ -33,13 +33,13 @@ typedef struct {
     bf16_isa isa;
     int few_tokens;   /* T <= this: the GEMV kernels (W streamed once per step) */
     tp_dnnl *dnnl;    /* batched GEMMs (T > few_tokens) when set; else fma_gemm's or OpenBLAS's */
-    int fma_gemm;     /* no dnnl: 1 = the FMA GEMM of cpu_gemm_bf16w.c (AVX2), 0 = OpenBLAS on f32 panels */
+    int fma_gemm;     /* no dnnl: 1 = the FMA GEMM of cpu_gemm_bf16w.c (AVX2, panels), 0 = OpenBLAS on f32 blocks */
     int panels;       /* matrices in the panel layout (above): isa avx2 or c */
     unsigned printed; /* bit per (op, path) already reported under --verbose */
     char dnnl_name[160]; /* kernel_name of the oneDNN path, made at its first query */
     /* f32 scratch kept between GEMMs (a fresh malloc of MiBs per call came back as new pages to
-     * fault in and clear, ~5% of a prefill): slot 0 x widened or split, 1 + 2 i and 2 + 2 i
-     * thread i's W panel and tile (blas path; the FMA GEMM packs into 1 + 2 i). n_scratch = 1 + 2 n_threads. */
+     * fault in and clear, ~5% of a prefill): slot 0 x widened, 1 + 2 i and 2 + 2 i thread i's
+     * f32 block of W and tile (blas path). n_scratch = 1 + 2 n_threads. */
     float **scratch;
     size_t *scratch_cap; /* floats */
     int n_scratch;

@@ -10,12 +10,14 @@
  * pair and 6 tokens: 2 loads of the panel (as the unpacks' operands), 2 unpacks, 6 broadcasts
  * and 12 vfmadd231ps into 12 accumulators (+ lo, hi, the broadcast and a zero = 16 ymm), in
  * assembly (gcc's intrinsics for such loops ran at half the rate: cpu_int8_gemm.c). 1-5 token
- * tiles: intrinsics, a prefetch a line ahead of their stream (the GEMV reads W from memory).
+ * tiles: intrinsics, a prefetch per line, 1 KiB ahead of their stream (the GEMV reads W from
+ * memory).
  *
  * Nothing is packed per call: the layout is written once at upload. (The previous GEMM widened
  * W per call into f32 [K][16] panels: 22% of a bf16 batch-32 step went to that pack, perf.)
  * Sums: per row, the even products and the odd products, each in k order with one FMA per
- * product, then added; y differs from OpenBLAS's by summation order only. */
+ * product (1-3 token tiles: alternate pairs in two sets, added at the end), then added; y
+ * differs from OpenBLAS's by summation order only. */
 #include <omp.h>
 #include <string.h>
 
@@ -80,10 +82,10 @@ AVX2_FN void tile(const float *x, long ldx, const uint16_t *bp, long np, const i
 /* The 6-token tile over pairs [0, n): token t's lo in ymm(2t), hi in ymm(2t + 1), stored as
  * o[t][0..16) (CPU_AVX2_STORE12_ASM's [6][16]); ymm15 stays zero for the unpacks, whose
  * second operand is the panel's pair vector in memory. (A variant on an f32 copy of the panels
- * made once per call, without the unpacks, ran slower at T = 2048: 58-65 GFLOP/s on one
- * thread against 59-72, 6 alternating runs of bench_bf16_gemm; so did one with x packed per
- * tile, 53-63, and one that widened by a shift and a mask and broadcast x[k] and x[k+1] apart,
- * 53-57 against 60-65.) */
+ * made once per call, without the unpacks, was no faster at T = 2048: median 63.5 GFLOP/s on
+ * one thread against 65.7, 6 alternating runs of bench_bf16_gemm; slower were that copy with x
+ * packed per tile, 61, and widening by a shift and a mask with x[k] and x[k+1] broadcast
+ * apart, 54 against 64.) */
 __attribute__((target("avx2,fma"), noinline)) static void tile6_asm(const float *x, long ldx, const uint16_t *bp,
                                                                     long n, raw_tile o) {
     const float *x3 = x + 3 * ldx;

@@ -151,7 +151,8 @@ elif mode == "names":
     assert kernels(rows, "decode", "batch", 20)["matmul"] == "gemv-bf16-c", rows
     print("bf16 names under TPGEN_CPU_ISA=c / TPGEN_CPU_GEMM=blas / TPGEN_BF16_GEMV_MAX_T: ok")
     if isa == "avx2":  # the FMA GEMM on the bf16 weight panels (the default without native bf16)
-        rows, err = bench(1, *flags("20"), "--prefill", "0", "--dtype", "bf16", env={"TPGEN_CPU_GEMM": "fma"},
+        rows, err = bench(1, *flags("20"), "--prefill", "0", "--dtype", "bf16",
+                          env={"TPGEN_CPU_GEMM": "fma", "TPGEN_CPU_ISA": "avx2"},  # fma reads the avx2 panels
                           verbose=True)
         assert kernels(rows, "decode", "batch", 20)["matmul"] == "gemm-bf16w-fma-avx2", rows
         assert "matmul -> FMA GEMM on the bf16 weight panels" in err, err
