@@ -7,7 +7,7 @@
  * GELU (its fused f32 epilogue), layer norm output, the residual add, rotary q/k, the attention
  * output (scores, softmax and the P.V sum stay f32). Logits stay f32.
  *
- * Linear weights, by GEMV ISA (tp_cpu_bf16.panels): with avx2 or c, panels of BF16_NR = 8 rows,
+ * Linear weights, by GEMV ISA (bf16_panels below): with avx2 or c, panels of BF16_NR = 8 rows,
  * [K2][8][2] bf16 each (K2 = ceil(K / 2): rows interleaved by k pairs, one 32-byte vector per
  * pair, zero past N and K; the layout every kernel of those ISAs reads, written once at
  * matrix_upload); with avx512bf16, [N, K] bf16 (HF layout, K contiguous), which its vdpbf16ps
@@ -34,7 +34,6 @@ typedef struct {
     int few_tokens;   /* T <= this: the GEMV kernels (W streamed once per step) */
     tp_dnnl *dnnl;    /* batched GEMMs (T > few_tokens) when set; else fma_gemm's or OpenBLAS's */
     int fma_gemm;     /* no dnnl: 1 = the FMA GEMM of cpu_gemm_bf16w.c (AVX2, panels), 0 = OpenBLAS on f32 blocks */
-    int panels;       /* matrices in the panel layout (above): isa avx2 or c */
     unsigned printed; /* bit per (op, path) already reported under --verbose */
     char dnnl_name[160]; /* kernel_name of the oneDNN path, made at its first query */
     /* f32 scratch kept between GEMMs (a fresh malloc of MiBs per call came back as new pages to
@@ -46,6 +45,8 @@ typedef struct {
 } tp_cpu_bf16;
 
 static inline tp_cpu_bf16 *bf16_impl(tp_backend *b) { return (tp_cpu_bf16 *)b->impl; }
+/* Matrices in the panel layout (above): the GEMV ISA is avx2 or c. */
+static inline int bf16_panels(const tp_cpu_bf16 *c) { return c->isa != BF16_ISA_AVX512BF16; }
 /* --verbose: one line the first time an op takes a path (bit: a distinct id per op and path). */
 void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path);
 

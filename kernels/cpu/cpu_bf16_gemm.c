@@ -219,12 +219,11 @@ static void panels_epi(const void *ctx, const float *tile, int ld, int t0, int m
 static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
     tp_cpu_bf16 *c = bf16_impl(b);
     const int nt = c->n_threads;
-    const float *xf = c->panels ? widen_x(c, x, T, K) : NULL;
-    const int np = c->panels ? bf16_n_panels(N) : (N + 15) / 16, per = (np + nt - 1) / nt;
+    const float *xf = bf16_panels(c) ? widen_x(c, x, T, K) : NULL;
+    const int np = bf16_panels(c) ? bf16_n_panels(N) : (N + 15) / 16, per = (np + nt - 1) / nt;
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
-    for (int i = 0; i < nt; i++) {
-        const int P0 = i * per, P1 = np - P0 < per ? np : P0 + per;
-        if (P0 >= P1) continue;
+    for (int P0 = 0; P0 < np; P0 += per) {
+        const int P1 = np - P0 < per ? np : P0 + per;
 #if defined(__x86_64__)
         if (c->isa == BF16_ISA_AVX512BF16) rows_avx512bf16(x, W, T, K, 16 * P0, 16 * P1 < N ? 16 * P1 : N, e);
         else if (c->isa == BF16_ISA_AVX2) cpu_bf16_panels_avx2(xf, W, T, N, K, P0, P1, panels_epi, e);
@@ -249,7 +248,7 @@ static void blas_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
         #pragma omp for schedule(dynamic, 1)
         for (int n0 = 0; n0 < N; n0 += P) {
             const int nn = N - n0 < P ? N - n0 : P;
-            if (c->panels) { /* the pairs of each row, widened from its panel */
+            if (bf16_panels(c)) { /* the pairs of each row, widened from its panel */
                 for (int r = 0; r < nn; r++) {
                     const bf16 *s = bf16_panel(W, K, (n0 + r) / BF16_NR) + 2 * ((n0 + r) % BF16_NR);
                     float *o = wf + (size_t)r * K;
@@ -271,7 +270,7 @@ static void fma_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, 
 /* ---- matrix layout: panels or [N, K] (cpu_bf16.h), then (oneDNN) its blocked W^T at a 4 KiB-
  * aligned offset ---- */
 static size_t stored_bytes(const tp_cpu_bf16 *c, int N, int K) {
-    const size_t n = c->panels ? (size_t)bf16_n_panels(N) * bf16_panel_elems(K) : (size_t)N * K;
+    const size_t n = bf16_panels(c) ? (size_t)bf16_n_panels(N) * bf16_panel_elems(K) : (size_t)N * K;
     return (n * 2 + 4095) & ~(size_t)4095;
 }
 
@@ -301,7 +300,7 @@ static void src_rows(tp_backend *b, const mat_src *s, bf16 *out, int n0, int nn,
 #define PACK_ROWS 512
 static void store_matrix(tp_backend *b, void *dst, const mat_src *s, int N, int K) {
     tp_cpu_bf16 *c = bf16_impl(b);
-    if (!c->panels) {
+    if (!bf16_panels(c)) {
         src_rows(b, s, dst, 0, N, K);
         if (c->dnnl) tp_dnnl_reorder(c->dnnl, (char *)dst + stored_bytes(c, N, K), dst, N, K);
         return;

@@ -205,7 +205,6 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     b->impl = c;
     c->verbose = verbose;
     c->isa = bf16_isa_pick();
-    c->panels = c->isa != BF16_ISA_AVX512BF16; /* the weight layout (cpu_bf16.h) */
     const char *ft = getenv("TPGEN_BF16_GEMV_MAX_T"); /* the GEMV / batched-GEMM crossover */
     c->few_tokens = ft && *ft ? atoi(ft) : 16;
     const char *gm = getenv("TPGEN_CPU_GEMM"); /* "dnnl": oneDNN even through its reference code
@@ -225,7 +224,7 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
         bf16_destroy(b);
         return NULL;
     }
-    if (gm && strcmp(gm, "fma") == 0 && !c->panels) {
+    if (gm && strcmp(gm, "fma") == 0 && !bf16_panels(c)) {
         snprintf(err, err_size, "TPGEN_CPU_GEMM=fma: the FMA GEMM reads the weight panels of the avx2 and c GEMV, "
                                 "not the rows the avx512bf16 GEMV streams (add TPGEN_CPU_ISA=avx2)");
         bf16_destroy(b);
@@ -241,7 +240,7 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
             return NULL;
         }
     } else snprintf(why, sizeof why, "TPGEN_CPU_GEMM=blas");
-    c->fma_gemm = !c->dnnl && avx2 && c->panels && !(gm && strcmp(gm, "blas") == 0);
+    c->fma_gemm = !c->dnnl && avx2 && bf16_panels(c) && !(gm && strcmp(gm, "blas") == 0);
     if (verbose) {
         tp_log0("cpu bf16: GEMV (T <= %d) -> %s\n", c->few_tokens, bf16_isa_name(c->isa));
         if (c->dnnl) tp_log0("cpu bf16: batched GEMM (T > %d) -> oneDNN matmul, %s\n", c->few_tokens,

@@ -17,7 +17,8 @@
  *  - micro-kernel, MR = 6 tokens x NR = 16 rows: per k pair, 2 vpmovsxbw of the panel's 32
  *    bytes to int16, 6 broadcasts of x's pair (32 bits), 12 vpmaddwd + 12 vpaddd into 12 int32
  *    accumulators (+ 3 registers: 16 ymm), in assembly (tile6_asm; tile6w_asm on the int16
- *    copy: 2 vmovdqu instead of the vpmovsxbw); 1-5 token tiles in intrinsics. A lane sums at most 512 pair products of |.| <= 2 * 127 * 16383 < 2^22, so
+ *    copy: 2 vmovdqu instead of the vpmovsxbw); 1-5 token tiles in intrinsics. A lane sums at
+ *    most 512 pair products of |.| <= 2 * 127 * 16383 < 2^22, so
  *    K > 1024 runs in blocks of KB = 512 pairs summed in double (exact below 2^53).
  *  - epilogue: (float) of the exact sum times sx, through cpu_i8_epi_row: the GEMV's
  *    arithmetic, so the GEMV's bits.
