@@ -55,8 +55,10 @@ tp_comm *tp_comm_mpi_init(int *argc, char ***argv);
  * that releases the staging buffers made with it. */
 void tp_comm_mpi_set_backend(tp_comm *c, tp_backend *b);
 /* NCCL communicator over the same ranks: ncclUniqueId made on rank 0 and broadcast with MPI.
- * Host collectives are delegated to mpi. NULL + err when NCCL is not compiled or fails. */
+ * Host collectives are delegated to mpi. NULL + err when NCCL is not compiled or fails. It is
+ * tpcuda_comm_nccl_create (comm/comm_nccl.c), in the CUDA module (kernels/cuda_module.h). */
 tp_comm *tp_comm_nccl_create(tp_comm *mpi, tp_backend *b, char *err, size_t err_size);
+tp_comm *tpcuda_comm_nccl_create(tp_comm *mpi, tp_backend *b, char *err, size_t err_size);
 /* MPI_Finalize after the last use; frees c (the MPI communicator). */
 void tp_comm_finalize(tp_comm *c);
 

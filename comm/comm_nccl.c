@@ -255,7 +255,7 @@ static void nccl_destroy(tp_comm *c) {
     free(c);
 }
 
-tp_comm *tp_comm_nccl_create(tp_comm *mpi, tp_backend *b, char *err, size_t err_size) {
+tp_comm *tpcuda_comm_nccl_create(tp_comm *mpi, tp_backend *b, char *err, size_t err_size) {
     if (!b || !b->name || strcmp(b->name, "cuda") != 0) {
         snprintf(err, err_size, "--comm nccl needs --backend cuda (NCCL reduces GPU buffers)");
         return NULL;

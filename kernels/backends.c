@@ -1,24 +1,45 @@
-/* Which backends this build has. The CUDA entry points live in kernels/cuda when it is built;
- * without it these say so, and --backend cuda fails with that message. */
-#include <stdio.h>
+/* The CUDA backend's entry points, reached in its module (kernels/cuda_module.h). A build
+ * without CUDA, or a process that cannot load the module, gets the reason in err. */
+#include <dlfcn.h>
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cuda_module.h"
+#include "util/log.h"
 
-#ifndef TPGEN_HAVE_CUDA
-tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t err_size) {
-    (void)device; (void)act;
-    snprintf(err, err_size, "this tpgen was built without the CUDA backend (configure with -DTPGEN_CUDA=ON)");
-    return NULL;
-}
-int tp_backend_cuda_compiled(void) { return 0; }
-int tp_backend_cuda_device_count(void) { return 0; }
-int tp_backend_cuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_size) {
-    (void)b; (void)verbose;
-    snprintf(err, err_size, "this tpgen was built without the CUDA backend");
-    return -1;
-}
+int tp_backend_cuda_compiled(void) {
+#ifdef TPGEN_HAVE_CUDA
+    return 1;
+#else
+    return 0;
 #endif
+}
+
+/* No CUDA driver (libcuda.so.1 does not open): 0 without loading the module. A driver but a
+ * module that does not load: 0, said once on stderr (--backend cuda then fails with the reason). */
+int tp_backend_cuda_device_count(void) {
+    static void *driver;
+    if (!tp_backend_cuda_compiled()) return 0;
+    if (!driver && !(driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))) return 0;
+    char err[2048];
+    __typeof__(tpcuda_device_count) *count = tp_cuda_module_symbol("tpcuda_device_count", err, sizeof err);
+    if (!count) {
+        static int said;
+        if (!said++) tp_log0("tpgen: warning: a CUDA driver is installed but %s; using the CPU backend\n", err);
+        return 0;
+    }
+    return count();
+}
+
+tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t err_size) {
+    __typeof__(tpcuda_backend_create) *create = tp_cuda_module_symbol("tpcuda_backend_create", err, err_size);
+    return create ? create(device, act, err, err_size) : NULL;
+}
+
+int tp_backend_cuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_size) {
+    __typeof__(tpcuda_use_int8) *use = tp_cuda_module_symbol("tpcuda_use_int8", err, err_size);
+    return use ? use(b, verbose, err, err_size) : -1;
+}
 
 int tp_backend_use_int8(tp_backend *b, int verbose, char *err, size_t err_size) {
     if (strcmp(b->name, "cpu") == 0) return tp_backend_cpu_use_int8(b, verbose, err, err_size);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "engine/mem_plan.h"
+#include "kernels/cuda_module.h"
 #include "engine/remote_code.h"
 #include "engine/sampler.h" /* TP_MAX_CANDIDATES: the top-k of logits_stats */
 #include "util/log.h"
@@ -56,8 +57,8 @@ static tp_backend *job_backend(const tp_args *a, tp_comm *mpi) {
         }
         return tp_backend_cpu_create(threads);
     }
-    if (!tp_backend_cuda_compiled())
-        tp_die_all("--backend cuda: this tpgen was built without the CUDA backend (configure with -DTPGEN_CUDA=ON)");
+    char err[2048];
+    if (tp_cuda_module_load(err, sizeof err)) tp_die_all("--backend cuda: %s", err); /* not built, not found */
     int n_dev = tp_backend_cuda_device_count();
     if (n_dev == 0) tp_die_all("--backend cuda: no CUDA GPU is visible on this node");
     /* With --comm mpi several ranks may share a GPU (that is how TP > 1 is tested on one GPU). */
@@ -67,7 +68,6 @@ static tp_backend *job_backend(const tp_args *a, tp_comm *mpi) {
                    "--comm mpi to share GPUs", mpi->local_size, n_dev, n_dev);
     tp_dtype dt = a->dtype && strcmp(a->dtype, "bf16") == 0 ? TP_BF16 : TP_F16;
     if (a->dtype && strcmp(a->dtype, "f32") == 0) tp_die_all("--dtype f32 is for the CPU backend; use f16 or bf16");
-    char err[512];
     tp_backend *b = tp_backend_cuda_create(mpi->local_rank % n_dev, dt, err, sizeof err);
     if (!b) tp_die("%s", err);
     return b;

@@ -8,8 +8,33 @@
 #   bw_copy_smoke     the copy-bandwidth probe runs (tests/gpu/check.sh uses it at 1 GiB)
 #   nccl_watchdog     rank 1 skips an all-reduce: rank 0's watchdog aborts it within --comm-timeout,
 #                     names the rank and the collective, and the job exits non-zero
+#   cuda_module_*     the CUDA module (lib/libtpgen-cuda.so, kernels/cuda_module.h), on any machine:
+#                     --backend cuda loads it (its symbols resolve in tpgen) and then needs a GPU;
+#                     a missing, broken or foreign module is named; no driver: never loaded
+#                     (the op tests above also load it before they skip)
 # End-to-end parity and the decode benchmark on a GPU: tests/gpu/check.sh (docs/CUDA.md).
 if(TPGEN_HAVE_CUDA)
+  set(CUDA_MOD_RUN ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate --model ${TPGEN_TEST_DATA}/tiny-f32
+      --prompt-ids 1,2 --max-new-tokens 2 --backend cuda)
+  add_test(NAME cuda_module_loads COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/cuda_module.sh loads ${CUDA_MOD_RUN})
+  set(CUDA_MOD_ERR bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh)
+  add_test(NAME errors_cuda_module_missing COMMAND ${CUDA_MOD_ERR}
+           "--backend cuda: TPGEN_CUDA_MODULE: tried /nonexistent/libtpgen-cuda.so \\(No such file or directory\\)"
+           ${CUDA_MOD_RUN})
+  add_test(NAME errors_cuda_module_broken COMMAND ${CUDA_MOD_ERR}
+           "the CUDA backend module .*/README.md did not load: .*" ${CUDA_MOD_RUN})
+  add_test(NAME errors_cuda_module_foreign COMMAND ${CUDA_MOD_ERR}
+           "the CUDA backend module .*libcudart.* was built from other sources than this tpgen" ${CUDA_MOD_RUN})
+  set_tests_properties(cuda_module_loads errors_cuda_module_missing errors_cuda_module_broken errors_cuda_module_foreign
+                       PROPERTIES LABELS "gpu;errors;mpi" TIMEOUT 90)
+  set_tests_properties(errors_cuda_module_missing PROPERTIES ENVIRONMENT "TPGEN_CUDA_MODULE=/nonexistent/libtpgen-cuda.so")
+  set_tests_properties(errors_cuda_module_broken PROPERTIES ENVIRONMENT "TPGEN_CUDA_MODULE=${CMAKE_SOURCE_DIR}/README.md")
+  set_tests_properties(errors_cuda_module_foreign PROPERTIES ENVIRONMENT "TPGEN_CUDA_MODULE=$<TARGET_FILE:CUDA::cudart>")
+  add_test(NAME cuda_module_not_loaded_without_driver
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/cuda_module.sh no-driver $<TARGET_FILE:tpgen>)
+  set_tests_properties(cuda_module_not_loaded_without_driver PROPERTIES LABELS "gpu" SKIP_RETURN_CODE 77 TIMEOUT 60
+                       ENVIRONMENT "TPGEN_CUDA_MODULE=/nonexistent/libtpgen-cuda.so")
+
   add_executable(test_cuda_ops ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_cuda_ops.c)
   target_link_libraries(test_cuda_ops PRIVATE tpgen_kernels ${MATH_LIB})
   add_test(NAME cuda_ops COMMAND test_cuda_ops)

@@ -306,9 +306,10 @@ int tp_cuda_device(tp_backend *b) {
     return tpc(b)->device;
 }
 
-int tp_backend_cuda_compiled(void) { return 1; }
+/* The module's entry points (kernels/cuda_module.h): extern "C" through cuda_internal.h. */
+size_t tpcuda_backend_size(void) { return sizeof(tp_backend); }
 
-int tp_backend_cuda_device_count(void) {
+int tpcuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError(); /* no driver / no device: not an error for this question */
@@ -317,7 +318,7 @@ int tp_backend_cuda_device_count(void) {
     return n;
 }
 
-tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t err_size) {
+tp_backend *tpcuda_backend_create(int device, tp_dtype act, char *err, size_t err_size) {
     const int rank = tp_log_rank();
     if (act != TP_F16 && act != TP_BF16) {
         snprintf(err, err_size, "the CUDA backend computes in F16 or BF16 (--dtype f16|bf16), not %s",

@@ -26,6 +26,7 @@
 extern "C" {
 #include "util/log.h"
 #include "kernels/backend.h"
+#include "kernels/cuda_module.h" /* the module's entry points: C linkage */
 }
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"

@@ -6,8 +6,10 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kernels/backend.h"
+#include "kernels/cuda_module.h"
 #include "kernels/dtype.h"
 
 static tp_backend *g_cpu, *g_gpu;
@@ -25,6 +27,16 @@ static inline double tol_act(tp_dtype dt) { return dt == TP_F16 ? 1e-6 : 6e-5; }
  * relative ~K 2^-24 at worst, NMSE <= ~1e-10 for K <= 1024. One wrong logit of size ~1 among
  * the 10^4 checked gives ~1e-4. */
 #define TOL_F32 1e-8
+
+/* The CUDA module loads into this test program (its exports are enough: kernels/cuda_module.h),
+ * GPU or not: 0, or 1 after printing why. Run before the no-GPU skip, so a machine without a GPU
+ * still checks it. */
+static inline int gpu_test_module_loads(void) {
+    char err[2048];
+    if (tp_cuda_module_load(err, sizeof err) == 0) return 0;
+    fprintf(stderr, "FAIL: %s\n", err);
+    return 1;
+}
 
 /* ---- random numbers (xorshift64*) ---- */
 static inline uint64_t rnd64(void) {

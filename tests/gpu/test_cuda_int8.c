@@ -143,6 +143,7 @@ static void test_gemm(int T, int N, int K, int kind) {
 }
 
 int main(int argc, char **argv) {
+    if (gpu_test_module_loads()) return 1;
     if (tp_backend_cuda_device_count() <= 0) {
         printf("SKIPPED: no CUDA GPU\n");
         return 77;

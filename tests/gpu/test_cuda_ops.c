@@ -784,6 +784,7 @@ static void run_all(void) {
 }
 
 int main(int argc, char **argv) {
+    if (gpu_test_module_loads()) return 1;
     int n_dev = tp_backend_cuda_device_count();
     if (n_dev == 0) {
         printf("SKIPPED: no CUDA GPU is visible\n");

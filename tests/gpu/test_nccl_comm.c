@@ -24,6 +24,7 @@
 #include "comm/comm.h"
 #include "util/log.h"
 #include "kernels/backend.h"
+#include "kernels/cuda_module.h"
 #include "kernels/dtype.h"
 
 /* Element i on rank r: (r + 1) * v_i with v_i = ((i % 13) - 6) / 2. The sum over n ranks is
@@ -108,6 +109,9 @@ int main(int argc, char **argv) {
     tp_comm *mpi = tp_comm_mpi_init(&argc, &argv);
     const int shared = argc > 1 && strcmp(argv[1], "--shared") == 0;
     const int watchdog = argc > 1 && strcmp(argv[1], "--watchdog") == 0;
+    char err[2048];
+    /* the module and its NCCL entry, before the no-GPU skip: checked on any machine */
+    if (!tp_cuda_module_symbol("tpcuda_comm_nccl_create", err, sizeof err)) tp_die("%s", err);
     const int n_dev = tp_backend_cuda_device_count();
     if (mpi->size < 2) {
         if (mpi->rank == 0) fprintf(stderr, "test_nccl_comm: run it on 2 or more ranks (mpirun -np 2)\n");
@@ -121,7 +125,6 @@ int main(int argc, char **argv) {
         tp_comm_finalize(mpi);
         return 77;
     }
-    char err[1024];
     tp_backend *b = tp_backend_cuda_create(shared ? 0 : mpi->local_rank, TP_F16, err, sizeof err);
     if (!b) tp_die("%s", err);
     tp_comm_mpi_set_backend(mpi, b);
