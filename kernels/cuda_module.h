@@ -6,7 +6,7 @@
  *
  * Where: $TPGEN_CUDA_MODULE if set, else ../lib/libtpgen-cuda.so from the executable's
  * directory, else the build tree's lib/ (compiled in). The module resolves tpgen's own functions
- * (log, plan) against the executable: programs that may load it are linked with exported
+ * (util/log.h) against the executable: programs that may load it are linked with exported
  * symbols (CMake ENABLE_EXPORTS). */
 #ifndef TPGEN_CUDA_MODULE_H
 #define TPGEN_CUDA_MODULE_H
@@ -20,7 +20,7 @@
 int tp_cuda_module_load(char *err, size_t err_size);
 /* A function of the module by name (loading it first); NULL with why in err. */
 void *tp_cuda_module_symbol(const char *name, char *err, size_t err_size);
-/* The module's path once loaded ("" before). */
+/* The module's path once loaded ("" before); --verbose prints it with --backend cuda. */
 const char *tp_cuda_module_path(void);
 
 /* Defined in the module only (kernels/cuda), reached through tp_cuda_module_symbol by the

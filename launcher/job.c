@@ -59,6 +59,7 @@ static tp_backend *job_backend(const tp_args *a, tp_comm *mpi) {
     }
     char err[2048];
     if (tp_cuda_module_load(err, sizeof err)) tp_die_all("--backend cuda: %s", err); /* not built, not found */
+    if (a->verbose) tp_log0("cuda module: %s\n", tp_cuda_module_path());
     int n_dev = tp_backend_cuda_device_count();
     if (n_dev == 0) tp_die_all("--backend cuda: no CUDA GPU is visible on this node");
     /* With --comm mpi several ranks may share a GPU (that is how TP > 1 is tested on one GPU). */

@@ -16,7 +16,7 @@
 if(TPGEN_HAVE_CUDA)
   set(CUDA_MOD_RUN ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate --model ${TPGEN_TEST_DATA}/tiny-f32
       --prompt-ids 1,2 --max-new-tokens 2 --backend cuda)
-  add_test(NAME cuda_module_loads COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/cuda_module.sh loads ${CUDA_MOD_RUN})
+  add_test(NAME cuda_module_loads COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/cuda_module.sh loads ${CUDA_MOD_RUN} --verbose)
   set(CUDA_MOD_ERR bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh)
   add_test(NAME errors_cuda_module_missing COMMAND ${CUDA_MOD_ERR}
            "--backend cuda: TPGEN_CUDA_MODULE: tried /nonexistent/libtpgen-cuda.so \\(No such file or directory\\)"
