@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "kernels/cuda_module.h" /* TP_CUDA_EXPORT */
 #include "util/log.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
@@ -255,7 +256,7 @@ static void nccl_destroy(tp_comm *c) {
     free(c);
 }
 
-tp_comm *tpcuda_comm_nccl_create(tp_comm *mpi, tp_backend *b, char *err, size_t err_size) {
+TP_CUDA_EXPORT tp_comm *tpcuda_comm_nccl_create(tp_comm *mpi, tp_backend *b, char *err, size_t err_size) {
     if (!b || !b->name || strcmp(b->name, "cuda") != 0) {
         snprintf(err, err_size, "--comm nccl needs --backend cuda (NCCL reduces GPU buffers)");
         return NULL;

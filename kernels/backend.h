@@ -179,7 +179,8 @@ static inline size_t tp_matrix_read_bytes(const tp_backend *b, int rows, int col
     return (size_t)rows * (size_t)cols * tp_dtype_size(b->act);
 }
 
-/* Backends compiled into this build. NULL + message in err when not available. */
+/* The backends. The CUDA ones are in a module loaded on first use (kernels/cuda_module.h); NULL +
+ * message in err when not available. */
 tp_backend *tp_backend_cpu_create(int n_threads);
 /* The CPU backend in bf16 (kernels/cpu/cpu_bf16.h); NULL + message when this build lacks oneDNN.
  * verbose: print which path each op takes. */
@@ -193,7 +194,7 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
 int tp_backend_cuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_size);
 /* dtype: TP_F16 or TP_BF16; device: CUDA device ordinal. */
 tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t err_size);
-int tp_backend_cuda_compiled(void);   /* 1 when this binary has the CUDA backend */
-int tp_backend_cuda_device_count(void); /* 0 when none (or not compiled) */
+int tp_backend_cuda_compiled(void);   /* 1 when built with CUDA (the module may still fail to load) */
+int tp_backend_cuda_device_count(void); /* 0 when none, not built, no driver or no module (kernels/cuda_module.h) */
 
 #endif

@@ -29,8 +29,33 @@ static int beside_exe(char *out, size_t size) {
     return snprintf(out, size, "%s/../lib/" MODULE_NAME, exe) < (int)size ? 0 : -1;
 }
 
-/* Tries path: 1 loaded, 0 absent (appended to tried), -1 present but dlopen failed (failure set). */
-static int try_path(const char *path, char *tried, size_t tried_size) {
+/* The module's exports: its interface hash first, then every entry point, so a module from
+ * other sources is refused at load rather than at first use. */
+static const char *const entry_points[] = {"tpcuda_device_count", "tpcuda_backend_create", "tpcuda_use_int8",
+                                           "tpcuda_comm_nccl_create"};
+
+/* why the module at path (loaded) is not this build's, in failure; 0 when it is */
+static int foreign(const char *path, const char *iface) {
+    const char *(*theirs)(void) = (const char *(*)(void))dlsym(handle, "tpcuda_interface");
+    const char *what = !theirs ? "it has no tpcuda_interface" : NULL;
+    char buf[128];
+    if (theirs && strcmp(theirs(), iface) != 0) {
+        snprintf(buf, sizeof buf, "its interface hash is %.20s, this tpgen's %s", theirs(), iface);
+        what = buf;
+    }
+    for (size_t i = 0; !what && i < sizeof entry_points / sizeof *entry_points; i++)
+        if (!dlsym(handle, entry_points[i])) {
+            snprintf(buf, sizeof buf, "it lacks %s", entry_points[i]);
+            what = buf;
+        }
+    if (!what) return 0;
+    snprintf(failure, sizeof failure, "the CUDA backend module %s was built from other sources than this tpgen (%s); "
+             "rebuild both, or point TPGEN_CUDA_MODULE at the module of this build", path, what);
+    return 1;
+}
+
+/* Tries path: 1 loaded, 0 absent (appended to tried), -1 present but not loaded (failure set). */
+static int try_path(const char *path, const char *iface, char *tried, size_t tried_size) {
     if (access(path, F_OK) != 0) {
         const size_t used = strlen(tried);
         snprintf(tried + used, tried_size - used, "%s%s (%s)", used ? ", " : "", path, strerror(errno));
@@ -41,10 +66,7 @@ static int try_path(const char *path, char *tried, size_t tried_size) {
         snprintf(failure, sizeof failure, "the CUDA backend module %s did not load: %s", path, dlerror());
         return -1;
     }
-    size_t (*backend_size)(void) = (size_t (*)(void))dlsym(handle, "tpcuda_backend_size");
-    if (!backend_size || backend_size() != sizeof(tp_backend)) { /* tp_backend's layout is the interface */
-        snprintf(failure, sizeof failure, "the CUDA backend module %s was built from other sources than this tpgen "
-                 "(rebuild both, or point TPGEN_CUDA_MODULE at the module of this build)", path);
+    if (foreign(path, iface)) {
         dlclose(handle);
         handle = NULL;
         return -1;
@@ -55,8 +77,10 @@ static int try_path(const char *path, char *tried, size_t tried_size) {
 
 #ifdef TPGEN_HAVE_CUDA
 static const char build_dir[] = TPGEN_CUDA_MODULE_DIR; /* the build tree's lib/ */
+static const char iface[] = TPGEN_CUDA_IFACE;
 #else
-static const char build_dir[] = "";                    /* no module in this build */
+static const char build_dir[] = ""; /* no module in this build */
+static const char iface[] = "";
 #endif
 
 static int load_locked(void) {
@@ -64,19 +88,25 @@ static int load_locked(void) {
         snprintf(failure, sizeof failure, "this tpgen was built without the CUDA backend (configure with -DTPGEN_CUDA=ON)");
         return -1;
     }
-    char tried[3 * PATH_MAX + 64] = "";
+    char tried[3 * PATH_MAX + 64] = "", path[PATH_MAX];
     const char *env = getenv("TPGEN_CUDA_MODULE");
-    if (env && *env) {
-        const int r = try_path(env, tried, sizeof tried);
+    if (env && *env) { /* a name without a slash is a file here, not a library-path search */
+        snprintf(path, sizeof path, "%s%s", strchr(env, '/') ? "" : "./", env);
+        const int r = try_path(path, iface, tried, sizeof tried);
         if (r == 0) snprintf(failure, sizeof failure, "TPGEN_CUDA_MODULE: tried %s", tried);
+        if (r < 0) {
+            char why[sizeof failure];
+            snprintf(why, sizeof why, "%s", failure);
+            snprintf(failure, sizeof failure, "TPGEN_CUDA_MODULE: %.2000s", why);
+        }
         return r == 1 ? 0 : -1;
     }
-    char path[PATH_MAX], in_build[PATH_MAX];
+    char in_build[PATH_MAX];
     snprintf(in_build, sizeof in_build, "%s/" MODULE_NAME, build_dir);
     const char *candidates[2] = {beside_exe(path, sizeof path) == 0 ? path : NULL, in_build};
     for (int i = 0; i < 2; i++) {
         if (!candidates[i]) continue;
-        const int r = try_path(candidates[i], tried, sizeof tried);
+        const int r = try_path(candidates[i], iface, tried, sizeof tried);
         if (r != 0) return r == 1 ? 0 : -1;
     }
     snprintf(failure, sizeof failure,
@@ -96,8 +126,7 @@ void *tp_cuda_module_symbol(const char *name, char *err, size_t err_size) {
     if (tp_cuda_module_load(err, err_size)) return NULL;
     dlerror();
     void *f = dlsym(handle, name);
-    if (!f) snprintf(err, err_size, "the CUDA backend module %s lacks %s: %s (a module from another build?)",
-                     loaded_path, name, dlerror());
+    if (!f) snprintf(err, err_size, "internal: the CUDA backend module %s lacks %s: %s", loaded_path, name, dlerror());
     return f;
 }
 

@@ -23,9 +23,14 @@ void *tp_cuda_module_symbol(const char *name, char *err, size_t err_size);
 /* The module's path once loaded ("" before); --verbose prints it with --backend cuda. */
 const char *tp_cuda_module_path(void);
 
-/* Defined in the module only (kernels/cuda), reached through tp_cuda_module_symbol by the
- * tp_backend_cuda_* functions of kernels/backends.c; declared here for their types. */
-size_t tpcuda_backend_size(void); /* sizeof(tp_backend) as the module was built: checked at load */
+/* Defined in the module only (kernels/cuda, comm/comm_nccl.c), reached through
+ * tp_cuda_module_symbol by the tp_backend_cuda_* functions of kernels/backends.c and by
+ * tp_comm_nccl_create; declared here for their types. The module is built with hidden
+ * visibility: these are the symbols it exports (TP_CUDA_EXPORT), all looked up at load. */
+#define TP_CUDA_EXPORT __attribute__((visibility("default")))
+/* The hash of the interface headers the module was built with (TPGEN_CUDA_IFACE, CMakeLists.txt):
+ * a module whose hash differs from tpgen's is refused at load. */
+const char *tpcuda_interface(void);
 int tpcuda_device_count(void);
 tp_backend *tpcuda_backend_create(int device, tp_dtype act, char *err, size_t err_size);
 int tpcuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_size);

@@ -307,9 +307,9 @@ int tp_cuda_device(tp_backend *b) {
 }
 
 /* The module's entry points (kernels/cuda_module.h): extern "C" through cuda_internal.h. */
-size_t tpcuda_backend_size(void) { return sizeof(tp_backend); }
+TP_CUDA_EXPORT const char *tpcuda_interface(void) { return TPGEN_CUDA_IFACE; }
 
-int tpcuda_device_count(void) {
+TP_CUDA_EXPORT int tpcuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError(); /* no driver / no device: not an error for this question */
@@ -318,7 +318,7 @@ int tpcuda_device_count(void) {
     return n;
 }
 
-tp_backend *tpcuda_backend_create(int device, tp_dtype act, char *err, size_t err_size) {
+TP_CUDA_EXPORT tp_backend *tpcuda_backend_create(int device, tp_dtype act, char *err, size_t err_size) {
     const int rank = tp_log_rank();
     if (act != TP_F16 && act != TP_BF16) {
         snprintf(err, err_size, "the CUDA backend computes in F16 or BF16 (--dtype f16|bf16), not %s",

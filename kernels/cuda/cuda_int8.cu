@@ -250,7 +250,7 @@ static const char *i8_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
     return f16 ? "tiled-int8-f16" : "tiled-int8-bf16";
 }
 
-extern "C" int tpcuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_size) {
+extern "C" TP_CUDA_EXPORT int tpcuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_size) {
     if (!b || !b->name || strcmp(b->name, "cuda") != 0) {
         snprintf(err, err_size, "internal: tpcuda_use_int8 on the %s backend", b && b->name ? b->name : "(null)");
         return -1;
