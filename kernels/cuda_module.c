@@ -34,28 +34,32 @@ static int beside_exe(char *out, size_t size) {
 static const char *const entry_points[] = {"tpcuda_device_count", "tpcuda_backend_create", "tpcuda_use_int8",
                                            "tpcuda_comm_nccl_create"};
 
-/* why the module at path (loaded) is not this build's, in failure; 0 when it is */
-static int foreign(const char *path, const char *iface) {
+#ifdef TPGEN_HAVE_CUDA
+static const char build_dir[] = TPGEN_CUDA_MODULE_DIR; /* the build tree's lib/ */
+static const char iface[] = TPGEN_CUDA_IFACE;
+#else
+static const char build_dir[] = "", iface[] = ""; /* no module in this build */
+#endif
+
+/* Why the loaded module is not this build's, in why (NULL when it is). */
+static const char *foreign(char *why, size_t size) {
     const char *(*theirs)(void) = (const char *(*)(void))dlsym(handle, "tpcuda_interface");
-    const char *what = !theirs ? "it has no tpcuda_interface" : NULL;
-    char buf[128];
-    if (theirs && strcmp(theirs(), iface) != 0) {
-        snprintf(buf, sizeof buf, "its interface hash is %.20s, this tpgen's %s", theirs(), iface);
-        what = buf;
+    if (!theirs) return "it has no tpcuda_interface";
+    if (strcmp(theirs(), iface) != 0) {
+        snprintf(why, size, "its interface hash is %.20s, this tpgen's %s", theirs(), iface);
+        return why;
     }
-    for (size_t i = 0; !what && i < sizeof entry_points / sizeof *entry_points; i++)
+    for (size_t i = 0; i < sizeof entry_points / sizeof *entry_points; i++)
         if (!dlsym(handle, entry_points[i])) {
-            snprintf(buf, sizeof buf, "it lacks %s", entry_points[i]);
-            what = buf;
+            snprintf(why, size, "it lacks %s", entry_points[i]);
+            return why;
         }
-    if (!what) return 0;
-    snprintf(failure, sizeof failure, "the CUDA backend module %s was built from other sources than this tpgen (%s); "
-             "rebuild both, or point TPGEN_CUDA_MODULE at the module of this build", path, what);
-    return 1;
+    return NULL;
 }
 
-/* Tries path: 1 loaded, 0 absent (appended to tried), -1 present but not loaded (failure set). */
-static int try_path(const char *path, const char *iface, char *tried, size_t tried_size) {
+/* Tries path: 1 loaded, 0 absent (appended to tried), -1 present but not loaded (failure set,
+ * after whence: "TPGEN_CUDA_MODULE: " or ""). */
+static int try_path(const char *path, const char *whence, char *tried, size_t tried_size) {
     if (access(path, F_OK) != 0) {
         const size_t used = strlen(tried);
         snprintf(tried + used, tried_size - used, "%s%s (%s)", used ? ", " : "", path, strerror(errno));
@@ -63,10 +67,14 @@ static int try_path(const char *path, const char *iface, char *tried, size_t tri
     }
     handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
-        snprintf(failure, sizeof failure, "the CUDA backend module %s did not load: %s", path, dlerror());
+        snprintf(failure, sizeof failure, "%sthe CUDA backend module %s did not load: %s", whence, path, dlerror());
         return -1;
     }
-    if (foreign(path, iface)) {
+    char buf[128];
+    const char *what = foreign(buf, sizeof buf);
+    if (what) {
+        snprintf(failure, sizeof failure, "%sthe CUDA backend module %s was built from other sources than this tpgen "
+                 "(%s); rebuild both, or point TPGEN_CUDA_MODULE at the module of this build", whence, path, what);
         dlclose(handle);
         handle = NULL;
         return -1;
@@ -75,16 +83,8 @@ static int try_path(const char *path, const char *iface, char *tried, size_t tri
     return 1;
 }
 
-#ifdef TPGEN_HAVE_CUDA
-static const char build_dir[] = TPGEN_CUDA_MODULE_DIR; /* the build tree's lib/ */
-static const char iface[] = TPGEN_CUDA_IFACE;
-#else
-static const char build_dir[] = ""; /* no module in this build */
-static const char iface[] = "";
-#endif
-
 static int load_locked(void) {
-    if (!build_dir[0]) {
+    if (!tp_backend_cuda_compiled()) {
         snprintf(failure, sizeof failure, "this tpgen was built without the CUDA backend (configure with -DTPGEN_CUDA=ON)");
         return -1;
     }
@@ -92,13 +92,8 @@ static int load_locked(void) {
     const char *env = getenv("TPGEN_CUDA_MODULE");
     if (env && *env) { /* a name without a slash is a file here, not a library-path search */
         snprintf(path, sizeof path, "%s%s", strchr(env, '/') ? "" : "./", env);
-        const int r = try_path(path, iface, tried, sizeof tried);
+        const int r = try_path(path, "TPGEN_CUDA_MODULE: ", tried, sizeof tried);
         if (r == 0) snprintf(failure, sizeof failure, "TPGEN_CUDA_MODULE: tried %s", tried);
-        if (r < 0) {
-            char why[sizeof failure];
-            snprintf(why, sizeof why, "%s", failure);
-            snprintf(failure, sizeof failure, "TPGEN_CUDA_MODULE: %.2000s", why);
-        }
         return r == 1 ? 0 : -1;
     }
     char in_build[PATH_MAX];
@@ -106,7 +101,7 @@ static int load_locked(void) {
     const char *candidates[2] = {beside_exe(path, sizeof path) == 0 ? path : NULL, in_build};
     for (int i = 0; i < 2; i++) {
         if (!candidates[i]) continue;
-        const int r = try_path(candidates[i], iface, tried, sizeof tried);
+        const int r = try_path(candidates[i], "", tried, sizeof tried);
         if (r != 0) return r == 1 ? 0 : -1;
     }
     snprintf(failure, sizeof failure,

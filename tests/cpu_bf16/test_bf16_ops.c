@@ -17,9 +17,8 @@
  *  - the GEMV kernel of ISA against its reference twin, the c kernel (test_twin): within the sum
  *    of both kernels' GEMM bounds above -- a tolerance, not bits: the avx2 kernel sums in
  *    another order (even and odd lanes, two sets of pairs up to 3 tokens) with fused
- *    multiply-adds, the c
- *    build (baseline x86-64) rounds each product, so the f32 sums differ in their last bits
- *    and a bf16 output may round to the neighbouring value. */
+ *    multiply-adds, the c build (baseline x86-64) rounds each product, so the f32 sums differ
+ *    in their last bits and a bf16 output may round to the neighbouring value. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
