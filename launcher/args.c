@@ -10,9 +10,9 @@
 
 #include "util/log.h"
 #include "checkpoint/hub.h"
-#include "engine/remote_code.h" /* TP_MAX_QKV_GROUPS */
-#include "engine/sampler.h"
-#include "engine/speculate.h"
+#include "checkpoint/remote_code.h" /* TP_MAX_QKV_GROUPS */
+#include "sched/sampler.h"
+#include "sched/speculate.h"
 
 static const char *USAGE =
     "usage:\n"

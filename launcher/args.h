@@ -20,10 +20,10 @@ typedef struct {
     const char *weights;     /* --weights int8 (NULL: the GEMM weights in the activation dtype) */
     const char *comm;        /* --comm mpi|nccl */
     int threads;             /* --threads N (cpu; 0: cores / ranks on the node) */
-    const char *fim;         /* --fim FILE: the FIM format (engine/fim.h; default: the model dir's fim.json) */
+    const char *fim;         /* --fim FILE: the FIM format (tokenizer/fim.h; default: the model dir's fim.json) */
     const char *suffix;      /* --suffix TEXT (generate): fill in between --prompt and it */
     int ignore_suffix;       /* --ignore-suffix (serve): `suffix` on a model without FIM is ignored, not a 400 */
-    int qkv_groups;          /* --qkv-groups G: qkv_proj's mp_num (0: from the checkpoint; engine/remote_code.h) */
+    int qkv_groups;          /* --qkv-groups G: qkv_proj's mp_num (0: from the checkpoint; checkpoint/remote_code.h) */
     long kv_cache_tokens;    /* --kv-cache-tokens N (0: from --kv-cache-mem) */
     double kv_cache_mem;     /* --kv-cache-mem FRAC of free memory after weights */
     int block_size;          /* --block-size */

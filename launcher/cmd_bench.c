@@ -35,7 +35,7 @@
 #include "commands.h"
 #include "util/log.h"
 #include "util/threads.h"
-#include "engine/step.h"
+#include "model/step.h"
 #include "job.h"
 
 #define WARMUP 3

@@ -6,14 +6,14 @@
 #include <string.h>
 
 #include "commands.h"
-#include "engine/generate.h"
+#include "sched/generate.h"
 #include "util/log.h"
-#include "engine/step.h"
+#include "model/step.h"
 #include "tokenizer/tokenizer.h"
 #include "job.h"
 #include "json_out.h"
 #include "prompts.h"
-#include "engine/fim.h"
+#include "tokenizer/fim.h"
 
 /* Rank 0's text state of one request. */
 typedef struct {
@@ -178,7 +178,7 @@ static int check_requests(const tp_args *a, const tp_model *m, tp_request *reqs,
     return 0;
 }
 
-/* --suffix: the prompt becomes the model's FIM prompt of --prompt and --suffix (engine/fim.h), ending
+/* --suffix: the prompt becomes the model's FIM prompt of --prompt and --suffix (tokenizer/fim.h), ending
  * at its stop token. 0, or -1 after printing the error. */
 static int fim_prompt(const tp_args *a, tp_tokenizer *tok, tp_prompt *p, tp_request_params *rp) {
     char err[4400];

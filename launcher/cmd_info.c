@@ -12,10 +12,10 @@
 
 #include "commands.h"
 #include "checkpoint/checkpoint.h"
-#include "engine/config.h"
+#include "model/config.h"
 #include "checkpoint/hub.h"
-#include "engine/remote_code.h"
-#include "engine/shard.h"
+#include "checkpoint/remote_code.h"
+#include "model/shard.h"
 #include "kernels/backend.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -133,7 +133,7 @@ static int model_info(const char *model, const char *revision, double memory, co
         return info_error(1, "%s", err);
     }
     char gerr[2048];
-    const int groups_ok = tp_config_qkv_groups(&c, dir, 0, gerr, sizeof gerr) == 0;
+    const int groups_ok = tp_checkpoint_qkv_groups(dir, c.n_head, 0, &c.qkv_groups, gerr, sizeof gerr) == 0;
     printf("\nmodel: %s%s%s\n", model, strcmp(dir, model) ? " -> " : "", strcmp(dir, model) ? dir : "");
     printf("config: %d layers, n_embd %d, %d heads of %d (rotary_dim %d), n_inner %d, vocab %d, n_positions %d\n",
            c.n_layer, c.n_embd, c.n_head, c.head_dim, c.rotary_dim, c.n_inner, c.vocab_size, c.n_positions);

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 
 #include "commands.h"
-#include "engine/generate.h"
+#include "sched/generate.h"
 #include "util/log.h"
-#include "engine/step.h"
+#include "model/step.h"
 #include "job.h"
 #include "json_out.h"
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "engine/step.h"
+#include "model/step.h"
 #include "job.h"
 #include "server/serve.h"
 #include "tokenizer/tokenizer.h"

@@ -10,7 +10,7 @@
 
 #include "util/log.h"
 #include "tokenizer/tokenizer.h"
-#include "engine/config.h"
+#include "model/config.h"
 #include "checkpoint/hub.h"
 #include "launcher/commands.h"
 

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/mem_plan.h"
+#include "model/mem_plan.h"
 #include "kernels/cuda_module.h"
-#include "engine/remote_code.h"
-#include "engine/sampler.h" /* TP_MAX_CANDIDATES: the top-k of logits_stats */
+#include "checkpoint/remote_code.h"
+#include "sched/sampler.h" /* TP_MAX_CANDIDATES: the top-k of logits_stats */
 #include "util/log.h"
 #include "util/threads.h"
 
@@ -81,7 +81,7 @@ int tp_job_max_rows(const tp_args *a) {
     return r < a->max_batch_tokens ? (int)r : a->max_batch_tokens;
 }
 
-/* The memory plan (engine/mem_plan.h) for the job's limits, agreed by every rank: when it does
+/* The memory plan (model/mem_plan.h) for the job's limits, agreed by every rank: when it does
  * not fit on some rank, that rank prints why with the plan's table and every rank exits 1.
  * Returns the KV blocks this rank can hold; prints the plan with --verbose when `print`. */
 static long job_plan(tp_job *j, const tp_args *a, long kv_tokens_needed, int print) {
@@ -121,7 +121,7 @@ void tp_job_config(tp_job *j, tp_comm *mpi, const tp_args *a) {
     char err[4096];
     const char *path = a->model ? a->model : a->config;
     if (tp_config_load(path, &m->cfg, err, sizeof err)) tp_die_all("%s", err);
-    if (tp_config_qkv_groups(&m->cfg, path, a->qkv_groups, err, sizeof err)) tp_die_all("%s", err);
+    if (tp_checkpoint_qkv_groups(path, m->cfg.n_head, a->qkv_groups, &m->cfg.qkv_groups, err, sizeof err)) tp_die_all("%s", err);
     if (tp_shard_plan(&m->cfg, mpi->size, mpi->rank, &m->sh, err, sizeof err)) tp_die_all("%s", err);
 }
 

@@ -4,7 +4,7 @@
 
 #include "args.h"
 #include "comm/comm.h"
-#include "engine/model.h"
+#include "model/model.h"
 
 typedef struct {
     tp_comm *mpi;  /* host collectives, always */

@@ -13,7 +13,7 @@
 
 #include <microhttpd.h>
 
-#include "engine/scheduler.h"
+#include "sched/scheduler.h"
 #include "jbuf.h"
 #include "metrics.h"
 #include "serve.h"

@@ -188,7 +188,7 @@ static int parse_ids(tp_server *s, errctx *e, const json_value *a, int which, sr
 }
 
 /* suffix: NULL, or the request's `suffix` on a FIM-capable model: the prompt is then the FIM
- * prompt of prefix v and suffix (engine/fim.h). */
+ * prompt of prefix v and suffix (tokenizer/fim.h). */
 static int parse_text(tp_server *s, errctx *e, const json_value *v, const json_value *suffix, int which,
                       srv_prompt *p) {
     if (!s->tok) {

@@ -1,14 +1,14 @@
 /* tpgen serve: an OpenAI-compatible completions server on rank 0 (routes and fields:
  * docs/SERVING.md). HTTP threads (libmicrohttpd, one per connection) parse, validate, tokenize
- * and enqueue; rank 0's main thread runs the online scheduler (engine/scheduler.h) and is the
+ * and enqueue; rank 0's main thread runs the online scheduler (sched/scheduler.h) and is the
  * only one that touches the model. */
 #ifndef TPGEN_SERVER_SERVE_H
 #define TPGEN_SERVER_SERVE_H
 
 #include <stddef.h>
 
-#include "engine/fim.h"
-#include "engine/model.h"
+#include "tokenizer/fim.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
@@ -26,7 +26,7 @@ typedef struct {
     double request_timeout;  /* --request-timeout: seconds from arrival a request may take (0: none); also
                               * the largest per-request "timeout" */
     int priority_policy;     /* --scheduling-policy priority: 1 ("priority" orders the queue), 0 fcfs */
-    const tp_fim *fim;    /* the model's fill-in-the-middle format (engine/fim.h); NULL: `suffix` is refused */
+    const tp_fim *fim;    /* the model's fill-in-the-middle format (tokenizer/fim.h); NULL: `suffix` is refused */
     int ignore_suffix;    /* --ignore-suffix: without a FIM format, `suffix` is ignored instead of refused */
 } tp_serve_opts;
 

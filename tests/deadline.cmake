@@ -2,7 +2,7 @@
 # The scheduler's queue order by (priority, arrival) and tp_sched_end with a reason, driven by hand
 # without MPI or a model (labels deadline, sched_unit, unit).
 add_executable(test_sched_order ${CMAKE_CURRENT_SOURCE_DIR}/sched_unit/sched_order.c)
-target_link_libraries(test_sched_order PRIVATE tpgen_engine ${MATH_LIB})
+target_link_libraries(test_sched_order PRIVATE tpgen_sched ${MATH_LIB})
 add_test(NAME sched_order COMMAND test_sched_order)
 set_tests_properties(sched_order PROPERTIES LABELS "deadline;sched_unit;unit;engine" TIMEOUT 60)
 # The server end to end (labels deadline, server), TP 1, models/codegen-tiny-py (a trained tiny

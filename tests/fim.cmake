@@ -1,4 +1,4 @@
-# `suffix` (label fim; engine/fim.h, docs/SERVING.md "Fill-in-the-middle"): FIM end to end on the
+# `suffix` (label fim; tokenizer/fim.h, docs/SERVING.md "Fill-in-the-middle"): FIM end to end on the
 # CodeGen2-shaped fixture through the openai client and curl (tests/fim/fim_test.py) at TP 1 and
 # 2, CodeGen 1's 400 and --ignore-suffix, `tpgen generate --suffix`, and the refusals.
 set(FIM_FIX ${TPGEN_TEST_DATA}/codegen2-f32)

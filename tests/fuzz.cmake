@@ -14,7 +14,7 @@ if(TPGEN_FUZZ)
     message(FATAL_ERROR "TPGEN_FUZZ=ON needs clang (libFuzzer): configure with -DCMAKE_C_COMPILER=clang")
   endif()
   # The code under test gets coverage instrumentation and the sanitizers too.
-  foreach(lib tpgen_util tpgen_tokenizer tpgen_checkpoint tpgen_engine tpgen_server tpgen_comm)
+  foreach(lib tpgen_util tpgen_tokenizer tpgen_checkpoint tpgen_model tpgen_sched tpgen_server tpgen_comm)
     target_compile_options(${lib} PRIVATE -g -fsanitize=fuzzer-no-link ${FUZZ_SAN})
   endforeach()
   # the kernels: sanitizers without coverage (their loops are the same for every request)
@@ -58,13 +58,13 @@ tpgen_fuzz_target(safetensors LIBS tpgen_checkpoint)
 tpgen_fuzz_target(safetensors_index LIBS tpgen_checkpoint)
 tpgen_fuzz_target(tokenizer LIBS tpgen_tokenizer)
 tpgen_fuzz_target(prompts SOURCES launcher/prompts.c LIBS tpgen_tokenizer)
-tpgen_fuzz_target(sampler SOURCES engine/sampler.c LIBS ${MATH_LIB})
+tpgen_fuzz_target(sampler SOURCES sched/sampler.c model/candidates.c LIBS ${MATH_LIB})
 tpgen_fuzz_target(bin LIBS tpgen_checkpoint)
 # server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the engine
-# functions it calls, the request builder, validation, KV count and free, are engine/request.c, and
-# engine/fim.c for `suffix`)
+# functions it calls, the request builder, validation, KV count and free, are sched/request.c, and
+# tokenizer/fim.c for `suffix`)
 find_package(Threads REQUIRED)
-tpgen_fuzz_target(server_request SOURCES server/openai.c server/jbuf.c engine/request.c engine/fim.c
+tpgen_fuzz_target(server_request SOURCES server/openai.c server/jbuf.c sched/request.c tokenizer/fim.c
                   LIBS tpgen_tokenizer Threads::Threads)
 # Whole requests in one process (TP 1): body -> srv_parse_completion -> the server's engine loop
 # (scheduler, sampler) -> the response, on models/codegen-tiny-py; the model is loaded as

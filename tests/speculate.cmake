@@ -11,7 +11,7 @@
 #    every KV block free at the end;
 #  - bad --speculate values: a clear error naming the flag, before any weights are read.
 add_executable(test_speculate ${CMAKE_CURRENT_SOURCE_DIR}/speculate/test_speculate.c)
-target_link_libraries(test_speculate PRIVATE tpgen_engine ${MATH_LIB})
+target_link_libraries(test_speculate PRIVATE tpgen_sched ${MATH_LIB})
 add_test(NAME speculate_unit COMMAND test_speculate)
 set_tests_properties(speculate_unit PROPERTIES LABELS "speculate;unit" TIMEOUT 120)
 

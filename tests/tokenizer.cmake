@@ -8,7 +8,7 @@ add_executable(test_tokenizer
   ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_unit.c
   ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_cli.c
   ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_test_util.c)
-target_link_libraries(test_tokenizer PRIVATE tpgen_engine)
+target_link_libraries(test_tokenizer PRIVATE tpgen_tokenizer)
 
 # The CLI test runs the real `tpgen` (launcher/main.c dispatches to launcher/cmd_tokenize.c).
 set(TOK_CLI $<TARGET_FILE:tpgen>)

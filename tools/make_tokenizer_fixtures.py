@@ -17,7 +17,7 @@ added_tokens.json + <|endoftext|>. Both must also reproduce the shared cases fil
   tests/data/tokenizer/hf_truncate.jsonl {"text", "patterns", "keep"}: CodeGen truncate; keep in bytes
   tests/data/tokenizer/small/tokenizer.json  a small byte-level BPE trained by HF, saved by HF
   tests/data/tokenizer/small_corpus.jsonl, small_decode.jsonl  its encodings and decodings
-  engine/tokenizer_unicode_table.c      the pre-tokenizer's class of every code point, probed from
+  tokenizer/tokenizer_unicode_table.c      the pre-tokenizer's class of every code point, probed from
                                         HF's own regex engine (so the Unicode version is HF's)
 """
 import argparse

@@ -35,7 +35,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/step.h"
+#include "model/step.h"
 #include "launcher/job.h"
 #include "server/internal.h"
 #include "util/json.h"

@@ -1,4 +1,4 @@
-/* Fuzz target: engine/sampler.c on arbitrary logits (NaN, inf, ties, huge and tiny values come
+/* Fuzz target: sched/sampler.c on arbitrary logits (NaN, inf, ties, huge and tiny values come
  * straight from the bytes) and any settings the CLI accepts. Bytes: [mode][temperature][top_k]
  * [top_p][penalty][logprobs][seed][n_hist] [n_hist history ids as u16] then the logits (f32, LE;
  * V = what is left / 4, at least 1). mode bit 0: candidate mode when the settings allow it (the
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
+#include "sched/sampler.h"
 
 #ifndef TPGEN_FUZZ_SAMPLER_KNOWN
 #define TPGEN_FUZZ_SAMPLER_KNOWN 0

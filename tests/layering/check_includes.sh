@@ -2,7 +2,7 @@
 # Layering check: files in DIR may include project headers only from the folders ALLOWED (a
 # comma list; the folder's own headers, by bare name or DIR/..., are always allowed). A quoted
 # include is resolved as the compiler does (the including file's folder, then the source root),
-# so "../engine/x.h" and "engine/x.h" are both caught. Prints every offending line; exit 1 if any.
+# so "../model/x.h" and "model/x.h" are both caught. Prints every offending line; exit 1 if any.
 #   check_includes.sh SRC_ROOT DIR ALLOWED
 set -u
 root=$1 dir=$2 allowed=$3
@@ -26,6 +26,6 @@ while IFS= read -r -d '' f; do
       bad=1
     fi
   done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f")
-done < <(find "$root/$dir" -name '*.[ch]' -print0)
+done < <(find "$root/$dir" \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cpp' \) -print0)
 [ $bad = 0 ] && echo "check_includes: $dir/: $n project includes, all from ${ok[*]}"
 exit $bad

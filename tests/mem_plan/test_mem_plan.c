@@ -1,4 +1,4 @@
-/* The memory plan (kernels/mem_plan.h, engine/mem_plan.c, kernels/cuda/cuda_plan.c) on the CPU,
+/* The memory plan (kernels/mem_plan.h, model/mem_plan.c, kernels/cuda/cuda_plan.c) on the CPU,
  * for configs/codegen-16B.json at TP 1/2/4/8 (first and last rank: the vocab padding differs),
  * batch 1..64, steps of up to 512 tokens, context up to n_positions.
  *
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/mem_plan.h"
-#include "engine/model.h"
+#include "model/mem_plan.h"
+#include "model/model.h"
 #include "kernels/cuda/cuda_plan.h"
 #include "util/log.h"
 

@@ -1,4 +1,4 @@
-/* Unit test of engine/sampler.c against plain double-precision references written here.
+/* Unit test of sched/sampler.c against plain double-precision references written here.
  *
  * The sampler follows HF generate: repetition penalty -> temperature -> top-k -> top-p -> draw,
  * with reported log-probabilities from the raw logits. Each check builds logits with a known
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/sampler.h"
+#include "sched/sampler.h"
 #include "tests/common/check.h"
 
 

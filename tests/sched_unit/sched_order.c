@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/scheduler.h"
+#include "sched/scheduler.h"
 
 static int g_fail, g_checks;
 #define CHECK(cond, ...)                                                             \

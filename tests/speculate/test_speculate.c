@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sampler.h"
-#include "engine/speculate.h"
+#include "sched/sampler.h"
+#include "sched/speculate.h"
 #include "tests/common/check.h"
 
 

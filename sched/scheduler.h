@@ -32,10 +32,10 @@
 #ifndef TPGEN_SCHEDULER_H
 #define TPGEN_SCHEDULER_H
 
-#include "model.h"
+#include "model/model.h"
 #include "prefix_cache.h"
 #include "request.h"
-#include "step.h"
+#include "model/step.h"
 
 typedef struct tp_sched tp_sched;
 

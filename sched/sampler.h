@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TP_MAX_CANDIDATES 64
+#include "model/candidates.h"
 
 /* The repetition penalty's range, for every front end (server, CLI). It divides a positive logit
  * or multiplies a negative one by R; within [1/100, 100] a logit moves by a factor of 100 at most,
@@ -42,11 +42,6 @@ typedef struct {
 typedef struct { uint64_t s[4]; } tp_rng; /* xoshiro256** */
 void tp_rng_seed(tp_rng *r, uint64_t seed, uint64_t stream);
 double tp_rng_uniform(tp_rng *r); /* [0, 1) */
-
-typedef struct {
-    int32_t id;
-    float logit;
-} tp_cand;
 
 typedef struct {
     int32_t id;       /* the chosen token */
@@ -79,11 +74,7 @@ void tp_penalties_apply(const tp_penalties *p, const int32_t *generated, int n, 
 
 /* Candidates a row needs in candidate mode, or 0 when it needs full logits. */
 int tp_sampling_candidates(const tp_sampling *s);
-/* "a" before "b": higher logit first, equal logits by lower id (argmax picks the lowest id). */
-int tp_cand_before(const tp_cand *a, const tp_cand *b);
 
-/* log(sum_i exp(x[i])) over n raw logits, the max subtracted, the sum in double. */
-float tp_logsumexp(const float *x, int n);
 
 /* The min(k, V) most likely ids of a row of V raw logits, best first (tp_cand_before), and their
  * log-probabilities (logit - lse) into ids/lps; returns how many. */

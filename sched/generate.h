@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "request.h"
 #include "scheduler.h"
 

@@ -72,7 +72,7 @@ typedef struct {
  * problem with the files. */
 void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed);
 void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int kv_blocks, int block_size);
-/* What tp_model_load_weights and tp_model_alloc will ask b->alloc for (engine/mem_plan.c). */
+/* What tp_model_load_weights and tp_model_alloc will ask b->alloc for (model/mem_plan.c). */
 size_t tp_model_weights_bytes(const tp_model *m);
 size_t tp_model_acts_bytes(const tp_model *m, int max_tokens, int max_rows, int max_seqs, long kv_blocks,
                            int block_size);

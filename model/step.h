@@ -10,7 +10,7 @@
 #define TPGEN_STEP_H
 
 #include "model.h"
-#include "sampler.h"
+#include "candidates.h"
 
 enum { TP_LOGITS_CANDIDATES = 0, TP_LOGITS_FULL = 1 };
 

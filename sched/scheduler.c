@@ -7,7 +7,7 @@
 
 #include "prefix_cache.h"
 #include "speculate.h"
-#include "step.h"
+#include "model/step.h"
 #include "util/log.h"
 
 struct tp_sched {

@@ -17,7 +17,7 @@ typedef struct {
     int eos_token_id; /* -1 when absent */
     int bos_token_id;
     int tie_word_embeddings;
-    int qkv_groups;   /* G: qkv_proj's groups (mp_num), 0 until tp_config_qkv_groups (remote_code.h) */
+    int qkv_groups;   /* G: qkv_proj's groups (mp_num), 0 until set from tp_checkpoint_qkv_groups (checkpoint/remote_code.h) */
 } tp_config;
 
 /* Limits a config must respect (far above any CodeGen); see tp_config_load. */

@@ -88,7 +88,7 @@ static int checkpoint_groups(const json_value *root, const char *dir, const char
     return g;
 }
 
-int tp_config_qkv_groups(tp_config *c, const char *path, int flag, char *err, size_t err_size) {
+int tp_checkpoint_qkv_groups(const char *path, int n_head, int flag, int *groups, char *err, size_t err_size) {
     char cfg_path[4096], dir[4096], file[4200];
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -125,14 +125,14 @@ int tp_config_qkv_groups(tp_config *c, const char *path, int flag, char *err, si
         snprintf(err, err_size, "%s", ferr);
         return -1;
     }
-    if (c->n_head % g) {
+    if (n_head % g) {
         snprintf(err, err_size,
                  "%s: n_head %d is not a multiple of %d, the qkv_proj group count (from %s): each group must "
                  "hold whole heads",
-                 cfg_path, c->n_head, g, from);
+                 cfg_path, n_head, g, from);
         return -1;
     }
-    c->qkv_groups = g;
+    *groups = g;
     if (file[0]) tp_log0("qkv_proj: %d groups (mp_num in %s%s)\n", g, file, flag > 0 ? ", and --qkv-groups" : "");
     return 0;
 }

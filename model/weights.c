@@ -142,7 +142,7 @@ static void stage_slice(const load_item *it, const tp_st_tensor *t, const tp_con
          * group g = [Q_g; V_g; K_g], each E/G rows = H/G whole heads. Head h is in group h / (H/G)
          * at index h % (H/G). Gather this rank's heads into [q heads; k heads; v heads]. */
         const int64_t G = c->qkv_groups;
-        if (G < 1 || c->n_head % G) tp_die("qkv_proj: %d groups for %d heads (tp_config_qkv_groups not applied)",
+        if (G < 1 || c->n_head % G) tp_die("qkv_proj: %d groups for %d heads (tp_checkpoint_qkv_groups not applied)",
                                            (int)G, c->n_head);
         int64_t E = c->n_embd, D = c->head_dim, per_group = c->n_head / G, Hl = it->count;
         static const int part_of[3] = {0, 2, 1}; /* q, k, v -> offset in group: Q=0, V=1, K=2 */

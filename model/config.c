@@ -103,7 +103,7 @@ int tp_config_load(const char *path_in, tp_config *c, char *err, size_t err_size
         snprintf(err, err_size, "%s: n_embd %d is not divisible by n_head %d", path, c->n_embd, c->n_head);
         goto out;
     }
-    /* n_head % qkv_groups: checked by tp_config_qkv_groups, once the checkpoint's modeling code is known */
+    /* n_head % qkv_groups: checked by tp_checkpoint_qkv_groups (checkpoint/remote_code.h), once the checkpoint's modeling code is known */
     c->head_dim = c->n_embd / c->n_head;
     if (c->rotary_dim > c->head_dim || c->rotary_dim % 2) {
         snprintf(err, err_size, "%s: rotary_dim %d must be even and at most head_dim %d", path, c->rotary_dim,

@@ -12,16 +12,14 @@
 
 #include <stddef.h>
 
-#include "config.h"
-
 #define TP_MAX_QKV_GROUPS 64
 
-/* Sets c->qkv_groups for the checkpoint whose config.json is at path (a dir or the file):
+/* *groups = G for the checkpoint whose config.json is at path (a dir or the file):
  * no auto_map model entry: 4 (HF's own class); auto_map: the mp_num of the modeling file next to
  * config.json. flag > 0 (--qkv-groups) states G: it must agree with an identified file, and it is
  * what lets an unidentifiable file load. Checks n_head % G == 0 (heads whole within groups).
  * Returns 0, or -1 with a message naming the file, the field or the flag. */
-int tp_config_qkv_groups(tp_config *c, const char *path, int flag, char *err, size_t err_size);
+int tp_checkpoint_qkv_groups(const char *path, int n_head, int flag, int *groups, char *err, size_t err_size);
 
 /* G of a modeling file's text: the value of its `mp_num = N` assignments (`self.mp_num = N`
  * too), all equal. Returns G > 0, 0 when there is none, -1 when they disagree. */

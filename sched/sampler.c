@@ -51,10 +51,6 @@ int tp_sampling_candidates(const tp_sampling *s) {
     return k <= TP_MAX_CANDIDATES ? k : 0;
 }
 
-int tp_cand_before(const tp_cand *a, const tp_cand *b) {
-    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
-}
-
 static int cand_cmp(const void *pa, const void *pb) {
     const tp_cand *a = pa, *b = pb;
     return tp_cand_before(a, b) ? -1 : tp_cand_before(b, a) ? 1 : 0;
@@ -171,14 +167,6 @@ int tp_sample_candidates(const tp_sampling *s, tp_rng *rng, const tp_cand *c, in
         out->top_lps[k] = c[k].logit - lse;
     }
     return 0;
-}
-
-float tp_logsumexp(const float *x, int n) {
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double se = 0;
-    for (int i = 0; i < n; i++) se += exp((double)x[i] - mx);
-    return mx + (float)log(se);
 }
 
 size_t tp_sample_full_work_bytes(int V) { return (size_t)V * (sizeof(float) + sizeof(double) + sizeof(tp_cand)); }
