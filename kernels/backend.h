@@ -49,6 +49,25 @@ typedef struct {
     int head_dim;   /* D */
 } tp_step_limits;
 
+/* One layer's attention geometry on this rank, fixed at load (model/arch.c fills it from the
+ * architecture and the shard plan). The q/k/v rows of a token are [Hl*D q | Hkl*D k | Hkl*D v]:
+ * this rank's query heads, then its KV heads' k, then their v. Grouped-query attention: query head
+ * h reads KV head h / (Hl / Hkl); Hkl == Hl is plain multi-head attention (CodeGen).
+ * Rotary on the first R dims of every q and k head at position pos, angle = pos * inv_freq[i] in
+ * f32, inv_freq[i] = theta^(-2i/R) (tp_rope_inv_freq, kernels/common/tp_rotary.h); the pairs it
+ * rotates depend on the style:
+ *   TP_ROPE_GPTJ: (x[2i], x[2i+1]), i < R/2   (GPT-J interleaved: HF CodeGen)
+ *   TP_ROPE_NEOX: (x[i], x[i + R/2]), i < R/2  (rotate-half: HF LLaMA, GPT-NeoX) */
+typedef enum { TP_ROPE_GPTJ = 0, TP_ROPE_NEOX = 1 } tp_rope_style;
+typedef struct {
+    int n_heads;    /* Hl: this rank's query heads */
+    int n_kv_heads; /* Hkl: this rank's KV heads, Hl % Hkl == 0 */
+    int head_dim;   /* D */
+    int rotary_dim; /* R <= D, even */
+    tp_rope_style rope_style;
+    float rope_theta; /* 10000 for CodeGen */
+} tp_attn_shape;
+
 /* Op classes whose implementation a backend picks per call (CPU features, dtype, step size,
  * env overrides): what kernel_name names. MATMUL: matmul and matmul_gelu (the layers' GEMMs);
  * LOGITS: matmul_f32out (lm_head); ATTENTION: attention. */
@@ -131,16 +150,22 @@ struct tp_backend {
     /* dst[i,:] = src[rows[i],:], rows: host int32 [n]; src [*, E], dst [n, E]. */
     void (*gather_rows)(tp_backend *b, void *dst, const void *src, const int32_t *rows_host, int n, int E);
 
-    /* qkv: [T, 3, Hl, D] (this rank's q heads, then k heads, then v heads). Applies GPT-J
-     * interleaved rotary to the first R dims of every q and k head at position pos[t]
-     * (inv_freq[i] = 10000^(-2i/R), angle = pos * inv_freq[i] in f32), in place, then writes k and
-     * v of every token into its cache slot. k_cache, v_cache: this layer's [n_blocks, bs, Hl, D]. */
-    void (*rotary_kv_write)(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl,
-                            int D, int R);
-    /* out[t, h*D + d] = sum_p softmax_p(q_t,h . k_p,h / sqrt(D)) v_p,h[d] over p = 0..pos[t] of
-     * the token's sequence, read from the cache; scores and softmax in f32. q from qkv as above. */
+    /* qkv: [T, (Hl + 2 Hkl) D] laid out as tp_attn_shape says. Applies rotary (a->rope_style) to
+     * the first R dims of every q and k head at position pos[t], in place, then writes k and v of
+     * every token into its cache slot. k_cache, v_cache: this layer's [n_blocks, bs, Hkl, D]. */
+    void (*rotary_kv_write)(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st,
+                            const tp_attn_shape *a);
+    /* out[t, h*D + d] = sum_p softmax_p(q_t,h . k_p,g / sqrt(D)) v_p,g[d], g = h / (Hl / Hkl), over
+     * p = 0..pos[t] of the token's sequence, read from the cache; scores and softmax in f32. out:
+     * [T, Hl D]; q from qkv as above. */
     void (*attention)(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
-                      const tp_step *st, int Hl, int D);
+                      const tp_step *st, const tp_attn_shape *a);
+    /* LLaMA's ops (NULL on a backend without them; model/arch.c refuses such a model there).
+     * rmsnorm: y = x / sqrt(mean(x^2) + eps) * g per row, in f32, rounded once; y may equal x. [T, E]
+     * silu_mul: y[t, i] = silu(gu[t, i]) * gu[t, N + i], silu(z) = z / (1 + exp(-z)), in f32;
+     * gu: [T, 2N] (gate_proj's outputs, then up_proj's, one GEMM), y: [T, N]. */
+    void (*rmsnorm)(tp_backend *b, void *y, const void *x, const void *g, int T, int E, float eps);
+    void (*silu_mul)(tp_backend *b, void *y, const void *gu, int T, int N);
 
     /* Per row r of logits [rows, ld] (f32), over columns c < n_valid (columns past it are vocab
      * padding): mx[r] = max, se[r] = sum exp(l - mx), the k largest (value descending, equal

@@ -106,12 +106,12 @@ static void kernels_json(char *buf, size_t size, tp_backend *b, int T, int logit
 
 /* Attention's share of a prefill (file comment): the backend's op, wrapped to add up its time. */
 static void (*g_attention)(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
-                           const tp_step *st, int Hl, int D);
+                           const tp_step *st, const tp_attn_shape *a);
 static double g_attention_s;
 static void timed_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
-                            const tp_step *st, int Hl, int D) {
+                            const tp_step *st, const tp_attn_shape *a) {
     const double t0 = tp_now_seconds();
-    g_attention(b, out, qkv, k_cache, v_cache, st, Hl, D);
+    g_attention(b, out, qkv, k_cache, v_cache, st, a);
     g_attention_s += tp_now_seconds() - t0;
 }
 

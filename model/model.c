@@ -107,14 +107,15 @@ static void run_layers(tp_model *m, const tp_step *st, const tp_step_host *s) {
     const tp_config *c = &m->cfg;
     tp_acts *a = &m->a;
     int T = s->n_tokens, E = c->n_embd, Hl = m->sh.n_heads, D = c->head_dim, Il = m->sh.n_inner;
+    const tp_attn_shape as = {Hl, Hl, D, c->rotary_dim, TP_ROPE_GPTJ, 10000.0f};
     b->embed(b, a->h, m->w.wte, a->ids, T, E);
     for (int l = 0; l < c->n_layer; l++) {
         const tp_layer *L = &m->w.layers[l];
         b->layernorm(b, a->ln, a->h, L->ln1_g, L->ln1_b, T, E, c->layer_norm_epsilon);
         /* attention branch: qkv [T, 3*Hl*D] -> rotary + cache write -> att [T, Hl*D] -> part [T, E] */
         b->matmul(b, a->qkv, a->ln, L->qkv, NULL, T, 3 * Hl * D, E, 0);
-        b->rotary_kv_write(b, a->qkv, m->kv.k[l], m->kv.v[l], st, Hl, D, c->rotary_dim);
-        b->attention(b, a->att, a->qkv, m->kv.k[l], m->kv.v[l], st, Hl, D);
+        b->rotary_kv_write(b, a->qkv, m->kv.k[l], m->kv.v[l], st, &as);
+        b->attention(b, a->att, a->qkv, m->kv.k[l], m->kv.v[l], st, &as);
         b->matmul(b, a->part, a->att, L->out, NULL, T, E, Hl * D, 0);
         /* MLP branch: mlp [T, Il] = gelu(fc_in x + b); part += fc_out mlp (+ bias once, on rank 0) */
         b->matmul_gelu(b, a->mlp, a->ln, L->fc_in, L->fc_in_b, T, Il, E);

@@ -1,8 +1,9 @@
 /* Rotary embedding + KV cache write, and attention over the paged KV cache.
  *
- * qkv [T, 3, Hl, D]: token t's q heads at qkv + (t*3 + 0)*Hl*D + h*D, k heads at (t*3 + 1)*Hl*D,
- * v heads at (t*3 + 2)*Hl*D. The caches are [n_blocks, bs, Hl, D]: token position p of sequence
- * s sits in slot block_table[s*max_blocks + p/bs]*bs + p%bs, and a slot holds all Hl heads.
+ * qkv [T, (Hl + 2 Hkl) D] (tp_attn_shape, kernels/backend.h): token t's q heads at
+ * qkv + t*(Hl + 2 Hkl)*D + h*D, its k heads after the Hl*D q values, its v heads after the k. The
+ * caches are [n_blocks, bs, Hkl, D]: token position p of sequence s sits in slot
+ * block_table[s*max_blocks + p/bs]*bs + p%bs, and a slot holds all Hkl KV heads.
  *
  * Numerics follow HF CodeGen in f32: the rotary angles and the pair rotation are
  * kernels/common/tp_rotary.h (shared with the CUDA backend); scores divided (not multiplied) by
@@ -21,20 +22,23 @@ static inline size_t cache_slot(const tp_step *st, int seq, int pos) {
     return (size_t)blk * st->block_size + (size_t)(pos % st->block_size);
 }
 
-/* x[2i], x[2i+1] for i < R/2 rotated by the angle whose cos/sin are cs[i], sn[i]. */
-static inline void rotate_every_two(float *x, const float *cs, const float *sn, int half) {
-    for (int i = 0; i < half; i++) tp_rope_rotate(&x[2 * i], &x[2 * i + 1], cs[i], sn[i]);
+/* The pairs i < R/2 of one head (the style's, tp_rotary.h) rotated by the angles whose cos/sin are
+ * cs[i], sn[i]. */
+static inline void rotate_head(float *x, const float *cs, const float *sn, int R, int style) {
+    for (int i = 0; i < R / 2; i++)
+        tp_rope_rotate(&x[tp_rope_pair_a(style, i)], &x[tp_rope_pair_b(style, i, R)], cs[i], sn[i]);
 }
 
-void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl,
-                         int D, int R) {
-    const int T = st->n_tokens, half = R / 2;
-    const size_t HD = (size_t)Hl * D;
+void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st,
+                         const tp_attn_shape *as) {
+    const int T = st->n_tokens, Hl = as->n_heads, Hkl = as->n_kv_heads, D = as->head_dim, R = as->rotary_dim;
+    const int half = R / 2;
+    const size_t QD = (size_t)Hl * D, KD = (size_t)Hkl * D, row = QD + 2 * KD;
     float *base = (float *)qkv, *kc = (float *)k_cache, *vc = (float *)v_cache;
     float *inv_freq = tp_malloc((size_t)(half > 0 ? half : 1) * sizeof(float));
-    for (int i = 0; i < half; i++) inv_freq[i] = tp_rope_inv_freq(i, R);
+    for (int i = 0; i < half; i++) inv_freq[i] = tp_rope_inv_freq(i, R, as->rope_theta);
 
-    #pragma omp parallel num_threads(cpu_threads(b)) if ((size_t)T * HD >= CPU_PAR_MIN)
+    #pragma omp parallel num_threads(cpu_threads(b)) if ((size_t)T * row >= CPU_PAR_MIN)
     {
         float *cs = tp_malloc((size_t)(half > 0 ? half : 1) * 2 * sizeof(float)), *sn = cs + (half > 0 ? half : 1);
         #pragma omp for schedule(static)
@@ -43,14 +47,11 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
             for (int i = 0; i < half; i++) {
                 tp_rope_sincos(tp_rope_angle(pos, inv_freq[i]), &sn[i], &cs[i]);
             }
-            float *q = base + (size_t)t * 3 * HD, *k = q + HD, *v = k + HD;
-            for (int h = 0; h < Hl; h++) {
-                rotate_every_two(q + (size_t)h * D, cs, sn, half);
-                rotate_every_two(k + (size_t)h * D, cs, sn, half);
-            }
+            float *q = base + (size_t)t * row, *k = q + QD, *v = k + KD;
+            for (int h = 0; h < Hl + Hkl; h++) rotate_head(q + (size_t)h * D, cs, sn, R, as->rope_style); /* q, then k */
             const size_t slot = cache_slot(st, st->seq[t], pos);
-            memcpy(kc + slot * HD, k, HD * sizeof(float));
-            memcpy(vc + slot * HD, v, HD * sizeof(float));
+            memcpy(kc + slot * KD, k, KD * sizeof(float));
+            memcpy(vc + slot * KD, v, KD * sizeof(float));
         }
         free(cs);
     }
@@ -133,7 +134,9 @@ const char *cpu_attention_kernel(int T, int D) {
 }
 
 void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
-                   const tp_step *st, int Hl, int D) {
+                   const tp_step *st, const tp_attn_shape *as) {
+    const int Hl = as->n_heads, D = as->head_dim;
+    if (as->n_kv_heads != Hl) tp_die("cpu attention: grouped-query attention (%d KV heads for %d heads) is not implemented yet", as->n_kv_heads, Hl);
     const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .D = D, .kv_bf16 = 0};
     cpu_attn_run(cpu_attn_isa_pick(), &a, cpu_threads(b));
 }

@@ -118,39 +118,43 @@ static inline size_t cache_slot(const tp_step *st, int seq, int pos) {
 }
 
 /* q and k rotated in f32 (kernels/common/tp_rotary.h) and rounded back; k and v into the cache. */
-static void bf16_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl,
-                                 int D, int R) {
+static void bf16_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st,
+                                 const tp_attn_shape *as) {
     bf16_report(b, 0, "rotary_kv_write", "c (f32 rotation, bf16 cache)");
-    const int T = st->n_tokens, half = R / 2;
-    const size_t HD = (size_t)Hl * D;
+    const int T = st->n_tokens, Hl = as->n_heads, Hkl = as->n_kv_heads, D = as->head_dim, R = as->rotary_dim;
+    const int half = R / 2, style = as->rope_style;
+    const size_t QD = (size_t)Hl * D, KD = (size_t)Hkl * D, row = QD + 2 * KD;
     bf16 *base = qkv, *kc = k_cache, *vc = v_cache;
     float inv_freq[half > 0 ? half : 1];
-    for (int i = 0; i < half; i++) inv_freq[i] = tp_rope_inv_freq(i, R);
-    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * HD >= CPU_PAR_MIN)
+    for (int i = 0; i < half; i++) inv_freq[i] = tp_rope_inv_freq(i, R, as->rope_theta);
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * row >= CPU_PAR_MIN)
     for (int t = 0; t < T; t++) {
         const int pos = st->pos[t];
         float cs[half > 0 ? half : 1], sn[half > 0 ? half : 1];
         for (int i = 0; i < half; i++) tp_rope_sincos(tp_rope_angle(pos, inv_freq[i]), &sn[i], &cs[i]);
-        bf16 *q = base + (size_t)t * 3 * HD, *k = q + HD, *v = k + HD;
-        for (int h = 0; h < 2 * Hl; h++) { /* q heads then k heads: adjacent */
+        bf16 *q = base + (size_t)t * row, *k = q + QD, *v = k + KD;
+        for (int h = 0; h < Hl + Hkl; h++) { /* q heads then k heads: adjacent */
             bf16 *x = q + (size_t)h * D;
             for (int i = 0; i < half; i++) {
-                float x0 = b2f(x[2 * i]), x1 = b2f(x[2 * i + 1]);
+                const int ia = tp_rope_pair_a(style, i), ib = tp_rope_pair_b(style, i, R);
+                float x0 = b2f(x[ia]), x1 = b2f(x[ib]);
                 tp_rope_rotate(&x0, &x1, cs[i], sn[i]);
-                x[2 * i] = f2b(x0);
-                x[2 * i + 1] = f2b(x1);
+                x[ia] = f2b(x0);
+                x[ib] = f2b(x1);
             }
         }
         const size_t slot = cache_slot(st, st->seq[t], pos);
-        memcpy(kc + slot * HD, k, HD * 2);
-        memcpy(vc + slot * HD, v, HD * 2);
+        memcpy(kc + slot * KD, k, KD * 2);
+        memcpy(vc + slot * KD, v, KD * 2);
     }
 }
 
 /* bf16 K/V through the shared attention kernels (kernels/cpu/cpu_attn.h): scores, softmax and the
  * P.V sum in f32, the output rounded once. */
 static void bf16_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
-                           const tp_step *st, int Hl, int D) {
+                           const tp_step *st, const tp_attn_shape *as) {
+    const int Hl = as->n_heads, D = as->head_dim;
+    if (as->n_kv_heads != Hl) tp_die("cpu attention: grouped-query attention (%d KV heads for %d heads) is not implemented yet", as->n_kv_heads, Hl);
     const att_isa isa = cpu_attn_isa_pick();
     const int q_max = st->n_tokens < cpu_attn_tile(isa) ? st->n_tokens : cpu_attn_tile(isa);
     char path[96];

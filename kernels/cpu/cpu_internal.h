@@ -91,10 +91,10 @@ void cpu_add(tp_backend *b, void *y, const void *x, size_t n);
 void cpu_gather_rows(tp_backend *b, void *dst, const void *src, const int32_t *rows_host, int n, int E);
 
 /* cpu_attention.c */
-void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl,
-                         int D, int R);
+void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st,
+                         const tp_attn_shape *a);
 void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
-                   const tp_step *st, int Hl, int D);
+                   const tp_step *st, const tp_attn_shape *a);
 
 /* cpu_logits.c */
 void cpu_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int n_valid, int k,

@@ -65,15 +65,18 @@ __global__ void rotary_kv_kernel(T *qkv, T *kc, T *vc, const int32_t *pos, const
     }
 }
 
-void tpc_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl, int D,
-                         int R) {
+void tpc_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st,
+                         const tp_attn_shape *as) {
+    const int Hl = as->n_heads, D = as->head_dim, R = as->rotary_dim;
+    if (as->n_kv_heads != Hl || as->rope_style != TP_ROPE_GPTJ)
+        tp_die("cuda rotary: grouped-query attention and rotate-half rotary are not implemented yet");
     tp_cuda *c = tpc(b);
     const int T = st->n_tokens;
     if (T <= 0 || Hl <= 0 || D <= 0) return;
     if (R > D || R < 0 || R / 2 > ROT_MAX_HALF)
         tp_die("cuda rotary: rotary_dim %d must be in 0..min(head_dim %d, %d)", R, D, 2 * ROT_MAX_HALF);
     rot_freq inv;
-    for (int i = 0; i < R / 2; i++) inv.f[i] = tp_rope_inv_freq(i, R);
+    for (int i = 0; i < R / 2; i++) inv.f[i] = tp_rope_inv_freq(i, R, as->rope_theta);
     const int threads = Hl * ((D + 1) / 2) >= 256 ? 256 : 128;
     if (b->act == TP_F16)
         rotary_kv_kernel<__half><<<T, threads, 0, c->stream>>>((__half *)qkv, (__half *)k_cache, (__half *)v_cache,
@@ -441,7 +444,9 @@ static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *
 }
 
 void tpc_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
-                   const tp_step *st, int Hl, int D) {
+                   const tp_step *st, const tp_attn_shape *as) {
+    const int Hl = as->n_heads, D = as->head_dim;
+    if (as->n_kv_heads != Hl) tp_die("cuda attention: grouped-query attention is not implemented yet");
     if (st->n_tokens <= 0 || Hl <= 0) return;
     if (D <= 0 || D > PF_DMAX || D % 2 != 0)
         tp_die("cuda attention: head_dim %d is not supported (needs an even head_dim <= %d)", D, PF_DMAX);

@@ -187,12 +187,12 @@ void tpc_matmul_init(tp_cuda *c);
 void tpc_matmul_destroy(tp_cuda *c);
 /* cuda_attention.cu */
 void tpc_attention_init(tp_cuda *c);
-void tpc_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st, int Hl, int D,
-                         int R);
+void tpc_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st,
+                         const tp_attn_shape *a);
 /* The backend's kernel_name (cuda_backend.cu; the int8 matmuls have their own, cuda_int8.cu). */
 const char *tpc_kernel_name(tp_backend *b, tp_op_class op, int T, int D);
 void tpc_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
-                   const tp_step *st, int Hl, int D);
+                   const tp_step *st, const tp_attn_shape *a);
 /* cuda_logits.cu */
 void tpc_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int n_valid, int k,
                       const int32_t *targets_host, float *mx, float *se, float *topv, int32_t *topi, float *tgt_val);

@@ -238,7 +238,7 @@ static void test_attention(tp_backend *b, int Hl, int D, int R, int n_seqs, cons
     uint16_t *qkv = rand_bf16((size_t)T * 3 * HD, 1.0), *qkv0 = malloc((size_t)T * 3 * HD * 2);
     memcpy(qkv0, qkv, (size_t)T * 3 * HD * 2);
     tp_step st = {T, n_seqs, bs, max_blocks, max_pos, pos, seq, bt};
-    b->rotary_kv_write(b, qkv, kc, vc, &st, Hl, D, R);
+    b->rotary_kv_write(b, qkv, kc, vc, &st, &(tp_attn_shape){Hl, Hl, D, R, TP_ROPE_GPTJ, 10000.0f});
     /* rotary reference */
     for (int t = 0; t < T; t++)
         for (int part = 0; part < 2; part++)
@@ -264,7 +264,7 @@ static void test_attention(tp_backend *b, int Hl, int D, int R, int n_seqs, cons
         CHECK(!memcmp(vc + slot * HD, qkv + (size_t)t * 3 * HD + 2 * HD, HD * 2), "v cache t=%d", t);
     }
     uint16_t *out = malloc((size_t)T * HD * 2);
-    b->attention(b, out, qkv, kc, vc, &st, Hl, D);
+    b->attention(b, out, qkv, kc, vc, &st, &(tp_attn_shape){Hl, Hl, D, 0, TP_ROPE_GPTJ, 10000.0f});
     double *sc = malloc(sizeof(double) * (max_pos + 1));
     for (int t = 0; t < T; t++)
         for (int h = 0; h < Hl; h++) {

@@ -379,7 +379,7 @@ static void test_rotary(const char *name, kv_case *c, int Hl, int D, int R) {
         void *kc = b->alloc(b, nc * es(b), "k cache"), *vc = b->alloc(b, nc * es(b), "v cache");
         poison(b, kc, nc * es(b));
         poison(b, vc, nc * es(b));
-        b->rotary_kv_write(b, dq, kc, vc, &d.st, Hl, D, R);
+        b->rotary_kv_write(b, dq, kc, vc, &d.st, &(tp_attn_shape){Hl, Hl, D, R, TP_ROPE_GPTJ, 10000.0f});
         dev_to(b, k ? got_q : ref_q, dq, nq);
         dev_to(b, k ? got_k : ref_k, kc, nc);
         dev_to(b, k ? got_v : ref_v, vc, nc);
@@ -435,7 +435,7 @@ static void test_attention(const char *name, kv_case *c, int Hl, int D) {
         void *dq = dev_from(b, qkv, nq), *dk = dev_from(b, kc, nc), *dv = dev_from(b, vc, nc);
         void *out = b->alloc(b, no * es(b), "attention out");
         poison(b, out, no * es(b));
-        b->attention(b, out, dq, dk, dv, &d.st, Hl, D);
+        b->attention(b, out, dq, dk, dv, &d.st, &(tp_attn_shape){Hl, Hl, D, 0, TP_ROPE_GPTJ, 10000.0f});
         dev_to(b, k ? got : ref, out, no);
         dev_step_free(b, &d);
         b->free(b, dq); b->free(b, dk); b->free(b, dv); b->free(b, out);
@@ -718,8 +718,8 @@ static void test_graphs(void) {
             st.max_pos = p32[0] > p32[1] ? p32[0] : p32[1];
             if (!(k && i > 0 && b->graph_launch(b, 1))) {
                 if (k) b->graph_begin(b, 1);
-                b->rotary_kv_write(b, dq, dk, dv, &st, Hl, D, R);
-                b->attention(b, out, dq, dk, dv, &st, Hl, D);
+                b->rotary_kv_write(b, dq, dk, dv, &st, &(tp_attn_shape){Hl, Hl, D, R, TP_ROPE_GPTJ, 10000.0f});
+                b->attention(b, out, dq, dk, dv, &st, &(tp_attn_shape){Hl, Hl, D, 0, TP_ROPE_GPTJ, 10000.0f});
                 if (k) b->graph_end(b, 1);
             }
             dev_to(b, k ? got[i] : ref[i], out, no);

@@ -395,7 +395,7 @@ static void test_rotary(tp_backend *b) {
     float *qkv = malloc(T * 3 * HD * 4), *ref = malloc(T * 3 * HD * 4), *kc = malloc(6 * HD * 4),
           *vc = malloc(6 * HD * 4);
     for (size_t i = 0; i < T * 3 * HD; i++) qkv[i] = ref[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0 * 4 - 2);
-    b->rotary_kv_write(b, qkv, kc, vc, &st, Hl, D, R);
+    b->rotary_kv_write(b, qkv, kc, vc, &st, &(tp_attn_shape){Hl, Hl, D, R, TP_ROPE_GPTJ, 10000.0f});
     int diff = 0;
     double w_sc = 0, w_inv = 0;
     for (int t = 0; t < T; t++)
@@ -403,7 +403,7 @@ static void test_rotary(tp_backend *b) {
             for (int h = 0; h < Hl; h++) {
                 float *x = ref + ((size_t)t * 3 + part) * HD + (size_t)h * D;
                 for (int i = 0; i < R / 2; i++) {
-                    const float inv = tp_rope_inv_freq(i, R), ang = tp_rope_angle(pos[t], inv);
+                    const float inv = tp_rope_inv_freq(i, R, 10000.0f), ang = tp_rope_angle(pos[t], inv);
                     float sn, cs;
                     tp_rope_sincos(ang, &sn, &cs);
                     tp_rope_rotate(&x[2 * i], &x[2 * i + 1], cs, sn);

@@ -42,11 +42,11 @@ typedef struct {
 } att_ctx;
 static void att_run(void *p) {
     att_ctx *c = p;
-    c->b->attention(c->b, c->out, c->qkv, c->kc, c->vc, &c->st, c->Hl, c->D);
+    c->b->attention(c->b, c->out, c->qkv, c->kc, c->vc, &c->st, &(tp_attn_shape){c->Hl, c->Hl, c->D, 0, TP_ROPE_GPTJ, 10000.0f});
 }
 static void rot_run(void *p) {
     att_ctx *c = p;
-    c->b->rotary_kv_write(c->b, c->qkv, c->kc, c->vc, &c->st, c->Hl, c->D, c->D / 4);
+    c->b->rotary_kv_write(c->b, c->qkv, c->kc, c->vc, &c->st, &(tp_attn_shape){c->Hl, c->Hl, c->D, c->D / 4, TP_ROPE_GPTJ, 10000.0f});
 }
 
 int main(int argc, char **argv) {

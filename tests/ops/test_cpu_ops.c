@@ -415,7 +415,7 @@ static void attn_step(tp_backend *b, attn_case *c, const int *n_new, const char 
     tp_step st = {.n_tokens = T, .n_seqs = S, .block_size = c->bs, .max_blocks = c->max_blocks,
                   .max_pos = max_pos, .pos = dpos, .seq = dseq, .block_table = dbt};
 
-    b->rotary_kv_write(b, dqkv, c->kc, c->vc, &st, Hl, D, c->R);
+    b->rotary_kv_write(b, dqkv, c->kc, c->vc, &st, &(tp_attn_shape){Hl, Hl, D, c->R, TP_ROPE_GPTJ, 10000.0f});
     b->to_host(b, qkv_after, dqkv, (size_t)T * 3 * HD * 4);
 
     /* reference rotary; record rotated k and v into the reference history */
@@ -451,7 +451,7 @@ static void attn_step(tp_backend *b, attn_case *c, const int *n_new, const char 
     report("kv_write", sh, &ecache, TOL_F32);
 
     poison(dout, (size_t)T * HD);
-    b->attention(b, dout, dqkv, c->kc, c->vc, &st, Hl, D);
+    b->attention(b, dout, dqkv, c->kc, c->vc, &st, &(tp_attn_shape){Hl, Hl, D, 0, TP_ROPE_GPTJ, 10000.0f});
     b->to_host(b, out, dout, (size_t)T * HD * 4);
 
     errstat ea = {0};
