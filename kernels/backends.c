@@ -7,14 +7,6 @@
 #include "kernels/cuda_module.h"
 #include "util/log.h"
 
-int tp_backend_cuda_compiled(void) {
-#ifdef TPGEN_HAVE_CUDA
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 /* No CUDA driver (libcuda.so.1 does not open): 0 without loading the module. A driver but a
  * module that does not load: 0, said once on stderr (--backend cuda then fails with the reason). */
 int tp_backend_cuda_device_count(void) {

@@ -83,6 +83,14 @@ static int try_path(const char *path, const char *whence, char *tried, size_t tr
     return 1;
 }
 
+int tp_backend_cuda_compiled(void) {
+#ifdef TPGEN_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 static int load_locked(void) {
     if (!tp_backend_cuda_compiled()) {
         snprintf(failure, sizeof failure, "this tpgen was built without the CUDA backend (configure with -DTPGEN_CUDA=ON)");
