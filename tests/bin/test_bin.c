@@ -22,20 +22,9 @@
 #include "checkpoint/unpickle.h"
 #include "checkpoint/zipfile.h"
 #include "kernels/dtype.h"
+#include "tests/common/check.h"
 
-static int g_failed, g_checks;
 static const char *g_tmp, *g_cases, *g_data;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        g_checks++;                                                                                                    \
-        if (!(cond)) {                                                                                                 \
-            g_failed++;                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                            \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
-    } while (0)
 
 static char *path_of(const char *dir, const char *fmt, ...) {
     static char bufs[8][2048];
@@ -501,6 +490,6 @@ int main(int argc, char **argv) {
     test_fixture("tiny-f32", 1);
     test_fixture("rot-full-bf16", 3);
     CHECK(access("tpgen_pwned_marker", F_OK) != 0, "the marker file exists");
-    printf("%d checks, %d failed\n", g_checks, g_failed);
-    return g_failed ? 1 : 0;
+    printf("%d checks, %d failed\n", g_checks, g_fail);
+    return g_fail ? 1 : 0;
 }

@@ -19,20 +19,9 @@
 #include <unistd.h>
 
 #include "checkpoint/safetensors.h"
+#include "tests/common/check.h"
 
-static int g_failed, g_checks;
 static const char *g_tmp;
-
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        g_checks++;                                                                       \
-        if (!(cond)) {                                                                    \
-            g_failed++;                                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fputc('\n', stderr);                                                          \
-        }                                                                                 \
-    } while (0)
 
 /* ---- writing files ---- */
 
@@ -115,7 +104,7 @@ static void expect_fail_at(int line, const char *path, ...) {
     tp_st_model *m = tp_st_open(path, err, sizeof err);
     g_checks++;
     if (m) {
-        g_failed++;
+        g_fail++;
         fprintf(stderr, "FAIL line %d: %s opened, but should have failed\n", line, path);
         tp_st_close(m);
         return;
@@ -125,7 +114,7 @@ static void expect_fail_at(int line, const char *path, ...) {
     for (const char *w; (w = va_arg(ap, const char *));) {
         g_checks++;
         if (!strstr(err, w)) {
-            g_failed++;
+            g_fail++;
             fprintf(stderr, "FAIL line %d: message lacks \"%s\": %s\n", line, w, err);
         }
     }
@@ -591,6 +580,6 @@ int main(int argc, char **argv) {
     test_valid_sharded();
     test_many();
     if (argc > 2) test_reference(argv[2]);
-    printf("%d checks, %d failed\n", g_checks, g_failed);
-    return g_failed ? 1 : 0;
+    printf("%d checks, %d failed\n", g_checks, g_fail);
+    return g_fail ? 1 : 0;
 }

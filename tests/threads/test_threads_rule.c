@@ -5,17 +5,8 @@
 #include <string.h>
 
 #include "util/threads.h"
+#include "tests/common/check.h"
 
-static int fails;
-#define CHECK(cond, ...)                                                                                        \
-    do {                                                                                                        \
-        if (!(cond)) {                                                                                          \
-            fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                                       \
-            fputc('\n', stderr);                                                                                \
-            fails++;                                                                                            \
-        }                                                                                                       \
-    } while (0)
 
 int main(void) {
     const char *why;
@@ -54,7 +45,7 @@ int main(void) {
     CHECK(tp_threads_user_blas() == 1, "user's OPENBLAS_NUM_THREADS");
     setenv(TP_THREADS_SET_VAR, "OMP_WAIT_POLICY,OPENBLAS_NUM_THREADS", 1);
     CHECK(tp_threads_user_blas() == 0, "tpgen's OPENBLAS_NUM_THREADS");
-    if (fails) return 1;
+    if (g_fail) return 1;
     printf("threads rule: ok\n");
     return 0;
 }
