@@ -14,7 +14,8 @@ Command line, for `tpgen bench --json` and `tpgen bench-comm --json`, which have
 
 A record (one line; tools/perf_tables.py checks these fields and renders the tables):
   section, table   which question and which of its tables (docs/PERFORMANCE.md names them)
-  run              one id per run: every cell of one run shares it ("SECTION/TABLE@DATE")
+  run              one id per run: every cell of one run shares it ("SECTION/TABLE@DATE", or
+                   "SECTION/TABLE@NAME" for a run of several commands given one run_name)
   row, metric      the table's row label and column label; row_header names the row column
   value, unit      the figure (a number, or null with text); text overrides how the cell prints
   ratio, reference optional: the figure against another measured in the same run
@@ -81,16 +82,17 @@ def now_utc():
 
 
 def record(path, section, table, cells, command, notes=None, date=None, commit=None, cpu=None, load=None,
-           row_header=""):
+           row_header="", run_name=None):
     """Append one line per cell to PATH (made, with its folder, if missing). A cell is a dict with row,
-    metric, value, unit and optionally text, ratio, reference, runs. Returns the lines written."""
+    metric, value, unit and optionally text, ratio, reference, runs. run_name joins the cells of
+    several commands (e.g. one per model or TP degree) into one run, one table. Returns the lines."""
     if not cells:
         raise ValueError(f"{PROG}: no cells to record for {section}/{table}")
     cpu = cpu or cpu_info()
     date = date or now_utc()
     if load is None:
         load = f"{os.getloadavg()[0]:.1f}"
-    base = {"section": section, "table": table, "run": f"{section}/{table}@{date}", "row_header": row_header,
+    base = {"section": section, "table": table, "run": f"{section}/{table}@{run_name or date}", "row_header": row_header,
             "command": command, "commit": commit or git_commit(), "date": date, "cpu": cpu,
             "tier": tier_of(cpu["flags"]), "load": load}
     if notes:
@@ -158,6 +160,7 @@ def main():
     ap.add_argument("--section", help="default: cpu-floor (tpgen bench) or allreduce (bench-comm)")
     ap.add_argument("--table", default="latest")
     ap.add_argument("--notes")
+    ap.add_argument("--run-name", help="join this command's rows to other commands' of the same run (one table)")
     a = ap.parse_args()
     path = a.from_tpgen_bench or a.from_bench_comm
     try:
@@ -173,7 +176,7 @@ def main():
         sys.exit(f"{PROG}: error: {path} is not the JSON this mode reads (missing {e})")
     if not cells:
         sys.exit(f"{PROG}: error: {path} holds no rows to record")
-    record(a.record, section, a.table, cells, a.command, notes=a.notes, row_header="row")
+    record(a.record, section, a.table, cells, a.command, notes=a.notes, row_header="row", run_name=a.run_name)
     return 0
 
 

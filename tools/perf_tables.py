@@ -78,6 +78,8 @@ def load(results_dir):
 def num(v, unit=""):
     """A figure as the tables print it: 3 significant digits up to 100, whole numbers above."""
     a = abs(v)
+    if isinstance(v, int):  # counts
+        return str(v) + ("x" if unit == "x" else "%" if unit == "%" else "")
     s = f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 1 or a == 0 else f"{v:.3g}"
     return s + ("x" if unit == "x" else "%" if unit == "%" else "")
 
@@ -101,11 +103,11 @@ def runs_of(recs, key):
 
 
 def check_run(run, rs):
-    """One run: one date, commit and tier (its commands may differ: a run of several commands); each
-    cell once."""
+    """One run: one tier (a run of several commands, joined by perf_record's run_name, may span
+    dates and commits); each cell once."""
     first = rs[0]
     for r in rs:
-        for k in ("date", "commit", "tier"):
+        for k in ("tier",):
             if r[k] != first[k]:
                 raise DataError(f"{r['_where']}: run {run!r} has {k} {r[k]!r} here and {first[k]!r} at "
                                 f"{first['_where']}")
@@ -142,7 +144,8 @@ def render_run(rs, rows_re=None):
                    + " |")
     cpu = first["cpu"]
     flags = " ".join(cpu.get("flags", [])) or "none of the vector flags"
-    prov = (f"Run {first['date'].replace('T', ' ')}, tpgen {first['commit']}; {cpu.get('model', 'unknown CPU')}, "
+    commits = ", ".join(dict.fromkeys(r["commit"] for r in rs))
+    prov = (f"Run {run_date(rs).replace('T', ' ')}, tpgen {commits}; {cpu.get('model', 'unknown CPU')}, "
             f"{cpu.get('cpus', '?')} CPUs, flags `{flags}` (tier {first['tier']})")
     if first.get("load"):
         prov += f"; load average {first['load']}"
@@ -162,6 +165,11 @@ def render_run(rs, rows_re=None):
     return out
 
 
+def run_date(rs):
+    """A run's date: its latest record's (a run of several commands ends with its last)."""
+    return max(r["date"] for r in rs)
+
+
 def latest_per_tier(recs, key):
     runs = runs_of(recs, key)
     if not runs:
@@ -171,7 +179,7 @@ def latest_per_tier(recs, key):
     best = {}
     for run, rs in runs.items():
         t = rs[0]["tier"]
-        if t not in best or (rs[0]["date"], run) > (best[t][0]["date"], best[t][0]["run"]):
+        if t not in best or (run_date(rs), run) > (run_date(best[t]), best[t][0]["run"]):
             best[t] = rs
     return [best[t] for t in TIER_ORDER if t in best]
 
@@ -238,7 +246,7 @@ def main(argv=None):
                 raise DataError(f"no records of {a.history}")
             for k in keys:
                 runs = runs_of(recs, k)
-                for run in sorted(runs, key=lambda x: (runs[x][0]["date"], x), reverse=True):
+                for run in sorted(runs, key=lambda x: (run_date(runs[x]), x), reverse=True):
                     check_run(run, runs[run])
                     print(f"### {run}\n")
                     print("\n".join(render_run(runs[run])) + "\n")

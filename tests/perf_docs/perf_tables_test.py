@@ -133,7 +133,8 @@ with tempfile.TemporaryDirectory() as d:
                         "--from-bench-comm", src, "--command", "x"], capture_output=True, text=True)
     check(p.returncode != 0 and "is not the JSON this mode reads" in p.stderr, "wrong JSON refused clearly")
     check(perf_tables.num(2151.4) == "2151" and perf_tables.num(24.66) == "24.7" and perf_tables.num(1.234, "x")
-          == "1.23x" and perf_tables.num(0.00351) == "0.00351", "number formatting")
+          == "1.23x" and perf_tables.num(0.00351) == "0.00351" and perf_tables.num(16) == "16"
+          and perf_tables.num(16.0) == "16.0", "number formatting")
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
