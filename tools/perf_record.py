@@ -28,6 +28,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -111,6 +112,33 @@ def record(path, section, table, cells, command, notes=None, date=None, commit=N
         f.write("\n".join(lines) + "\n")
     print(f"{PROG}: appended {len(lines)} records of {section}/{table} to {path}", file=sys.stderr)
     return lines
+
+
+def add_argument(ap, what):
+    """--record FILE.jsonl on a bench tool's parser; what: the SECTION/TABLE it records."""
+    ap.add_argument("--record", metavar="FILE.jsonl", default=None,
+                    help=f"append this run to results/ as {what} (tools/perf_record.py; docs/PERFORMANCE.md)")
+
+
+def command_line(script):
+    """How a reader reruns this tool: python3 tools/NAME.py ARGS."""
+    return f"python3 tools/{os.path.basename(script)} " + shlex.join(sys.argv[1:])
+
+
+def record_rows(path, section, table, rows, command, row_header="", **kw):
+    """record() from [(row label, [(metric, value, unit), ...]), ...]; a value that is not a number
+    (None, "refused", "3094 / 5658") is kept as the cell's text."""
+    if not path.endswith(".jsonl"):
+        raise ValueError(f"{PROG}: --record {path}: give a .jsonl file (JSON lines, appended)")
+    cells = []
+    for row, vals in rows:
+        for metric, v, unit in vals:
+            num = isinstance(v, (int, float)) and not isinstance(v, bool)
+            c = {"row": row, "metric": metric, "value": v if num else None, "unit": unit}
+            if not num:
+                c["text"] = "n/a" if v is None else str(v)
+            cells.append(c)
+    return record(path, section, table, cells, command, row_header=row_header, **kw)
 
 
 def read_json_lines(f):

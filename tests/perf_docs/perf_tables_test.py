@@ -136,5 +136,57 @@ with tempfile.TemporaryDirectory() as d:
           == "1.23x" and perf_tables.num(0.00351) == "0.00351" and perf_tables.num(16) == "16"
           and perf_tables.num(16.0) == "16.0", "number formatting")
 
+# the bench tools' --record: each tool has it; those that can be driven without running a benchmark
+# write the records their docs/PERFORMANCE.md tables are rendered from
+import glob  # noqa: E402
+import types  # noqa: E402
+for tool in sorted(glob.glob(os.path.join(ROOT, "tools", "bench_*.py"))):
+    if tool.endswith("bench_hf.py"):  # the HF half of bench_vs_hf.py (one JSON line to it), which records
+        continue
+    p = subprocess.run([sys.executable, tool, "--help"], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and "--record" in p.stdout, f"{os.path.basename(tool)} --help offers --record")
+import bench_vs_ct2  # noqa: E402
+import bench_speculate  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    f = os.path.join(d, "r.jsonl")
+    names = bench_vs_ct2.TYPES
+    table = [{"row": names["f32"][2], "type": "f32", "engine": "ct2", "values": [105.0, 3039.0]},
+             {"row": names["f32"][3], "type": "f32", "engine": "tpgen", "values": [97.3, 3118.0]},
+             {"row": names["bf16"][2], "type": "bf16", "engine": "ct2", "values": ["refused", "refused"]},
+             {"row": names["bf16"][3], "type": "bf16", "engine": "tpgen", "values": [44.1, 2509.0]}]
+    a = types.SimpleNamespace(record=f, prefill=512, runs=5, check_prompts=4, new_tokens=64)
+    bench_vs_ct2.record(a, table, ["batch 1", "prefill 512 tokens"], {"ctranslate2": "4.8.5"}, 96, True,
+                        [(1.0, 1, 1), (2.0, 1, 1)], 0, "Test CPU", ["avx2", "fma"])
+    got = {(r["row"], r["metric"]): r for r in map(json.loads, open(f))}
+    t = got[(names["f32"][3], "batch 1")]
+    check(t["value"] == 97.3 and t["ratio"] == 1.08 and t["reference"]["row"] == names["f32"][2]
+          and t["tier"] == "avx2" and t["section"] == "cpu-ct2", "bench_vs_ct2 --record: tpgen against CTranslate2")
+    b = got[(names["bf16"][3], "batch 1")]
+    check(b["reference"]["row"] == names["f32"][3] and b["ratio"] == round(97.3 / 44.1, 2),
+          "bench_vs_ct2 --record: bf16 against tpgen f32")
+    check(got[(names["bf16"][2], "batch 1")]["text"] == "refused", "bench_vs_ct2 --record: refused kept as text")
+    rows = bench_speculate.record_rows({"batches": {1: {
+        "none": {"steps": 5120, "tokens_per_step": 1.0, "forwarded_tokens": 9468, "accepted": 0, "drafted": 0,
+                 "seconds": 62.96, "speedup": 1.0, "cpu_speedup": 1.0},
+        "ngram:4": {"steps": 2026, "tokens_per_step": 2.53, "forwarded_tokens": 12032, "accepted": 3094,
+                    "drafted": 5658, "seconds": 37.83, "speedup": 1.57, "cpu_speedup": 1.6}}}})
+    check([r for r, _ in rows] == ["1, none", "1, ngram:4"] and ("accepted / drafted", "3094 / 5658 (55%)", "")
+          in rows[1][1], "bench_speculate --record rows")
+
+import bench_baselines  # noqa: E402
+with tempfile.TemporaryDirectory() as d:
+    f = os.path.join(d, "r.jsonl")
+    sysm = lambda ttft, tpot, tps: {"ttft_ms": {"p50": ttft}, "tpot_ms": {"p50": tpot}, "output_token_throughput": tps}
+    res = {"date_utc": "2026-12-01T11:58:00Z", "num_prompts": 8, "checks": {"b_ids_equal_a": 8},
+           "systems": {"b": sysm(1743.0, 216.6, 3.81), "d": sysm(1144.0, 88.4, 8.23)},
+           "context_sweep": [{"context": 64, "kv_mb": 11.2, "b": {"gap_ms": 129.0, "forward_ms": 110.0,
+                                                                  "overhead_step_ms": 19.0}, "d": {"gap_ms": 77.0}}]}
+    a = types.SimpleNamespace(record=f, max_tokens=32, threads=1, context_tokens=8)
+    bench_baselines.record(a, res, ["b", "d"], ["b", "d"], [(2.4, 0, 0), (3.0, 0, 0)])
+    got = {(r["table"], r["row"], r["metric"]): r["value"] for r in map(json.loads, open(f))}
+    check(got[("systems", bench_baselines.NAMES["b"], "TPOT / (d)")] == 2.45
+          and got[("context", "64", "(b) ms/token")] == 129.0 and got[("context", "64", "KV per step (MB)")] == 11,
+          "bench_baselines --record: both tables")
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
