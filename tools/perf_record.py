@@ -93,7 +93,8 @@ def record(path, section, table, cells, command, notes=None, date=None, commit=N
     date = date or now_utc()
     if load is None:
         load = f"{os.getloadavg()[0]:.1f}"
-    base = {"section": section, "table": table, "run": f"{section}/{table}@{run_name or date}", "row_header": row_header,
+    base = {"section": section, "table": table, "run": f"{section}/{table}@{run_name or date}",
+            "row_header": row_header,
             "command": command, "commit": commit or git_commit(), "date": date, "cpu": cpu,
             "tier": tier_of(cpu["flags"]), "load": load}
     if notes:

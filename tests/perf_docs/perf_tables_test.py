@@ -2,7 +2,9 @@
 """tools/perf_record.py and tools/perf_tables.py (ctest perf_tables_unit): a recorded run renders as
 its table with provenance; the latest run per CPU tier wins, one table per tier; --check fails on a
 table edited by hand and passes after --write; bad records and bad markers are refused naming the
-file and line; the parsers of `tpgen bench --json` and `bench-comm --json` output. Stdlib only."""
+file and line; the parsers of `tpgen bench --json` and `bench-comm --json` output; every
+tools/bench_*.py offers --record, and the ct2, speculation and baselines tools record their figures;
+links to docs/PERFORMANCE.md's sections resolve. Stdlib only."""
 import contextlib
 import io
 import json
@@ -187,6 +189,17 @@ with tempfile.TemporaryDirectory() as d:
     check(got[("systems", bench_baselines.NAMES["b"], "TPOT / (d)")] == 2.45
           and got[("context", "64", "(b) ms/token")] == 129.0 and got[("context", "64", "KV per step (MB)")] == 11,
           "bench_baselines --record: both tables")
+
+# links into docs/PERFORMANCE.md's sections (its own and other docs') name a heading it has (GitHub's slugs)
+import re  # noqa: E402
+perf = open(os.path.join(ROOT, "docs", "PERFORMANCE.md"), encoding="utf-8").read()
+slug = lambda h: re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+anchors = {slug(m) for m in re.findall(r"^#+ (.*)$", perf, re.M)}
+links = [("docs/PERFORMANCE.md", x) for x in re.findall(r"\]\(#([^)]+)\)", perf)]
+for doc in glob.glob(os.path.join(ROOT, "docs", "*.md")) + [os.path.join(ROOT, "README.md")]:
+    links += [(os.path.relpath(doc, ROOT), x) for x in re.findall(r"PERFORMANCE\.md#([\w-]+)", open(doc).read())]
+bad = [f"{d}: #{x}" for d, x in links if x not in anchors]
+check(len(links) >= 10 and not bad, f"{len(links)} links to PERFORMANCE.md sections resolve; broken: {bad}")
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
