@@ -10,7 +10,7 @@
     python3 tools/bench_baselines.py MODEL_DIR [--num-prompts 8] [--max-tokens 32] [--threads 1]
         [--contexts 64,256,512,1024,1536] [--context-tokens 8] [--sweep-systems a,b,d]
         [--out FILE.json] [--plot FILE.png] [--venv build/triton-venv] [--tpgen build/bin/tpgen]
-        [--systems a,b,c,d] [--tpgen-flags '...'] [--triton-args '...']
+        [--systems a,b,c,d] [--tpgen-flags '...'] [--triton-args '...'] [--record results/serving.jsonl]
 
 MODEL_DIR: an HF CodeGen checkpoint with its tokenizer (tools/make_random_model.py CONFIG DIR
 --tokenizer tests/data/tokenizer/codegen). Run with the Python that has torch + transformers +
@@ -28,6 +28,9 @@ inside the step model; execute_ms: the step model's execute()), its client-side 
 and the inter-token gap of the other --sweep-systems, all against context. The overhead of (b) is
 step_ms - forward_ms (KV cache and logits through Triton tensors and numpy, the BLS round trip)
 and, as the client sees it, gap - forward_ms.
+
+--record appends both tables to results/ as baselines/systems and baselines/context
+(tools/perf_record.py), from which docs/PERFORMANCE.md's tables are rendered.
 """
 import argparse
 import gzip
@@ -51,6 +54,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_serving as bs  # noqa: E402  (the tpgen serve launcher and the percentiles)
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 import serve_harness as sh  # noqa: E402
+import perf_record  # noqa: E402  (--record)
 
 PROG = "bench_baselines.py"
 NAMES = {"a": "(a) HF generate", "b": "(b) Triton BLS loop (seed pattern)", "c": "(c) tpgen via Triton",
@@ -335,6 +339,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
     ap.add_argument("--plot", default=None)
+    perf_record.add_argument(ap, "baselines/systems and baselines/context")
     ap.add_argument("--venv", default=os.path.join(ROOT, "build", "triton-venv"))
     ap.add_argument("--tpgen", default=os.path.join(ROOT, "build", "bin", "tpgen"))
     ap.add_argument("--tpgen-flags", default="--backend cpu --kv-cache-tokens 4096",
@@ -344,6 +349,8 @@ def main():
                     "--triton-args=--backend-config=python,shm-default-byte-size=1073741824")
     a = ap.parse_args()
     systems = [s for s in a.systems.split(",") if s]
+    if a.record and not a.record.endswith(".jsonl"):
+        die(f"--record {a.record}: give a .jsonl file")
     contexts = [int(x) for x in a.contexts.split(",") if x]
     sweep_sys = sorted(set(s for s in a.sweep_systems.split(",") if s) | {"b"}) if contexts else []
     if any(s not in NAMES for s in systems + sweep_sys):
@@ -457,11 +464,44 @@ def main():
             json.dump(res, f, indent=1)
             f.write("\n")
         print(f"{PROG}: wrote {a.out}", file=sys.stderr)
+    if a.record:
+        record(a, res, systems, sweep_sys, load)
     if a.plot and sweep:
         plot(a.plot, sweep, f"{os.path.basename(os.path.abspath(a.model))}, {a.threads} thread(s) each, "
                             f"{a.context_tokens} new tokens per context, {res['date_utc'][:10]}, load avg "
                             f"{load[-2][0]:.1f}-{load[-1][0]:.1f}")
     return 0
+
+
+def record(a, res, systems, sweep_sys, load):
+    """--record: the systems table (medians, ratios to (d)) and the context sweep as perf_record rows."""
+    ref = res["systems"].get("d")
+    rows = []
+    for s in systems:
+        m = res["systems"][s]
+        vals = [("TTFT p50 (ms)", m["ttft_ms"]["p50"], "ms"), ("TPOT p50 (ms)", m["tpot_ms"]["p50"], "ms"),
+                ("out tok/s", m["output_token_throughput"], "tokens/s")]
+        if ref:
+            vals += [("TTFT / (d)", round(m["ttft_ms"]["p50"] / ref["ttft_ms"]["p50"], 2), "x"),
+                     ("TPOT / (d)", round(m["tpot_ms"]["p50"] / ref["tpot_ms"]["p50"], 2), "x"),
+                     ("(d) tok/s / this", round(ref["output_token_throughput"] / m["output_token_throughput"], 2), "x")]
+        rows.append((NAMES[s], vals))
+    cmd, ld = perf_record.command_line(__file__), f"{load[0][0]:.1f}-{load[-1][0]:.1f}"
+    checks = ", ".join(f"{k} {v}/{res['num_prompts']}" for k, v in res["checks"].items())
+    perf_record.record_rows(a.record, "baselines", "systems", rows, cmd, row_header="system", load=ld,
+                            date=res["date_utc"], notes=f"{res['num_prompts']} HumanEval prompts x {a.max_tokens} "
+                            f"tokens, greedy, one request at a time, {a.threads} thread(s) each; medians; "
+                            f"greedy outputs equal: {checks}.")
+    if res["context_sweep"]:
+        rows = []
+        for p in res["context_sweep"]:
+            vals = [("KV per step (MB)", round(p["kv_mb"]), "MB")]
+            vals += [(f"({s}) ms/token", p[s]["gap_ms"], "ms") for s in sweep_sys]
+            vals += [("(b) forward", p["b"]["forward_ms"], "ms"), ("(b) step - forward", p["b"]["overhead_step_ms"], "ms")]
+            rows.append((str(p["context"]), vals))
+        perf_record.record_rows(a.record, "baselines", "context", rows, cmd, row_header="context", load=ld,
+                                date=res["date_utc"], notes=f"Random token-id prompts, {a.context_tokens} new tokens "
+                                f"each, medians of the decode steps; ms per token.")
 
 
 if __name__ == "__main__":

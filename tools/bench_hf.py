@@ -6,7 +6,8 @@
 Greedy `generate` (KV cache on, as HF does by default), float32 on the CPU (tpgen's CPU backend
 computes in f32 too). Prints one JSON line: median seconds per run and generated tokens/s, plus
 the time of the prefill alone (a 1-token generate), so decode ms/token = (t_full - t_prefill) /
-(new_tokens - 1). Needs torch + transformers (tools/requirements-fixtures.txt).
+(new_tokens - 1). Needs torch + transformers (tools/requirements-fixtures.txt). The HF half of
+tools/bench_vs_hf.py, which records the run (--record).
 """
 import argparse
 import json

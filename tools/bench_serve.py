@@ -4,11 +4,13 @@ measured in the same run, and throughput with 64 concurrent clients.
 
 usage: tools/bench_serve.py [--tpgen build/bin/tpgen] [--config configs/codegen-350M.json] [--np 1]
        [--prompt 160] [--tokens 64] [--clients 64] [--client-prompt 64] [--client-tokens 32] [--runs 3]
+       [--record results/serving.jsonl]
 Random weights (--random-weights), the CPU backend, token-id prompts (no tokenizer needed).
 Inter-token latency of a stream: the median time between its tokens as the client receives them
 (a chunk of k tokens, counted from `return_token_ids`, stands for k gaps of 1/k of the time since
 the previous chunk), the same statistic as the median step time of `tpgen bench`.
-Prints one JSON line per figure; medians of --runs runs.
+Prints one JSON line per figure; medians of --runs runs. --record appends them to results/ as
+serving/bench-serve (tools/perf_record.py), from which docs/PERFORMANCE.md's table is rendered.
 """
 import argparse
 import http.client
@@ -23,6 +25,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
 import serve_harness as sh  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perf_record  # noqa: E402  (--record)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tpgen", default="build/bin/tpgen")
@@ -36,7 +40,11 @@ ap.add_argument("--client-prompt", type=int, default=64)
 ap.add_argument("--client-tokens", type=int, default=32)
 ap.add_argument("--runs", type=int, default=3)
 ap.add_argument("--threads", type=int, default=0)
+perf_record.add_argument(ap, "serving/bench-serve")
 a = ap.parse_args()
+if a.record and not a.record.endswith(".jsonl"):
+    sys.exit(f"bench_serve.py: --record {a.record}: give a .jsonl file")
+load0 = os.getloadavg()[0]
 
 
 CPU = ["--backend", "cpu"] + (["--threads", str(a.threads)] if a.threads else [])
@@ -92,6 +100,8 @@ try:
         assert len(times) == a.tokens, len(times)
         itl.append(statistics.median(gaps))
     step = bench["ms_per_step"] / 1e3
+    fig_itl = {"itl_ms": round(statistics.median(itl) * 1e3, 3), "bench_step_ms": round(step * 1e3, 3),
+               "ratio": round(statistics.median(itl) / step, 4)}
     print(json.dumps({"figure": "itl_batch1", "tp": a.np, "prompt": a.prompt, "tokens": a.tokens,
                       "itl_ms": round(statistics.median(itl) * 1e3, 3), "bench_step_ms": round(step * 1e3, 3),
                       "ratio": round(statistics.median(itl) / step, 4), "itl_runs_ms": [round(x * 1e3, 3) for x in itl]}),
@@ -119,5 +129,15 @@ try:
                       "tokens": a.client_tokens, "seconds": round(dt, 3), "req_per_s": round(a.clients / dt, 3),
                       "output_tokens_per_s": round(a.clients * a.client_tokens / dt, 2),
                       "median_ttft_s": round(statistics.median(s[1] for s in sat), 3)}), flush=True)
+    if a.record:
+        perf_record.record_rows(a.record, "serving", "bench-serve", [(f, [("value", v, u)]) for f, v, u in (
+            (f"`tpgen bench` decode step, batch 1, context {a.prompt} (ms)", fig_itl["bench_step_ms"], "ms"),
+            ("streaming inter-token latency, batch 1, median gap (ms)", fig_itl["itl_ms"], "ms"),
+            ("ratio", fig_itl["ratio"], "x"),
+            (f"{a.clients} clients x ({a.client_prompt} prompt + {a.client_tokens} output tokens) (s)", dt, "s"),
+            ("requests/s", a.clients / dt, "req/s"), ("output tokens/s", a.clients * a.client_tokens / dt, "tokens/s"),
+            ("median time to first token (s)", statistics.median(s[1] for s in sat), "s"))],
+            perf_record.command_line(__file__), row_header="figure", load=f"{load0:.1f}-{os.getloadavg()[0]:.1f}",
+            notes=f"Random {os.path.basename(a.config)} weights, CPU, TP {a.np}; medians of {a.runs} runs.")
 finally:
     srv.stop(timeout=120)  # SIGTERM to rank 0: it drains and stops the workers

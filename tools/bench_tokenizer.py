@@ -3,14 +3,15 @@
 same few MB of real code, in the same run, single thread, median of several runs.
 
     python3 tools/bench_tokenizer.py --tpgen build/bin/tpgen [--model tests/data/tokenizer/codegen]
-                                     [--mb 4] [--runs 7]
+                                     [--mb 4] [--runs 7] [--record results/cpu.jsonl]
 
 The text is real source installed on this machine (Python standard library, C headers,
 JavaScript), concatenated in a fixed order. Each tpgen run is a fresh process (`--time` reports
 its load and encode times; the encode starts with an empty word cache); each HF run encodes with
 a freshly built Tokenizer (so its word cache is cold too). The ids of both must be equal: the
-benchmark is also a parity check on the whole text. Prints a Markdown table for
-docs/PERFORMANCE.md.
+benchmark is also a parity check on the whole text. Prints a Markdown table; --record appends
+it to results/ as tokenizer/encode (tools/perf_record.py), from which docs/PERFORMANCE.md's table
+is rendered (tools/perf_tables.py).
 """
 import argparse
 import glob
@@ -27,6 +28,8 @@ import time
 os.environ.setdefault("RAYON_NUM_THREADS", "1")   # HF: one thread (encode of one text is serial anyway)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perf_record  # noqa: E402  (--record)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -70,6 +73,7 @@ def main():
     ap.add_argument("--model", default=os.path.join(ROOT, "tests", "data", "tokenizer", "codegen"))
     ap.add_argument("--mb", type=float, default=4.0)
     ap.add_argument("--runs", type=int, default=7)
+    perf_record.add_argument(ap, "tokenizer/encode")
     args = ap.parse_args()
 
     text, sizes = corpus(args.mb)
@@ -140,6 +144,14 @@ def main():
         print(f"| {name} | {rate:.1f} | {e * 1e3:.0f} ms | {l * 1e3:.0f} ms | "
               f"{'%.0f ms' % (w * 1e3) if w else 'n/a (in-process)'} |")
     print(f"\nspeed-up of the encode: {med(hf_enc) / med(enc):.2f}x")
+    if args.record:
+        perf_record.record_rows(args.record, "tokenizer", "encode", [
+            (name, [("encode MB/s", rate, "MB/s"), ("encode time", f"{e * 1e3:.0f} ms", "ms"),
+                    ("load time", f"{l * 1e3:.0f} ms", "ms"),
+                    ("whole command (wall)", f"{w * 1e3:.0f} ms" if w else "n/a (in-process)", "ms")])
+            for name, rate, e, l, w in rows], perf_record.command_line(__file__), row_header="tokenizer",
+            notes=f"{mb:.2f} MB of real code, single thread, median of {args.runs}; tokenizers "
+                  f"{tokenizers.__version__}; ids {'identical to' if same else 'DIFFERENT from'} HF's.")
     if not same:
         sys.exit("the ids differ from HF's")
 

@@ -5,11 +5,13 @@ generate_stream of launcher/triton/model_repository/tpgen) vs straight to `tpgen
 a time, HumanEval-style prompts (a signature and a docstring), greedy, ignore_eos.
 
 usage: tools/bench_triton.py MODEL_DIR [--venv build/triton-venv] [--tpgen build/bin/tpgen] [--np 2]
-       [--tokens 64] [--runs 3] [--threads 0]
+       [--tokens 64] [--runs 3] [--threads 0] [--record results/serving.jsonl]
 MODEL_DIR needs the tokenizer (e.g. tools/make_random_model.py configs/tiny-demo.json DIR
 --tokenizer tests/data/tokenizer/codegen). Run it with the venv's Python (tritonclient not needed:
 both sides are SSE over http.client). Figures per request: TTFT = send to the first text;
 ITL = (last text - first text) / (tokens - 1); medians over prompts x runs. One JSON line each.
+--record appends the figures to results/ as triton/cost (tools/perf_record.py), from which
+docs/PERFORMANCE.md's table is rendered (tools/perf_tables.py).
 """
 import argparse
 import http.client
@@ -27,6 +29,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 import serve_harness as sh  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import perf_record  # noqa: E402  (--record)
 ap = argparse.ArgumentParser()
 ap.add_argument("model")
 ap.add_argument("--venv", default=os.path.join(ROOT, "build", "triton-venv"))
@@ -36,7 +40,11 @@ ap.add_argument("--np", type=int, default=2)
 ap.add_argument("--tokens", type=int, default=64)
 ap.add_argument("--runs", type=int, default=3)
 ap.add_argument("--threads", type=int, default=0)
+perf_record.add_argument(ap, "triton/cost")
 a = ap.parse_args()
+if a.record and not a.record.endswith(".jsonl"):
+    sys.exit(f"bench_triton: --record {a.record}: give a .jsonl file")
+load0 = os.getloadavg()[0]
 
 PROMPTS = [
     'def has_close_elements(numbers: List[float], threshold: float) -> bool:\n    """ Check if in given list of numbers, are any two numbers closer to each other than\n    given threshold.\n    """\n',
@@ -134,6 +142,17 @@ try:
     # paired: each Triton request against the direct one just before it
     out["itl_added_ms_paired_median"] = round(1e3 * statistics.median(t[1] - d[1] for d, t in zip(res["direct"], res["triton"])), 3)
     print(json.dumps(out), flush=True)
+    if a.record:
+        perf_record.record_rows(a.record, "triton", "cost", [
+            ("straight to `tpgen serve`", [("TTFT (ms)", out["ttft_ms_direct"], "ms"),
+                                           ("ITL (ms/token)", out["itl_ms_direct"], "ms")]),
+            ("through Triton", [("TTFT (ms)", out["ttft_ms_triton"], "ms"), ("ITL (ms/token)", out["itl_ms_triton"], "ms")]),
+            ("added by Triton", [("TTFT (ms)", out["ttft_added_ms"], "ms"),
+                                 ("ITL (ms/token)", f"{out['itl_added_ms']:+.2f} (paired median "
+                                  f"{out['itl_added_ms_paired_median']:+.2f})", "ms")])],
+            perf_record.command_line(__file__), row_header="path", load=f"{load0:.1f}-{os.getloadavg()[0]:.1f}",
+            notes=f"{out['model']}, TP {a.np}, {a.tokens} tokens, greedy; medians of {out['requests']} requests, "
+                  f"the two paths alternating.")
 finally:
     tr.send_signal(signal.SIGTERM)
     try:

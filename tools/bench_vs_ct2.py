@@ -4,6 +4,7 @@
     python3 tools/bench_vs_ct2.py --model DIR [--config configs/codegen-350M.json] [--threads N]
         [--batch 1,8,32] [--prompt-len 64] [--new-tokens 64] [--prefill 512] [--runs 3]
         [--types f32,int8,bf16] [--check-prompts 4] [--out FILE.json] [--ct2-dir DIR]
+        [--record results/cpu-ct2.jsonl]
 
 Needs ctranslate2 (PyPI), and torch + transformers to convert the checkpoint (its converter loads
 the HF model; tools/requirements-fixtures.txt). Writes the checkpoint (f32 safetensors, the codegen
@@ -27,12 +28,16 @@ The engines alternate (CTranslate2 first on even runs, tpgen first on odd ones),
 machine's load hit both alike. Before timing, the f32 greedy ids of --check-prompts prompts
 (--new-tokens each) from CTranslate2 and from `tpgen generate` are compared: any difference is
 reported and makes the exit status 1 (after the table). Prints the Markdown table of
-docs/PERFORMANCE.md with its CPU flags, date and versions; --out writes every run as JSON.
+docs/PERFORMANCE.md with its CPU flags, date and versions; --out writes every run as JSON;
+--record appends the table to results/ (tools/perf_record.py: section cpu-ct2, table
+decode-prefill; each tpgen cell with its speed against CTranslate2 of the same type, bf16 against
+tpgen f32), from which tools/perf_tables.py renders docs/PERFORMANCE.md.
 """
 import argparse
 import json
 import os
 import random
+import shlex
 import statistics
 import subprocess
 import sys
@@ -42,6 +47,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_vs_hf  # noqa: E402  (tpgen generate through launcher/tpgen-mpirun)
+import perf_record  # noqa: E402  (--record)
 
 PROG = "bench_vs_ct2.py"
 # type: (CTranslate2 compute type, tpgen flags, table row names)
@@ -232,6 +238,7 @@ def main():
     ap.add_argument("--check-prompts", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out")
+    ap.add_argument("--record", metavar="FILE.jsonl", help="append the table to results/ (tools/perf_record.py)")
     a = ap.parse_args()
     a.batches = int_list("--batch", a.batch)
     a.types = a.types.split(",")
@@ -334,7 +341,34 @@ def main():
             json.dump(res, f, indent=1)
             f.write("\n")
         print(f"{PROG}: wrote {a.out}", file=sys.stderr)
+    if a.record:
+        record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags)
     return 0 if agree else 1
+
+
+def record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags):
+    """The table as results/ records: ms per cell; a tpgen cell's ratio is its speed against
+    CTranslate2 of the same type (bf16: against tpgen f32, as CTranslate2 refuses bf16 here)."""
+    rows = {(r["engine"], r["type"]): r for r in table}
+    cells = []
+    for r in table:
+        ref = None
+        if r["engine"] == "tpgen":
+            ref = rows.get(("ct2", r["type"])) if r["type"] != "bf16" else rows.get(("tpgen", "f32"))
+        for i, (col, v) in enumerate(zip(cols, r["values"])):
+            c = {"row": r["row"], "metric": col, "value": v if isinstance(v, (int, float)) else None, "unit": "ms"}
+            if c["value"] is None:
+                c["text"] = fmt(v)
+            rv = ref["values"][i] if ref else None
+            if c["value"] and isinstance(rv, (int, float)):
+                c["ratio"], c["reference"] = round(rv / c["value"], 2), {"row": ref["row"], "value": rv}
+            cells.append(c)
+    notes = (f"ms per decode step (context ~{ctx}) and per {a.prefill}-token prefill at batch 1, medians of {a.runs} "
+             f"alternating runs; CTranslate2 {ver['ctranslate2']} (default backend); f32 greedy ids of both "
+             f"{'identical' if agree else 'DIFFER'} ({a.check_prompts} prompts x {a.new_tokens} tokens).")
+    perf_record.record(a.record, "cpu-ct2", "decode-prefill", cells, "python3 tools/bench_vs_ct2.py " + shlex.join(
+        sys.argv[1:]), notes=notes, date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
+        cpu={"model": cpu_name, "cpus": os.cpu_count(), "flags": flags}, load=f"{load[0][0]:.1f}-{load[-1][0]:.1f}")
 
 
 if __name__ == "__main__":

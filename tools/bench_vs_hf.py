@@ -2,13 +2,15 @@
 """tpgen vs HF transformers on the CPU, in one run, on the same random checkpoint.
 
     python3 tools/bench_vs_hf.py --model /tmp/codegen-350M-f16 [--config configs/codegen-350M.json]
-        [--batch 1,8] [--prompt-len 32] [--new-tokens 32] [--runs 5]
+        [--batch 1,8] [--prompt-len 32] [--new-tokens 32] [--runs 5] [--record results/cpu.jsonl]
 
 Writes the checkpoint with tools/make_random_model.py when MODEL has none. For each batch size,
 times greedy generation of `new-tokens` tokens after a `prompt-len` prompt: tpgen at TP=1 (all
 cores in one rank) and TP=2 (one core per rank), and HF `generate` (tools/bench_hf.py, f32,
 all cores), alternating runs so machine noise hits all alike; decode ms/step = (full run - a
-1-token run) / (new_tokens - 1), medians. Prints a Markdown table for docs/PERFORMANCE.md.
+1-token run) / (new_tokens - 1), medians. Prints a Markdown table; --record appends it to
+results/ as cpu-hf/decode (tools/perf_record.py), from which docs/PERFORMANCE.md's table is
+rendered (tools/perf_tables.py).
 """
 import argparse
 import json
@@ -61,7 +63,11 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import perf_record  # --record (imported here: bench_vs_ct2 imports this file for tpgen_seconds)
+    perf_record.add_argument(ap, "cpu-hf/decode")
     a = ap.parse_args()
+    load0 = os.getloadavg()[0]
     if not os.path.exists(os.path.join(a.model, "config.json")):
         subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make_random_model.py"), a.config, a.model,
                         "--dtype", "f16"], check=True)
@@ -91,6 +97,14 @@ def main():
         print(f"| {batch} | {m['tp1']:.1f} | {m['tp2']:.1f} | {m['hf']:.1f} | {m['hf'] / m['tp1']:.2f}x |")
     print(f"\n{time.strftime('%Y-%m-%d')}, {cores} cores, prompt {a.prompt_len} tokens, {a.new_tokens} new tokens, "
           f"median of {a.runs} alternating runs")
+    if a.record:
+        perf_record.record_rows(a.record, "cpu-hf", "decode", [
+            (str(batch), [("tpgen TP=1 ms/step", m["tp1"], "ms"), ("tpgen TP=2 ms/step", m["tp2"], "ms"),
+                          ("HF ms/step", m["hf"], "ms"), ("HF / tpgen (TP=1)", round(m["hf"] / m["tp1"], 2), "x")])
+            for batch, m in rows], perf_record.command_line(__file__), row_header="batch",
+            load=f"{load0:.1f}-{os.getloadavg()[0]:.1f}",
+            notes=f"Greedy, {a.new_tokens} new tokens after {a.prompt_len}-token prompts, f32 on the CPU, {cores} cores; "
+                  f"decode ms/step = (full run - a 1-token run) / {a.new_tokens - 1}; median of {a.runs} alternating runs.")
 
 
 if __name__ == "__main__":

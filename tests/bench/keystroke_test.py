@@ -101,13 +101,14 @@ def part_unit():
 
 def part_trace():
     sh.become_subreaper()
-    out, png, png2 = (os.path.join(WORK, f) for f in ("trace.json", "trace.png", "replot.png"))
-    for f in (out, png, png2):
+    out, png, png2, rec = (os.path.join(WORK, f) for f in ("trace.json", "trace.png", "replot.png", "ks.jsonl"))
+    for f in (out, png, png2, rec):
         if os.path.exists(f):
             os.remove(f)
     r = harness(["--model", MODEL, "--tpgen", TPGEN, "--dataset", SPEC, "--max-tokens", "48",
                  "--goodput-ttft-ms", "60000", "--variant", "a=", "--variant", "b=--max-batch 4",
-                 "--out", out, "--plot", png, "--"] + SERVE_FLAGS, timeout=200)
+                 "--out", out, "--plot", png, "--record", rec, "--record-run", "test", "--"] + SERVE_FLAGS,
+                timeout=200)
     check(r.returncode == 0, f"harness exit {r.returncode}")
     rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| a |") or ln.startswith("| b |")]
     check(len(rows) == 2 and "| configuration |" in r.stdout, "a markdown row per variant")
@@ -141,6 +142,13 @@ def part_trace():
         check(run["config"]["max_tokens"] == 48 and run["config"]["stop"] == ["\n"], f"{what}: config {run['config']}")
         g = run["goodput"]
         check(g["slo"] == {"ttft_ms": 60000} and 0 <= g["requests_met"] <= run["completed"], f"{what}: goodput {g}")
+    recs = [json.loads(line) for line in open(rec)] if os.path.exists(rec) else []
+    rows = list(dict.fromkeys(x["row"] for x in recs))
+    check(len(rows) == 2 and rows[0].endswith(", TP 1, 3 x 8, a") and rows[1].endswith(", b")
+          and {x["run"] for x in recs} == {"keystroke/trace@test"}, f"--record: a row per variant, one run: {rows}")
+    got = {(x["row"], x["metric"]): x["value"] for x in recs}
+    check(got.get((rows[0], "completed")) == runs[0]["completed"] and got.get((rows[1], "TTFT p50 (ms)"))
+          == runs[1]["ttft_ms"]["p50"], "--record holds the JSON's figures")
     check(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "the CDF plot is a PNG")
     r = harness(["--compare", out, "--plot", png2])
     check(r.returncode == 0 and os.path.exists(png2), "--compare + --plot redraws the CDF")
