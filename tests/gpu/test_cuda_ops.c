@@ -10,8 +10,11 @@
  * tol_act). Output buffers are poisoned with NaN bytes before the GPU runs, and every output is
  * checked for NaN/inf, so an element the GPU never wrote cannot pass. Shapes cover the GEMV and
  * cuBLAS paths, vector and scalar element paths, paged KV caches with scattered block tables,
- * decode with split contexts up to 2048, prefill tiles, mixed prefill + decode steps, and
- * CUDA-graph capture and replay. */
+ * decode with split contexts up to 2048, prefill tiles, mixed prefill + decode steps, grouped-query
+ * heads and both rotary styles (CodeGen's GPT-J pairs, LLaMA's rotate-half), LLaMA's rmsnorm and
+ * silu_mul, and CUDA-graph capture and replay. Where the CPU backend lacks an op (rmsnorm and
+ * silu_mul are NULL until its LLaMA ops land; it has no grouped-query attention), the reference is
+ * HF's formula in double, or the CPU's multi-head attention on widened heads (cpu_attention_ref). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,12 +141,13 @@ static void test_layernorm(int T, int E, int in_place) {
 }
 
 /* RMSNorm (LLaMA), offset elements into the buffers (an offset that breaks 16-byte alignment takes
- * the scalar path). The reference is the CPU backend's rmsnorm, or, where the CPU backend has none
- * (it is NULL there), HF's formula in double written here: y = x / sqrt(mean(x^2) + eps) * g. */
-static void test_rmsnorm(int T, int E, int in_place, size_t offset) {
+ * the scalar path); x of size ~scale (at 1e-3, mean(x^2) ~ eps: a wrong eps shows). The reference
+ * is the CPU backend's rmsnorm, or, where the CPU backend has none (it is NULL there), HF's
+ * formula in double written here: y = x / sqrt(mean(x^2) + eps) * g. */
+static void test_rmsnorm(int T, int E, int in_place, size_t offset, float scale) {
     const size_t n = (size_t)T * E + offset;
-    float *x = randn_act(n, 2.0f), *g = randn_act(E + offset, 1.0f);
-    for (size_t i = 0; i < n; i++) x[i] += 0.5f; /* a mean RMSNorm keeps (unlike layernorm) */
+    float *x = randn_act(n, 2.0f * scale), *g = randn_act(E + offset, 1.0f);
+    for (size_t i = 0; i < n; i++) x[i] += 0.5f * scale; /* a mean RMSNorm keeps (unlike layernorm) */
     float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
     const float eps = 1e-6f;
     tp_backend *bs[2] = {g_cpu, g_gpu};
@@ -169,8 +173,8 @@ static void test_rmsnorm(int T, int E, int in_place, size_t offset) {
         if (!in_place) b->free(b, dy);
     }
     char what[96];
-    snprintf(what, sizeof what, "rmsnorm T=%d E=%d%s offset=%zu%s", T, E, in_place ? " in place" : "", offset,
-             g_cpu->rmsnorm ? "" : " (vs double)");
+    snprintf(what, sizeof what, "rmsnorm T=%d E=%d%s offset=%zu x~%g%s", T, E, in_place ? " in place" : "", offset,
+             scale, g_cpu->rmsnorm ? "" : " (vs double)");
     check_nmse(what, got + offset, ref + offset, n - offset, tol_act(g_gpu->act));
     free(x); free(g); free(ref); free(got);
 }
@@ -930,11 +934,11 @@ static void run_all(void) {
     test_layernorm(5, 1000, 1);
     test_layernorm(3, 6144, 0);
     test_layernorm(4, 36, 0);
-    test_rmsnorm(1, 64, 0, 0);
-    test_rmsnorm(5, 4096, 1, 0); /* LLaMA-7B's n_embd, in place */
-    test_rmsnorm(3, 1000, 0, 0);
-    test_rmsnorm(4, 36, 0, 0);   /* E % 8 != 0: scalar path */
-    test_rmsnorm(2, 64, 0, 3);   /* unaligned: scalar path */
+    test_rmsnorm(1, 64, 0, 0, 1.0f);
+    test_rmsnorm(5, 4096, 1, 0, 1.0f); /* LLaMA-7B's n_embd, in place */
+    test_rmsnorm(3, 1000, 0, 0, 1e-3f); /* mean(x^2) ~ eps */
+    test_rmsnorm(4, 36, 0, 0, 1.0f);   /* E % 8 != 0: scalar path */
+    test_rmsnorm(2, 64, 0, 3, 30.0f);  /* unaligned: scalar path */
     test_silu_mul(1, 64, 0);
     test_silu_mul(3, 1376, 0);   /* 11008 / 8: LLaMA-7B's intermediate size at TP 8 */
     test_silu_mul(17, 344, 0);
