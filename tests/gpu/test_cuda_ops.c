@@ -925,9 +925,8 @@ static void test_graph_llama_mlp(void) {
     free(g); free(Wgu); free(Wd); free(h);
 }
 
-static void run_all(void) {
-    test_upload((size_t)5 << 20); /* 20 MB of f32: more than one 16 MiB staging buffer */
-    test_fill_random(100003);
+/* The ops of cuda_norm_act.cu (also run by the host emulation of the kernels, tests/gpu/emu). */
+static void run_norm_act(void) {
     test_embed(7, 64, 50);
     test_embed(5, 36, 11);
     test_layernorm(1, 64, 0);
@@ -950,6 +949,18 @@ static void run_all(void) {
     test_gather_rows(12, 5, 64, 0);
     test_gather_rows(40, 20, 36, 1);
     test_gather_rows(600, 300, 16, 0); /* more rows than one launch carries */
+}
+
+/* The decode graphs: CodeGen's, and LLaMA's with grouped-query heads. */
+static void run_decode_graphs(void) {
+    test_decode_graph(2, 2, 64, 32, TP_ROPE_GPTJ, 1);
+    test_decode_graph(8, 2, 128, 128, TP_ROPE_NEOX, 2);
+}
+
+static void run_all(void) {
+    test_upload((size_t)5 << 20); /* 20 MB of f32: more than one 16 MiB staging buffer */
+    test_fill_random(100003);
+    run_norm_act();
     /* GEMV path (T <= 4, K % 8 == 0) and cuBLAS path (T > 4 or K % 8 != 0) */
     test_matmul(1, 1, 8, 0, 0, 0);
     test_matmul(1, 300, 64, 1, 0, 0);
@@ -981,8 +992,7 @@ static void run_all(void) {
     test_logits(2, 51200, 51200, 64, 1, 1);
     test_logits(33, 2000, 1999, 0, 1, 0);
     test_graphs();
-    test_decode_graph(2, 2, 64, 32, TP_ROPE_GPTJ, 1);     /* CodeGen */
-    test_decode_graph(8, 2, 128, 128, TP_ROPE_NEOX, 2);   /* LLaMA with grouped-query heads */
+    run_decode_graphs();
     test_graph_llama_mlp();
 }
 
