@@ -82,6 +82,18 @@ if(TPGEN_HAVE_CUDA)
     target_link_libraries(test_cuda_emu PRIVATE tpgen_kernels ${MATH_LIB})
     add_test(NAME cuda_emu COMMAND test_cuda_emu)
     set_tests_properties(cuda_emu PROPERTIES LABELS "unit;gpu_emu" TIMEOUT 300)
+    # shapes the CUDA backend refuses with a message (before any kernel runs)
+    set(EMU_ERR bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh)
+    add_test(NAME cuda_emu_refuses_kv_heads COMMAND ${EMU_ERR}
+             "cuda attention: 4 query heads over 3 KV heads: the KV heads must divide the query heads"
+             $<TARGET_FILE:test_cuda_emu> --bad kv-heads)
+    add_test(NAME cuda_emu_refuses_rotary_dim COMMAND ${EMU_ERR}
+             "cuda rotary: rotary_dim 5 must be even and in 0\\.\\.min\\(head_dim 8, 256\\)"
+             $<TARGET_FILE:test_cuda_emu> --bad rotary-dim)
+    add_test(NAME cuda_emu_refuses_rope_style COMMAND ${EMU_ERR} "cuda rotary: unknown rotary style 7"
+             $<TARGET_FILE:test_cuda_emu> --bad rope-style)
+    set_tests_properties(cuda_emu_refuses_kv_heads cuda_emu_refuses_rotary_dim cuda_emu_refuses_rope_style
+                         PROPERTIES LABELS "unit;gpu_emu;errors" TIMEOUT 60)
   endif()
 
   add_executable(test_cuda_ops ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_cuda_ops.c)
