@@ -77,7 +77,7 @@ if(TPGEN_HAVE_CUDA)
     # -fno-strict-aliasing), and nvcc's #pragma unroll, a "/*" in a comment's path and the
     # variables only a CUDA_CHECK (a no-op here) would use are not warnings here
     set_source_files_properties(${EMU_DIR}/emu.cpp ${EMU_DIR}/emu_backend.cpp PROPERTIES COMPILE_OPTIONS
-                                "-std=c++17;-fno-strict-aliasing;-Wall;-Wno-unknown-pragmas;-Wno-comment;-Wno-unused-variable")
+      "-std=c++17;-fno-strict-aliasing;-Wall;-Wno-unknown-pragmas;-Wno-comment;-Wno-unused-variable")
     target_include_directories(test_cuda_emu PRIVATE ${EMU_GEN} ${CUDAToolkit_INCLUDE_DIRS})
     target_link_libraries(test_cuda_emu PRIVATE tpgen_kernels ${MATH_LIB})
     add_test(NAME cuda_emu COMMAND test_cuda_emu)

@@ -896,7 +896,8 @@ static void test_graph_llama_mlp(void) {
     float *eager[2], *graph[2];
     for (int i = 0; i < 2; i++) { eager[i] = malloc((size_t)T * E * 4); graph[i] = malloc((size_t)T * E * 4); }
     tp_backend *b = g_gpu;
-    void *dx = b->alloc(b, (size_t)T * E * es(b), "x"), *dg = dev_from(b, g, E), *dh = b->alloc(b, (size_t)T * E * es(b), "h");
+    void *dx = b->alloc(b, (size_t)T * E * es(b), "x"), *dg = dev_from(b, g, E);
+    void *dh = b->alloc(b, (size_t)T * E * es(b), "h");
     void *dWgu = b->alloc(b, b->matrix_bytes(b, 2 * N, E), "Wgu"), *dWd = b->alloc(b, b->matrix_bytes(b, E, N), "Wd");
     void *ln = b->alloc(b, (size_t)T * E * es(b), "ln"), *gu = b->alloc(b, (size_t)T * 2 * N * es(b), "gu");
     void *y = b->alloc(b, (size_t)T * N * es(b), "y"), *z = b->alloc(b, (size_t)T * E * es(b), "z");
@@ -917,7 +918,8 @@ static void test_graph_llama_mlp(void) {
             }
             dev_to(b, mode ? graph[i] : eager[i], dh, (size_t)T * E);
         }
-    check_nmse("graph: LLaMA MLP (rmsnorm, silu_mul) captured == eager (exact)", graph[0], eager[0], (size_t)T * E, 0.0);
+    check_nmse("graph: LLaMA MLP (rmsnorm, silu_mul) captured == eager (exact)", graph[0], eager[0], (size_t)T * E,
+               0.0);
     check_nmse("graph: LLaMA MLP replayed with new x == eager (exact)", graph[1], eager[1], (size_t)T * E, 0.0);
     b->free(b, dx); b->free(b, dg); b->free(b, dh); b->free(b, dWgu); b->free(b, dWd);
     b->free(b, ln); b->free(b, gu); b->free(b, y); b->free(b, z);
