@@ -1,4 +1,6 @@
-/* gelu_new (HF NewGELUActivation), shared by both backends:
+/* The activations shared by both backends: gelu_new (CodeGen) and silu (LLaMA's gated MLP).
+ *
+ * gelu_new (HF NewGELUActivation):
  *   gelu_new(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
  * computed through the identity 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)): one exp instead of
  * tanh, and no cancellation in 1 + tanh(u) for negative x, where the tanh form in f32 loses most
@@ -54,5 +56,16 @@ TP_HD float tp_gelu_new(float a) {
     const float e = tp_expf(TP_MUL(c2, TP_ADD(a, a3)));
     return TP_DIV(a, TP_ADD(1.0f, e));
 }
+
+/* SiLU (HF LLaMA's hidden_act "silu"): silu(z) = z / (1 + exp(-z)), torch's formula, with tp_expf.
+ * Within ~2 ulp of the exact value (exp's 1.05 ulp shrunk by e / (1 + e), the sum and the division's
+ * half ulps; tests/gpu_math). Edge values: NaN -> NaN, +inf -> +inf, -inf -> NaN (-inf / inf, as
+ * torch's formula gives), z below ~-88 -> -0 (exp(-z) overflows; the exact value is under
+ * 88 e^-88 ~ 5e-37 in magnitude). */
+TP_HD float tp_silu(float z) { return TP_DIV(z, TP_ADD(1.0f, tp_expf(-z))); }
+
+/* The gated MLP's activation, one element: silu(gate) * up in f32 (LLaMA: act_fn(gate_proj(x)) *
+ * up_proj(x)), rounded once to the act dtype by the caller. */
+TP_HD float tp_silu_mul(float gate, float up) { return TP_MUL(tp_silu(gate), up); }
 
 #endif

@@ -1,10 +1,13 @@
-/* Rotary + KV-cache write, and attention over the paged KV cache (layout in kernels/backend.h:
- * qkv [T, 3, Hl, D]; caches [n_blocks, bs, Hl, D]; position p of sequence s in slot
- * block_table[s][p / bs] * bs + p % bs).
+/* Rotary + KV-cache write, and attention over the paged KV cache (layout in kernels/backend.h,
+ * tp_attn_shape: qkv rows [Hl*D q | Hkl*D k | Hkl*D v]; caches [n_blocks, bs, Hkl, D]; position p
+ * of sequence s in slot block_table[s][p / bs] * bs + p % bs; query head h reads KV head
+ * h / (Hl / Hkl), so Hkl == Hl is CodeGen's multi-head attention and Hkl < Hl grouped-query).
  *
- * Numerics as HF CodeGen in f32: the rotary table, angles and pair rotation are
- * kernels/common/tp_rotary.h, as on the CPU (inv_freq made on the host, accurate sincosf);
- * scores q.k divided by sqrtf(D); softmax with the max subtracted, in f32; P.V accumulated in f32.
+ * Numerics as HF in f32: the rotary table, angles and pair rotation (GPT-J pairs or LLaMA's
+ * rotate-half) are kernels/common/tp_rotary.h, as on the CPU (inv_freq made on the host with the
+ * shape's theta, accurate sincosf); scores q.k divided by sqrtf(D); softmax with the max
+ * subtracted, in f32; P.V accumulated in f32. Every block works for one query head; with
+ * Hkl < Hl the Hl / Hkl blocks of a KV head each read its K/V (the repeats mostly from L2).
  *
  * Two attention kernels, chosen per step by its shape:
  *  - decode (T <= 2 * n_seqs or T <= 8: mostly one new token per sequence): one block per
@@ -28,64 +31,77 @@
 #define PF_DMAX 256
 #define ROT_MAX_HALF 128
 
-/* ---- rotary + cache write ---- */
+/* ---- rotary + cache write ----
+ * One block per token. The block takes sin/cos of its R/2 angles once into shared memory (the
+ * same for every head), rotates the style's pairs of its Hl q heads and Hkl k heads in place (the
+ * Hl + Hkl heads from the start of the row), and after a barrier copies the rotated k and the v of
+ * its Hkl KV heads into the token's cache slot. */
 struct rot_freq {
     float f[ROT_MAX_HALF];
 };
 
 template <typename T>
 __global__ void rotary_kv_kernel(T *qkv, T *kc, T *vc, const int32_t *pos, const int32_t *seq, const int32_t *bt,
-                                 int max_blocks, int bs, int Hl, int D, int R, rot_freq inv) {
-    const int t = blockIdx.x, p = pos[t];
-    const size_t HD = (size_t)Hl * D;
-    T *q = qkv + (size_t)t * 3 * HD, *k = q + HD, *v = k + HD;
-    const size_t slot = (size_t)bt[(size_t)seq[t] * max_blocks + p / bs] * bs + p % bs;
-    T *kd = kc + slot * HD, *vd = vc + slot * HD;
-    const int half_d = (D + 1) / 2, half_r = R / 2;
-    for (int idx = threadIdx.x; idx < Hl * half_d; idx += blockDim.x) {
-        const int h = idx / half_d, i = idx % half_d, d0 = 2 * i, d1 = 2 * i + 1;
-        const size_t o = (size_t)h * D + d0;
-        if (i < half_r) { /* pairs (2i, 2i+1) of the first R dims: GPT-J rotate_every_two */
-            float sn, cs;
-            tp_rope_sincos(tp_rope_angle(p, inv.f[i]), &sn, &cs);
-            float q0 = tpc_f(q[o]), q1 = tpc_f(q[o + 1]), k0 = tpc_f(k[o]), k1 = tpc_f(k[o + 1]);
-            tp_rope_rotate(&q0, &q1, cs, sn);
-            tp_rope_rotate(&k0, &k1, cs, sn);
-            q[o] = tpc_from<T>(q0);
-            q[o + 1] = tpc_from<T>(q1);
-            k[o] = tpc_from<T>(k0);
-            k[o + 1] = tpc_from<T>(k1);
-        }
-        kd[o] = k[o];
-        vd[o] = v[o];
-        if (d1 < D) {
-            kd[o + 1] = k[o + 1];
-            vd[o + 1] = v[o + 1];
-        }
+                                 int max_blocks, int bs, int Hl, int Hkl, int D, int R, int style, rot_freq inv) {
+    __shared__ float s_cs[ROT_MAX_HALF], s_sn[ROT_MAX_HALF];
+    const int t = blockIdx.x, p = pos[t], half = R / 2;
+    const size_t QD = (size_t)Hl * D, KD = (size_t)Hkl * D;
+    T *q = qkv + (size_t)t * (QD + 2 * KD), *k = q + QD, *v = k + KD;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float sn, cs;
+        tp_rope_sincos(tp_rope_angle(p, inv.f[i]), &sn, &cs);
+        s_sn[i] = sn;
+        s_cs[i] = cs;
     }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < (Hl + Hkl) * half; idx += blockDim.x) {
+        const int h = idx / half, i = idx % half;
+        T *x = q + (size_t)h * D; /* h < Hl: a q head; else k head h - Hl */
+        const int a = tp_rope_pair_a(style, i), b = tp_rope_pair_b(style, i, R);
+        float x0 = tpc_f(x[a]), x1 = tpc_f(x[b]);
+        tp_rope_rotate(&x0, &x1, s_cs[i], s_sn[i]);
+        x[a] = tpc_from<T>(x0);
+        x[b] = tpc_from<T>(x1);
+    }
+    __syncthreads(); /* k rotated by other threads of the block, now visible */
+    const size_t slot = (size_t)bt[(size_t)seq[t] * max_blocks + p / bs] * bs + p % bs;
+    T *kd = kc + slot * KD, *vd = vc + slot * KD;
+    for (size_t e = threadIdx.x; e < KD; e += blockDim.x) {
+        kd[e] = k[e];
+        vd[e] = v[e];
+    }
+}
+
+/* The head geometry every kernel here needs, checked once (tp_attn_shape, kernels/backend.h). */
+static void check_heads(const char *op, const tp_attn_shape *as) {
+    if (as->n_heads <= 0 || as->n_kv_heads <= 0 || as->n_heads % as->n_kv_heads != 0)
+        tp_die("cuda %s: %d query heads over %d KV heads: the KV heads must divide the query heads", op,
+               as->n_heads, as->n_kv_heads);
+    if (as->rope_style != TP_ROPE_GPTJ && as->rope_style != TP_ROPE_NEOX)
+        tp_die("cuda %s: unknown rotary style %d", op, (int)as->rope_style);
 }
 
 void tpc_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st,
                          const tp_attn_shape *as) {
-    const int Hl = as->n_heads, D = as->head_dim, R = as->rotary_dim;
-    if (as->n_kv_heads != Hl || as->rope_style != TP_ROPE_GPTJ)
-        tp_die("cuda rotary: grouped-query attention and rotate-half rotary are not implemented yet");
+    const int Hl = as->n_heads, Hkl = as->n_kv_heads, D = as->head_dim, R = as->rotary_dim;
     tp_cuda *c = tpc(b);
     const int T = st->n_tokens;
     if (T <= 0 || Hl <= 0 || D <= 0) return;
-    if (R > D || R < 0 || R / 2 > ROT_MAX_HALF)
-        tp_die("cuda rotary: rotary_dim %d must be in 0..min(head_dim %d, %d)", R, D, 2 * ROT_MAX_HALF);
+    check_heads("rotary", as);
+    if (R > D || R < 0 || R % 2 != 0 || R / 2 > ROT_MAX_HALF)
+        tp_die("cuda rotary: rotary_dim %d must be even and in 0..min(head_dim %d, %d)", R, D, 2 * ROT_MAX_HALF);
     rot_freq inv;
     for (int i = 0; i < R / 2; i++) inv.f[i] = tp_rope_inv_freq(i, R, as->rope_theta);
-    const int threads = Hl * ((D + 1) / 2) >= 256 ? 256 : 128;
+    const int work = (Hl + Hkl) * (R / 2) > Hkl * D ? (Hl + Hkl) * (R / 2) : Hkl * D;
+    const int threads = work >= 256 ? 256 : 128;
     if (b->act == TP_F16)
         rotary_kv_kernel<__half><<<T, threads, 0, c->stream>>>((__half *)qkv, (__half *)k_cache, (__half *)v_cache,
                                                                st->pos, st->seq, st->block_table, st->max_blocks,
-                                                               st->block_size, Hl, D, R, inv);
+                                                               st->block_size, Hl, Hkl, D, R, (int)as->rope_style, inv);
     else
         rotary_kv_kernel<__nv_bfloat16><<<T, threads, 0, c->stream>>>(
             (__nv_bfloat16 *)qkv, (__nv_bfloat16 *)k_cache, (__nv_bfloat16 *)v_cache, st->pos, st->seq,
-            st->block_table, st->max_blocks, st->block_size, Hl, D, R, inv);
+            st->block_table, st->max_blocks, st->block_size, Hl, Hkl, D, R, (int)as->rope_style, inv);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -112,18 +128,20 @@ template <typename T> struct vecld<2, T> {
 
 /* grid (n_splits, Hl, T), ATT_THREADS threads; G lanes per position (a power of two <= 32), NG =
  * ATT_THREADS / G positions at a time. Lane li of a group owns the vectors li + v*G, v < NV.
- * Dynamic shared memory: chunk scores + 64 reduction slots + NG * D partial outputs. */
+ * Dynamic shared memory: chunk scores + 64 reduction slots + NG * D partial outputs.
+ * Block (s, h, t) is query head h; it reads KV head h / (Hl / Hkl). Its partials and output are
+ * per query head ([T, Hl, ...]), so the combine kernel knows nothing of KV heads. */
 template <typename T, int VEC, int NV>
 __global__ void __launch_bounds__(ATT_THREADS)
 attn_decode_kernel(T *out, float *part, const T *qkv, const T *kc, const T *vc, const int32_t *pos,
-                   const int32_t *seq, const int32_t *bt, int max_blocks, int bs, int Hl, int D, int G, int chunk,
-                   int n_splits, float scale) {
+                   const int32_t *seq, const int32_t *bt, int max_blocks, int bs, int Hl, int Hkl, int D, int G,
+                   int chunk, int n_splits, float scale) {
     typedef vecld<VEC, T> L;
     extern __shared__ float sm[];
     float *s_p = sm, *red = sm + chunk, *s_o = red + 64;
     const int s = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
     const int P = pos[t] + 1, start = s * chunk;
-    const size_t HD = (size_t)Hl * D;
+    const size_t HD = (size_t)Hl * D, KD = (size_t)Hkl * D, QROW = HD + 2 * KD;
     float *pp = part + (((size_t)t * Hl + h) * n_splits + s) * (size_t)(D + 2);
     if (start >= P) { /* this split is past the token's context */
         if (threadIdx.x == 0) {
@@ -135,10 +153,10 @@ attn_decode_kernel(T *out, float *part, const T *qkv, const T *kc, const T *vc, 
     const int end = min(start + chunk, P), n = end - start;
     const int NG = ATT_THREADS / G, g = threadIdx.x / G, li = threadIdx.x % G, nvec = D / VEC;
     const int32_t *btr = bt + (size_t)seq[t] * max_blocks;
-    const size_t hoff = (size_t)h * D;
+    const size_t hoff = (size_t)h * D, kvoff = (size_t)(h / (Hl / Hkl)) * D;
 
     float q[NV][VEC];
-    const T *qp = qkv + (size_t)t * 3 * HD + hoff;
+    const T *qp = qkv + (size_t)t * QROW + hoff;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
         const int vi = li + v * G;
@@ -153,7 +171,7 @@ attn_decode_kernel(T *out, float *part, const T *qkv, const T *kc, const T *vc, 
         for (int u = 0; u < ATT_U; u++) {
             const int p = p0 + u * NG + g;
             const T *kp = NULL;
-            if (p < end) kp = kc + ((size_t)btr[p / bs] * bs + p % bs) * HD + hoff;
+            if (p < end) kp = kc + ((size_t)btr[p / bs] * bs + p % bs) * KD + kvoff;
 #pragma unroll
             for (int v = 0; v < NV; v++) {
                 const int vi = li + v * G;
@@ -198,7 +216,7 @@ attn_decode_kernel(T *out, float *part, const T *qkv, const T *kc, const T *vc, 
         for (int u = 0; u < ATT_U; u++) {
             const int p = p0 + u * NG + g;
             const T *vp = NULL;
-            if (p < end) vp = vc + ((size_t)btr[p / bs] * bs + p % bs) * HD + hoff;
+            if (p < end) vp = vc + ((size_t)btr[p / bs] * bs + p % bs) * KD + kvoff;
 #pragma unroll
             for (int v = 0; v < NV; v++) {
                 const int vi = li + v * G;
@@ -261,13 +279,14 @@ __global__ void attn_combine_kernel(T *out, const float *part, int Hl, int D, in
 }
 
 /* ---- prefill attention ----
- * grid (ceil(T / PF_QT), Hl), PF_THREADS threads. Shared: q [QT][D], K or V chunk [KC][D+1]
+ * grid (ceil(T / PF_QT), Hl), PF_THREADS threads; block (x, h) is query head h and reads KV head
+ * h / (Hl / Hkl). Shared: q [QT][D], K or V chunk [KC][D+1]
  * (odd row stride: lanes reading 32 different rows hit 32 banks), probabilities [QT][KC+1].
  * Thread (oq = tid/8, od = tid%8) owns output dims od + 8j, j < NJ, of query oq (D <= 8 NJ). */
 template <typename T, int NJ>
 __global__ void __launch_bounds__(PF_THREADS)
 attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_t *pos, const int32_t *seq,
-                    const int32_t *bt, int max_blocks, int bs, int Hl, int D, int T_, float scale) {
+                    const int32_t *bt, int max_blocks, int bs, int Hl, int Hkl, int D, int T_, float scale) {
     extern __shared__ float sm[];
     const int Dp = D + 1, SP = PF_KC + 1;
     float *q_s = sm, *kv_s = q_s + PF_QT * D, *s_s = kv_s + PF_KC * Dp;
@@ -275,7 +294,8 @@ attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_
     __shared__ float m_s[PF_QT], l_s[PF_QT], corr_s[PF_QT];
     __shared__ int cur_seq, cur_max;
     const int t0 = blockIdx.x * PF_QT, h = blockIdx.y, tid = threadIdx.x;
-    const size_t HD = (size_t)Hl * D, hoff = (size_t)h * D;
+    const size_t HD = (size_t)Hl * D, KD = (size_t)Hkl * D, QROW = HD + 2 * KD;
+    const size_t hoff = (size_t)h * D, kvoff = (size_t)(h / (Hl / Hkl)) * D;
 
     if (tid < PF_QT) {
         const int t = t0 + tid;
@@ -287,7 +307,7 @@ attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_
     }
     for (int i = tid; i < PF_QT * D; i += PF_THREADS) {
         const int qi = i / D, d = i % D, t = t0 + qi;
-        q_s[i] = t < T_ ? tpc_f(qkv[(size_t)t * 3 * HD + hoff + d]) : 0.0f;
+        q_s[i] = t < T_ ? tpc_f(qkv[(size_t)t * QROW + hoff + d]) : 0.0f;
     }
     const int oq = tid >> 3, od = tid & 7, w = tid >> 5, lane = tid & 31;
     float o[NJ];
@@ -313,7 +333,7 @@ attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_
             /* K chunk -> kv_s (rows past cmax are zero; they are masked) */
             for (int r = 0; r < PF_KC; r++) {
                 const int p = kp0 + r;
-                const T *src = p <= cmax ? kc + ((size_t)btr[p / bs] * bs + p % bs) * HD + hoff : NULL;
+                const T *src = p <= cmax ? kc + ((size_t)btr[p / bs] * bs + p % bs) * KD + kvoff : NULL;
                 for (int d = tid; d < D; d += PF_THREADS) kv_s[r * Dp + d] = src ? tpc_f(src[d]) : 0.0f;
             }
             __syncthreads();
@@ -345,7 +365,7 @@ attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_
             /* V chunk -> kv_s */
             for (int r = 0; r < PF_KC; r++) {
                 const int pv = kp0 + r;
-                const T *src = pv <= cmax ? vc + ((size_t)btr[pv / bs] * bs + pv % bs) * HD + hoff : NULL;
+                const T *src = pv <= cmax ? vc + ((size_t)btr[pv / bs] * bs + pv % bs) * KD + kvoff : NULL;
                 for (int d = tid; d < D; d += PF_THREADS) kv_s[r * Dp + d] = src ? tpc_f(src[d]) : 0.0f;
             }
             __syncthreads();
@@ -396,7 +416,8 @@ static int pow2_at_least(int x) {
 }
 
 template <typename T>
-static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *vc, const tp_step *st, int Hl, int D) {
+static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *vc, const tp_step *st, int Hl, int Hkl,
+                        int D) {
     const int T_ = st->n_tokens;
     const float scale = sqrtf((float)D);
     const bool decode = tpc_attn_is_decode(T_, st->n_seqs); /* cuda_plan.c: the memory plan uses it too */
@@ -406,7 +427,7 @@ static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *
 #define PREFILL(NJ)                                                                                              \
     attn_prefill_kernel<T, NJ><<<grid, PF_THREADS, smem, c->stream>>>(out, qkv, kc, vc, st->pos, st->seq,          \
                                                                        st->block_table, st->max_blocks,            \
-                                                                       st->block_size, Hl, D, T_, scale)
+                                                                       st->block_size, Hl, Hkl, D, T_, scale)
         if (D <= 32) PREFILL(4);
         else if (D <= 64) PREFILL(8);
         else if (D <= 128) PREFILL(16);
@@ -430,12 +451,12 @@ static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *
     dim3 grid(n_splits, Hl, T_);
     if (vec8)
         attn_decode_kernel<T, 8, 1><<<grid, ATT_THREADS, smem, c->stream>>>(
-            out, part, qkv, kc, vc, st->pos, st->seq, st->block_table, st->max_blocks, st->block_size, Hl, D, G,
-            chunk, n_splits, scale);
+            out, part, qkv, kc, vc, st->pos, st->seq, st->block_table, st->max_blocks, st->block_size, Hl, Hkl, D,
+            G, chunk, n_splits, scale);
     else
         attn_decode_kernel<T, 2, 4><<<grid, ATT_THREADS, smem, c->stream>>>(
-            out, part, qkv, kc, vc, st->pos, st->seq, st->block_table, st->max_blocks, st->block_size, Hl, D, G,
-            chunk, n_splits, scale);
+            out, part, qkv, kc, vc, st->pos, st->seq, st->block_table, st->max_blocks, st->block_size, Hl, Hkl, D,
+            G, chunk, n_splits, scale);
     CUDA_CHECK_LAUNCH();
     if (n_splits > 1) {
         attn_combine_kernel<T><<<dim3(Hl, T_), 128, 0, c->stream>>>(out, part, Hl, D, n_splits);
@@ -445,16 +466,16 @@ static void attention_t(tp_cuda *c, T *out, const T *qkv, const T *kc, const T *
 
 void tpc_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                    const tp_step *st, const tp_attn_shape *as) {
-    const int Hl = as->n_heads, D = as->head_dim;
-    if (as->n_kv_heads != Hl) tp_die("cuda attention: grouped-query attention is not implemented yet");
+    const int Hl = as->n_heads, Hkl = as->n_kv_heads, D = as->head_dim;
     if (st->n_tokens <= 0 || Hl <= 0) return;
+    check_heads("attention", as);
     if (D <= 0 || D > PF_DMAX || D % 2 != 0)
         tp_die("cuda attention: head_dim %d is not supported (needs an even head_dim <= %d)", D, PF_DMAX);
     tp_cuda *c = tpc(b);
     if (b->act == TP_F16)
         attention_t<__half>(c, (__half *)out, (const __half *)qkv, (const __half *)k_cache, (const __half *)v_cache, st,
-                            Hl, D);
+                            Hl, Hkl, D);
     else
         attention_t<__nv_bfloat16>(c, (__nv_bfloat16 *)out, (const __nv_bfloat16 *)qkv,
-                                   (const __nv_bfloat16 *)k_cache, (const __nv_bfloat16 *)v_cache, st, Hl, D);
+                                   (const __nv_bfloat16 *)k_cache, (const __nv_bfloat16 *)v_cache, st, Hl, Hkl, D);
 }

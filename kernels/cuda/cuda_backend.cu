@@ -408,6 +408,8 @@ TP_CUDA_EXPORT tp_backend *tpcuda_backend_create(int device, tp_dtype act, char 
     b->matmul_f32out = tpc_matmul_f32out;
     b->matmul_gelu = tpc_matmul_gelu;
     b->gelu_new = tpc_gelu_new;
+    b->rmsnorm = tpc_rmsnorm;
+    b->silu_mul = tpc_silu_mul;
     b->add = tpc_add;
     b->gather_rows = tpc_gather_rows;
     b->rotary_kv_write = tpc_rotary_kv_write;

@@ -19,6 +19,7 @@
 /* The math both backends share (before the extern "C" block: these are C++ here). */
 #include "kernels/common/tp_act.h"
 #include "kernels/common/tp_logits.h"
+#include "kernels/common/tp_norm.h"
 #include "kernels/common/tp_rng.h"
 #include "kernels/common/tp_rotary.h"
 #include "kernels/common/tp_round.h"
@@ -173,7 +174,9 @@ __device__ __forceinline__ float tpc_block_max(float v, float *red) {
 void tpc_convert(tp_cuda *c, void *dst, tp_dtype dt, const void *src, tp_dtype st, size_t n);
 void tpc_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E);
 void tpc_layernorm(tp_backend *b, void *y, const void *x, const void *g, const void *beta, int T, int E, float eps);
+void tpc_rmsnorm(tp_backend *b, void *y, const void *x, const void *g, int T, int E, float eps);
 void tpc_gelu_new(tp_backend *b, void *x, size_t n);
+void tpc_silu_mul(tp_backend *b, void *y, const void *gu, int T, int N);
 void tpc_add(tp_backend *b, void *y, const void *x, size_t n);
 void tpc_gather_rows(tp_backend *b, void *dst, const void *src, const int32_t *rows_host, int n, int E);
 /* cuda_matmul.cu */

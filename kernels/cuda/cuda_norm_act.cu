@@ -1,5 +1,5 @@
-/* Element-wise and per-row ops: dtype conversion (upload), embedding gather, layer norm,
- * gelu_new, add, row gather. Inputs and outputs are F16/BF16; all arithmetic is f32.
+/* Element-wise and per-row ops: dtype conversion (upload), embedding gather, layer norm, RMSNorm,
+ * gelu_new, silu_mul, add, row gather. Inputs and outputs are F16/BF16; all arithmetic is f32.
  * Memory-bound: rows and vectors move as 16-byte accesses (8 elements) when the pointers and
  * the row length allow it, with a scalar path for the rest. */
 #include "kernels/cuda/cuda_internal.h"
@@ -127,6 +127,102 @@ void tpc_layernorm(tp_backend *b, void *y, const void *x, const void *g, const v
     if (T <= 0 || E <= 0) return;
     if (b->act == TP_F16) layernorm_t<__half>(tpc(b), y, x, g, beta, T, E, eps);
     else layernorm_t<__nv_bfloat16>(tpc(b), y, x, g, beta, T, E, eps);
+}
+
+/* ---- RMSNorm (LLaMA): one block per row; the sum of squares in f32 (tp_sumsq_add, one fma per
+ * element), then y = x * inv * g through kernels/common/tp_norm.h, rounded once. y may equal x, as
+ * in layernorm_kernel: the block sum's barriers separate the reads of pass 1 from the writes. ---- */
+template <typename T, bool VEC>
+__global__ void rmsnorm_kernel(T *y, const T *x, const T *g, int E, float eps) {
+    __shared__ float red[33];
+    const size_t row = blockIdx.x;
+    const T *xr = x + row * E;
+    T *yr = y + row * E;
+    float s = 0.0f;
+    if (VEC) {
+        for (int i = threadIdx.x; i < E / 8; i += blockDim.x) {
+            float f[8];
+            tpc_unpack8(reinterpret_cast<const uint4 *>(xr)[i], f, T());
+#pragma unroll
+            for (int j = 0; j < 8; j++) s = tp_sumsq_add(s, f[j]);
+        }
+    } else {
+        for (int i = threadIdx.x; i < E; i += blockDim.x) s = tp_sumsq_add(s, tpc_f(xr[i]));
+    }
+    const float inv = tp_rms_inv(tpc_block_sum(s, red), E, eps);
+    if (VEC) {
+        for (int i = threadIdx.x; i < E / 8; i += blockDim.x) {
+            float f[8], gg[8];
+            tpc_unpack8(reinterpret_cast<const uint4 *>(xr)[i], f, T());
+            tpc_unpack8(reinterpret_cast<const uint4 *>(g)[i], gg, T());
+#pragma unroll
+            for (int j = 0; j < 8; j++) f[j] = tp_rms_apply(f[j], inv, gg[j]);
+            reinterpret_cast<uint4 *>(yr)[i] = tpc_pack8<T>(f);
+        }
+    } else {
+        for (int i = threadIdx.x; i < E; i += blockDim.x)
+            yr[i] = tpc_from<T>(tp_rms_apply(tpc_f(xr[i]), inv, tpc_f(g[i])));
+    }
+}
+
+template <typename T>
+static void rmsnorm_t(tp_cuda *c, void *y, const void *x, const void *g, int T_, int E, float eps) {
+    const bool vec = E % 8 == 0 && aligned16(y) && aligned16(x) && aligned16(g);
+    const int threads = E >= 4096 ? 512 : E >= 1024 ? 256 : 128;
+    if (vec)
+        rmsnorm_kernel<T, true><<<T_, threads, 0, c->stream>>>((T *)y, (const T *)x, (const T *)g, E, eps);
+    else
+        rmsnorm_kernel<T, false><<<T_, threads, 0, c->stream>>>((T *)y, (const T *)x, (const T *)g, E, eps);
+    CUDA_CHECK_LAUNCH();
+}
+
+void tpc_rmsnorm(tp_backend *b, void *y, const void *x, const void *g, int T, int E, float eps) {
+    if (T <= 0 || E <= 0) return;
+    if (b->act == TP_F16) rmsnorm_t<__half>(tpc(b), y, x, g, T, E, eps);
+    else rmsnorm_t<__nv_bfloat16>(tpc(b), y, x, g, T, E, eps);
+}
+
+/* ---- silu_mul (LLaMA's gated MLP): y[t, i] = tp_silu_mul(gu[t, i], gu[t, N + i]) (tp_act.h),
+ * gu [T, 2N] (gate, then up), y [T, N]; y must not overlap gu (row t of y would be gu's row t/2).
+ * Flat over T*N outputs, 8 at a time when N % 8 == 0 and the pointers are 16-byte aligned (a
+ * vector then never straddles two rows, and its gate and up halves are aligned too). ---- */
+template <typename T>
+__global__ void silu_mul_vec_kernel(T *y, const T *gu, int N, size_t n8) {
+    const int N8 = N / 8;
+    for (size_t v = blockIdx.x * (size_t)blockDim.x + threadIdx.x; v < n8; v += (size_t)gridDim.x * blockDim.x) {
+        const size_t t = v / N8, j = v % N8;
+        const uint4 *gr = reinterpret_cast<const uint4 *>(gu + t * 2 * (size_t)N); /* row t: N8 gate, N8 up */
+        float a[8], u[8];
+        tpc_unpack8(gr[j], a, T());
+        tpc_unpack8(gr[N8 + j], u, T());
+#pragma unroll
+        for (int k = 0; k < 8; k++) a[k] = tp_silu_mul(a[k], u[k]);
+        reinterpret_cast<uint4 *>(y)[v] = tpc_pack8<T>(a); /* y row t, vector j: t * N8 + j == v */
+    }
+}
+template <typename T>
+__global__ void silu_mul_scalar_kernel(T *y, const T *gu, int N, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t t = i / (size_t)N, j = i % (size_t)N;
+        const T *gr = gu + t * 2 * (size_t)N;
+        y[i] = tpc_from<T>(tp_silu_mul(tpc_f(gr[j]), tpc_f(gr[N + j])));
+    }
+}
+
+template <typename T>
+static void silu_mul_t(tp_cuda *c, void *y, const void *gu, int T_, int N) {
+    const size_t n = (size_t)T_ * N;
+    if (N % 8 == 0 && aligned16(y) && aligned16(gu))
+        silu_mul_vec_kernel<T><<<grid_for(n / 8, 256), 256, 0, c->stream>>>((T *)y, (const T *)gu, N, n / 8);
+    else
+        silu_mul_scalar_kernel<T><<<grid_for(n, 256), 256, 0, c->stream>>>((T *)y, (const T *)gu, N, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void tpc_silu_mul(tp_backend *b, void *y, const void *gu, int T, int N) {
+    if (T <= 0 || N <= 0) return;
+    if (b->act == TP_F16) silu_mul_t<__half>(tpc(b), y, gu, T, N);
+    else silu_mul_t<__nv_bfloat16>(tpc(b), y, gu, T, N);
 }
 
 /* ---- gelu_new (kernels/common/tp_act.h, the CPU backend's formula) and add ---- */

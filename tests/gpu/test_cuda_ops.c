@@ -10,8 +10,11 @@
  * tol_act). Output buffers are poisoned with NaN bytes before the GPU runs, and every output is
  * checked for NaN/inf, so an element the GPU never wrote cannot pass. Shapes cover the GEMV and
  * cuBLAS paths, vector and scalar element paths, paged KV caches with scattered block tables,
- * decode with split contexts up to 2048, prefill tiles, mixed prefill + decode steps, and
- * CUDA-graph capture and replay. */
+ * decode with split contexts up to 2048, prefill tiles, mixed prefill + decode steps, grouped-query
+ * heads and both rotary styles (CodeGen's GPT-J pairs, LLaMA's rotate-half), LLaMA's rmsnorm and
+ * silu_mul, and CUDA-graph capture and replay. Where the CPU backend lacks an op (rmsnorm and
+ * silu_mul are NULL until its LLaMA ops land; it has no grouped-query attention), the reference is
+ * HF's formula in double, or the CPU's multi-head attention on widened heads (cpu_attention_ref). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +138,75 @@ static void test_layernorm(int T, int E, int in_place) {
     snprintf(what, sizeof what, "layernorm T=%d E=%d%s", T, E, in_place ? " in place" : "");
     check_nmse(what, got, ref, (size_t)T * E, tol_act(g_gpu->act));
     free(x); free(g); free(be); free(ref); free(got);
+}
+
+/* RMSNorm (LLaMA), offset elements into the buffers (an offset that breaks 16-byte alignment takes
+ * the scalar path); x of size ~scale (at 1e-3, mean(x^2) ~ eps: a wrong eps shows). The reference
+ * is the CPU backend's rmsnorm, or, where the CPU backend has none (it is NULL there), HF's
+ * formula in double written here: y = x / sqrt(mean(x^2) + eps) * g. */
+static void test_rmsnorm(int T, int E, int in_place, size_t offset, float scale) {
+    const size_t n = (size_t)T * E + offset;
+    float *x = randn_act(n, 2.0f * scale), *g = randn_act(E + offset, 1.0f);
+    for (size_t i = 0; i < n; i++) x[i] += 0.5f * scale; /* a mean RMSNorm keeps (unlike layernorm) */
+    float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+    const float eps = 1e-6f;
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        if (!k && !b->rmsnorm) {
+            for (int t = 0; t < T; t++) {
+                const float *xr = x + offset + (size_t)t * E;
+                double ss = 0;
+                for (int i = 0; i < E; i++) ss += (double)xr[i] * xr[i];
+                const double inv = 1.0 / sqrt(ss / E + (double)eps);
+                for (int i = 0; i < E; i++) ref[offset + (size_t)t * E + i] = (float)(xr[i] * inv * g[offset + i]);
+            }
+            continue;
+        }
+        void *dx = dev_from(b, x, n), *dg = dev_from(b, g, E + offset);
+        void *dy = in_place ? dx : b->alloc(b, n * es(b) + 16, "y");
+        if (!in_place) poison(b, dy, n * es(b));
+        b->rmsnorm(b, (char *)dy + offset * es(b), (char *)dx + offset * es(b), (char *)dg + offset * es(b), T, E,
+                   eps);
+        dev_to(b, k ? got : ref, dy, n);
+        b->free(b, dx); b->free(b, dg);
+        if (!in_place) b->free(b, dy);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "rmsnorm T=%d E=%d%s offset=%zu x~%g%s", T, E, in_place ? " in place" : "", offset,
+             scale, g_cpu->rmsnorm ? "" : " (vs double)");
+    check_nmse(what, got + offset, ref + offset, n - offset, tol_act(g_gpu->act));
+    free(x); free(g); free(ref); free(got);
+}
+
+/* silu_mul (LLaMA's gated MLP): gu [T, 2N] = gate then up per row, y [T, N]; offset elements into
+ * both buffers (scalar path when it breaks alignment, as N % 8 != 0 does). The reference is the CPU
+ * backend's silu_mul, or where it has none, silu(g) u = g u / (1 + exp(-g)) in double written here. */
+static void test_silu_mul(int T, int N, size_t offset) {
+    const size_t ngu = (size_t)T * 2 * N + offset, ny = (size_t)T * N + offset;
+    float *gu = randn_act(ngu, 3.0f);
+    float *ref = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
+    tp_backend *bs[2] = {g_cpu, g_gpu};
+    for (int k = 0; k < 2; k++) {
+        tp_backend *b = bs[k];
+        if (!k && !b->silu_mul) {
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < N; i++) {
+                    const double gt = gu[offset + (size_t)t * 2 * N + i], up = gu[offset + (size_t)t * 2 * N + N + i];
+                    ref[offset + (size_t)t * N + i] = (float)(gt * up / (1.0 + exp(-gt)));
+                }
+            continue;
+        }
+        void *dgu = dev_from(b, gu, ngu), *dy = b->alloc(b, ny * es(b) + 16, "y");
+        poison(b, dy, ny * es(b));
+        b->silu_mul(b, (char *)dy + offset * es(b), (char *)dgu + offset * es(b), T, N);
+        dev_to(b, k ? got : ref, dy, ny);
+        b->free(b, dgu); b->free(b, dy);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "silu_mul T=%d N=%d offset=%zu%s", T, N, offset, g_cpu->silu_mul ? "" : " (vs double)");
+    check_nmse(what, got + offset, ref + offset, ny - offset, tol_act(g_gpu->act));
+    free(gu); free(ref); free(got);
 }
 
 static void test_gelu_add(size_t n, size_t offset) {
@@ -362,10 +434,13 @@ static void dev_step_make(tp_backend *b, dev_step *d, const kv_case *c) {
 }
 static void dev_step_free(tp_backend *b, dev_step *d) { b->free(b, d->pos); b->free(b, d->seq); b->free(b, d->bt); }
 
+static const char *style_name(tp_rope_style s) { return s == TP_ROPE_NEOX ? "rotate-half" : "GPT-J"; }
+
 /* rotary_kv_write: compares the rotated qkv and every cache slot (written slots must match the
- * CPU; the others must still hold the poison). */
-static void test_rotary(const char *name, kv_case *c, int Hl, int D, int R) {
-    const size_t nq = (size_t)c->T * 3 * Hl * D, nc = (size_t)c->n_blocks * c->bs * Hl * D;
+ * CPU; the others must still hold the poison). Hkl KV heads (the CPU's rotary takes any), pairs of
+ * the style. */
+static void test_rotary(const char *name, kv_case *c, int Hl, int Hkl, int D, int R, tp_rope_style style) {
+    const size_t nq = (size_t)c->T * (Hl + 2 * Hkl) * D, nc = (size_t)c->n_blocks * c->bs * Hkl * D;
     float *qkv = randn_act(nq, 1.0f);
     float *ref_q = malloc(nq * sizeof(float)), *got_q = malloc(nq * sizeof(float));
     float *ref_k = malloc(nc * sizeof(float)), *got_k = malloc(nc * sizeof(float));
@@ -379,7 +454,7 @@ static void test_rotary(const char *name, kv_case *c, int Hl, int D, int R) {
         void *kc = b->alloc(b, nc * es(b), "k cache"), *vc = b->alloc(b, nc * es(b), "v cache");
         poison(b, kc, nc * es(b));
         poison(b, vc, nc * es(b));
-        b->rotary_kv_write(b, dq, kc, vc, &d.st, &(tp_attn_shape){Hl, Hl, D, R, TP_ROPE_GPTJ, 10000.0f});
+        b->rotary_kv_write(b, dq, kc, vc, &d.st, &(tp_attn_shape){Hl, Hkl, D, R, style, 10000.0f});
         dev_to(b, k ? got_q : ref_q, dq, nq);
         dev_to(b, k ? got_k : ref_k, kc, nc);
         dev_to(b, k ? got_v : ref_v, vc, nc);
@@ -387,7 +462,7 @@ static void test_rotary(const char *name, kv_case *c, int Hl, int D, int R) {
         b->free(b, dq); b->free(b, kc); b->free(b, vc);
     }
     /* written slots: compact them out; unwritten: must be NaN on both */
-    size_t HD = (size_t)Hl * D, nw = 0, untouched_bad = 0;
+    size_t HD = (size_t)Hkl * D, nw = 0, untouched_bad = 0;
     char *written = calloc((size_t)c->n_blocks * c->bs, 1);
     for (int t = 0; t < c->T; t++) {
         int p = c->pos[t];
@@ -407,7 +482,7 @@ static void test_rotary(const char *name, kv_case *c, int Hl, int D, int R) {
         }
     }
     char what[128];
-    snprintf(what, sizeof what, "rotary q,k %s Hl=%d D=%d R=%d", name, Hl, D, R);
+    snprintf(what, sizeof what, "rotary q,k %s %s Hl=%d Hkl=%d D=%d R=%d", name, style_name(style), Hl, Hkl, D, R);
     check_nmse(what, got_q, ref_q, nq, tol_act(g_gpu->act));
     snprintf(what, sizeof what, "rotary k cache %s", name);
     check_nmse(what, wk_g, wk_r, nw, tol_act(g_gpu->act));
@@ -421,12 +496,54 @@ static void test_rotary(const char *name, kv_case *c, int Hl, int D, int R) {
     free(qkv); free(ref_q); free(got_q); free(ref_k); free(got_k); free(ref_v); free(got_v);
 }
 
-/* attention over caches filled with random K/V (every slot, written or not by this step). */
-static void test_attention(const char *name, kv_case *c, int Hl, int D) {
-    const size_t nq = (size_t)c->T * 3 * Hl * D, nc = (size_t)c->n_blocks * c->bs * Hl * D;
+/* The CPU backend's attention (the reference) for any KV-head count: with Hkl < Hl, q and the
+ * caches are widened to Hl heads (query head h gets a copy of KV head h / (Hl / Hkl)) and the CPU's
+ * multi-head attention runs on them, so the reference does not rest on a GQA path of its own.
+ * qkv, kc, vc: g_cpu buffers as attention takes them; n_slots: cache slots (n_blocks * bs). */
+static void cpu_attention_ref(void *out, const void *qkv, const void *kc, const void *vc, const tp_step *st,
+                              const tp_attn_shape *a, size_t n_slots) {
+    const int Hl = a->n_heads, Hkl = a->n_kv_heads, D = a->head_dim, T = st->n_tokens, grp = Hl / Hkl;
+    if (Hkl == Hl) {
+        g_cpu->attention(g_cpu, out, qkv, kc, vc, st, a);
+        return;
+    }
+    const size_t row = (size_t)(Hl + 2 * Hkl) * D, row2 = (size_t)3 * Hl * D;
+    float *q = malloc((size_t)T * row * 4), *k = malloc(n_slots * Hkl * D * 4), *v = malloc(n_slots * Hkl * D * 4);
+    float *q2 = malloc((size_t)T * row2 * 4), *k2 = malloc(n_slots * Hl * D * 4), *v2 = malloc(n_slots * Hl * D * 4);
+    g_cpu->to_host(g_cpu, q, qkv, (size_t)T * row * 4);
+    g_cpu->to_host(g_cpu, k, kc, n_slots * Hkl * D * 4);
+    g_cpu->to_host(g_cpu, v, vc, n_slots * Hkl * D * 4);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < Hl; h++) {
+            const float *src = q + (size_t)t * row;
+            float *dst = q2 + (size_t)t * row2;
+            memcpy(dst + (size_t)h * D, src + (size_t)h * D, D * 4);                                  /* q */
+            memcpy(dst + (size_t)(Hl + h) * D, src + (size_t)(Hl + h / grp) * D, D * 4);              /* k */
+            memcpy(dst + (size_t)(2 * Hl + h) * D, src + (size_t)(Hl + Hkl + h / grp) * D, D * 4);    /* v */
+        }
+    for (size_t sl = 0; sl < n_slots; sl++)
+        for (int h = 0; h < Hl; h++) {
+            memcpy(k2 + (sl * Hl + h) * D, k + (sl * Hkl + h / grp) * D, D * 4);
+            memcpy(v2 + (sl * Hl + h) * D, v + (sl * Hkl + h / grp) * D, D * 4);
+        }
+    void *dq = dev_raw(g_cpu, q2, (size_t)T * row2 * 4), *dk = dev_raw(g_cpu, k2, n_slots * Hl * D * 4);
+    void *dv = dev_raw(g_cpu, v2, n_slots * Hl * D * 4);
+    tp_attn_shape mha = *a;
+    mha.n_kv_heads = Hl;
+    g_cpu->attention(g_cpu, out, dq, dk, dv, st, &mha);
+    g_cpu->free(g_cpu, dq); g_cpu->free(g_cpu, dk); g_cpu->free(g_cpu, dv);
+    free(q); free(k); free(v); free(q2); free(k2); free(v2);
+}
+
+/* attention over caches filled with random K/V (every slot, written or not by this step); Hkl KV
+ * heads (Hkl < Hl: grouped-query, against the CPU's multi-head attention on widened heads). */
+static void test_attention(const char *name, kv_case *c, int Hl, int Hkl, int D) {
+    const size_t n_slots = (size_t)c->n_blocks * c->bs;
+    const size_t nq = (size_t)c->T * (Hl + 2 * Hkl) * D, nc = n_slots * Hkl * D;
     const size_t no = (size_t)c->T * Hl * D;
     float *qkv = randn_act(nq, 1.0f), *kc = randn_act(nc, 1.0f), *vc = randn_act(nc, 1.0f);
     float *ref = malloc(no * sizeof(float)), *got = malloc(no * sizeof(float));
+    const tp_attn_shape shape = {Hl, Hkl, D, 0, TP_ROPE_GPTJ, 10000.0f};
     tp_backend *bs[2] = {g_cpu, g_gpu};
     for (int k = 0; k < 2; k++) {
         tp_backend *b = bs[k];
@@ -435,13 +552,14 @@ static void test_attention(const char *name, kv_case *c, int Hl, int D) {
         void *dq = dev_from(b, qkv, nq), *dk = dev_from(b, kc, nc), *dv = dev_from(b, vc, nc);
         void *out = b->alloc(b, no * es(b), "attention out");
         poison(b, out, no * es(b));
-        b->attention(b, out, dq, dk, dv, &d.st, &(tp_attn_shape){Hl, Hl, D, 0, TP_ROPE_GPTJ, 10000.0f});
+        if (k) b->attention(b, out, dq, dk, dv, &d.st, &shape);
+        else cpu_attention_ref(out, dq, dk, dv, &d.st, &shape, n_slots);
         dev_to(b, k ? got : ref, out, no);
         dev_step_free(b, &d);
         b->free(b, dq); b->free(b, dk); b->free(b, dv); b->free(b, out);
     }
     char what[128];
-    snprintf(what, sizeof what, "attention %s T=%d S=%d Hl=%d D=%d", name, c->T, c->S, Hl, D);
+    snprintf(what, sizeof what, "attention %s T=%d S=%d Hl=%d Hkl=%d D=%d", name, c->T, c->S, Hl, Hkl, D);
     check_nmse(what, got, ref, no, tol_act(g_gpu->act));
     free(qkv); free(kc); free(vc); free(ref); free(got);
 }
@@ -452,27 +570,41 @@ static void attn_cases(void) {
         int ctx[4] = {18, 1, 301, 1001}, seq[4] = {0, 1, 3, 2}, pos[4] = {17, 0, 1000, 300};
         kv_case_make(&c, 4, ctx, 16, 64);
         kv_case_tokens(&c, 4, seq, pos);
-        test_attention("decode", &c, 2, 64);
-        test_rotary("decode", &c, 2, 64, 32);
-        test_attention("decode D=24", &c, 3, 24);
-        test_attention("decode D=10 (pairs)", &c, 2, 10);
-        test_rotary("decode D=10", &c, 2, 10, 10);
-        test_attention("decode D=8", &c, 4, 8);
+        test_attention("decode", &c, 2, 2, 64);
+        test_rotary("decode", &c, 2, 2, 64, 32, TP_ROPE_GPTJ);
+        test_attention("decode D=24", &c, 3, 3, 24);
+        test_attention("decode D=10 (pairs)", &c, 2, 2, 10);
+        test_rotary("decode D=10", &c, 2, 2, 10, 10, TP_ROPE_GPTJ);
+        test_attention("decode D=8", &c, 4, 4, 8);
+        /* grouped-query (query head h reads KV head h / (Hl / Hkl)) and rotate-half rotary */
+        test_attention("decode GQA", &c, 4, 1, 64);
+        test_attention("decode GQA D=24", &c, 6, 2, 24);
+        test_attention("decode GQA D=10 (pairs)", &c, 4, 2, 10);
+        test_rotary("decode", &c, 2, 2, 64, 64, TP_ROPE_NEOX);
+        test_rotary("decode GQA", &c, 4, 1, 64, 64, TP_ROPE_NEOX);
+        test_rotary("decode GQA partial", &c, 6, 2, 64, 32, TP_ROPE_NEOX);
+        test_rotary("decode GQA", &c, 4, 2, 64, 32, TP_ROPE_GPTJ);
+        test_rotary("decode D=10", &c, 3, 1, 10, 6, TP_ROPE_NEOX);
+        test_rotary("decode odd D=9", &c, 2, 1, 9, 8, TP_ROPE_NEOX);
         kv_case_free(&c);
     }
     { /* long context: one token at 2047, D = 256 (CodeGen-16B heads), splits across blocks */
         int ctx[2] = {2048, 700}, seq[2] = {0, 1}, pos[2] = {2047, 699};
         kv_case_make(&c, 2, ctx, 16, 128);
         kv_case_tokens(&c, 2, seq, pos);
-        test_attention("long context 2048", &c, 2, 256);
-        test_rotary("long context", &c, 2, 256, 64);
+        test_attention("long context 2048", &c, 2, 2, 256);
+        test_rotary("long context", &c, 2, 2, 256, 64, TP_ROPE_GPTJ);
+        test_attention("long context 2048 GQA (splits)", &c, 8, 2, 128); /* LLaMA head_dim */
+        test_attention("long context 2048 GQA D=256", &c, 4, 1, 256);
+        test_rotary("long context GQA", &c, 8, 2, 128, 128, TP_ROPE_NEOX);
         kv_case_free(&c);
     }
     { /* decode kernel with 2 tokens per sequence (T <= 2S) */
         int ctx[3] = {40, 9, 130}, seq[6] = {0, 0, 1, 1, 2, 2}, pos[6] = {38, 39, 7, 8, 128, 129};
         kv_case_make(&c, 3, ctx, 8, 32);
         kv_case_tokens(&c, 6, seq, pos);
-        test_attention("2 tokens/seq", &c, 2, 64);
+        test_attention("2 tokens/seq", &c, 2, 2, 64);
+        test_attention("2 tokens/seq GQA", &c, 4, 2, 64);
         kv_case_free(&c);
     }
     { /* prefill from position 0, block size 5 */
@@ -480,10 +612,15 @@ static void attn_cases(void) {
         for (int t = 0; t < 100; t++) { seq[t] = 0; pos[t] = t; }
         kv_case_make(&c, 1, ctx, 5, 32);
         kv_case_tokens(&c, 100, seq, pos);
-        test_attention("prefill", &c, 3, 64);
-        test_rotary("prefill", &c, 3, 64, 16);
-        test_attention("prefill D=256", &c, 1, 256);
-        test_attention("prefill D=10", &c, 2, 10);
+        test_attention("prefill", &c, 3, 3, 64);
+        test_rotary("prefill", &c, 3, 3, 64, 16, TP_ROPE_GPTJ);
+        test_attention("prefill D=256", &c, 1, 1, 256);
+        test_attention("prefill D=10", &c, 2, 2, 10);
+        test_attention("prefill GQA", &c, 4, 2, 64);
+        test_attention("prefill GQA D=128", &c, 8, 1, 128);
+        test_attention("prefill GQA D=256", &c, 2, 1, 256);
+        test_attention("prefill GQA D=10", &c, 3, 1, 10);
+        test_rotary("prefill GQA", &c, 4, 2, 128, 128, TP_ROPE_NEOX);
         kv_case_free(&c);
     }
     { /* chunked prefill: 40 tokens at 60..99 over 60 cached ones */
@@ -491,7 +628,8 @@ static void attn_cases(void) {
         for (int t = 0; t < 40; t++) { seq[t] = 0; pos[t] = 60 + t; }
         kv_case_make(&c, 1, ctx, 16, 8);
         kv_case_tokens(&c, 40, seq, pos);
-        test_attention("chunked prefill", &c, 2, 64);
+        test_attention("chunked prefill", &c, 2, 2, 64);
+        test_attention("chunked prefill GQA", &c, 6, 3, 64);
         kv_case_free(&c);
     }
     { /* mixed: a prefill chunk of seq 0 with decode tokens of seqs 1 and 2 between its tokens */
@@ -504,8 +642,10 @@ static void attn_cases(void) {
         }
         kv_case_make(&c, 3, ctx, 16, 40);
         kv_case_tokens(&c, T, seq, pos);
-        test_attention("mixed prefill+decode", &c, 2, 64);
-        test_rotary("mixed", &c, 2, 64, 64);
+        test_attention("mixed prefill+decode", &c, 2, 2, 64);
+        test_rotary("mixed", &c, 2, 2, 64, 64, TP_ROPE_GPTJ);
+        test_attention("mixed prefill+decode GQA", &c, 4, 1, 64);
+        test_rotary("mixed GQA", &c, 4, 1, 64, 64, TP_ROPE_NEOX);
         kv_case_free(&c);
     }
 }
@@ -689,20 +829,26 @@ static void test_graphs(void) {
     check_nmse("graph: capture runs the step once (h += f(x))", got1, ref1, (size_t)T * N, tol_act(g_gpu->act));
     check_nmse("graph: replay with new x (h += f(x'))", got2, ref2, (size_t)T * N, 2 * tol_act(g_gpu->act));
     free(x); free(x2); free(g); free(be); free(W); free(h); free(ref1); free(ref2); free(got1); free(got2);
+}
 
-    /* decode graph: capture at positions ~10, replay at ~900 and ~2000 */
-    const int S = 2, Hl = 2, D = 64, R = 32, bsz = 16, MB = 128;
+/* A decode step captured at positions ~10 and replayed at ~900 and ~2000 (rotary + KV write +
+ * attention with split-K sized for the table's capacity), Hkl KV heads, pairs of the style. */
+static void test_decode_graph(int Hl, int Hkl, int D, int R, tp_rope_style style, int key) {
+    const int S = 2, bsz = 16, MB = 128;
     int ctx[2] = {2048, 2048};
     kv_case c;
     kv_case_make(&c, S, ctx, bsz, MB);
     int seq[2] = {0, 1}, pos_a[2] = {10, 5}, pos_b[2] = {900, 333}, pos_c[2] = {2000, 2047};
     kv_case_tokens(&c, 2, seq, pos_a);
-    const size_t nq = (size_t)S * 3 * Hl * D, nc = (size_t)c.n_blocks * bsz * Hl * D, no = (size_t)S * Hl * D;
+    const size_t n_slots = (size_t)c.n_blocks * bsz;
+    const size_t nq = (size_t)S * (Hl + 2 * Hkl) * D, nc = n_slots * Hkl * D, no = (size_t)S * Hl * D;
+    const tp_attn_shape shape = {Hl, Hkl, D, R, style, 10000.0f};
     float *kc = randn_act(nc, 1.0f), *vc = randn_act(nc, 1.0f);
     float *q[3] = {randn_act(nq, 1.0f), randn_act(nq, 1.0f), randn_act(nq, 1.0f)};
     int *pp[3] = {pos_a, pos_b, pos_c};
     float *ref[3], *got[3];
     for (int i = 0; i < 3; i++) { ref[i] = malloc(no * sizeof(float)); got[i] = malloc(no * sizeof(float)); }
+    tp_backend *bs[2] = {g_cpu, g_gpu};
     for (int k = 0; k < 2; k++) {
         tp_backend *b = bs[k];
         dev_step d;
@@ -716,40 +862,107 @@ static void test_graphs(void) {
             if (k) poison(b, out, no * es(b));
             tp_step st = d.st;
             st.max_pos = p32[0] > p32[1] ? p32[0] : p32[1];
-            if (!(k && i > 0 && b->graph_launch(b, 1))) {
-                if (k) b->graph_begin(b, 1);
-                b->rotary_kv_write(b, dq, dk, dv, &st, &(tp_attn_shape){Hl, Hl, D, R, TP_ROPE_GPTJ, 10000.0f});
-                b->attention(b, out, dq, dk, dv, &st, &(tp_attn_shape){Hl, Hl, D, 0, TP_ROPE_GPTJ, 10000.0f});
-                if (k) b->graph_end(b, 1);
+            if (!(k && i > 0 && b->graph_launch(b, key))) {
+                if (k) b->graph_begin(b, key);
+                b->rotary_kv_write(b, dq, dk, dv, &st, &shape);
+                if (k) b->attention(b, out, dq, dk, dv, &st, &shape);
+                else cpu_attention_ref(out, dq, dk, dv, &st, &shape, n_slots);
+                if (k) b->graph_end(b, key);
             }
             dev_to(b, k ? got[i] : ref[i], out, no);
         }
         dev_step_free(b, &d);
         b->free(b, dq); b->free(b, dk); b->free(b, dv); b->free(b, out);
     }
-    const char *names[3] = {"graph: decode captured at pos 10", "graph: same decode graph replayed at pos 900",
-                            "graph: same decode graph replayed at pos 2047"};
-    for (int i = 0; i < 3; i++) check_nmse(names[i], got[i], ref[i], no, tol_act(g_gpu->act));
+    const char *at[3] = {"captured at pos 10", "replayed at pos 900", "replayed at pos 2047"};
+    for (int i = 0; i < 3; i++) {
+        char what[128];
+        snprintf(what, sizeof what, "graph: decode %s Hl=%d Hkl=%d, %s", style_name(style), Hl, Hkl, at[i]);
+        check_nmse(what, got[i], ref[i], no, tol_act(g_gpu->act));
+    }
     for (int i = 0; i < 3; i++) { free(ref[i]); free(got[i]); free(q[i]); }
     free(kc); free(vc);
     kv_case_free(&c);
 }
 
-static void run_all(void) {
-    test_upload((size_t)5 << 20); /* 20 MB of f32: more than one 16 MiB staging buffer */
-    test_fill_random(100003);
+/* LLaMA's MLP block in a graph: h += down(silu_mul(gate_up(rmsnorm(x)))). The captured step and its
+ * replay on a new x must give the bits the same ops give run one by one (the ops' own accuracy is
+ * checked above; this checks that capture records them, arguments and all). T = 3: the GEMV. */
+static void test_graph_llama_mlp(void) {
+    const int T = 3, E = 64, N = 96, key = 9;
+    float *x[2] = {randn_act((size_t)T * E, 1.0f), randn_act((size_t)T * E, 1.0f)};
+    float *g = randn_act(E, 1.0f), *Wgu = randn_act((size_t)2 * N * E, 0.125f), *Wd = randn_act((size_t)E * N, 0.1f);
+    float *h = randn_act((size_t)T * E, 1.0f);
+    float *eager[2], *graph[2];
+    for (int i = 0; i < 2; i++) { eager[i] = malloc((size_t)T * E * 4); graph[i] = malloc((size_t)T * E * 4); }
+    tp_backend *b = g_gpu;
+    void *dx = b->alloc(b, (size_t)T * E * es(b), "x"), *dg = dev_from(b, g, E);
+    void *dh = b->alloc(b, (size_t)T * E * es(b), "h");
+    void *dWgu = b->alloc(b, b->matrix_bytes(b, 2 * N, E), "Wgu"), *dWd = b->alloc(b, b->matrix_bytes(b, E, N), "Wd");
+    void *ln = b->alloc(b, (size_t)T * E * es(b), "ln"), *gu = b->alloc(b, (size_t)T * 2 * N * es(b), "gu");
+    void *y = b->alloc(b, (size_t)T * N * es(b), "y"), *z = b->alloc(b, (size_t)T * E * es(b), "z");
+    b->matrix_upload(b, dWgu, Wgu, TP_F32, 2 * N, E);
+    b->matrix_upload(b, dWd, Wd, TP_F32, E, N);
+    for (int mode = 0; mode < 2; mode++) /* 0: eager, 1: captured then replayed */
+        for (int i = 0; i < 2; i++) {
+            b->upload(b, dx, x[i], TP_F32, (size_t)T * E);
+            b->upload(b, dh, h, TP_F32, (size_t)T * E);
+            if (!(mode && i > 0 && b->graph_launch(b, key))) {
+                if (mode) b->graph_begin(b, key);
+                b->rmsnorm(b, ln, dx, dg, T, E, 1e-6f);
+                b->matmul(b, gu, ln, dWgu, NULL, T, 2 * N, E, 0);
+                b->silu_mul(b, y, gu, T, N);
+                b->matmul(b, z, y, dWd, NULL, T, E, N, 0);
+                b->add(b, dh, z, (size_t)T * E);
+                if (mode) b->graph_end(b, key);
+            }
+            dev_to(b, mode ? graph[i] : eager[i], dh, (size_t)T * E);
+        }
+    check_nmse("graph: LLaMA MLP (rmsnorm, silu_mul) captured == eager (exact)", graph[0], eager[0], (size_t)T * E,
+               0.0);
+    check_nmse("graph: LLaMA MLP replayed with new x == eager (exact)", graph[1], eager[1], (size_t)T * E, 0.0);
+    b->free(b, dx); b->free(b, dg); b->free(b, dh); b->free(b, dWgu); b->free(b, dWd);
+    b->free(b, ln); b->free(b, gu); b->free(b, y); b->free(b, z);
+    for (int i = 0; i < 2; i++) { free(x[i]); free(eager[i]); free(graph[i]); }
+    free(g); free(Wgu); free(Wd); free(h);
+}
+
+/* The ops of cuda_norm_act.cu (also run by the host emulation of the kernels, tests/gpu/emu). */
+static void run_norm_act(void) {
     test_embed(7, 64, 50);
     test_embed(5, 36, 11);
     test_layernorm(1, 64, 0);
     test_layernorm(5, 1000, 1);
     test_layernorm(3, 6144, 0);
     test_layernorm(4, 36, 0);
+    test_rmsnorm(1, 64, 0, 0, 1.0f);
+    test_rmsnorm(5, 4096, 1, 0, 1.0f); /* LLaMA-7B's n_embd, in place */
+    test_rmsnorm(3, 1000, 0, 0, 1e-3f); /* mean(x^2) ~ eps */
+    test_rmsnorm(4, 36, 0, 0, 1.0f);   /* E % 8 != 0: scalar path */
+    test_rmsnorm(2, 64, 0, 3, 30.0f);  /* unaligned: scalar path */
+    test_silu_mul(1, 64, 0);
+    test_silu_mul(3, 1376, 0);   /* 11008 / 8: LLaMA-7B's intermediate size at TP 8 */
+    test_silu_mul(17, 344, 0);
+    test_silu_mul(4, 37, 0);     /* N % 8 != 0: scalar path */
+    test_silu_mul(2, 64, 5);     /* unaligned: scalar path */
     test_gelu_add(1, 0);
     test_gelu_add(12345, 0);
     test_gelu_add(4099, 3);
     test_gather_rows(12, 5, 64, 0);
     test_gather_rows(40, 20, 36, 1);
     test_gather_rows(600, 300, 16, 0); /* more rows than one launch carries */
+}
+
+/* The decode graphs: CodeGen's, and LLaMA's with grouped-query heads. */
+static void run_decode_graphs(void) {
+    test_decode_graph(2, 2, 64, 32, TP_ROPE_GPTJ, 1);
+    test_decode_graph(8, 2, 128, 128, TP_ROPE_NEOX, 2);
+}
+
+static void run_all(void) {
+    test_upload((size_t)5 << 20); /* 20 MB of f32: more than one 16 MiB staging buffer */
+    test_fill_random(100003);
+    run_norm_act();
     /* GEMV path (T <= 4, K % 8 == 0) and cuBLAS path (T > 4 or K % 8 != 0) */
     test_matmul(1, 1, 8, 0, 0, 0);
     test_matmul(1, 300, 64, 1, 0, 0);
@@ -781,6 +994,8 @@ static void run_all(void) {
     test_logits(2, 51200, 51200, 64, 1, 1);
     test_logits(33, 2000, 1999, 0, 1, 0);
     test_graphs();
+    run_decode_graphs();
+    test_graph_llama_mlp();
 }
 
 int main(int argc, char **argv) {

@@ -11,8 +11,13 @@
  *    the ends, NaN).
  *  - gelu_new (tp_act.h): the CPU backend's vector loop bit for bit, HF's tanh form in double
  *    to a bound, edge values.
- *  - rotary (tp_rotary.h): the CPU backend's rotary_kv_write bit for bit; sin/cos of the angle
- *    within 1 ulp of double.
+ *  - rmsnorm (tp_norm.h): the row scale and product against HF's formula in double, to bounds
+ *    from the rounding analysis, edge rows; the CPU backend's rmsnorm to the same bound when it
+ *    has one.
+ *  - silu (tp_act.h): silu and silu(gate) * up within 3 / 4 ulp of double, edges; the CPU
+ *    backend's silu_mul bit for bit when it has one.
+ *  - rotary (tp_rotary.h): the CPU backend's rotary_kv_write bit for bit, GPT-J pairs and
+ *    rotate-half with fewer KV heads; sin/cos of the angle within 1 ulp of double.
  *  - logits statistics (tp_logits.h): the CPU backend's logits_stats against a full sort, and
  *    against an emulation of the CUDA backend's radix select on tp_logit_key, exactly, on ties,
  *    -0/+0, +-inf, NaN (leading, trailing, only NaN), fewer valid values than k.
@@ -27,6 +32,7 @@
 #include "kernels/backend.h"
 #include "kernels/common/tp_act.h"
 #include "kernels/common/tp_logits.h"
+#include "kernels/common/tp_norm.h"
 #include "kernels/common/tp_rng.h"
 #include "kernels/common/tp_rotary.h"
 #include "kernels/common/tp_round.h"
@@ -373,55 +379,244 @@ static void test_gelu(tp_backend *b) {
     free(y);
 }
 
+/* ---------------- RMSNorm (tp_norm.h) ----------------
+ * Rows of chosen values against HF's formula in double. Two bounds from the rounding analysis
+ * (u = 2^-24, each correctly rounded f32 operation errs by <= u relative, and an error of r u
+ * relative is < r ulp):
+ *  - the header alone, given the f32 sum of squares it was handed: inv = 1/sqrt(s/E + eps) in
+ *    four operations (< 3 ulp: the sqrt halves what comes before it), y = x inv g two more (< 5);
+ *  - the whole row, the f32 sum included: a sum of E positive terms errs by <= E u, halved by
+ *    the sqrt, so y is within 5 + E/2 ulp of the exact value (the bound any summation order
+ *    meets: the CPU backend's and a GPU block's).
+ * Edge rows: zeros, subnormals, an x^2 that overflows, +-inf, NaN. */
+static double rms_ref_inv(const float *x, int E, float eps) {
+    double s = 0;
+    for (int i = 0; i < E; i++) s += (double)x[i] * x[i];
+    return 1.0 / sqrt(s / E + (double)eps);
+}
+
+static void rms_header_row(const float *x, const float *g, int E, float eps, float *y) {
+    float s = 0.0f;
+    for (int i = 0; i < E; i++) s = tp_sumsq_add(s, x[i]);
+    const float inv = tp_rms_inv(s, E, eps);
+    for (int i = 0; i < E; i++) y[i] = tp_rms_apply(x[i], inv, g[i]);
+}
+
+/* worst error of y against the exact row, in units of the bound (<= 1 passes); NaN/inf must agree */
+static double rms_row_err(const float *x, const float *g, const float *y, int E, float eps, double bound_ulp,
+                          int *nonfinite_bad) {
+    const double inv = rms_ref_inv(x, E, eps);
+    double w = 0;
+    for (int i = 0; i < E; i++) {
+        const double ref = (double)x[i] * inv * g[i];
+        if (!isfinite(ref) || !isfinite(y[i])) {
+            *nonfinite_bad += !(isnan(ref) && isnan(y[i])) && !((double)y[i] == ref);
+            continue;
+        }
+        const double e = fabs(y[i] - ref) / (bound_ulp * ulp_f32(ref));
+        if (e > w) w = e;
+    }
+    return w;
+}
+
+static void test_rmsnorm(tp_backend *b) {
+    enum { EMAX = 4096 };
+    float *x = malloc(EMAX * 4), *g = malloc(EMAX * 4), *y = malloc(EMAX * 4), *yb = malloc(EMAX * 4);
+    const int Es[] = {1, 2, 7, 64, 1000, 4096};
+    const float scales[] = {1.0f, 1e-3f, 1e3f, 1e15f, 1e-30f};
+    const float eps[] = {1e-5f, 1e-6f};
+    double w_hdr_inv = 0, w_hdr_y = 0, w_row = 0, w_cpu = 0;
+    int nf_bad = 0, rows = 0;
+    for (int ie = 0; ie < 6; ie++)
+        for (int is = 0; is < 5; is++)
+            for (int k = 0; k < 2; k++) {
+                const int E = Es[ie];
+                for (int i = 0; i < E; i++) {
+                    x[i] = scales[is] * (float)((double)(rnd() >> 11) / 9007199254740992.0 * 4 - 2);
+                    g[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0 * 3 - 1); /* negative, ~0 too */
+                }
+                if (E > 3) g[3] = 0.0f;
+                rms_header_row(x, g, E, eps[k], y);
+                /* the header alone, from its own f32 sum */
+                float s = 0.0f;
+                for (int i = 0; i < E; i++) s = tp_sumsq_add(s, x[i]);
+                const float inv = tp_rms_inv(s, E, eps[k]);
+                const double inv_ex = 1.0 / sqrt((double)s / E + (double)eps[k]);
+                w_hdr_inv = fmax(w_hdr_inv, ulp_err(inv, inv_ex) / 3.0);
+                for (int i = 0; i < E; i++) {
+                    const double ref = (double)x[i] * inv_ex * g[i];
+                    if (ref != 0.0) w_hdr_y = fmax(w_hdr_y, ulp_err(y[i], ref) / 5.0);
+                    else if (y[i] != 0.0f) w_hdr_y = 1e9;
+                }
+                w_row = fmax(w_row, rms_row_err(x, g, y, E, eps[k], 5.0 + E / 2.0, &nf_bad));
+                if (b->rmsnorm) { /* the CPU backend (f32), in place on odd rows */
+                    memcpy(yb, x, (size_t)E * 4);
+                    b->rmsnorm(b, yb, (rows & 1) ? yb : x, g, 1, E, eps[k]);
+                    w_cpu = fmax(w_cpu, rms_row_err(x, g, yb, E, eps[k], 5.0 + E / 2.0, &nf_bad));
+                }
+                rows++;
+            }
+    report("rmsnorm", "header inv = 1/sqrt(s/E + eps) vs double (< 3 ulp)", w_hdr_inv <= 1.0,
+           "worst %.2f x the bound over %d rows", w_hdr_inv, rows);
+    report("rmsnorm", "header y = x inv g vs double, same sum (< 5 ulp)", w_hdr_y <= 1.0, "worst %.2f x the bound",
+           w_hdr_y);
+    report("rmsnorm", "header row vs HF in double (< 5 + E/2 ulp)", w_row <= 1.0 && nf_bad == 0,
+           "worst %.2f x the bound, %d non-finite wrong", w_row, nf_bad);
+    if (b->rmsnorm)
+        report("rmsnorm", "CPU backend rmsnorm vs HF in double (< 5 + E/2 ulp)", w_cpu <= 1.0 && nf_bad == 0,
+               "worst %.2f x the bound", w_cpu);
+    else
+        report("rmsnorm", "CPU backend rmsnorm", 1, "not in this backend (NULL): header checked alone");
+
+    /* edge rows (E = 4, g = 1): expected values written out */
+    const float one[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    int edge_bad = 0;
+    struct { float x[4]; int kind; } er[] = {
+        {{0.0f, -0.0f, 0.0f, 0.0f}, 0},          /* zeros -> zeros */
+        {{1e-40f, -1e-40f, 0x1p-149f, 0.0f}, 1}, /* subnormals: x^2 underflows, inv = 1/sqrt(eps) */
+        {{1e20f, 1.0f, -2.0f, 0.0f}, 2},         /* x^2 overflows: sumsq inf, inv 0 -> zeros */
+        {{INFINITY, 1.0f, 0.0f, 0.0f}, 3},       /* inf * 0 -> NaN for the inf, 0 elsewhere */
+        {{NAN, 1.0f, 2.0f, 3.0f}, 4},            /* NaN row */
+    };
+    for (int r = 0; r < 5; r++) {
+        float yy[4];
+        rms_header_row(er[r].x, one, 4, 1e-5f, yy);
+        for (int i = 0; i < 4; i++) {
+            const float xi = er[r].x[i];
+            int ok;
+            switch (er[r].kind) {
+            case 0: ok = yy[i] == 0.0f && signbit(yy[i]) == signbit(xi); break;
+            case 1: ok = xi == 0.0f ? yy[i] == 0.0f : ulp_err(yy[i], xi / sqrt((double)1e-5f)) < 3; break;
+            case 2: ok = yy[i] == 0.0f; break;
+            case 3: ok = isinf(xi) ? isnan(yy[i]) : yy[i] == 0.0f; break;
+            default: ok = isnan(yy[i]); break;
+            }
+            edge_bad += !ok;
+        }
+    }
+    report("rmsnorm", "edges: zeros, subnormals, x^2 overflow, inf, NaN", edge_bad == 0, "%d wrong", edge_bad);
+    free(x); free(g); free(y); free(yb);
+}
+
+/* ---------------- SiLU and the gated MLP (tp_act.h) ----------------
+ * tp_silu against z / (1 + exp(-z)) in double: <= 3 ulp (exp's 1.05 ulp, shrunk by e / (1 + e),
+ * plus the sum's and the division's half ulps), + 2^-120 absolute where the header gives -0 for
+ * z below ~-88 (the exact value is under 88 e^-88 ~ 2^-121); tp_silu_mul one more rounding
+ * (<= 4 ulp). The CPU backend's silu_mul, when it has one, must be the header bit for bit (an
+ * element-wise op: no summation order to differ). */
+static void test_silu(tp_backend *b) {
+    enum { N = 200000 };
+    float *z = malloc(N * 4), *u = malloc(N * 4);
+    const float edge[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 0x1p-149f, 1.0f, -1.0f, 10.0f, -10.0f, 87.0f, -87.0f, 88.7f,
+                          -88.7f, -89.0f, -100.0f, -104.0f, 100.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN};
+    const int ne = (int)(sizeof edge / sizeof edge[0]);
+    for (int i = 0; i < N; i++) {
+        if (i < ne) z[i] = edge[i];
+        else if (i < N / 2) z[i] = (float)(((double)(rnd() >> 11) / 9007199254740992.0 * 2 - 1) * 30);
+        else z[i] = bitsf((uint32_t)rnd() & 0xbfffffffu); /* |z| < 2, every exponent, both signs */
+        u[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0 * 6 - 3);
+    }
+    double w_s = 0, w_m = 0;
+    for (int i = 0; i < N; i++) {
+        if (!isfinite(z[i])) continue;
+        const double zd = z[i], ref = zd / (1.0 + exp(-zd)), refm = ref * u[i];
+        const float s = tp_silu(z[i]), m = tp_silu_mul(z[i], u[i]);
+        const double es = fabs(s - ref) / (3 * ulp_f32(ref) + 0x1p-120);
+        const double em = fabs(m - refm) / (4 * ulp_f32(refm) + 0x1p-120 * fabs(u[i]) + (refm == 0 ? 0x1p-149 : 0));
+        if (es > w_s) w_s = es;
+        if (em > w_m) w_m = em;
+    }
+    int edge_bad = 0;
+    edge_bad += !(tp_silu(0.0f) == 0.0f && !signbit(tp_silu(0.0f)) && signbit(tp_silu(-0.0f)));
+    edge_bad += !(tp_silu(INFINITY) == INFINITY && tp_silu(1e30f) == 1e30f && tp_silu(100.0f) == 100.0f);
+    edge_bad += !isnan(tp_silu(-INFINITY)) + !isnan(tp_silu(NAN)) + !isnan(tp_silu_mul(1.0f, NAN));
+    edge_bad += !(tp_silu(-100.0f) == 0.0f && signbit(tp_silu(-100.0f)));
+    edge_bad += !(tp_silu(1e-40f) == 1e-40f / 2); /* z / 2 near 0 */
+    edge_bad += !(tp_silu_mul(2.0f, 0.0f) == 0.0f && tp_silu_mul(0.0f, 5.0f) == 0.0f);
+    report("silu", "tp_silu vs z/(1+exp(-z)) in double (<= 3 ulp)", w_s <= 1.0, "worst %.2f x the bound over %d", w_s,
+           N);
+    report("silu", "tp_silu_mul vs silu(g) u in double (<= 4 ulp)", w_m <= 1.0, "worst %.2f x the bound", w_m);
+    report("silu", "edges: +-0, +inf, -inf->NaN, NaN, -100->-0, subnormal/2", edge_bad == 0, "%d wrong", edge_bad);
+    if (b->silu_mul) { /* gu = [T, 2N]: gate row then up row */
+        const int T = 3, Nn = N / 6;
+        float *gu = malloc((size_t)T * 2 * Nn * 4), *y = malloc((size_t)T * Nn * 4);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < Nn; i++) {
+                gu[(size_t)t * 2 * Nn + i] = z[t * Nn + i];
+                gu[(size_t)t * 2 * Nn + Nn + i] = u[t * Nn + i];
+            }
+        b->silu_mul(b, y, gu, T, Nn);
+        long diff = 0;
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < Nn; i++) {
+                const float h = tp_silu_mul(z[t * Nn + i], u[t * Nn + i]), c = y[(size_t)t * Nn + i];
+                diff += isnan(h) ? !isnan(c) : fbits(h) != fbits(c);
+            }
+        report("silu", "CPU backend silu_mul == header, bits", diff == 0, "%ld of %d differ", diff, T * Nn);
+        free(gu); free(y);
+    } else {
+        report("silu", "CPU backend silu_mul", 1, "not in this backend (NULL): header checked alone");
+    }
+    free(z); free(u);
+}
+
 /* ---------------- rotary ---------------- */
 
-static void test_rotary(tp_backend *b) {
+/* One style and KV-head count: the CPU backend's rotary_kv_write against the header applied here. */
+static void test_rotary_case(tp_backend *b, int Hkl, tp_rope_style style, const char *name) {
     const int Hl = 2, D = 10, R = 8, T = 6;
     const int32_t pos[] = {0, 1, 7, 2047, 65535, 1000000};
     const int32_t seq[] = {0, 1, 2, 3, 4, 5};
-    int32_t bt[6];
-    for (int i = 0; i < 6; i++) bt[i] = 5 - i;
-    tp_step st = {.n_tokens = T, .n_seqs = 6, .block_size = 1, .max_blocks = 1, .max_pos = 1000000,
-                  .pos = pos, .seq = seq, .block_table = bt};
-    /* block_size 1 and one block per sequence: every position must map into block 0 of its row,
-     * so positions are looked up as p % 1 == 0 in block bt[s]: use max_blocks large enough */
+    /* block_size 1: position p of sequence s is block p of row s, which holds block id s (every
+     * other entry -1), so token t's slot is t */
     const int max_blocks = 1000001;
     int32_t *btab = malloc((size_t)6 * max_blocks * 4);
     for (int s = 0; s < 6; s++)
         for (int j = 0; j < max_blocks; j++) btab[(size_t)s * max_blocks + j] = j == pos[s] ? s : -1;
-    st.max_blocks = max_blocks;
-    st.block_table = btab;
-    const size_t HD = (size_t)Hl * D;
-    float *qkv = malloc(T * 3 * HD * 4), *ref = malloc(T * 3 * HD * 4), *kc = malloc(6 * HD * 4),
-          *vc = malloc(6 * HD * 4);
-    for (size_t i = 0; i < T * 3 * HD; i++) qkv[i] = ref[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0 * 4 - 2);
-    b->rotary_kv_write(b, qkv, kc, vc, &st, &(tp_attn_shape){Hl, Hl, D, R, TP_ROPE_GPTJ, 10000.0f});
+    tp_step st = {.n_tokens = T, .n_seqs = 6, .block_size = 1, .max_blocks = max_blocks, .max_pos = 1000000,
+                  .pos = pos, .seq = seq, .block_table = btab};
+    const size_t QD = (size_t)Hl * D, KD = (size_t)Hkl * D, row = QD + 2 * KD;
+    float *qkv = malloc(T * row * 4), *ref = malloc(T * row * 4), *kc = malloc(6 * KD * 4), *vc = malloc(6 * KD * 4);
+    for (size_t i = 0; i < T * row; i++) qkv[i] = ref[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0 * 4 - 2);
+    b->rotary_kv_write(b, qkv, kc, vc, &st, &(tp_attn_shape){Hl, Hkl, D, R, style, 10000.0f});
     int diff = 0;
     double w_sc = 0, w_inv = 0;
     for (int t = 0; t < T; t++)
-        for (int part = 0; part < 2; part++)
-            for (int h = 0; h < Hl; h++) {
-                float *x = ref + ((size_t)t * 3 + part) * HD + (size_t)h * D;
-                for (int i = 0; i < R / 2; i++) {
-                    const float inv = tp_rope_inv_freq(i, R, 10000.0f), ang = tp_rope_angle(pos[t], inv);
-                    float sn, cs;
-                    tp_rope_sincos(ang, &sn, &cs);
-                    tp_rope_rotate(&x[2 * i], &x[2 * i + 1], cs, sn);
-                    w_sc = fmax(w_sc, fmax(ulp_err(sn, sin((double)ang)), ulp_err(cs, cos((double)ang))));
-                    w_inv = fmax(w_inv, ulp_err(inv, pow(10000.0, -(2.0 * i) / R)));
-                }
+        for (int h = 0; h < Hl + Hkl; h++) { /* q heads, then k heads */
+            float *x = ref + (size_t)t * row + (size_t)h * D;
+            for (int i = 0; i < R / 2; i++) {
+                const float inv = tp_rope_inv_freq(i, R, 10000.0f), ang = tp_rope_angle(pos[t], inv);
+                float sn, cs;
+                tp_rope_sincos(ang, &sn, &cs);
+                /* the pairs written out here, not through tp_rope_pair_a/b */
+                const int a = style == TP_ROPE_NEOX ? i : 2 * i, bb = style == TP_ROPE_NEOX ? i + R / 2 : 2 * i + 1;
+                tp_rope_rotate(&x[a], &x[bb], cs, sn);
+                w_sc = fmax(w_sc, fmax(ulp_err(sn, sin((double)ang)), ulp_err(cs, cos((double)ang))));
+                w_inv = fmax(w_inv, ulp_err(inv, pow(10000.0, -(2.0 * i) / R)));
             }
-    for (size_t i = 0; i < T * 3 * HD; i++) diff += fbits(qkv[i]) != fbits(ref[i]);
-    for (int t = 0; t < T; t++) /* slot of token t is block t's row: bt picks block s for pos[s] */
-        diff += memcmp(kc + (size_t)t * HD, ref + ((size_t)t * 3 + 1) * HD, HD * 4) != 0;
-    report("rotary", "CPU rotary_kv_write == header, pos up to 1e6", diff == 0, "%d values differ", diff);
-    report("rotary", "sin/cos of the f32 angle < 1 ulp", w_sc < 1.0, "max %.3f ulp", w_sc);
-    report("rotary", "inv_freq = 1/10000^(2i/R) <= 1 ulp", w_inv <= 1.0, "max %.3f ulp", w_inv);
+        }
+    for (size_t i = 0; i < T * row; i++) diff += fbits(qkv[i]) != fbits(ref[i]);
+    for (int t = 0; t < T; t++) {
+        diff += memcmp(kc + (size_t)t * KD, ref + (size_t)t * row + QD, KD * 4) != 0;
+        diff += memcmp(vc + (size_t)t * KD, ref + (size_t)t * row + QD + KD, KD * 4) != 0;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "CPU rotary_kv_write == header, %s, pos to 1e6", name);
+    report("rotary", what, diff == 0, "%d values differ", diff);
+    if (style == TP_ROPE_GPTJ && Hkl == Hl) {
+        report("rotary", "sin/cos of the f32 angle < 1 ulp", w_sc < 1.0, "max %.3f ulp", w_sc);
+        report("rotary", "inv_freq = 1/10000^(2i/R) <= 1 ulp", w_inv <= 1.0, "max %.3f ulp", w_inv);
+    }
     free(btab);
     free(qkv);
     free(ref);
     free(kc);
     free(vc);
+}
+
+static void test_rotary(tp_backend *b) {
+    test_rotary_case(b, 2, TP_ROPE_GPTJ, "GPT-J pairs");
+    test_rotary_case(b, 1, TP_ROPE_NEOX, "rotate-half, 1 KV head");
 }
 
 /* ---------------- logits statistics ---------------- */
@@ -562,6 +757,8 @@ int main(void) {
     test_round();
     test_expf();
     test_gelu(b);
+    test_rmsnorm(b);
+    test_silu(b);
     test_rotary(b);
     test_logits(b);
     b->destroy(b);
