@@ -1,6 +1,6 @@
 /* Fuzz target: whole requests, in one process. A completions body goes the way an HTTP thread
  * sends it: srv_parse_completion (server/openai.c), the server's inbox, the server's own engine
- * loop (tp_server_run, server/engine.c: scoring, the scheduler, the sampler, the hooks that
+ * loop (tp_server_run, server/engine.c: scoring, the scheduler, the sampler, the events that
  * publish tokens and text), then the response renderer, on the real tiny model
  * (models/codegen-tiny-py, with its tokenizer), loaded once. One rank (TP 1): MPI is a
  * singleton, and tp_server_run runs on a thread of its own, the only one that makes MPI calls
@@ -169,7 +169,7 @@ static int small(const srv_job *j) {
 
 /* A choice's text is its ids decoded at once (special tokens skipped; ids past the tokenizer's
  * vocabulary, which the model's padded one allows, decode to nothing, as in HF), cut before the
- * first stop string in it: what the hooks decoded and matched token by token must agree, however
+ * first stop string in it: what the engine decoded and matched token by token must agree, however
  * the choice ended (EOS, length, or the stop string). */
 static void check_text(const srv_job *j, int i) {
     const srv_choice *c = &j->ch[i];
