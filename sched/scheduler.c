@@ -22,8 +22,7 @@ struct tp_seq {
     int32_t *history;     /* [n_prompt + max_new_tokens] prompt + generated: repetition penalty, drafts, refeeding */
     int32_t *drafts;      /* [speculate_k] this step's drafts */
     int n_drafts;         /* fed in this step (0: a plain decode or prefill row) */
-    long arrival;         /* submit order: the admission order's last key */
-    long front;           /* waiting after a preemption: that preemption's number (latest first), else 0 */
+    long arrival;         /* submit order: the admission order's last key (kept through preemptions) */
     int n_reg;            /* leading blocks offered to the prefix cache (registered or not) */
     long admitted_at;     /* admission order (the latest admission, resumes included) */
     int n_passed;         /* waiting: times a request after it was admitted first */
@@ -181,7 +180,6 @@ static void wait_unlink(tp_sched *s, tp_seq *q) {
 /* A waiting sequence's place in the admission order (scheduler.h), as of now: compared field by
  * field, lower first. */
 typedef struct {
-    long front;          /* -(its preemption's number): the latest preempted first; 0: not preempted */
     int priority;
     int client, group;   /* sequences running for its client, and for its request (group) */
     long arrival;
@@ -189,7 +187,7 @@ typedef struct {
 
 static admit_key key_of(const tp_sched *s, const tp_seq *q) {
     const tp_request *r = q->r;
-    admit_key k = {-q->front, r->params.priority, 0, 0, q->arrival};
+    admit_key k = {r->params.priority, 0, 0, q->arrival};
     for (int sl = 0; sl < s->m->a.max_seqs; sl++) {
         const tp_seq *w = s->running[sl];
         if (!w || w->r->client != r->client) continue;
@@ -200,7 +198,6 @@ static admit_key key_of(const tp_sched *s, const tp_seq *q) {
 }
 
 static int key_before(const admit_key *a, const admit_key *b) {
-    if (a->front != b->front) return a->front < b->front;
     if (a->priority != b->priority) return a->priority < b->priority;
     if (a->client != b->client) return a->client < b->client;
     if (a->group != b->group) return a->group < b->group;
@@ -455,7 +452,6 @@ static int try_admit(tp_sched *s, tp_seq *q, int slot) {
     r->state = TP_REQ_RUNNING;
     q->admitted_at = ++s->admissions;
     q->n_passed = 0;
-    q->front = 0;
     s->running[slot] = q;
     s->n_running++;
     return 1;
@@ -486,9 +482,11 @@ static void admit(tp_sched *s) {
     }
 }
 
-/* Gives q's blocks back and requeues it (first in line): it resumes by feeding its history
- * again (mostly prefix-cache hits: its full blocks are registered first), then samples the next
- * token with its own generator, as if never interrupted. */
+/* Gives q's blocks back and requeues it: it waits at its place in the admission order (its
+ * priority and arrival kept: ahead of later arrivals of its priority, behind more urgent
+ * requests), resumes by feeding its history again (mostly prefix-cache hits: its full blocks are
+ * registered first), then samples the next token with its own generator, as if never
+ * interrupted. */
 static void preempt(tp_sched *s, tp_seq *q) {
     register_full(s, q);
     release_blocks(s, q);
@@ -497,7 +495,7 @@ static void preempt(tp_sched *s, tp_seq *q) {
     unslot(s, q);
     q->r->state = TP_REQ_WAITING;
     q->r->n_preempted++;
-    q->front = ++s->preemptions;
+    s->preemptions++;
     wait_push(s, q);
 }
 
@@ -513,17 +511,25 @@ static int grow(tp_sched *s, tp_seq *q, int upto) {
     return 1;
 }
 
-/* Blocks for q up to `upto` tokens, preempting for them the most recently admitted running
- * sequence this plan has not handled yet (never one already packed in the step); that may be q
- * itself, but while the step already has tokens (T > 0) q waits instead. Returns 1 when q has
- * its blocks, 0 when it waits or was preempted. */
+/* The order in which running sequences are packed, most urgent first: lower priority value, then
+ * earlier admission. Its reverse is the preemption order: the victim is the least urgent running
+ * sequence, the latest admitted among equals (docs/SERVING.md, "Deadlines and priority"). */
+static int runs_before(const tp_seq *a, const tp_seq *b) {
+    if (a->r->params.priority != b->r->params.priority) return a->r->params.priority < b->r->params.priority;
+    return a->admitted_at < b->admitted_at;
+}
+
+/* Blocks for q up to `upto` tokens, preempting for them the least urgent running sequence this
+ * plan has not handled yet (never one already packed in the step, all of which run before q);
+ * that may be q itself, but while the step already has tokens (T > 0) q waits instead. Returns 1
+ * when q has its blocks, 0 when it waits or was preempted. */
 static int grow_or_preempt(tp_sched *s, tp_seq *q, int upto, int T) {
     tp_acts *a = &s->m->a;
     while (!grow(s, q, upto)) {
         tp_seq *victim = NULL;
         for (int sl = 0; sl < a->max_seqs; sl++) {
             tp_seq *w = s->running[sl];
-            if (w && !s->packed[sl] && (!victim || w->admitted_at > victim->admitted_at)) victim = w;
+            if (w && !s->packed[sl] && (!victim || runs_before(victim, w))) victim = w;
         }
         if (!victim || (victim == q && T > 0)) {
             s->kv_short = 1;
@@ -553,16 +559,16 @@ int tp_sched_plan(tp_sched *s, tp_step_plan *plan) {
     admit(s);
     if (s->n_running == 0) return 0;
     s->kv_short = 0;
-    /* the running sequences, oldest admission first: each takes the blocks it feeds into as it is
-     * packed, and one short of blocks preempts a victim not yet packed (grow_or_preempt), so the
-     * oldest always advances */
+    /* the running sequences, most urgent first (runs_before: priority, then the oldest admission):
+     * each takes the blocks it feeds into as it is packed, and one short of blocks preempts the
+     * least urgent not yet packed (grow_or_preempt), so the most urgent always advances */
     int n_order = 0;
     for (int sl = 0; sl < a->max_seqs; sl++) {
         s->packed[sl] = 0;
         tp_seq *q = s->running[sl];
         if (!q) continue;
         int i = n_order++;
-        for (; i > 0 && s->order[i - 1]->admitted_at > q->admitted_at; i--) s->order[i] = s->order[i - 1];
+        for (; i > 0 && runs_before(q, s->order[i - 1]); i--) s->order[i] = s->order[i - 1];
         s->order[i] = q;
     }
     /* pack the step: decode tokens first (with their drafts), then prefill chunks. Drafts take

@@ -32,6 +32,7 @@ enum { V = 16, EOS = 15, N_POS = 32, MAX_TOKENS = 16, MAX_ROWS = 16, MAX_SEQS = 
 
 typedef struct {
     int tokens, done, bad;
+    const tp_request *ended[16]; /* the first 16 ends, in order */
 } counts;
 
 /* the scheduler's events since the last call, counted: each token once, each end once, the
@@ -47,6 +48,7 @@ static void drain(tp_sched *s, counts *n) {
                 n->bad++;
         }
         if (ev[i].kind == TP_EV_FINISHED) {
+            if (n->done < 16) n->ended[n->done] = r;
             n->done++;
             if (r->state != TP_REQ_FINISHED || r->finish != ev[i].finish) n->bad++;
         }
@@ -392,6 +394,69 @@ static void test_passing_bound(void) {
     tp_sched_free(s);
 }
 
+/* Priority under preemption (issue 34 item 5): three priority-10 sequences outgrow a pool of 6
+ * blocks; an urgent one (priority -10) arrives while they run. With 3 slots it waits for one:
+ * the preempted ones wait behind it (not first in line), so it takes the first slot that frees.
+ * With 4 slots it is admitted at once, the latest admitted: it is packed first and never the
+ * victim (the least urgent is, the latest admitted among equals). Either way, once running it
+ * advances a token every step, uninterrupted, and does not finish last. */
+static void test_priority_preemption(int slots) {
+    tp_sched *s = sched(6, slots, 1);
+    g_n = (counts){0};
+    tp_step_output out;
+    tp_step_output_init(&out, &g_m);
+    static const int32_t pp[4][3] = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {10, 11, 12}};
+    tp_request r[4]; /* r[0..2] priority 10, r[3] the urgent one */
+    for (int i = 0; i < 4; i++) {
+        make(&r[i], i, pp[i], 3, 12);
+        r[i].params.priority = i < 3 ? 10 : -10;
+    }
+    tp_request *u = &r[3];
+    for (int i = 0; i < 3; i++) tp_sched_submit(s, &r[i]);
+    tp_step_plan p;
+    CHECK(tp_sched_plan(s, &p) == 1 && tp_sched_running(s) == 3, "%d slots: the three priority-10 ones run", slots);
+    fake_update(s, &p, &out);
+    tp_sched_submit(s, u);
+    int steps = 0, u_steps = 0, overtaken = 0, queued_behind = 0;
+    for (;;) {
+        tp_req_state was[4];
+        for (int i = 0; i < 4; i++) was[i] = r[i].state;
+        if (u->state == TP_REQ_WAITING && tp_sched_preemptions(s) > 0) { /* preempted ones wait behind it */
+            tp_request *queue[4];
+            int nq = tp_sched_queue(s, queue, 4);
+            queued_behind += nq >= 2 && queue[0] == u;
+        }
+        if (!tp_sched_plan(s, &p) || steps++ > 200) break;
+        for (int i = 0; i < 3; i++) /* a preempted one resumed while the urgent one still waits */
+            overtaken += was[i] == TP_REQ_WAITING && r[i].state == TP_REQ_RUNNING && u->state == TP_REQ_WAITING;
+        if (u->state == TP_REQ_RUNNING) u_steps++;
+        int before = u->n_ids;
+        fake_update(s, &p, &out);
+        if (u->state != TP_REQ_WAITING && before < 12)
+            CHECK(u->n_ids == before + 1, "the urgent request advances every step: %d -> %d ids", before, u->n_ids);
+    }
+    CHECK(tp_sched_preemptions(s) > 0 && (slots == 4 || queued_behind > 0) && overtaken == 0,
+          "%d slots: %ld preemptions; the urgent request first in the queue in %d plans, overtaken by a preempted "
+          "one %d times", slots, tp_sched_preemptions(s), queued_behind, overtaken);
+    CHECK(u->n_preempted == 0 && u->n_ids == 12 && u_steps == 12,
+          "%d slots: urgent: preempted %d times, %d ids in %d steps", slots, u->n_preempted, u->n_ids, u_steps);
+    int u_place = -1;
+    for (int i = 0; i < g_n.done && i < 16; i++)
+        if (g_n.ended[i] == u) u_place = i;
+    CHECK(g_n.done == 4 && u_place >= 0 && u_place < 3, "%d slots: the urgent request ended %d of %d (last is 3)", slots,
+          u_place, g_n.done);
+    int32_t alone[12];
+    for (int i = 0; i < 4; i++) {
+        run_alone(pp[i], 3, 12, alone);
+        CHECK(r[i].n_ids == 12 && !memcmp(r[i].ids, alone, sizeof alone), "request %d (preempted %d) as alone", i,
+              r[i].n_preempted);
+    }
+    CHECK(idle_ok(s), "idle");
+    for (int i = 0; i < 4; i++) tp_request_free(&r[i]);
+    tp_step_output_free(&out);
+    tp_sched_free(s);
+}
+
 int main(void) {
     tp_model m;
     memset(&m, 0, sizeof m);
@@ -503,6 +568,8 @@ int main(void) {
     test_preemption();
     test_storm();
     test_passing_bound();
+    test_priority_preemption(3);
+    test_priority_preemption(4);
     if (g_fail) {
         fprintf(stderr, "sched_unit: %d of %d checks FAILED\n", g_fail, g_checks);
         return 1;
