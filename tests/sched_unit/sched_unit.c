@@ -394,6 +394,91 @@ static void test_passing_bound(void) {
     tp_sched_free(s);
 }
 
+/* Exact prefix-cache hits for a scripted sequence (issue 34's mutants): a finished sequence's
+ * blocks go back last first, so the LRU evicts a prefix from its end and the blocks before stay
+ * useful; the counters and cached_tokens (n_prompt_cached) count first admissions only. */
+static void test_exact_hits(void) {
+    tp_sched *s = sched(6, 1, 1); /* 6 blocks of 4, one slot: one request at a time */
+    tp_step_output out;
+    tp_step_output_init(&out, &g_m);
+    int32_t px[13], pz[16];
+    for (int i = 0; i < 13; i++) px[i] = 1 + i % 13;
+    for (int i = 0; i < 16; i++) pz[i] = 14 - i % 13;
+    tp_request x, z, y;
+    /* X: 12 tokens + 1 generated: its 3 full blocks cached (12 fed), 3 free */
+    make(&x, 0, px, 12, 1);
+    tp_sched_submit(s, &x);
+    run_all(s, &out, 20);
+    CHECK(x.n_prompt_cached == 0 && tp_sched_kv_cached(s) == 3 && tp_sched_kv_free(s) == 3,
+          "X: %d cached tokens, %d blocks cached, %d free", x.n_prompt_cached, tp_sched_kv_cached(s), tp_sched_kv_free(s));
+    /* Z: 16 other tokens take the 3 free blocks and evict one: X's last block, not its first */
+    make(&z, 1, pz, 16, 1);
+    tp_sched_submit(s, &z);
+    run_all(s, &out, 20);
+    CHECK(z.n_prompt_cached == 0, "Z: %d cached tokens, want 0", z.n_prompt_cached);
+    /* Y: X's 12 tokens and one more: hits X's first two blocks, exactly 8 tokens (its third was
+     * evicted; releasing X's blocks first to last would have evicted the first, and the others
+     * are useless without it: 0) */
+    make(&y, 2, px, 13, 1);
+    tp_sched_submit(s, &y);
+    run_all(s, &out, 20);
+    CHECK(y.n_prompt_cached == 8, "Y after one eviction: %d cached tokens, want 8 (X's blocks 0 and 1)",
+          y.n_prompt_cached);
+    CHECK(tp_sched_prefix_query_tokens(s) == 12 + 16 + 13 && tp_sched_prefix_hit_tokens(s) == 8,
+          "counters: %ld queried (want 41), %ld hit (want 8)", tp_sched_prefix_query_tokens(s),
+          tp_sched_prefix_hit_tokens(s));
+    CHECK(idle_ok(s), "exact hits idle");
+    tp_request_free(&x);
+    tp_request_free(&z);
+    tp_request_free(&y);
+    tp_step_output_free(&out);
+    tp_sched_free(s);
+
+    /* a resume after a preemption: W leaves [1..8] cached; A (4 tokens + 9, 3 blocks at most) and
+     * B ([1..8] + 9: a hit of 8 at its first admission; + 14, 6 blocks) outgrow the 6 blocks, B
+     * (the newest) is preempted and resumes with hits that include its generated tokens (12).
+     * B's cached_tokens stays 8 and the counters count its first admission only. */
+    s = sched(6, 2, 1);
+    tp_step_output_init(&out, &g_m);
+    static const int32_t pa[] = {20 % 15, 21 % 15, 22 % 15, 23 % 15};
+    int32_t pb[9];
+    for (int i = 0; i < 9; i++) pb[i] = 1 + i;
+    tp_request w, a, b;
+    make(&w, 0, pb, 8, 1);
+    tp_sched_submit(s, &w);
+    run_all(s, &out, 20);
+    make(&a, 1, pa, 4, 9);
+    make(&b, 2, pb, 9, 14);
+    tp_sched_submit(s, &a);
+    tp_sched_submit(s, &b);
+    tp_step_plan p;
+    int steps = 0, b_first = -1, b_resume_from = -1;
+    while (tp_sched_plan(s, &p) && steps++ < 100) {
+        if (b.state == TP_REQ_RUNNING && b_first < 0) b_first = b.n_prompt_cached;
+        if (b.n_preempted == 1 && b.state == TP_REQ_RUNNING && b_resume_from < 0) {
+            int len = b.n_prompt + b.n_ids, from = len;
+            for (int t = 0; t < p.host.n_tokens; t++) from -= p.host.seq[t] == SEQ(&b).slot;
+            b_resume_from = from;
+        }
+        fake_update(s, &p, &out);
+    }
+    CHECK(b.n_preempted == 1 && b_resume_from > 8,
+          "B preempted %d times, resumed with %d tokens from the cache (want > 8: its generated ones too)",
+          b.n_preempted, b_resume_from);
+    CHECK(b_first == 8 && b.n_prompt_cached == 8 && a.n_prompt_cached == 0,
+          "cached tokens: B %d at its first admission, %d at the end (want 8, 8), A %d (want 0)", b_first,
+          b.n_prompt_cached, a.n_prompt_cached);
+    CHECK(tp_sched_prefix_query_tokens(s) == 8 + 4 + 9 && tp_sched_prefix_hit_tokens(s) == 8,
+          "counters after a resume: %ld queried (want 21), %ld hit (want 8)", tp_sched_prefix_query_tokens(s),
+          tp_sched_prefix_hit_tokens(s));
+    CHECK(idle_ok(s), "resume idle");
+    tp_request_free(&w);
+    tp_request_free(&a);
+    tp_request_free(&b);
+    tp_step_output_free(&out);
+    tp_sched_free(s);
+}
+
 /* Priority under preemption (issue 34 item 5): three priority-10 sequences outgrow a pool of 6
  * blocks; an urgent one (priority -10) arrives while they run. With 3 slots it waits for one:
  * the preempted ones wait behind it (not first in line), so it takes the first slot that frees.
@@ -568,6 +653,7 @@ int main(void) {
     test_preemption();
     test_storm();
     test_passing_bound();
+    test_exact_hits();
     test_priority_preemption(3);
     test_priority_preemption(4);
     if (g_fail) {
