@@ -12,6 +12,13 @@ usage: prefix_test.py TPGEN MPIEXEC NP MODEL MODE
             prompt reports usage.prompt_tokens_details.cached_tokens > 0 (0 with
             --no-prefix-cache, where the query counter stays 0); at idle free + cached ==
             total blocks.
+  hits:     `tpgen serve` at TP NP, one slot, 6 blocks of 4: exact usage cached_tokens and
+            prefix-cache counters for scripted sequences (issue 34): X (12 ids) then Z (16 other
+            ids, one eviction) then X + 1 id: 8 cached (X's last block was evicted, its first two
+            stay; 0 if a finished sequence's blocks went back first to last); then, two slots, W
+            (8 ids) and one request of A (4 ids) and B (W + 1 id) that outgrow the pool: B is
+            preempted and resumes with more hits, yet reports its first admission's 8, and the
+            counters grow by the prompts once (a resume is not a query).
   ondemand: MODEL with a tokenizer: 24 code prompts with max_tokens 500 and stop "\\n" in a
             1,024-token pool: reserving prompt + max_tokens (the scheduler before KV on demand)
             would run pool / blocks-per-request of them at once; the peak of
@@ -199,6 +206,51 @@ def ondemand(tmp):
         sh.check(srv.stop().rc == 0, "ondemand server exits 0")
 
 
+def hits(tmp):
+    flags = ["--model", MODEL, "--kv-cache-tokens", "24", "--backend", "cpu", "--threads", "1", "--block-size", "4"]
+    v = json.load(open(os.path.join(MODEL, "config.json")))["vocab_size"] - 1
+    x = [(i * 37 + 11) % v for i in range(13)]
+    z = [(i * 53 + 7) % v for i in range(16)]
+
+    def cached(js):
+        return (js or {}).get("usage", {}).get("prompt_tokens_details", {}).get("cached_tokens", -1)
+
+    def counters(srv):
+        m = srv.metrics()
+        return m.get("tpgen_prefix_cache_query_tokens_total"), m.get("tpgen_prefix_cache_hit_tokens_total")
+
+    srv = sh.Server(TPGEN, flags + ["--max-batch", "1"], np=NP, mpiexec=MPIEXEC if NP > 1 else None)
+    try:
+        got = []
+        for p in (x[:12], z, x):
+            st, js, _ = srv.complete({"prompt": p, "max_tokens": 1, "temperature": 0})
+            got.append(cached(js) if st == 200 else "status %d" % st)
+        sh.check_ok(got == [0, 0, 8], "hits: X, Z (one eviction), X + 1: cached_tokens %r, want [0, 0, 8]" % (got,))
+        q, h = counters(srv)
+        sh.check_ok((q, h) == (12 + 16 + 13, 8), "hits: counters %s queried, %s hit, want 41, 8" % (q, h))
+        idle_blocks_ok(srv, "hits, eviction")
+    finally:
+        sh.check(srv.stop().rc == 0, "hits (eviction) exits 0")
+    srv = sh.Server(TPGEN, flags + ["--max-batch", "2"], np=NP, mpiexec=MPIEXEC if NP > 1 else None)
+    try:
+        w, a = x[:8], z[:4]
+        st, js, _ = srv.complete({"prompt": w, "max_tokens": 1, "temperature": 0})
+        sh.check(st == 200 and cached(js) == 0, "hits: W answered, cached_tokens %s" % cached(js))
+        # A and B in one request (they arrive together): A 4 + 9 tokens (3 blocks), B 9 + 14 (6
+        # blocks) in 6: B, the newest, is preempted once A needs its third block
+        body = {"prompt": [a, x[:9]], "max_tokens": 14, "temperature": 0, "ignore_eos": True}
+        st, js, _ = srv.complete(body, timeout=240)
+        pre = srv.metrics().get("tpgen_preemptions_total", 0)
+        sh.check_ok(st == 200 and pre >= 1, "hits: A and B answered (%s), %s preemptions (want >= 1)" % (st, pre))
+        sh.check_ok(cached(js) == 8, "hits: A and B after a resume: cached_tokens %s, want 8 (B's first admission)"
+                    % cached(js))
+        q, h = counters(srv)
+        sh.check_ok((q, h) == (8 + 4 + 9, 8), "hits: counters after a resume %s queried, %s hit, want 21, 8" % (q, h))
+        idle_blocks_ok(srv, "hits, resume")
+    finally:
+        sh.check(srv.stop().rc == 0, "hits (resume) exits 0")
+
+
 with tempfile.TemporaryDirectory() as tmp:
-    {"exact": exact, "serve": serve, "ondemand": ondemand}[MODE](tmp)
+    {"exact": exact, "serve": serve, "ondemand": ondemand, "hits": hits}[MODE](tmp)
 sh.exit_with_checks()
