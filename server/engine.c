@@ -165,11 +165,19 @@ static int job_expired(const srv_job *j, double now) {
     return t > 0 && now >= j->t_arrival + t && j->n_done < j->n_choices;
 }
 
-/* FNV-1a of a client's address: the scheduler's r->client (fair admission per client) */
-static uint64_t client_id(const char *addr) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *addr; addr++) h = (h ^ (unsigned char)*addr) * 0x100000001b3ull;
-    return h;
+/* The prefix-cache salt of a job's choices (prefix_cache.h: hits only between equal salts), by
+ * --prefix-cache-scope: its API key's (key: the default; no keys, one scope), nobody's (shared),
+ * or its own (request: serial, never reused); its cache_salt mixed in, so that it separates
+ * requests within a scope but never joins two keys' scopes. */
+static uint64_t job_salt(const tp_server *s, const srv_job *j, uint64_t serial) {
+    uint64_t salt = 0;
+    if (s->o.prefix_scope == TP_PREFIX_SCOPE_REQUEST) salt = serial * 0x9e3779b97f4a7c15ull + 1;
+    else if (s->o.prefix_scope == TP_PREFIX_SCOPE_KEY && j->api_key >= 0 && j->api_key < s->o.n_api_keys) {
+        const char *key = s->o.api_keys[j->api_key];
+        salt = srv_salt_of(key, strlen(key));
+    }
+    if (j->cache_salt) salt = (salt ^ j->cache_salt) * 0xbf58476d1ce4e5b9ull + j->cache_salt;
+    return salt;
 }
 
 /* A new job's choices to the scheduler, all at once: its admission order takes each next
@@ -177,14 +185,15 @@ static uint64_t client_id(const char *addr) {
  * request with the fewest, then the oldest (scheduler.h), so a newcomer waits for the next free
  * slot, not for the backlog of those before it. The parser refused what could never fit the KV
  * cache (the same tp_request_kv_blocks). */
-static void submit_job(tp_sched *sc, srv_job *j, uint64_t serial) {
-    uint64_t client = client_id(j->client);
+static void submit_job(tp_server *s, tp_sched *sc, srv_job *j, uint64_t serial) {
+    uint64_t client = srv_salt_of(j->client, strlen(j->client)), salt = job_salt(s, j, serial);
     for (int i = 0; i < j->n_choices; i++) {
         srv_choice *c = &j->ch[i];
         c->job = j;
         c->r.user = c;
         c->r.client = client;
         c->r.group = serial;
+        c->r.cache_salt = salt;
         if (tp_sched_submit(sc, &c->r)) tp_die("internal: a validated request does not fit the KV cache");
     }
 }
@@ -244,7 +253,7 @@ void tp_server_run(tp_server *s, tp_model *m) {
             fresh = j->next;
             j->next = active;
             active = j;
-            submit_job(sc, j, ++serial);
+            submit_job(s, sc, j, ++serial);
         }
         take_events(s, sc); /* requests with nothing to do end at once */
         srv_conns_sweep(s); /* clients that left: their jobs' cancel is set (conns.c) */

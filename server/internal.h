@@ -81,6 +81,8 @@ struct srv_job {
     int stream, include_usage, echo, logprobs; /* logprobs: -1 none, else 0..5 */
     int return_token_ids; /* vLLM's extension: prompt_token_ids and token_ids in each choice */
     char client[64];      /* the peer's address: the unit of --max-seqs-per-client and of fair admission */
+    int api_key;          /* the --api-key it came with (index), -1: none configured */
+    uint64_t cache_salt;  /* its cache_salt field hashed (srv_salt_of), 0: none */
     char *stops[16];
     int n_stops;
     /* under mu */
@@ -136,6 +138,8 @@ const char *srv_job_error(const srv_job *j); /* a choice failed in the engine: w
  * 2: echo sent). */
 int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text, int *flags, jbuf *b);
 void srv_render_usage_chunk(tp_server *s, srv_job *j, jbuf *b);
+/* A cache_salt string (or an API key, a peer address) as a 64-bit id: FNV-1a, never 0. */
+uint64_t srv_salt_of(const char *s, size_t n);
 /* finish_reason as the API writes it ("abort" for a cancelled request, as vLLM) */
 const char *srv_finish_name(tp_finish f);
 

@@ -130,6 +130,12 @@ static int get_bool(errctx *e, const json_value *root, const char *key, int *out
     return 1;
 }
 
+uint64_t srv_salt_of(const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ? h : 1;
+}
+
 /* The request rules every front end shares (tp_request_params_validate), worded with the JSON
  * field: the parsers above check each field's range, so only min_tokens > max_tokens reaches
  * here in practice. Returns 1 (and the 400) when one is broken. */
@@ -344,6 +350,15 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     }
     if ((v = json_get(root, "user")) && v->type != JSON_NULL && v->type != JSON_STRING)
         return fail(e, 400, "user", NULL, "'user' must be a string, got %s", type_of(v));
+    /* vLLM's cache_salt: prefix-cache hits only among requests with the same salt (and API key:
+     * engine.c, docs/SERVING.md "Prefix cache and KV on demand") */
+    uint64_t cache_salt = 0;
+    if ((v = json_get(root, "cache_salt")) && v->type != JSON_NULL) {
+        if (v->type != JSON_STRING || v->str_len == 0)
+            return fail(e, 400, "cache_salt", NULL, "'cache_salt' must be a non-empty string, got %s",
+                        v->type == JSON_STRING ? "an empty one" : type_of(v));
+        cache_salt = srv_salt_of(v->str, v->str_len);
+    }
     rp.ignore_eos = ignore_eos;
     if (suffix) { /* the infill ends at the format's stop token (<eom>), left out of the text */
         rp.stop_ids[0] = s->o.fim->stop_id;
@@ -358,6 +373,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     j->echo = echo;
     j->logprobs = (int)logprobs;
     j->return_token_ids = return_ids;
+    j->cache_salt = cache_salt;
+    j->api_key = -1; /* the HTTP thread sets the key it came with */
     j->n = (int)n;
     j->scored = !(echo && logprobs >= 0);
 #define BAIL(...) do { fail(e, __VA_ARGS__); srv_job_free(j); return NULL; } while (0)

@@ -32,6 +32,11 @@ foreach(np 1 2)
   set_tests_properties(prefix_hits_tp${np} PROPERTIES LABELS "prefix;server;mpi" TIMEOUT 120
                        FIXTURES_REQUIRED server_deps)
 endforeach()
+# scope: hits scoped per API key, cache_salt, --prefix-cache-scope (issue 34 item 6)
+add_test(NAME prefix_scope
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/prefix/prefix_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 1
+                 ${TPGEN_TEST_DATA}/tiny-f32 scope)
+set_tests_properties(prefix_scope PROPERTIES LABELS "prefix;server" TIMEOUT 120 FIXTURES_REQUIRED server_deps)
 # prefix_ondemand is not labelled server: under ThreadSanitizer (tools/test-sanitize.sh --thread runs
 # that label) its 24 requests of up to 500 tokens took over 240 s; the server threads with the
 # prefix cache are covered there by prefix_serve_tp*.

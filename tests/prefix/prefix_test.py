@@ -19,6 +19,13 @@ usage: prefix_test.py TPGEN MPIEXEC NP MODEL MODE
             (8 ids) and one request of A (4 ids) and B (W + 1 id) that outgrow the pool: B is
             preempted and resumes with more hits, yet reports its first admission's 8, and the
             counters grow by the prompts once (a resume is not a query).
+  scope:    the prefix cache as a side channel (issue 34 item 6), `tpgen serve` at TP NP: with two
+            --api-key, a prompt sent twice with one key gets cached_tokens 12 the second time, the
+            same prompt with the other key 0 (and 12 on its own second try); cache_salt separates
+            requests of one key and never joins two keys; a bad cache_salt is a 400; the token
+            route answers each caller its own key; --prefix-cache-scope shared shares across keys,
+            request shares nothing; without keys every request shares (as before); a bad
+            --prefix-cache-scope ends the server with the flag named.
   ondemand: MODEL with a tokenizer: 24 code prompts with max_tokens 500 and stop "\\n" in a
             1,024-token pool: reserving prompt + max_tokens (the scheduler before KV on demand)
             would run pool / blocks-per-request of them at once; the peak of
@@ -251,6 +258,71 @@ def hits(tmp):
         sh.check(srv.stop().rc == 0, "hits (resume) exits 0")
 
 
+def scope(tmp):
+    flags = ["--model", MODEL, "--kv-cache-tokens", "512", "--backend", "cpu", "--threads", "1", "--block-size", "4",
+             "--max-batch", "1"]
+    v = json.load(open(os.path.join(MODEL, "config.json")))["vocab_size"] - 1
+    p = [(i * 41 + 3) % v for i in range(13)]  # 12 of its 13 tokens can be hits (3 blocks of 4)
+    k1, k2 = "key-one", "key-two"
+
+    def cached(key, salt=None, prompt=p):
+        body = {"prompt": prompt, "max_tokens": 1, "temperature": 0}
+        if salt is not None:
+            body["cache_salt"] = salt
+        st, js, text = srv.complete(body, headers={"Authorization": "Bearer " + key} if key else None)
+        if st != 200:
+            return "status %d %s" % (st, text[:120])
+        return js["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+    def start(extra):
+        return sh.Server(TPGEN, flags + extra, np=NP, mpiexec=MPIEXEC if NP > 1 else None)
+
+    srv = start(["--api-key", k1, "--api-key", k2])
+    try:
+        got = [cached(k1), cached(k1), cached(k2), cached(k2)]
+        sh.check_ok(got == [0, 12, 0, 12], "scope key: key 1 twice, then key 2 twice: cached_tokens %r, want "
+                    "[0, 12, 0, 12]" % (got,))
+        got = [cached(k1, "a"), cached(k1, "a"), cached(k1, "b"), cached(k2, "a"), cached(k1)]
+        sh.check_ok(got == [0, 12, 0, 0, 12], "scope key: cache_salt a, a, b with key 1, a with key 2, none with "
+                    "key 1: %r, want [0, 12, 0, 0, 12]" % (got,))
+        for what, raw in (("an empty string", '""'), ("a number", "5")):
+            st, text, _ = srv.request("POST", "/v1/completions", headers={"Authorization": "Bearer " + k1},
+                                      raw='{"prompt": [1, 2], "max_tokens": 1, "cache_salt": %s}' % raw)
+            js = json.loads(text) if text.startswith("{") else {}
+            sh.check_ok(st == 400 and js.get("error", {}).get("param") == "cache_salt",
+                        "cache_salt %s: 400 naming cache_salt (%s %s)" % (what, st, text[:160]))
+        st, text, _ = srv.request("GET", "/copilot_internal/v2/token", headers={"Authorization": "Bearer " + k2})
+        sh.check_ok(st == 200 and json.loads(text).get("token") == k2, "token route with key 2: %s %s" % (st, text))
+        st, _, _ = srv.request("POST", "/v1/completions", {"prompt": p, "max_tokens": 1},
+                               headers={"Authorization": "Bearer key-three"})
+        sh.check_ok(st == 401, "a third key: 401 (got %s)" % st)
+    finally:
+        sh.check(srv.stop().rc == 0, "scope key exits 0")
+    srv = start(["--api-key", k1, "--api-key", k2, "--prefix-cache-scope", "shared"])
+    try:
+        got = [cached(k1), cached(k2), cached(k2, "a")]
+        sh.check_ok(got == [0, 12, 0], "scope shared: key 1, key 2, key 2 with a salt: %r, want [0, 12, 0]" % (got,))
+    finally:
+        sh.check(srv.stop().rc == 0, "scope shared exits 0")
+    srv = start(["--prefix-cache-scope", "request"])
+    try:
+        got = [cached(None), cached(None), cached(None, "a"), cached(None, "a")]
+        sh.check_ok(got == [0, 0, 0, 0], "scope request: the same prompt four times: %r, want no hit" % (got,))
+    finally:
+        sh.check(srv.stop().rc == 0, "scope request exits 0")
+    srv = start([])
+    try:
+        got = [cached(None), cached(None), cached(None, "a"), cached(None, "a")]
+        sh.check_ok(got == [0, 12, 0, 12], "no keys: shared as before, a salt apart: %r, want [0, 12, 0, 12]" % (got,))
+        idle_blocks_ok(srv, "scope")
+    finally:
+        sh.check(srv.stop().rc == 0, "scope (no keys) exits 0")
+    bad = subprocess.run([TPGEN, "serve"] + flags + ["--prefix-cache-scope", "client"], capture_output=True,
+                         text=True, timeout=60)
+    sh.check_ok(bad.returncode != 0 and "--prefix-cache-scope must be key, shared or request" in bad.stderr,
+                "a bad --prefix-cache-scope: exit %d, %s" % (bad.returncode, bad.stderr[-300:]))
+
+
 with tempfile.TemporaryDirectory() as tmp:
-    {"exact": exact, "serve": serve, "ondemand": ondemand, "hits": hits}[MODE](tmp)
+    {"exact": exact, "serve": serve, "ondemand": ondemand, "hits": hits, "scope": scope}[MODE](tmp)
 sh.exit_with_checks()
