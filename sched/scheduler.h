@@ -16,9 +16,8 @@
  * resumes by feeding its tokens again, with output identical to an uninterrupted run.
  * Each step packs one decode token of every running sequence, then prefill chunks of newly
  * admitted ones, up to the step's token budget. A sequence that finishes, stops, times out or is
- * cancelled gives its blocks back at once (its full blocks stay cached), for the next waiting
- * request.
- * docs/ARCHITECTURE.md, "Prefix cache and KV on demand".
+ * cancelled gives its blocks back at once (its full blocks stay cached, the last first), for the
+ * next waiting request. docs/ARCHITECTURE.md, "Prefix cache and KV on demand".
  *
  * Events, not callbacks (vLLM's update_from_output): what happens to requests (a token, a scored
  * prompt, the end with its tp_finish) is appended to the scheduler's events by every call that
