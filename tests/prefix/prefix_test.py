@@ -222,8 +222,10 @@ def hits(tmp):
     def cached(js):
         return (js or {}).get("usage", {}).get("prompt_tokens_details", {}).get("cached_tokens", -1)
 
-    def counters(srv):
-        m = srv.metrics()
+    def counters(srv, queried):
+        """the counters once the query counter reached `queried` (the engine updates /metrics after
+        the step that answered the last request; a wrong count shows after 10 s)"""
+        _, m = srv.wait_metrics(lambda m: m.get("tpgen_prefix_cache_query_tokens_total") == queried, timeout=10)
         return m.get("tpgen_prefix_cache_query_tokens_total"), m.get("tpgen_prefix_cache_hit_tokens_total")
 
     srv = sh.Server(TPGEN, flags + ["--max-batch", "1"], np=NP, mpiexec=MPIEXEC if NP > 1 else None)
@@ -233,7 +235,7 @@ def hits(tmp):
             st, js, _ = srv.complete({"prompt": p, "max_tokens": 1, "temperature": 0})
             got.append(cached(js) if st == 200 else "status %d" % st)
         sh.check_ok(got == [0, 0, 8], "hits: X, Z (one eviction), X + 1: cached_tokens %r, want [0, 0, 8]" % (got,))
-        q, h = counters(srv)
+        q, h = counters(srv, 12 + 16 + 13)
         sh.check_ok((q, h) == (12 + 16 + 13, 8), "hits: counters %s queried, %s hit, want 41, 8" % (q, h))
         idle_blocks_ok(srv, "hits, eviction")
     finally:
@@ -247,11 +249,12 @@ def hits(tmp):
         # blocks) in 6: B, the newest, is preempted once A needs its third block
         body = {"prompt": [a, x[:9]], "max_tokens": 14, "temperature": 0, "ignore_eos": True}
         st, js, _ = srv.complete(body, timeout=240)
-        pre = srv.metrics().get("tpgen_preemptions_total", 0)
+        _, m = srv.wait_metrics(lambda m: m.get("tpgen_preemptions_total", 0) >= 1, timeout=10)
+        pre = m.get("tpgen_preemptions_total", 0)
         sh.check_ok(st == 200 and pre >= 1, "hits: A and B answered (%s), %s preemptions (want >= 1)" % (st, pre))
         sh.check_ok(cached(js) == 8, "hits: A and B after a resume: cached_tokens %s, want 8 (B's first admission)"
                     % cached(js))
-        q, h = counters(srv)
+        q, h = counters(srv, 8 + 4 + 9)
         sh.check_ok((q, h) == (8 + 4 + 9, 8), "hits: counters after a resume %s queried, %s hit, want 21, 8" % (q, h))
         idle_blocks_ok(srv, "hits, resume")
     finally:

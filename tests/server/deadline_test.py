@@ -265,7 +265,7 @@ def preempt_order(attempt):
         threads[-1].start()
         for t in threads:
             t.join(240)
-        m = srv.metrics()
+        _, m = srv.wait_metrics(lambda m: m.get("tpgen_preemptions_total", 0) > 0, timeout=10)
         sh.check_ok(m.get("tpgen_preemptions_total", 0) > 0, "the five preempted one another (%s preemptions)" %
                     m.get("tpgen_preemptions_total"))
         sh.check_ok(order and order[0] == "U", "the urgent request finished first: %r" % (order,))
