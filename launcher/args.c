@@ -28,10 +28,11 @@ static const char *USAGE =
     "         [--prefill 128,512,2048 | --prefill 0] [--prefill-runs N] [--json]\n"
     "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
-    "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
+    "         [--served-model-name NAME] [--api-key KEY]... [--max-queue 256] [--max-body-bytes 8388608]\n"
     "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512] [--speculate ngram:K[:N]]\n"
     "         [--max-seqs-per-client 1024] [--request-timeout SECONDS (0: none)]\n"
-    "         [--scheduling-policy fcfs|priority] [--no-prefix-cache] [--fim FILE] [--ignore-suffix]\n"
+    "         [--scheduling-policy fcfs|priority] [--no-prefix-cache] [--prefix-cache-scope key|shared|request]\n"
+    "         [--fim FILE] [--ignore-suffix]\n"
     "         (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
@@ -183,7 +184,19 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--host") && serve) a->host = VAL();
         else if (IS("--port") && serve) a->port = (int)parse_long(flag, VAL(), 0, 65535);
         else if (IS("--served-model-name") && serve) a->served_name = VAL();
-        else if (IS("--api-key") && serve) a->api_key = VAL();
+        else if (IS("--api-key") && serve) {
+            if (a->n_api_keys == (int)(sizeof a->api_keys / sizeof *a->api_keys))
+                tp_die_all("at most %d --api-key", (int)(sizeof a->api_keys / sizeof *a->api_keys));
+            a->api_keys[a->n_api_keys] = VAL();
+            if (!*a->api_keys[a->n_api_keys]) tp_die_all("--api-key needs a non-empty key");
+            a->n_api_keys++;
+        } else if (IS("--prefix-cache-scope") && serve) {
+            const char *p = VAL();
+            if (!strcmp(p, "key")) a->prefix_scope = 0;
+            else if (!strcmp(p, "shared")) a->prefix_scope = 1;
+            else if (!strcmp(p, "request")) a->prefix_scope = 2;
+            else tp_die_all("--prefix-cache-scope must be key, shared or request, got \"%s\"", p);
+        }
         else if (IS("--max-queue") && serve) a->max_queue = (int)parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--max-body-bytes") && serve) a->max_body_bytes = parse_long(flag, VAL(), 64, 1L << 32);
         else if (IS("--drain-timeout") && serve) a->drain_timeout = parse_double(flag, VAL(), 0, 86400);
@@ -215,9 +228,9 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     }
     if (!a->model && !((bench || serve) && a->config && a->random_weights))
         tp_die_all("--model DIR is required%s", bench || serve ? " (or --config FILE --random-weights)" : "");
-    if (serve && !a->api_key) {
+    if (serve && !a->n_api_keys) {
         const char *k = getenv("TPGEN_API_KEY");
-        if (k && *k) a->api_key = k;
+        if (k && *k) a->api_keys[a->n_api_keys++] = k;
     }
     /* --min-tokens against --max-new-tokens: tp_request_params_validate (cmd_generate.c) */
     if (gen && !!a->prompt + !!a->prompt_ids + !!a->prompts_file != 1)

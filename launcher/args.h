@@ -58,7 +58,9 @@ typedef struct {
     const char *host;        /* --host (127.0.0.1) */
     int port;                /* --port (8000; 0: a free port) */
     const char *served_name; /* --served-model-name (the model dir's base name) */
-    const char *api_key;     /* --api-key, else $TPGEN_API_KEY */
+    const char *api_keys[16]; /* --api-key (repeatable: each one accepted), else $TPGEN_API_KEY */
+    int n_api_keys;
+    int prefix_scope;        /* --prefix-cache-scope key|shared|request (TP_PREFIX_SCOPE_*, server/serve.h) */
     int max_queue;           /* --max-queue */
     long max_body_bytes;     /* --max-body-bytes */
     double drain_timeout;    /* --drain-timeout seconds */

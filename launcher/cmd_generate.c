@@ -15,11 +15,14 @@
 #include "prompts.h"
 #include "tokenizer/fim.h"
 
-/* Rank 0's text state of one request. */
+/* Rank 0's view of one request, from the scheduler's events. */
 typedef struct {
     tp_text_stream *ts;
     char *text;   /* final text so far (stop strings never in it) */
     size_t text_len;
+    int n_ids;    /* tokens taken: r->ids up to a stop string's token (the scheduler may have more) */
+    int stopped;  /* a stop string matched: later tokens are not taken */
+    tp_finish finish;
     int done;
 } req_text;
 
@@ -35,6 +38,19 @@ typedef struct {
     int n_failed;        /* requests that ended in "error" */
 } gen_ctx;
 
+/* finish_reason as `tpgen generate --json` writes it */
+static const char *finish_name(tp_finish f) {
+    switch (f) {
+    case TP_FINISH_LENGTH: return "length";
+    case TP_FINISH_STOP: return "stop";
+    case TP_FINISH_CANCELLED: return "cancelled";
+    case TP_FINISH_TIMEOUT: return "timeout";
+    case TP_FINISH_ERROR: return "error";
+    case TP_FINISH_NONE: break;
+    }
+    return "none";
+}
+
 static void stream_out(gen_ctx *g, req_text *t) {
     if (!g->stream || t->text_len == g->streamed) return;
     fwrite(t->text + g->streamed, 1, t->text_len - g->streamed, stdout);
@@ -42,19 +58,10 @@ static void stream_out(gen_ctx *g, req_text *t) {
     g->streamed = t->text_len;
 }
 
-static int on_token(void *ctx, tp_request *r) {
-    gen_ctx *g = ctx;
-    if (!g->tok || tp_request_stop_id(&r->params, r->ids[r->n_ids - 1])) return 0; /* FIM's <eom>: no text */
-    req_text *t = &g->texts[r->index];
-    int stop = tp_text_stream_push(t->ts, r->ids[r->n_ids - 1], &t->text, &t->text_len, NULL);
-    stream_out(g, t);
-    return stop;
-}
-
 static void print_result(gen_ctx *g, tp_request *r) {
     const tp_args *a = g->a;
     req_text *t = &g->texts[r->index];
-    int failed = strcmp(r->finish_reason, "error") == 0;
+    int failed = t->finish == TP_FINISH_ERROR;
     if (failed) { /* on stderr, naming the prompt; JSON output keeps a line for it */
         char where[4200];
         fprintf(stderr, "tpgen: error: %s: %s\n", tp_prompt_where(a, &g->ps[r->index], where, sizeof where), r->error);
@@ -66,7 +73,7 @@ static void print_result(gen_ctx *g, tp_request *r) {
             if (!g->stream) fwrite(t->text, 1, t->text_len, stdout);
             fputc('\n', stdout);
         } else {
-            tp_json_ids(stdout, r->ids, r->n_ids);
+            tp_json_ids(stdout, r->ids, t->n_ids);
             fputc('\n', stdout);
         }
         fflush(stdout);
@@ -76,18 +83,18 @@ static void print_result(gen_ctx *g, tp_request *r) {
     printf("{\"prompt_ids\": ");
     tp_json_ids(stdout, r->prompt, r->n_prompt);
     printf(", \"ids\": ");
-    tp_json_ids(stdout, r->ids, r->n_ids);
+    tp_json_ids(stdout, r->ids, t->n_ids);
     printf(", \"logprobs\": [");
-    for (int i = 0; i < r->n_ids; i++) {
+    for (int i = 0; i < t->n_ids; i++) {
         if (i) printf(", ");
         tp_json_float(stdout, r->logprobs[i]);
     }
     printf("], \"top_logprobs\": [");
-    for (int i = 0; i < r->n_ids; i++) {
+    for (int i = 0; i < t->n_ids; i++) {
         if (i) printf(", ");
         tp_json_top(stdout, r->top_ids + (size_t)i * k, r->top_lps + (size_t)i * k, k);
     }
-    printf("], \"finish_reason\": \"%s\"", r->finish_reason);
+    printf("], \"finish_reason\": \"%s\"", finish_name(t->finish));
     if (failed) {
         printf(", \"error\": ");
         tp_json_string(stdout, r->error, strlen(r->error));
@@ -101,17 +108,36 @@ static void print_result(gen_ctx *g, tp_request *r) {
     fflush(stdout);
 }
 
-static void on_done(void *ctx, tp_request *r) {
-    gen_ctx *g = ctx;
+/* r's last event: its text's held-back end, then the results in input order */
+static void finished(gen_ctx *g, tp_request *r, tp_finish finish) {
     req_text *t = &g->texts[r->index];
     if (g->tok) { /* ended without a stop string: releases what was held back (else a no-op) */
         tp_text_stream_finish(t->ts, &t->text, &t->text_len, NULL);
         stream_out(g, t);
     }
+    t->finish = t->stopped ? TP_FINISH_STOP : finish; /* a stop string on its last token says "stop" */
     t->done = 1;
-    g->n_failed += strcmp(r->finish_reason, "error") == 0;
-    /* print in input order */
+    g->n_failed += t->finish == TP_FINISH_ERROR;
     while (g->next_print < g->n && g->texts[g->next_print].done) print_result(g, &g->reqs[g->next_print++]);
+}
+
+/* The scheduler's events since the last call: tokens to text (a stop string ends the request),
+ * ends printed. */
+static void take_events(gen_ctx *g, tp_sched *s) {
+    const tp_sched_event *ev;
+    int n;
+    while ((n = tp_sched_events(s, &ev)) > 0) /* tp_sched_end below adds the next batch */
+        for (int i = 0; i < n; i++) {
+            tp_request *r = ev[i].r;
+            req_text *t = &g->texts[r->index];
+            if (ev[i].kind == TP_EV_FINISHED) finished(g, r, ev[i].finish);
+            if (ev[i].kind != TP_EV_TOKEN || t->stopped) continue;
+            t->n_ids = ev[i].i + 1;
+            if (!g->tok || tp_request_stop_id(&r->params, ev[i].id)) continue; /* FIM's <eom>: no text */
+            t->stopped = tp_text_stream_push(t->ts, ev[i].id, &t->text, &t->text_len, NULL);
+            stream_out(g, t);
+            if (t->stopped) tp_sched_end(s, r, TP_FINISH_STOP);
+        }
 }
 
 /* Every prompt's request params, from the flags, checked by the rules the server shares
@@ -281,15 +307,17 @@ int tp_cmd_generate(int argc, char **argv) {
 
     double t0 = tp_now_seconds();
     if (mpi->rank == 0) {
-        tp_request_hooks hooks = {on_token, on_done, &g, NULL};
-        long steps = tp_generate(m, g.reqs, g.n, &hooks);
+        tp_sched *sc = tp_generate_start(m, g.reqs, g.n);
+        do take_events(&g, sc);
+        while (tp_sched_step(sc));
+        long steps = tp_generate_end(sc);
         tp_step_stop(m);
         double dt = tp_now_seconds() - t0;
         long gen = 0, prompt = 0, drafted = 0, accepted = 0, cached = 0, preempted = 0;
         for (int i = 0; i < g.n; i++) {
             cached += g.reqs[i].n_prompt_cached;
             preempted += g.reqs[i].n_preempted;
-            gen += g.reqs[i].n_ids;
+            gen += g.texts[i].n_ids;
             prompt += g.reqs[i].n_prompt;
             drafted += g.reqs[i].spec_drafted;
             accepted += g.reqs[i].spec_accepted;

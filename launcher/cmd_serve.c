@@ -39,9 +39,13 @@ int tp_cmd_serve(int argc, char **argv) {
             tok = tp_tokenizer_load(a.model, err, sizeof err);
             if (!tok) { fprintf(stderr, "tpgen: error: %s\n", err); ok = 0; }
         }
-        tp_serve_opts o = {a.host, a.port, name, a.api_key, a.max_queue, a.max_body_bytes, a.drain_timeout,
-                           a.conn_timeout, a.max_connections, a.speculate_k, a.speculate_n,
-                           a.max_seqs_per_client, a.request_timeout, a.priority_policy, NULL, 0};
+        tp_serve_opts o = {.host = a.host, .port = a.port, .name = name, .api_keys = a.api_keys,
+                           .n_api_keys = a.n_api_keys, .max_queue = a.max_queue, .max_body_bytes = a.max_body_bytes,
+                           .drain_timeout = a.drain_timeout, .conn_timeout = a.conn_timeout,
+                           .max_connections = a.max_connections, .speculate_k = a.speculate_k,
+                           .speculate_n = a.speculate_n, .max_seqs_per_client = a.max_seqs_per_client,
+                           .request_timeout = a.request_timeout, .priority_policy = a.priority_policy,
+                           .prefix_scope = a.prefix_scope};
         static tp_fim fim; /* read by the server until it stops */
         int has_fim = ok ? tp_fim_load(a.fim, a.model, tok, &fim, err, sizeof err) : 0;
         if (has_fim < 0) { fprintf(stderr, "tpgen: error: %s\n", err); ok = 0; }

@@ -5,13 +5,16 @@
 
 #include "util/log.h"
 
-long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_request_hooks *hooks) {
-    tp_sched *s = tp_sched_new(m, hooks);
+tp_sched *tp_generate_start(tp_model *m, tp_request *reqs, int n) {
+    tp_sched *s = tp_sched_new(m);
     for (int i = 0; i < n; i++)
         if (tp_sched_submit(s, &reqs[i]))
             tp_die("internal: request %d needs %d KV blocks, the cache has %d", i, tp_request_blocks(m, &reqs[i]),
                    m->kv.n_blocks);
-    while (tp_sched_step(s)) {}
+    return s;
+}
+
+long tp_generate_end(tp_sched *s) {
     /* every request is done: every KV block is back, free or cached (speculation's rejected
      * drafts and preempted sequences included) */
     int back = tp_sched_kv_free(s) + tp_sched_kv_cached(s);
@@ -23,6 +26,14 @@ long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_request_hooks *h
     return steps;
 }
 
+long tp_generate(tp_model *m, tp_request *reqs, int n) {
+    tp_sched *s = tp_generate_start(m, reqs, n);
+    const tp_sched_event *ev;
+    do tp_sched_events(s, &ev); /* unread: the results are in the requests */
+    while (tp_sched_step(s));
+    return tp_generate_end(s);
+}
+
 int tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int32_t *top_ids, float *top_lps) {
     tp_request_params p = tp_request_params_default();
     p.max_new_tokens = 0; /* scoring only */
@@ -32,7 +43,7 @@ int tp_score(tp_model *m, const int32_t *ids, int n, int k, float *logprobs, int
     memcpy(prompt, ids, n * sizeof(int32_t));
     tp_request r;
     tp_request_init(&r, 0, prompt, n, &p);
-    tp_generate(m, &r, 1, NULL);
+    tp_generate(m, &r, 1);
     memcpy(logprobs, r.prompt_lps, n * sizeof(float));
     memcpy(top_ids, r.prompt_top_ids, (size_t)n * k * sizeof(int32_t));
     memcpy(top_lps, r.prompt_top_lps, (size_t)n * k * sizeof(float));

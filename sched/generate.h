@@ -13,10 +13,16 @@
 #include "request.h"
 #include "scheduler.h"
 
-/* Rank 0: runs all requests to completion on the scheduler (the caller stops the workers with
- * tp_step_stop; other ranks are in tp_step_worker_loop). Every request must fit the KV cache
- * (tp_request_blocks <= its blocks). Returns the number of steps run. */
-long tp_generate(tp_model *m, tp_request *reqs, int n, const tp_request_hooks *hooks);
+/* Rank 0: a scheduler with every request submitted (each must fit the KV cache:
+ * tp_request_blocks <= its blocks). The caller steps it (tp_sched_step), taking its events after
+ * each call (tp_sched_events), then ends it with tp_generate_end. */
+tp_sched *tp_generate_start(tp_model *m, tp_request *reqs, int n);
+/* Checks that every KV block is back (free or cached), frees s; returns the steps it ran. */
+long tp_generate_end(tp_sched *s);
+/* Rank 0: runs all requests to completion on the scheduler, its events unread (the caller reads
+ * the results in the requests; it stops the workers with tp_step_stop; other ranks are in
+ * tp_step_worker_loop). Returns the number of steps run. */
+long tp_generate(tp_model *m, tp_request *reqs, int n);
 
 /* Rank 0: scores ids[0..n) (a score_prompt request run on the scheduler, alone):
  * logprobs[i] = log p(ids[i] | ids[:i]) for i >= 1 (logprobs[0] = NaN) and the k best

@@ -82,9 +82,6 @@ void tp_request_free(tp_request *r) {
     free(r->logprobs);
     free(r->top_ids);
     free(r->top_lps);
-    free(r->blocks);
-    free(r->history);
-    free(r->drafts);
     free(r->prompt_lps);
     free(r->prompt_top_ids);
     free(r->prompt_top_lps);

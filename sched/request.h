@@ -4,10 +4,13 @@
  *   tp_request_params_default -> the front end sets its fields -> tp_request_params_validate
  *   (the front end words the error with its own field or flag name) -> tp_request_init (the
  *   prompt and the params) -> tp_sched_submit: TP_REQ_WAITING -> admitted: TP_REQ_RUNNING ->
- *   TP_REQ_FINISHED (finish_reason says why) -> the results read -> tp_request_free.
+ *   TP_REQ_FINISHED (finish says why) -> the results read -> tp_request_free. What happens
+ *   to it on the way (tokens, scores, the end) the front end learns from the scheduler's events
+ *   (scheduler.h), after each call, and acts on them itself (detokenize, publish, print).
  * A request with nothing to do, or cancelled while waiting, goes from WAITING (or from nothing)
- * straight to FINISHED. A preempted request goes from RUNNING back to WAITING (at the queue's
- * front) and resumes by recomputing its tokens. The scheduler (scheduler.h) owns the state; the front end reads it.
+ * straight to FINISHED. A preempted request goes from RUNNING back to WAITING (at its place in
+ * the queue's order) and resumes by recomputing its tokens. The scheduler (scheduler.h) owns
+ * the state; the front end reads it.
  */
 #ifndef TPGEN_REQUEST_H
 #define TPGEN_REQUEST_H
@@ -38,10 +41,10 @@ typedef struct {
      * max_new_tokens 0 the request only scores: its first n_prompt - 1 tokens are fed. */
     int score_prompt;
     /* Deadlines and priority (docs/SERVING.md, "Deadlines and priority"). priority: vLLM's
-     * meaning, a lower value is served first; the scheduler's waiting queue is ordered by
-     * (priority, arrival), so with every priority 0 (fcfs) it is plain arrival order. timeout_s:
+     * meaning, a lower value is served first (the scheduler's admission order, scheduler.h, puts it
+     * before fairness and arrival; the least urgent running sequence is preempted first). timeout_s:
      * the request's time budget in seconds from its arrival, queueing and generation together (0:
-     * none); the front end enforces it between steps (tp_sched_end with "timeout"), the
+     * none); the front end enforces it between steps (tp_sched_end, TP_FINISH_TIMEOUT), the
      * scheduler keeps no clock. */
     int priority;
     double timeout_s;
@@ -82,72 +85,74 @@ int tp_request_stop_id(const tp_request_params *p, int32_t id);
 typedef enum {
     TP_REQ_WAITING = 0, /* queued (tp_sched_submit, or preempted), no KV blocks */
     TP_REQ_RUNNING,     /* admitted: holds its KV blocks and a slot of the step */
-    TP_REQ_FINISHED,    /* done, stopped, cancelled, timed out or failed (finish_reason); blocks given back */
+    TP_REQ_FINISHED,    /* done, stopped, cancelled, timed out or failed (finish); blocks given back */
 } tp_req_state;
 
-const char *tp_req_state_name(tp_req_state s); /* "waiting" | "running" | "finished" */
+const char *tp_req_state_name(tp_req_state s); /* "waiting" | "running" | "finished" (messages) */
 
+/* Why a request finished. Names exist only where JSON is written (the server's finish_reason,
+ * `tpgen generate --json`). */
+typedef enum {
+    TP_FINISH_NONE = 0, /* not finished */
+    TP_FINISH_LENGTH,   /* max_new_tokens or n_positions reached, or nothing to do */
+    TP_FINISH_STOP,     /* EOS, a stop id, or the front end's stop string (tp_sched_end) */
+    TP_FINISH_CANCELLED,
+    TP_FINISH_TIMEOUT,
+    TP_FINISH_ERROR,    /* non-finite logits: error says where */
+} tp_finish;
+
+typedef struct tp_seq tp_seq; /* the scheduler's bookkeeping of a submitted request (scheduler.c only) */
+
+/* The public request: what a front end sets (the prompt, the params with priority and time
+ * budget, who sent it) and the results the scheduler writes for it to read. The scheduler's own
+ * state (KV blocks, cached tokens, generator, history, queue links) is in r->seq, which only
+ * scheduler.c sees. */
 typedef struct tp_request tp_request;
 struct tp_request {
+    /* set by the front end */
     int index;            /* position in the input: the generator's stream */
     int32_t *prompt;      /* [n_prompt], owned (tp_request_free) */
     int n_prompt;
     tp_request_params params;
+    /* fair admission (scheduler.h): the client that sent it and the front end's request it is a
+     * choice of; the scheduler admits from the client, then the request, with the fewest
+     * sequences running. 0 for both: one client (tpgen generate). */
+    uint64_t client, group;
+    /* prefix-cache scope (prefix_cache.h): blocks are shared only between requests of equal salt
+     * (0: every request alike). The server's is its API key's and cache_salt's (docs/SERVING.md,
+     * "Prefix cache and KV on demand"). */
+    uint64_t cache_salt;
+    void *user;           /* the front end's own: the scheduler never reads it (events carry r) */
 
-    /* results */
+    /* results: written by the scheduler (rank 0's one thread), read by the front end */
+    tp_req_state state;
+    tp_finish finish;
     int32_t *ids;         /* [n_ids] generated */
     float *logprobs;      /* [n_ids] */
     int32_t *top_ids;     /* [n_ids, sampling.logprobs] */
     float *top_lps;       /* [n_ids, sampling.logprobs] */
     int n_ids;
-    const char *finish_reason; /* "length" | "stop" | "cancelled" | "timeout" | "error" */
-    char error[192];           /* why, when finish_reason is "error" (e.g. non-finite logits at step S) */
+    char error[192];      /* why, when finish is TP_FINISH_ERROR (e.g. non-finite logits at step S) */
     long spec_drafted, spec_accepted; /* draft tokens fed, and those the target accepted (<= drafted) */
     /* prompt scores (score_prompt), allocated by tp_sched_submit; valid below n_scored, complete
-     * when n_scored == n_prompt (on_scored is called then, before the first token) */
+     * when n_scored == n_prompt (a TP_EV_SCORED event then, before the first token's) */
     float *prompt_lps;       /* [n_prompt], [0] = NaN */
     int32_t *prompt_top_ids; /* [n_prompt, sampling.logprobs], -1 past the row's candidates */
     float *prompt_top_lps;   /* [n_prompt, sampling.logprobs] */
     int n_scored;
     int score_bad;           /* first position whose logits were not finite (inf or NaN), 0: none */
-    /* prefix cache and preemption (scheduler.h): prompt tokens served from the prefix cache at
-     * its first admission (usage's cached_tokens), and how often it was preempted */
+    /* prefix cache and preemption: prompt tokens served from the prefix cache at its first
+     * admission (usage's cached_tokens; a resume does not change it), and how often it was
+     * preempted */
     int n_prompt_cached;
     int n_preempted;
 
-    /* scheduler state */
-    tp_req_state state;
-    int n_cached;         /* tokens already in the KV cache */
-    int32_t *blocks;      /* [n_blocks] its block table */
-    int n_blocks;
-    int slot;             /* row of the step's block table */
-    tp_rng rng;
-    int32_t *history;     /* prompt + generated, for the repetition penalty and the drafts */
-    int32_t *drafts;      /* [speculate_k] this step's drafts */
-    int n_drafts;         /* fed in this step (0: a plain decode or prefill row) */
-    long arrival;         /* submit order (tp_sched_submit): the queue's tie-break among equal priorities */
-    int n_reg;            /* leading blocks offered to the prefix cache (registered or not) */
-    long admitted_at;     /* admission order (the latest admission, resumes included) */
-    int n_passed;         /* waiting: times a request behind it was admitted first */
-    tp_request *next;     /* waiting queue */
+    tp_seq *seq;          /* the scheduler's, from tp_sched_submit until finished; NULL otherwise */
 };
 
 /* r = a new request: index, the prompt (ownership moves to r) and a copy of the params.
  * Everything else is zero until tp_sched_submit. */
 void tp_request_init(tp_request *r, int index, int32_t *prompt, int n_prompt, const tp_request_params *p);
-
-/* What the front end hears of a request, on rank 0. */
-typedef struct {
-    /* Called after each new token of r; returns 1 to stop r now ("stop", e.g. a stop string
-     * matched). May be NULL. */
-    int (*on_token)(void *ctx, tp_request *r);
-    /* Called once r is finished (or cancelled), in completion order. */
-    void (*on_done)(void *ctx, tp_request *r);
-    void *ctx;
-    /* Called once r's prompt is scored (score_prompt; also when it has one token and nothing to
-     * score), before any token of r. May be NULL. */
-    void (*on_scored)(void *ctx, tp_request *r);
-} tp_request_hooks;
 
 /* Tokens of KV cache a request fills at most, and the blocks of block_size they take: the one
  * count that the scheduler (tp_sched_submit) and refusal up front (the server's 400, `tpgen

@@ -1,20 +1,29 @@
 /* The online scheduler (continuous batching), rank 0. Both `tpgen generate` (all requests known
  * at start) and `tpgen serve` (requests arriving while others decode) run on it: one code path.
  *
- * Requests wait in a queue ordered by (params.priority, arrival): lower priority values first (vLLM's
- * meaning), arrival order among equals, so plain FIFO when every priority is 0 (the server's fcfs
- * policy); a preempted request goes back to the queue's front. They are admitted in that order,
- * between steps, with KV blocks for the tokens they feed now (the prompt), sharing its longest
- * cached prefix of full blocks (automatic prefix caching, prefix_cache.h; off with
- * m->no_prefix_cache); a request that does not fit may be passed by one behind it that does, at
- * most max_seqs times. Blocks for what a sequence generates are taken as it grows (KV on demand);
- * when none is left, the most recently admitted running sequence is preempted: its blocks go back
- * (full ones stay cached), it is requeued first and resumes by feeding its tokens again, with
- * output identical to an uninterrupted run.
+ * Admission order (one policy, one queue): waiting sequences, new and preempted alike, are
+ * admitted by (params.priority: lower first, vLLM's meaning; then the client, r->client, with the
+ * fewest sequences running; then the front end's request, r->group, with the fewest running; then
+ * arrival). With one client and every priority 0 (`tpgen generate`, the server's fcfs policy
+ * with one client) that is plain arrival order. They are admitted between steps, with KV blocks
+ * for the tokens they feed now (the prompt), sharing its longest cached prefix of full blocks
+ * among requests of equal r->cache_salt (automatic prefix caching, prefix_cache.h; off with
+ * m->no_prefix_cache); a request that does not fit may be passed by one after it in that order
+ * that does, at most max_seqs times. Blocks for what a sequence generates are taken as it grows
+ * (KV on demand); when none is left, the least urgent running sequence (highest priority
+ * value; the most recently admitted among equals) is preempted: its blocks go back (full ones
+ * stay cached), it waits again at its place in the admission order (its arrival kept) and
+ * resumes by feeding its tokens again, with output identical to an uninterrupted run.
  * Each step packs one decode token of every running sequence, then prefill chunks of newly
  * admitted ones, up to the step's token budget. A sequence that finishes, stops, times out or is
- * cancelled gives its blocks back at once (its full blocks stay cached), for the next waiting
- * request. docs/ARCHITECTURE.md, "Prefix cache and KV on demand".
+ * cancelled gives its blocks back at once (its full blocks stay cached, the last first), for the
+ * next waiting request. docs/ARCHITECTURE.md, "Prefix cache and KV on demand".
+ *
+ * Events, not callbacks (vLLM's update_from_output): what happens to requests (a token, a scored
+ * prompt, the end with its tp_finish) is appended to the scheduler's events by every call that
+ * makes it happen (tp_sched_submit, tp_sched_end, tp_sched_update); the front end takes them with
+ * tp_sched_events after each call and acts on them itself: detokenizes, matches stop strings
+ * (ending the request with tp_sched_end), publishes, prints.
  *
  * A request that scores its prompt (r->score_prompt: echo + logprobs, `tpgen score`) does it in
  * its prefill: each prompt token's logits row, with the next prompt token as its target, gives
@@ -45,28 +54,45 @@ typedef struct tp_sched tp_sched;
 int tp_request_tokens(const tp_model *m, const tp_request *r);
 int tp_request_blocks(const tp_model *m, const tp_request *r);
 
-tp_sched *tp_sched_new(tp_model *m, const tp_request_hooks *hooks);
-void tp_sched_free(tp_sched *s); /* the requests stay the caller's */
+tp_sched *tp_sched_new(tp_model *m);
+void tp_sched_free(tp_sched *s); /* the requests stay the caller's (any still in s lose their seq) */
 
-/* Queues r: allocates its result arrays and seeds its generator (stream r->index). A request with
- * nothing to generate and no prompt to score finishes at once ("length", on_done called; a
- * one-token prompt is scored then too, on_scored first). Returns -1, r untouched, when r needs
- * more KV blocks than the whole cache holds (tp_request_blocks: it could never run). */
+/* What happened to a request, in the order it happened. */
+typedef enum {
+    TP_EV_TOKEN,    /* r generated token i: r->ids[i] (= id), r->logprobs[i] (= logprob), r->top_* */
+    TP_EV_SCORED,   /* r's prompt scores are complete (score_prompt), before any token of r */
+    TP_EV_FINISHED, /* r ended (r->state is TP_REQ_FINISHED): finish says why; its last event */
+} tp_event_kind;
+
+typedef struct {
+    tp_event_kind kind;
+    tp_request *r;
+    int i;            /* TP_EV_TOKEN: the token's index in r->ids */
+    int32_t id;       /* TP_EV_TOKEN */
+    float logprob;    /* TP_EV_TOKEN */
+    tp_finish finish; /* TP_EV_FINISHED */
+} tp_sched_event;
+
+/* The events since the last call, in order; *ev stays valid until the next tp_sched_events
+ * (calls made while handling them, such as tp_sched_end for a stop string, add to the next
+ * batch). Returns how many. */
+int tp_sched_events(tp_sched *s, const tp_sched_event **ev);
+
+/* Queues r: allocates its result arrays and its sequence, seeds its generator (stream r->index).
+ * A request with nothing to generate and no prompt to score finishes at once (TP_FINISH_LENGTH;
+ * a one-token prompt is scored then too, TP_EV_SCORED first). Returns -1, r untouched, when r
+ * needs more KV blocks than the whole cache holds (tp_request_blocks: it could never run). */
 int tp_sched_submit(tp_sched *s, tp_request *r);
-/* Ends r now, waiting or running, with finish_reason reason (a string that outlives r: "cancelled",
- * "timeout"): what it generated stays, its KV blocks are back (free, or cached when full) when this returns, on_done is
- * called. No-op for a finished request. Call between steps only. */
-void tp_sched_end(tp_sched *s, tp_request *r, const char *reason);
-void tp_sched_cancel(tp_sched *s, tp_request *r); /* tp_sched_end(s, r, "cancelled") */
-/* The waiting queue's order: 1 when a is served before b, by (params.priority, arrival), lower
- * first. tp_sched_victim_order is its reverse, the order in which running sequences should be
- * preempted when the KV pool runs dry: the highest priority value (least urgent) first, the latest
- * arrived among equals (docs/SERVING.md, "Deadlines and priority"). */
-int tp_sched_queue_before(const tp_request *a, const tp_request *b);
-int tp_sched_victim_order(const tp_request *a, const tp_request *b);
-/* Admits what fits, runs one step on every rank, samples, finishes what is done. A request whose
- * logits cannot be sampled (not finite) ends alone with finish_reason "error" (r->error says
- * why); the others go on. Returns 0, and runs nothing, when no request is waiting or running. */
+/* Ends r now, waiting or running, with reason (TP_FINISH_CANCELLED, TP_FINISH_TIMEOUT, or
+ * TP_FINISH_STOP for a front end's stop string): what it generated stays, its KV blocks are back
+ * (free, or cached when full) when this returns, a TP_EV_FINISHED event is added. No-op for a
+ * finished request. Call between steps only. */
+void tp_sched_end(tp_sched *s, tp_request *r, tp_finish reason);
+void tp_sched_cancel(tp_sched *s, tp_request *r); /* tp_sched_end(s, r, TP_FINISH_CANCELLED) */
+/* Admits what fits, runs one step on every rank, samples, finishes what is done (events). A
+ * request whose logits cannot be sampled (not finite) ends alone with TP_FINISH_ERROR (r->error
+ * says why); the others go on. Returns 0, and runs nothing, when no request is waiting or
+ * running. */
 int tp_sched_step(tp_sched *s);
 
 /* tp_sched_step in its two halves, around tp_step_run, so that a test can drive the scheduler
@@ -76,7 +102,7 @@ int tp_sched_step(tp_sched *s);
  *     plans nothing, when no request is waiting or running. The plan points into s's scratch: it
  *     is valid until the next tp_sched_plan.
  *   update: from the step's output (out->rows / out->full for plan->host.n_rows rows, in the
- *     plan's logits form): records prompt scores, samples (verifies drafts), calls the hooks,
+ *     plan's logits form): records prompt scores, samples (verifies drafts), adds the events,
  *     finishes what is done and gives its KV blocks back. */
 typedef struct {
     tp_step_host host;        /* the step, as tp_step_run takes it */
@@ -97,11 +123,22 @@ long tp_sched_preemptions(const tp_sched *s);
  * (requests scoring their prompt, and every request with the cache off, are not looked up) */
 long tp_sched_prefix_query_tokens(const tp_sched *s);
 long tp_sched_prefix_hit_tokens(const tp_sched *s);
-/* Blocks of tp_sched_kv_available that admitting r now would take (its uncached tokens' blocks
- * and its hits that sit cached): for a front end that holds requests back until they fit. */
-int tp_sched_admit_cost(tp_sched *s, const tp_request *r);
 /* The block manager itself, for tests (tests/sched_unit narrows its hash to force collisions). */
 tp_prefix_cache *tp_sched_prefix_cache(tp_sched *s);
-
+/* The waiting requests in admission order as of now (at most max), for tests and metrics; returns
+ * how many are waiting. */
+int tp_sched_queue(tp_sched *s, tp_request **out, int max);
+/* A submitted request's bookkeeping, read-only, for tests (all zero / NULL when r has no seq). */
+typedef struct {
+    int n_cached;           /* tokens in the KV cache */
+    const int32_t *blocks;  /* [n_blocks] its block table */
+    int n_blocks;
+    int slot;               /* row of the step's block table, when running */
+    const int32_t *history; /* [n_prompt + n_ids] prompt + generated */
+    long arrival;           /* submit order */
+    long admitted_at;       /* admission order (the latest admission, resumes included) */
+    int n_passed;           /* waiting: times a request after it was admitted first */
+} tp_seq_view;
+tp_seq_view tp_sched_seq_view(const tp_request *r);
 
 #endif

@@ -1,8 +1,10 @@
 /* The engine thread of the server (rank 0's main thread): takes jobs from the inbox, submits
- * their sequences to the scheduler, runs steps while anything is in flight, cancels what the
- * clients abandoned, publishes tokens, text and prompt scores to the HTTP threads (hooks), and
- * drains on SIGTERM/SIGINT. An echo + logprobs job's prompts are scored by the scheduler in its
- * choices' prefill (scheduler.h), chunked between the other sequences' tokens. */
+ * their sequences to the scheduler (whose one admission order is also the fairness between
+ * clients and the priority, scheduler.h), runs steps while anything is in flight, cancels what
+ * the clients abandoned, turns the scheduler's events into tokens, text and prompt scores for
+ * the HTTP threads (detokenized and matched against stop strings here, outside the scheduler),
+ * and drains on SIGTERM/SIGINT. An echo + logprobs job's prompts are scored by the scheduler in
+ * its choices' prefill, chunked between the other sequences' tokens. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,52 +61,27 @@ void srv_client_hold(tp_server *s, const char *addr, int n) {
     }
 }
 
-/* The job a choice belongs to: choices are allocated in one array per job, and each request
- * knows its index in it. */
-static srv_job *job_of(srv_choice *c, srv_job *active) {
-    for (srv_job *j = active; j; j = j->next)
-        if (c >= j->ch && c < j->ch + j->n_choices) return j;
-    return NULL;
-}
-
-typedef struct {
-    tp_server *s;
-    srv_job *active; /* the engine's list of jobs in flight */
-} engine;
-
-static int on_token(void *ctx, tp_request *r) {
-    engine *e = ctx;
-    tp_server *s = e->s;
-    srv_choice *c = (srv_choice *)r;
-    srv_job *j = job_of(c, e->active);
+/* A token of c (under mu): its text, published. Returns 1 when a stop string matched. */
+static int take_token(tp_server *s, srv_choice *c, int i, int32_t id) {
     int stop = 0;
-    pthread_mutex_lock(&s->mu);
-    int i = r->n_ids - 1;
     c->tok_off[i] = c->dlen;
-    if (c->ts && !tp_request_stop_id(&r->params, r->ids[i])) { /* FIM's <eom>: not part of the text */
+    if (c->ts && !tp_request_stop_id(&c->r.params, id)) { /* FIM's <eom>: not part of the text */
         char *out = NULL;
         size_t n = 0, decoded = 0;
-        stop = tp_text_stream_push(c->ts, r->ids[i], &out, &n, &decoded);
+        stop = tp_text_stream_push(c->ts, id, &out, &n, &decoded);
         c->dlen += decoded;
         if (n) jb_put(&c->text, out, n);
         free(out);
     }
-    c->n_pub = r->n_ids;
+    c->n_pub = i + 1;
     s->met.generation_tokens++;
-    if (j) {
-        if (j->t_first == 0) j->t_first = tp_now_seconds();
-        pthread_cond_broadcast(&j->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
+    if (c->job->t_first == 0) c->job->t_first = tp_now_seconds();
     return stop;
 }
 
-static void on_done(void *ctx, tp_request *r) {
-    engine *e = ctx;
-    tp_server *s = e->s;
-    srv_choice *c = (srv_choice *)r;
-    srv_job *j = job_of(c, e->active);
-    pthread_mutex_lock(&s->mu);
+/* c ended (under mu): the text held back released, the job's counts. */
+static void take_end(tp_server *s, srv_choice *c, tp_finish finish) {
+    srv_job *j = c->job;
     if (c->ts) {
         /* release what was held back (a partial UTF-8 character, text a stop string could still
          * begin): at EOS and at the length limit too, as the CLI does; after a stop string it is
@@ -116,35 +93,25 @@ static void on_done(void *ctx, tp_request *r) {
         if (n) jb_put(&c->text, rest, n);
         free(rest);
     }
-    c->n_pub = r->n_ids;
-    c->finish = r->finish_reason;
-    s->met.spec_drafted += r->spec_drafted;
-    s->met.spec_accepted += r->spec_accepted;
+    c->finish = c->stopped ? TP_FINISH_STOP : finish; /* a stop string on its last token says "stop" */
+    s->met.spec_drafted += c->r.spec_drafted;
+    s->met.spec_accepted += c->r.spec_accepted;
     c->done = 1;
-    if (j) {
-        j->live--;
-        srv_client_hold(s, j->client, -1);
-        /* its last sequence: the job no longer counts against --max-queue (its client may
-         * send the next request as soon as it has this answer); nothing more will be scored
-         * (a prompt cancelled before it was has no scores: the renderers leave them out) */
-        if (++j->n_done == j->n_choices) {
-            s->n_jobs--;
-            j->scored = 1;
-        }
-        pthread_cond_broadcast(&j->cv);
+    srv_client_hold(s, j->client, -1);
+    /* its last sequence: the job no longer counts against --max-queue (its client may send the
+     * next request as soon as it has this answer); nothing more will be scored (a prompt
+     * cancelled before it was has no scores: the renderers leave them out) */
+    if (++j->n_done == j->n_choices) {
+        s->n_jobs--;
+        j->scored = 1;
     }
-    pthread_mutex_unlock(&s->mu);
 }
 
-/* A prompt's scores are in (its first choice scored it in its prefill): they move to the
- * prompt; once every prompt has them the job's echo may go out (streams wait for it). */
-static void on_scored(void *ctx, tp_request *r) {
-    engine *e = ctx;
-    tp_server *s = e->s;
-    srv_choice *c = (srv_choice *)r;
-    srv_job *j = job_of(c, e->active);
-    if (!j) return;
-    pthread_mutex_lock(&s->mu);
+/* A prompt's scores are in (its first choice scored it in its prefill): they move to the prompt;
+ * once every prompt has them the job's echo may go out (streams wait for it). Under mu. */
+static void take_scores(srv_choice *c) {
+    srv_job *j = c->job;
+    tp_request *r = &c->r;
     srv_prompt *p = &j->prompts[c->prompt];
     p->lps = r->prompt_lps;
     p->top_ids = r->prompt_top_ids;
@@ -154,35 +121,41 @@ static void on_scored(void *ctx, tp_request *r) {
     r->prompt_top_lps = NULL;
     int all = 1;
     for (int i = 0; i < j->n_prompts; i++) all &= j->prompts[i].lps != NULL;
-    if (all) {
-        j->scored = 1;
-        pthread_cond_broadcast(&j->cv);
-    }
-    pthread_mutex_unlock(&s->mu);
+    if (all) j->scored = 1;
 }
 
-/* Ends a job's submitted sequences with reason ("cancelled", "timeout": what they generated stays,
- * their KV blocks go back at once), and finishes by hand those never submitted (under no lock). */
-static void end_job(tp_server *s, tp_sched *sc, srv_job *j, const char *reason) {
-    for (int i = 0; i < j->next_sub; i++)
-        if (j->ch[i].r.state != TP_REQ_FINISHED) tp_sched_end(sc, &j->ch[i].r, reason);
-    if (j->next_sub == j->n_choices) return;
-    pthread_mutex_lock(&s->mu);
-    int left = j->n_choices - j->next_sub;
-    for (int i = j->next_sub; i < j->n_choices; i++) {
-        j->ch[i].r.state = TP_REQ_FINISHED; /* never to the scheduler */
-        j->ch[i].done = 1;
-        j->ch[i].finish = reason;
+/* The scheduler's events since the last call, published to the HTTP threads (one lock per
+ * batch, a broadcast per job touched). A stop string ends its choice (tp_sched_end, outside mu),
+ * whose end is the next batch's. */
+static void take_events(tp_server *s, tp_sched *sc) {
+    const tp_sched_event *ev;
+    int n;
+    while ((n = tp_sched_events(sc, &ev)) > 0) {
+        pthread_mutex_lock(&s->mu);
+        for (int i = 0; i < n; i++) {
+            srv_choice *c = ev[i].r->user;
+            switch (ev[i].kind) {
+            case TP_EV_TOKEN:
+                if (!c->stopped) c->stopped = take_token(s, c, ev[i].i, ev[i].id);
+                break;
+            case TP_EV_SCORED: take_scores(c); break;
+            case TP_EV_FINISHED: take_end(s, c, ev[i].finish); break;
+            }
+            pthread_cond_broadcast(&c->job->cv);
+        }
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < n; i++) {
+            tp_request *r = ev[i].r;
+            srv_choice *c = r->user;
+            if (ev[i].kind == TP_EV_TOKEN && c->stopped && r->state != TP_REQ_FINISHED) tp_sched_end(sc, r, TP_FINISH_STOP);
+        }
     }
-    j->next_sub = j->n_choices;
-    srv_client_hold(s, j->client, -left);
-    j->n_done += left;
-    if (j->n_done == j->n_choices) {
-        s->n_jobs--;
-        j->scored = 1; /* nothing more will be scored: an echo waiting for it goes out without */
-    }
-    pthread_cond_broadcast(&j->cv);
-    pthread_mutex_unlock(&s->mu);
+}
+
+/* Ends a job's unfinished sequences with reason (cancelled, timeout: what they generated stays,
+ * their KV blocks go back at once). */
+static void end_job(tp_sched *sc, srv_job *j, tp_finish reason) {
+    for (int i = 0; i < j->n_choices; i++) tp_sched_end(sc, &j->ch[i].r, reason);
 }
 
 /* Past its time budget (params.timeout_s from arrival, the same for every choice of a job):
@@ -192,55 +165,43 @@ static int job_expired(const srv_job *j, double now) {
     return t > 0 && now >= j->t_arrival + t && j->n_done < j->n_choices;
 }
 
-/* Fair admission. The scheduler admits in arrival order and never preempts, so a client that
- * sent n=16 requests first held every slot and queued the rest ahead of everyone: four such
- * clients made eight single requests wait 68 s. The engine keeps the sequences the scheduler
- * cannot start now, and submits only what it can admit at the next step (a slot and the KV
- * blocks), taking each next sequence from the client (peer address) with the fewest running,
- * then the request with the fewest running, then the oldest: a newcomer waits for the next free
- * slot, not for the backlog of those before it. Under --scheduling-policy priority the request's
- * priority comes before all of that (lower first: an interactive completion outranks a batch
- * evaluation whoever sent it); under fcfs every priority is 0. Engine thread only. */
-static int client_live(srv_job *active, const char *addr) {
-    int n = 0;
-    for (srv_job *j = active; j; j = j->next)
-        if (strcmp(j->client, addr) == 0) n += j->live;
-    return n;
+/* The prefix-cache salt of a job's choices (prefix_cache.h: hits only between equal salts), by
+ * --prefix-cache-scope: its API key's (key: the default; no keys, one scope), nobody's (shared),
+ * or its own (request: serial, never reused); its cache_salt mixed in, so that it separates
+ * requests within a scope but never joins two keys' scopes. */
+static uint64_t job_salt(const tp_server *s, const srv_job *j, uint64_t serial) {
+    uint64_t salt = 0;
+    if (s->o.prefix_scope == TP_PREFIX_SCOPE_REQUEST) salt = serial * 0x9e3779b97f4a7c15ull + 1;
+    else if (s->o.prefix_scope == TP_PREFIX_SCOPE_KEY && j->api_key >= 0 && j->api_key < s->o.n_api_keys) {
+        const char *key = s->o.api_keys[j->api_key];
+        salt = srv_salt_of(key, strlen(key));
+    }
+    if (j->cache_salt) salt = (salt ^ j->cache_salt) * 0xbf58476d1ce4e5b9ull + j->cache_salt;
+    return salt;
 }
 
-static void admit_fair(tp_sched *sc, tp_model *m, srv_job *active) {
-    if (tp_sched_waiting(sc)) return; /* what was submitted has not been admitted yet */
-    int slots = m->a.max_seqs - tp_sched_running(sc), blocks = tp_sched_kv_available(sc);
-    while (slots > 0) {
-        srv_job *best = NULL;
-        int best_c = 0;
-        for (srv_job *j = active; j; j = j->next) {
-            if (j->next_sub >= j->n_choices) continue;
-            int c = client_live(active, j->client);
-            int p = j->ch[0].r.params.priority, best_p = best ? best->ch[0].r.params.priority : 0;
-            if (!best || p < best_p ||
-                (p == best_p && (c < best_c || (c == best_c && (j->live < best->live ||
-                                                                (j->live == best->live && j->t_arrival < best->t_arrival)))))) {
-                best = j;
-                best_c = c;
-            }
-        }
-        if (!best) return;
-        tp_request *r = &best->ch[best->next_sub].r;
-        int need = tp_sched_admit_cost(sc, r); /* its prompt's blocks (KV on demand), less its prefix hits */
-        if (need > blocks) return; /* the fairest waits for room; no one overtakes it */
-        best->next_sub++;
-        best->live++; /* before: a request with nothing to generate is done within submit */
-        if (tp_sched_submit(sc, r)) tp_die("internal: a validated request does not fit the KV cache");
-        slots--;
-        blocks -= need;
+/* A new job's choices to the scheduler, all at once: its admission order takes each next
+ * sequence by priority, then from the client (peer address) with the fewest running, then the
+ * request with the fewest, then the oldest (scheduler.h), so a newcomer waits for the next free
+ * slot, not for the backlog of those before it. The parser refused what could never fit the KV
+ * cache (the same tp_request_kv_blocks). */
+static void submit_job(tp_server *s, tp_sched *sc, srv_job *j, uint64_t serial) {
+    uint64_t client = srv_salt_of(j->client, strlen(j->client)), salt = job_salt(s, j, serial);
+    for (int i = 0; i < j->n_choices; i++) {
+        srv_choice *c = &j->ch[i];
+        c->job = j;
+        c->r.user = c;
+        c->r.client = client;
+        c->r.group = serial;
+        c->r.cache_salt = salt;
+        if (tp_sched_submit(sc, &c->r)) tp_die("internal: a validated request does not fit the KV cache");
     }
 }
 
 void tp_server_run(tp_server *s, tp_model *m) {
-    engine e = {s, NULL};
-    tp_request_hooks hooks = {on_token, on_done, &e, on_scored};
-    tp_sched *sc = tp_sched_new(m, &hooks);
+    srv_job *active = NULL; /* the jobs in flight */
+    uint64_t serial = 0;    /* jobs taken: each one's r.group */
+    tp_sched *sc = tp_sched_new(m);
     pthread_mutex_lock(&s->mu);
     s->vocab = m->cfg.vocab_size;
     s->n_positions = m->cfg.n_positions;
@@ -261,17 +222,15 @@ void tp_server_run(tp_server *s, tp_model *m) {
             fprintf(stderr, "tpgen: draining: %d requests in flight, %.0f s to finish them\n", s->n_jobs,
                     s->o.drain_timeout);
         }
-        int backlog = 0; /* sequences the engine holds back for fair admission */
-        for (srv_job *j = e.active; j; j = j->next) backlog += j->n_choices - j->next_sub;
-        int busy = tp_sched_running(sc) || tp_sched_waiting(sc) || backlog;
+        int busy = tp_sched_running(sc) || tp_sched_waiting(sc);
         int cancels = 0;
-        for (srv_job *j = e.active; j; j = j->next) cancels |= j->cancel && j->n_done < j->n_choices;
+        for (srv_job *j = active; j; j = j->next) cancels |= j->cancel && j->n_done < j->n_choices;
         if (!busy && !s->inbox && !cancels) {
-            if (s->draining && !e.active && s->open_requests == 0) {
+            if (s->draining && !active && s->open_requests == 0) {
                 pthread_mutex_unlock(&s->mu);
                 break;
             }
-            if (s->draining && !e.active && tp_now_seconds() > deadline + 5) { /* responses stuck in clients */
+            if (s->draining && !active && tp_now_seconds() > deadline + 5) { /* responses stuck in clients */
                 pthread_mutex_unlock(&s->mu);
                 break;
             }
@@ -287,41 +246,44 @@ void tp_server_run(tp_server *s, tp_model *m) {
             for (int i = 0; i < j->n_prompts; i++) s->met.prompt_tokens += (long)j->prompts[i].n * j->n;
         pthread_mutex_unlock(&s->mu);
 
-        /* new jobs: to the active list (the hooks find them there), then to the scheduler;
-         * the parser refused what could never fit the KV cache (the same tp_request_kv_blocks) */
+        /* new jobs: to the active list and to the scheduler (an echo + logprobs prompt is scored
+         * in its prefill) */
         while (fresh) {
             srv_job *j = fresh;
             fresh = j->next;
-            j->next = e.active;
-            e.active = j; /* submitted by admit_fair; an echo + logprobs prompt is scored in its prefill */
+            j->next = active;
+            active = j;
+            submit_job(s, sc, j, ++serial);
         }
+        take_events(s, sc); /* requests with nothing to do end at once */
         srv_conns_sweep(s); /* clients that left: their jobs' cancel is set (conns.c) */
         double t_check = tp_now_seconds();
         int drain_over = s->draining && t_check > deadline;
-        for (srv_job *j = e.active; j; j = j->next) {
+        for (srv_job *j = active; j; j = j->next) {
             pthread_mutex_lock(&s->mu);
             int cancel = j->cancel;
             pthread_mutex_unlock(&s->mu);
-            if (cancel || drain_over) end_job(s, sc, j, "cancelled");
-            else if (job_expired(j, t_check)) end_job(s, sc, j, "timeout");
+            if (cancel || drain_over) end_job(sc, j, TP_FINISH_CANCELLED);
+            else if (job_expired(j, t_check)) end_job(sc, j, TP_FINISH_TIMEOUT);
         }
-        admit_fair(sc, m, e.active);
+        take_events(s, sc);
 
         tp_sched_step(sc);
+        take_events(s, sc);
 
         /* finished jobs leave the active list */
         pthread_mutex_lock(&s->mu);
         double now = tp_now_seconds();
-        for (srv_job **pp = &e.active; *pp;) {
+        for (srv_job **pp = &active; *pp;) {
             srv_job *j = *pp;
             if (j->n_done == j->n_choices) {
                 *pp = j->next;
                 j->next = NULL;
                 int gen = 0, cancelled = 0, timed_out = 0;
                 for (int i = 0; i < j->n_choices; i++) {
-                    gen += j->ch[i].r.n_ids;
-                    cancelled |= strcmp(j->ch[i].finish, "cancelled") == 0;
-                    timed_out |= strcmp(j->ch[i].finish, "timeout") == 0;
+                    gen += j->ch[i].n_pub;
+                    cancelled |= j->ch[i].finish == TP_FINISH_CANCELLED;
+                    timed_out |= j->ch[i].finish == TP_FINISH_TIMEOUT;
                 }
                 s->met.cancelled += cancelled;
                 s->met.timed_out += timed_out;
@@ -336,7 +298,6 @@ void tp_server_run(tp_server *s, tp_model *m) {
         }
         s->met.running = tp_sched_running(sc);
         s->met.waiting = tp_sched_waiting(sc);
-        for (srv_job *j = e.active; j; j = j->next) s->met.waiting += j->n_choices - j->next_sub;
         s->met.kv_free = tp_sched_kv_free(sc);
         s->met.kv_cached = tp_sched_kv_cached(sc);
         s->met.prefix_query_tokens = tp_sched_prefix_query_tokens(sc);

@@ -195,6 +195,27 @@ static void stream_free(void *cls) {
     free(st);
 }
 
+/* The --api-key the request's bearer key is: its index; -1 when none is configured (every
+ * request passes), -2 when the key is missing or matches none. */
+static int api_key_of(tp_server *s, struct MHD_Connection *c) {
+    if (s->o.n_api_keys == 0) return -1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return -2;
+    h += 7;
+    while (*h == ' ') h++;
+    /* compare every byte of every key, whatever matches first */
+    size_t n = strlen(h);
+    int which = -2;
+    for (int j = 0; j < s->o.n_api_keys; j++) {
+        const char *key = s->o.api_keys[j];
+        size_t k = strlen(key);
+        unsigned diff = n != k;
+        for (size_t i = 0; i < k; i++) diff |= (unsigned char)key[i] ^ (unsigned char)(i < n ? h[i] : 0);
+        if (diff == 0) which = j;
+    }
+    return which;
+}
+
 static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
     double t0 = tp_now_seconds();
     pthread_mutex_lock(&s->mu);
@@ -213,6 +234,7 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
     j->t_arrival = t0;
 
     peer_address(c, j->client, sizeof j->client);
+    j->api_key = api_key_of(s, c); /* its prefix-cache scope (engine.c) */
     int cap = s->o.max_seqs_per_client;
     if (j->n_choices > cap) {
         int nc = j->n_choices;
@@ -397,7 +419,8 @@ static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, int close)
  * hour from now, refreshed every 15 min (FauxPilot: 2600000000 and 900), so a restarted server's
  * new key reaches the plugin within 15 minutes. */
 static enum MHD_Result copilot_token(tp_server *s, struct MHD_Connection *c, int close) {
-    const char *key = s->o.api_key && *s->o.api_key ? s->o.api_key : "1";
+    int which = api_key_of(s, c); /* the caller's own key (checked before this runs) */
+    const char *key = which >= 0 ? s->o.api_keys[which] : "1";
     jbuf b = {0};
     jb_str(&b, "{\"token\": ");
     jb_json(&b, key, strlen(key));
@@ -410,19 +433,6 @@ static int is_engine_route(const char *url) {
     size_t np = strlen(pre), ns = strlen(suf), n = strlen(url);
     if (n <= np + ns || strncmp(url, pre, np) || strcmp(url + n - ns, suf)) return 0;
     return memchr(url + np, '/', n - np - ns) == NULL;
-}
-
-static int authorized(tp_server *s, struct MHD_Connection *c) {
-    if (!s->o.api_key || !*s->o.api_key) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
-    h += 7;
-    while (*h == ' ') h++;
-    /* compare every byte, whatever matches first */
-    size_t n = strlen(h), k = strlen(s->o.api_key);
-    unsigned diff = n != k;
-    for (size_t i = 0; i < k; i++) diff |= (unsigned char)s->o.api_key[i] ^ (unsigned char)(i < n ? h[i] : 0);
-    return diff == 0;
 }
 
 static route_id route_of(const char *url, int *want_post) {
@@ -558,7 +568,7 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
         pthread_mutex_unlock(&s->mu);
         return send_body(s, c, 200, "text/plain; version=0.0.4", &b, 0, has_body);
     }
-    if (!authorized(s, c))
+    if (api_key_of(s, c) == -2)
         return refuse(s, c, 401, has_body, "invalid_api_key",
                                   "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
     if (cl > s->o.max_body_bytes)

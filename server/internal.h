@@ -29,18 +29,23 @@
 #define SRV_JSON_DEPTH 32
 static inline size_t srv_json_budget(size_t body_bytes) { return 32 * body_bytes + ((size_t)1 << 20); }
 
-/* One generated sequence. r comes first: the engine's hooks get &r and cast back. */
+typedef struct srv_job srv_job;
+
+/* One generated sequence: the scheduler's request (r.user points back here) and what the engine
+ * thread made of its events. */
 typedef struct {
     tp_request r;          /* engine thread's while in flight; results readable up to n_pub */
+    srv_job *job;          /* the job it is a choice of (set by the engine) */
     int prompt;            /* index into job->prompts */
+    int stopped;           /* engine thread: a stop string matched, later tokens are not taken */
     tp_text_stream *ts;    /* its text (NULL without a tokenizer): detokenizer + the job's stop strings */
     /* published under mu */
     jbuf text;             /* final text (a stop string and what follows never in it) */
     size_t *tok_off;       /* [max_tokens] decoded bytes before each generated token */
     size_t dlen;           /* decoded bytes so far */
-    int n_pub;             /* tokens the HTTP thread may read */
+    int n_pub;             /* tokens the HTTP thread may read (at the end: the tokens of the answer) */
     int done;
-    const char *finish;
+    tp_finish finish;
 } srv_choice;
 
 typedef struct {
@@ -50,7 +55,7 @@ typedef struct {
     size_t text_len;
     size_t *tok_off;       /* [n] bytes of text before each prompt token */
     /* echo with logprobs: scored in the prefill of the prompt's first choice, moved here by the
-     * engine thread (on_scored, under mu); NULL when cancelled before */
+     * engine thread (its TP_EV_SCORED event, under mu); NULL when cancelled before */
     float *lps;            /* [n], lps[0] = NaN */
     int32_t *top_ids;      /* [n, k] */
     float *top_lps;
@@ -66,7 +71,6 @@ struct srv_client {
     srv_client *next;
 };
 
-typedef struct srv_job srv_job;
 struct srv_job {
     char id[48];
     long created;
@@ -77,9 +81,8 @@ struct srv_job {
     int stream, include_usage, echo, logprobs; /* logprobs: -1 none, else 0..5 */
     int return_token_ids; /* vLLM's extension: prompt_token_ids and token_ids in each choice */
     char client[64];      /* the peer's address: the unit of --max-seqs-per-client and of fair admission */
-    /* engine thread only: choices [0, next_sub) are submitted to the scheduler, live of them
-     * not finished */
-    int next_sub, live;
+    int api_key;          /* the --api-key it came with (index), -1: none configured */
+    uint64_t cache_salt;  /* its cache_salt field hashed (srv_salt_of), 0: none */
     char *stops[16];
     int n_stops;
     /* under mu */
@@ -135,6 +138,10 @@ const char *srv_job_error(const srv_job *j); /* a choice failed in the engine: w
  * 2: echo sent). */
 int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text, int *flags, jbuf *b);
 void srv_render_usage_chunk(tp_server *s, srv_job *j, jbuf *b);
+/* A cache_salt string (or an API key, a peer address) as a 64-bit id: FNV-1a, never 0. */
+uint64_t srv_salt_of(const char *s, size_t n);
+/* finish_reason as the API writes it ("abort" for a cancelled request, as vLLM) */
+const char *srv_finish_name(tp_finish f);
 
 /* conns.c: a request's headers (and the wait for the next request) take at most --conn-timeout
  * seconds in all. srv_conns_notify is libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback. */

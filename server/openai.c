@@ -130,6 +130,12 @@ static int get_bool(errctx *e, const json_value *root, const char *key, int *out
     return 1;
 }
 
+uint64_t srv_salt_of(const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ? h : 1;
+}
+
 /* The request rules every front end shares (tp_request_params_validate), worded with the JSON
  * field: the parsers above check each field's range, so only min_tokens > max_tokens reaches
  * here in practice. Returns 1 (and the 400) when one is broken. */
@@ -344,6 +350,15 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     }
     if ((v = json_get(root, "user")) && v->type != JSON_NULL && v->type != JSON_STRING)
         return fail(e, 400, "user", NULL, "'user' must be a string, got %s", type_of(v));
+    /* vLLM's cache_salt: prefix-cache hits only among requests with the same salt (and API key:
+     * engine.c, docs/SERVING.md "Prefix cache and KV on demand") */
+    uint64_t cache_salt = 0;
+    if ((v = json_get(root, "cache_salt")) && v->type != JSON_NULL) {
+        if (v->type != JSON_STRING || v->str_len == 0)
+            return fail(e, 400, "cache_salt", NULL, "'cache_salt' must be a non-empty string, got %s",
+                        v->type == JSON_STRING ? "an empty one" : type_of(v));
+        cache_salt = srv_salt_of(v->str, v->str_len);
+    }
     rp.ignore_eos = ignore_eos;
     if (suffix) { /* the infill ends at the format's stop token (<eom>), left out of the text */
         rp.stop_ids[0] = s->o.fim->stop_id;
@@ -358,6 +373,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     j->echo = echo;
     j->logprobs = (int)logprobs;
     j->return_token_ids = return_ids;
+    j->cache_salt = cache_salt;
+    j->api_key = -1; /* the HTTP thread sets the key it came with */
     j->n = (int)n;
     j->scored = !(echo && logprobs >= 0);
 #define BAIL(...) do { fail(e, __VA_ARGS__); srv_job_free(j); return NULL; } while (0)
@@ -536,7 +553,7 @@ static void head(tp_server *s, srv_job *j, jbuf *b) {
 static void usage(srv_job *j, jbuf *b) {
     long pt = 0, ct = 0;
     for (int i = 0; i < j->n_prompts; i++) pt += j->prompts[i].n;
-    for (int i = 0; i < j->n_choices; i++) ct += j->ch[i].r.n_ids;
+    for (int i = 0; i < j->n_choices; i++) ct += j->ch[i].n_pub;
     jb_printf(b, "{\"prompt_tokens\": %ld, \"completion_tokens\": %ld, \"total_tokens\": %ld", pt, ct, pt + ct);
     /* prompt tokens served from the prefix cache, per prompt the most any of its n choices found
      * (they share the prompt), as prompt_tokens counts each prompt once */
@@ -562,12 +579,22 @@ static void ids_field(jbuf *b, const char *name, const int32_t *ids, int n) {
     jb_str(b, "]");
 }
 
-static const char *finish_name(const char *f) { return strcmp(f, "cancelled") == 0 ? "abort" : f; }
+const char *srv_finish_name(tp_finish f) {
+    switch (f) {
+    case TP_FINISH_LENGTH: return "length";
+    case TP_FINISH_STOP: return "stop";
+    case TP_FINISH_CANCELLED: return "abort";
+    case TP_FINISH_TIMEOUT: return "timeout";
+    case TP_FINISH_ERROR: return "error";
+    case TP_FINISH_NONE: break;
+    }
+    return "none";
+}
 
 /* A choice that failed in the engine: the error the whole response becomes (NULL if none). */
 const char *srv_job_error(const srv_job *j) {
     for (int i = 0; i < j->n_choices; i++)
-        if (j->ch[i].finish && strcmp(j->ch[i].finish, "error") == 0)
+        if (j->ch[i].finish == TP_FINISH_ERROR)
             return j->ch[i].r.error[0] ? j->ch[i].r.error : "the engine failed on this request";
     return NULL;
 }
@@ -585,13 +612,13 @@ void srv_render_completion(tp_server *s, srv_job *j, jbuf *b) {
         jb_json(b, t.s ? t.s : "", t.n);
         jb_free(&t);
         jb_str(b, ", \"logprobs\": ");
-        if (j->logprobs >= 0) render_logprobs(s, j, c, 0, c->r.n_ids, j->echo, b);
+        if (j->logprobs >= 0) render_logprobs(s, j, c, 0, c->n_pub, j->echo, b);
         else jb_str(b, "null");
         if (j->return_token_ids) {
             ids_field(b, "prompt_token_ids", p->ids, p->n);
-            ids_field(b, "token_ids", c->r.ids, c->r.n_ids);
+            ids_field(b, "token_ids", c->r.ids, c->n_pub);
         }
-        jb_printf(b, ", \"finish_reason\": \"%s\"}", finish_name(c->finish));
+        jb_printf(b, ", \"finish_reason\": \"%s\"}", srv_finish_name(c->finish));
     }
     jb_str(b, "], \"usage\": ");
     usage(j, b);
@@ -609,7 +636,7 @@ int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text
         int ntok = c->n_pub - sent_tok[i];
         size_t ntext = c->text.n - sent_text[i];
         if (!ntok && !ntext && !c->done && !echo_now) continue;
-        if (c->done && strcmp(c->finish, "error") == 0) { /* the engine failed on it: an error event */
+        if (c->done && c->finish == TP_FINISH_ERROR) { /* the engine failed on it: an error event */
             jb_str(b, "data: ");
             srv_error_json(b, c->r.error[0] ? c->r.error : "the engine failed on this request", "server_error", NULL,
                            "engine_error");
@@ -635,7 +662,7 @@ int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text
              * tp_sched_submit without mu, so reading it earlier is a data race (TSan) */
             ids_field(b, "token_ids", ntok ? c->r.ids + sent_tok[i] : NULL, ntok);
         }
-        if (c->done) jb_printf(b, ", \"finish_reason\": \"%s\"}]", finish_name(c->finish));
+        if (c->done) jb_printf(b, ", \"finish_reason\": \"%s\"}]", srv_finish_name(c->finish));
         else jb_str(b, ", \"finish_reason\": null}]");
         if (j->include_usage) jb_str(b, ", \"usage\": null");
         jb_str(b, "}\n\n");

@@ -11,11 +11,20 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
+/* Which requests share prefix-cache hits (docs/SERVING.md, "Prefix cache and KV on demand"): a
+ * request's cache_salt always separates it further. */
+enum {
+    TP_PREFIX_SCOPE_KEY = 0, /* requests of the same --api-key (all of them without keys) */
+    TP_PREFIX_SCOPE_SHARED,  /* every request, whatever its key */
+    TP_PREFIX_SCOPE_REQUEST, /* none: a request hits only its own blocks (its choices, its resumes) */
+};
+
 typedef struct {
     const char *host;     /* numeric address or name to bind */
     int port;             /* 0: a free port */
     const char *name;     /* served model name */
-    const char *api_key;  /* NULL: no auth */
+    const char *const *api_keys; /* [n_api_keys] accepted bearer keys (--api-key, repeatable); none: no auth */
+    int n_api_keys;
     int max_queue;        /* requests in flight before 503 */
     long max_body_bytes;
     double drain_timeout; /* seconds */
@@ -28,6 +37,7 @@ typedef struct {
     int priority_policy;     /* --scheduling-policy priority: 1 ("priority" orders the queue), 0 fcfs */
     const tp_fim *fim;    /* the model's fill-in-the-middle format (tokenizer/fim.h); NULL: `suffix` is refused */
     int ignore_suffix;    /* --ignore-suffix: without a FIM format, `suffix` is ignored instead of refused */
+    int prefix_scope;     /* --prefix-cache-scope: TP_PREFIX_SCOPE_* (who shares prefix-cache hits) */
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;

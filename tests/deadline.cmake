@@ -10,9 +10,11 @@ set_tests_properties(sched_order PROPERTIES LABELS "deadline;sched_unit;unit;eng
 # timeout: a request's budget ends it with finish_reason "timeout" and its partial text (streamed
 #   or not), its KV blocks back, one waiting past its budget ends without running,
 #   --request-timeout as the default, the 400s of bad budgets, tpgen_requests_timed_out_total;
-# priority: --scheduling-policy priority orders the queue, fcfs refuses a non-zero priority.
+# priority: --scheduling-policy priority orders the queue, fcfs refuses a non-zero priority;
+# preempt: under KV pressure an urgent request is neither the victim nor queued behind the
+#   preempted (issue 34 item 5).
 # tests/server/deadline_test.py says what each part checks.
-foreach(part timeout priority)
+foreach(part timeout priority preempt)
   add_test(NAME deadline_${part}
            COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/deadline_test.py $<TARGET_FILE:tpgen>
                    ${CMAKE_SOURCE_DIR}/models/codegen-tiny-py ${part})

@@ -1,6 +1,6 @@
 /* Fuzz target: whole requests, in one process. A completions body goes the way an HTTP thread
  * sends it: srv_parse_completion (server/openai.c), the server's inbox, the server's own engine
- * loop (tp_server_run, server/engine.c: scoring, the scheduler, the sampler, the hooks that
+ * loop (tp_server_run, server/engine.c: scoring, the scheduler, the sampler, the events that
  * publish tokens and text), then the response renderer, on the real tiny model
  * (models/codegen-tiny-py, with its tokenizer), loaded once. One rank (TP 1): MPI is a
  * singleton, and tp_server_run runs on a thread of its own, the only one that makes MPI calls
@@ -73,11 +73,11 @@ static void *engine_main(void *arg) {
 
 /* At exit (libFuzzer's and the replay driver's): drain the engine loop, stop the step loop,
  * free the model, MPI_Finalize. */
-static long g_mid_prefill; /* choices cancelled with part of their prompt not in the KV cache */
+static long g_mid_prefill; /* choices cancelled before their first token (waiting, or mid-prefill) */
 
 static void shutdown_engine(void) {
     /* what the inputs reached (the replay test's log): cancels mid-prefill, preemptions, prefix hits */
-    fprintf(stderr, "fuzz_request: %ld choices cancelled mid-prefill, %ld preemptions, %ld prompt tokens from the prefix cache\n",
+    fprintf(stderr, "fuzz_request: %ld choices cancelled before their first token, %ld preemptions, %ld prompt tokens from the prefix cache\n",
             g_mid_prefill, g_srv.met.preemptions, g_srv.met.prefix_hit_tokens);
     srv_stop_signal = 1;
     pthread_mutex_lock(&g_srv.mu);
@@ -169,7 +169,7 @@ static int small(const srv_job *j) {
 
 /* A choice's text is its ids decoded at once (special tokens skipped; ids past the tokenizer's
  * vocabulary, which the model's padded one allows, decode to nothing, as in HF), cut before the
- * first stop string in it: what the hooks decoded and matched token by token must agree, however
+ * first stop string in it: what the engine decoded and matched token by token must agree, however
  * the choice ended (EOS, length, or the stop string). */
 static void check_text(const srv_job *j, int i) {
     const srv_choice *c = &j->ch[i];
@@ -189,7 +189,7 @@ static void check_text(const srv_job *j, int i) {
     }
     CHECK(c->text.n == want && (want == 0 || memcmp(c->text.s, text, want) == 0),
           "choice %d (finish %s, %d ids): its text is %zu bytes, its ids decode to %zu (%zu before a stop string)",
-          i, c->finish, c->r.n_ids, c->text.n, len, want);
+          i, srv_finish_name(c->finish), c->r.n_ids, c->text.n, len, want);
     free(text);
     free(ids);
 }
@@ -200,22 +200,25 @@ static void check_choices(const tp_server *s, const srv_job *j, int cancelled) {
     for (int i = 0; i < j->n_choices; i++) {
         const srv_choice *c = &j->ch[i];
         const tp_request *r = &c->r;
-        CHECK(c->done && c->finish, "choice %d not finished", i);
-        CHECK(strcmp(c->finish, "error") != 0, "choice %d: the engine failed on an accepted request: %s", i, r->error);
+        CHECK(c->done && c->finish != TP_FINISH_NONE, "choice %d not finished", i);
+        CHECK(c->finish != TP_FINISH_ERROR, "choice %d: the engine failed on an accepted request: %s", i, r->error);
         /* "timeout" only for a request that asked for a budget (its "timeout" field),
          * "cancelled" only for one cancelled */
-        CHECK(strcmp(c->finish, "stop") == 0 || strcmp(c->finish, "length") == 0 ||
-                  (strcmp(c->finish, "timeout") == 0 && r->params.timeout_s > 0) ||
-                  (strcmp(c->finish, "cancelled") == 0 && cancelled),
-              "choice %d finish %s", i, c->finish);
-        CHECK(c->n_pub == r->n_ids, "choice %d: %d published of %d", i, c->n_pub, r->n_ids);
+        CHECK(c->finish == TP_FINISH_STOP || c->finish == TP_FINISH_LENGTH ||
+                  (c->finish == TP_FINISH_TIMEOUT && r->params.timeout_s > 0) ||
+                  (c->finish == TP_FINISH_CANCELLED && cancelled),
+              "choice %d finish %s", i, srv_finish_name(c->finish));
+        /* every token published; fewer only when a stop string matched inside a speculative step's
+         * accepted drafts (the engine takes none after it) */
+        CHECK(c->n_pub == r->n_ids || (c->n_pub < r->n_ids && c->stopped && c->finish == TP_FINISH_STOP),
+              "choice %d: %d published of %d", i, c->n_pub, r->n_ids);
         CHECK(r->n_ids >= 0 && r->n_ids <= r->params.max_new_tokens, "choice %d: %d ids, max_tokens %d", i, r->n_ids,
               r->params.max_new_tokens);
         for (int k = 0; k < r->n_ids; k++) CHECK(r->ids[k] >= 0 && r->ids[k] < s->vocab, "id %d", r->ids[k]);
         const int full = r->n_prompt + r->n_ids >= m->cfg.n_positions;
-        if (strcmp(c->finish, "length") == 0) {
+        if (c->finish == TP_FINISH_LENGTH) {
             CHECK(r->n_ids == r->params.max_new_tokens || full, "choice %d: length after %d of %d", i, r->n_ids, r->params.max_new_tokens);
-        } else if (strcmp(c->finish, "stop") == 0 && !j->n_stops) { /* stopped by EOS, never masked: not before min_tokens */
+        } else if (c->finish == TP_FINISH_STOP && !j->n_stops) { /* stopped by EOS, never masked: not before min_tokens */
             CHECK(r->n_ids >= 1 && !r->params.ignore_eos && r->ids[r->n_ids - 1] == s->eos, "choice %d: stop without EOS", i);
             CHECK(r->n_ids > r->params.min_tokens, "choice %d: EOS after %d tokens, min_tokens %d", i, r->n_ids - 1,
                   r->params.min_tokens);
@@ -248,7 +251,7 @@ static void expected_text(const srv_job *j, int i, jbuf *t) {
 static void check_usage(const srv_job *j, const json_value *u) {
     long pt = 0, ct = 0;
     for (int p = 0; p < j->n_prompts; p++) pt += j->prompts[p].n;
-    for (int i = 0; i < j->n_choices; i++) ct += j->ch[i].r.n_ids;
+    for (int i = 0; i < j->n_choices; i++) ct += j->ch[i].n_pub;
     CHECK(u && u->type == JSON_OBJECT, "no usage");
     CHECK(get_int(u, "prompt_tokens") == pt && get_int(u, "completion_tokens") == ct &&
           get_int(u, "total_tokens") == pt + ct, "usage disagrees with the engine");
@@ -272,11 +275,11 @@ static void check_completion(tp_server *s, srv_job *j) {
         CHECK(t && t->type == JSON_STRING && t->str_len == want.n && memcmp(t->str, want.s, want.n) == 0,
               "choice %d text is not the prompt (echo) and the generated text", i);
         jb_free(&want);
-        CHECK(f && f->type == JSON_STRING && strcmp(f->str, j->ch[i].finish) == 0, "finish_reason");
+        CHECK(f && f->type == JSON_STRING && strcmp(f->str, srv_finish_name(j->ch[i].finish)) == 0, "finish_reason");
         const json_value *ids = json_get(c, "token_ids");
         if (j->return_token_ids) {
-            CHECK(ids && ids->type == JSON_ARRAY && (int)ids->n == j->ch[i].r.n_ids, "token_ids");
-            for (int k = 0; k < j->ch[i].r.n_ids; k++) CHECK(ids->items[k].integer == j->ch[i].r.ids[k], "token id");
+            CHECK(ids && ids->type == JSON_ARRAY && (int)ids->n == j->ch[i].n_pub, "token_ids");
+            for (int k = 0; k < j->ch[i].n_pub; k++) CHECK(ids->items[k].integer == j->ch[i].r.ids[k], "token id");
         }
     }
     check_usage(j, json_get(root, "usage"));
@@ -489,14 +492,14 @@ static void check_reference(tp_server *s, const char *body, size_t n, const srv_
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < j->n_choices; i++) {
         const tp_request *a = &j->ch[i].r, *b = &p->ch[i].r;
-        if (strcmp(a->finish_reason, "stop") != 0 && strcmp(a->finish_reason, "length") != 0) continue;
-        int k = 0;
-        while (k < a->n_ids && k < b->n_ids && a->ids[k] == b->ids[k]) k++;
-        CHECK(a->n_ids == b->n_ids && k == a->n_ids && strcmp(a->finish_reason, b->finish_reason) == 0,
+        tp_finish fa = j->ch[i].finish, fb = p->ch[i].finish;
+        if (fa != TP_FINISH_STOP && fa != TP_FINISH_LENGTH) continue;
+        int na = j->ch[i].n_pub, nb = p->ch[i].n_pub, k = 0; /* the answers' tokens */
+        while (k < na && k < nb && a->ids[k] == b->ids[k]) k++;
+        CHECK(na == nb && k == na && fa == fb,
               "choice %d greedy (%d of %d prompt tokens cached, preempted %d times): %d ids (%s), alone with "
               "no speculation and no prefix cache %d (%s), first difference at %d",
-              i, a->n_prompt_cached, a->n_prompt, a->n_preempted, a->n_ids, a->finish_reason, b->n_ids,
-              b->finish_reason, k);
+              i, a->n_prompt_cached, a->n_prompt, a->n_preempted, na, srv_finish_name(fa), nb, srv_finish_name(fb), k);
     }
     release(s, p);
 }
@@ -505,9 +508,9 @@ static void check_job(tp_server *s, srv_job *j, int cancelled) {
     check_choices(s, j, cancelled);
     int gone = 0; /* a cancelled job's client left: nothing is rendered for it */
     for (int i = 0; i < j->n_choices; i++)
-        if (strcmp(j->ch[i].finish, "cancelled") == 0) {
+        if (j->ch[i].finish == TP_FINISH_CANCELLED) {
             gone = 1;
-            g_mid_prefill += j->ch[i].r.n_cached < j->ch[i].r.n_prompt;
+            g_mid_prefill += j->ch[i].r.n_ids == 0;
         }
     if (gone) return;
     if (j->stream) check_stream(s, j);

@@ -12,6 +12,20 @@ usage: prefix_test.py TPGEN MPIEXEC NP MODEL MODE
             prompt reports usage.prompt_tokens_details.cached_tokens > 0 (0 with
             --no-prefix-cache, where the query counter stays 0); at idle free + cached ==
             total blocks.
+  hits:     `tpgen serve` at TP NP, one slot, 6 blocks of 4: exact usage cached_tokens and
+            prefix-cache counters for scripted sequences (issue 34): X (12 ids) then Z (16 other
+            ids, one eviction) then X + 1 id: 8 cached (X's last block was evicted, its first two
+            stay; 0 if a finished sequence's blocks went back first to last); then, two slots, W
+            (8 ids) and one request of A (4 ids) and B (W + 1 id) that outgrow the pool: B is
+            preempted and resumes with more hits, yet reports its first admission's 8, and the
+            counters grow by the prompts once (a resume is not a query).
+  scope:    the prefix cache as a side channel (issue 34 item 6), `tpgen serve` at TP NP: with two
+            --api-key, a prompt sent twice with one key gets cached_tokens 12 the second time, the
+            same prompt with the other key 0 (and 12 on its own second try); cache_salt separates
+            requests of one key and never joins two keys; a bad cache_salt is a 400; the token
+            route answers each caller its own key; --prefix-cache-scope shared shares across keys,
+            request shares nothing; without keys every request shares (as before); a bad
+            --prefix-cache-scope ends the server with the flag named.
   ondemand: MODEL with a tokenizer: 24 code prompts with max_tokens 500 and stop "\\n" in a
             1,024-token pool: reserving prompt + max_tokens (the scheduler before KV on demand)
             would run pool / blocks-per-request of them at once; the peak of
@@ -199,6 +213,119 @@ def ondemand(tmp):
         sh.check(srv.stop().rc == 0, "ondemand server exits 0")
 
 
+def hits(tmp):
+    flags = ["--model", MODEL, "--kv-cache-tokens", "24", "--backend", "cpu", "--threads", "1", "--block-size", "4"]
+    v = json.load(open(os.path.join(MODEL, "config.json")))["vocab_size"] - 1
+    x = [(i * 37 + 11) % v for i in range(13)]
+    z = [(i * 53 + 7) % v for i in range(16)]
+
+    def cached(js):
+        return (js or {}).get("usage", {}).get("prompt_tokens_details", {}).get("cached_tokens", -1)
+
+    def counters(srv, queried):
+        """the counters once the query counter reached `queried` (the engine updates /metrics after
+        the step that answered the last request; a wrong count shows after 10 s)"""
+        _, m = srv.wait_metrics(lambda m: m.get("tpgen_prefix_cache_query_tokens_total") == queried, timeout=10)
+        return m.get("tpgen_prefix_cache_query_tokens_total"), m.get("tpgen_prefix_cache_hit_tokens_total")
+
+    srv = sh.Server(TPGEN, flags + ["--max-batch", "1"], np=NP, mpiexec=MPIEXEC if NP > 1 else None)
+    try:
+        got = []
+        for p in (x[:12], z, x):
+            st, js, _ = srv.complete({"prompt": p, "max_tokens": 1, "temperature": 0})
+            got.append(cached(js) if st == 200 else "status %d" % st)
+        sh.check_ok(got == [0, 0, 8], "hits: X, Z (one eviction), X + 1: cached_tokens %r, want [0, 0, 8]" % (got,))
+        q, h = counters(srv, 12 + 16 + 13)
+        sh.check_ok((q, h) == (12 + 16 + 13, 8), "hits: counters %s queried, %s hit, want 41, 8" % (q, h))
+        idle_blocks_ok(srv, "hits, eviction")
+    finally:
+        sh.check(srv.stop().rc == 0, "hits (eviction) exits 0")
+    srv = sh.Server(TPGEN, flags + ["--max-batch", "2"], np=NP, mpiexec=MPIEXEC if NP > 1 else None)
+    try:
+        w, a = x[:8], z[:4]
+        st, js, _ = srv.complete({"prompt": w, "max_tokens": 1, "temperature": 0})
+        sh.check(st == 200 and cached(js) == 0, "hits: W answered, cached_tokens %s" % cached(js))
+        # A and B in one request (they arrive together): A 4 + 9 tokens (3 blocks), B 9 + 14 (6
+        # blocks) in 6: B, the newest, is preempted once A needs its third block
+        body = {"prompt": [a, x[:9]], "max_tokens": 14, "temperature": 0, "ignore_eos": True}
+        st, js, _ = srv.complete(body, timeout=240)
+        _, m = srv.wait_metrics(lambda m: m.get("tpgen_preemptions_total", 0) >= 1, timeout=10)
+        pre = m.get("tpgen_preemptions_total", 0)
+        sh.check_ok(st == 200 and pre >= 1, "hits: A and B answered (%s), %s preemptions (want >= 1)" % (st, pre))
+        sh.check_ok(cached(js) == 8, "hits: A and B after a resume: cached_tokens %s, want 8 (B's first admission)"
+                    % cached(js))
+        q, h = counters(srv, 8 + 4 + 9)
+        sh.check_ok((q, h) == (8 + 4 + 9, 8), "hits: counters after a resume %s queried, %s hit, want 21, 8" % (q, h))
+        idle_blocks_ok(srv, "hits, resume")
+    finally:
+        sh.check(srv.stop().rc == 0, "hits (resume) exits 0")
+
+
+def scope(tmp):
+    flags = ["--model", MODEL, "--kv-cache-tokens", "512", "--backend", "cpu", "--threads", "1", "--block-size", "4",
+             "--max-batch", "1"]
+    v = json.load(open(os.path.join(MODEL, "config.json")))["vocab_size"] - 1
+    p = [(i * 41 + 3) % v for i in range(13)]  # 12 of its 13 tokens can be hits (3 blocks of 4)
+    k1, k2 = "key-one", "key-two"
+
+    def cached(key, salt=None, prompt=p):
+        body = {"prompt": prompt, "max_tokens": 1, "temperature": 0}
+        if salt is not None:
+            body["cache_salt"] = salt
+        st, js, text = srv.complete(body, headers={"Authorization": "Bearer " + key} if key else None)
+        if st != 200:
+            return "status %d %s" % (st, text[:120])
+        return js["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+    def start(extra):
+        return sh.Server(TPGEN, flags + extra, np=NP, mpiexec=MPIEXEC if NP > 1 else None)
+
+    srv = start(["--api-key", k1, "--api-key", k2])
+    try:
+        got = [cached(k1), cached(k1), cached(k2), cached(k2)]
+        sh.check_ok(got == [0, 12, 0, 12], "scope key: key 1 twice, then key 2 twice: cached_tokens %r, want "
+                    "[0, 12, 0, 12]" % (got,))
+        got = [cached(k1, "a"), cached(k1, "a"), cached(k1, "b"), cached(k2, "a"), cached(k1)]
+        sh.check_ok(got == [0, 12, 0, 0, 12], "scope key: cache_salt a, a, b with key 1, a with key 2, none with "
+                    "key 1: %r, want [0, 12, 0, 0, 12]" % (got,))
+        for what, raw in (("an empty string", '""'), ("a number", "5")):
+            st, text, _ = srv.request("POST", "/v1/completions", headers={"Authorization": "Bearer " + k1},
+                                      raw='{"prompt": [1, 2], "max_tokens": 1, "cache_salt": %s}' % raw)
+            js = json.loads(text) if text.startswith("{") else {}
+            sh.check_ok(st == 400 and js.get("error", {}).get("param") == "cache_salt",
+                        "cache_salt %s: 400 naming cache_salt (%s %s)" % (what, st, text[:160]))
+        st, text, _ = srv.request("GET", "/copilot_internal/v2/token", headers={"Authorization": "Bearer " + k2})
+        sh.check_ok(st == 200 and json.loads(text).get("token") == k2, "token route with key 2: %s %s" % (st, text))
+        st, _, _ = srv.request("POST", "/v1/completions", {"prompt": p, "max_tokens": 1},
+                               headers={"Authorization": "Bearer key-three"})
+        sh.check_ok(st == 401, "a third key: 401 (got %s)" % st)
+    finally:
+        sh.check(srv.stop().rc == 0, "scope key exits 0")
+    srv = start(["--api-key", k1, "--api-key", k2, "--prefix-cache-scope", "shared"])
+    try:
+        got = [cached(k1), cached(k2), cached(k2, "a")]
+        sh.check_ok(got == [0, 12, 0], "scope shared: key 1, key 2, key 2 with a salt: %r, want [0, 12, 0]" % (got,))
+    finally:
+        sh.check(srv.stop().rc == 0, "scope shared exits 0")
+    srv = start(["--prefix-cache-scope", "request"])
+    try:
+        got = [cached(None), cached(None), cached(None, "a"), cached(None, "a")]
+        sh.check_ok(got == [0, 0, 0, 0], "scope request: the same prompt four times: %r, want no hit" % (got,))
+    finally:
+        sh.check(srv.stop().rc == 0, "scope request exits 0")
+    srv = start([])
+    try:
+        got = [cached(None), cached(None), cached(None, "a"), cached(None, "a")]
+        sh.check_ok(got == [0, 12, 0, 12], "no keys: shared as before, a salt apart: %r, want [0, 12, 0, 12]" % (got,))
+        idle_blocks_ok(srv, "scope")
+    finally:
+        sh.check(srv.stop().rc == 0, "scope (no keys) exits 0")
+    bad = subprocess.run([TPGEN, "serve"] + flags + ["--prefix-cache-scope", "client"], capture_output=True,
+                         text=True, timeout=60)
+    sh.check_ok(bad.returncode != 0 and "--prefix-cache-scope must be key, shared or request" in bad.stderr,
+                "a bad --prefix-cache-scope: exit %d, %s" % (bad.returncode, bad.stderr[-300:]))
+
+
 with tempfile.TemporaryDirectory() as tmp:
-    {"exact": exact, "serve": serve, "ondemand": ondemand}[MODE](tmp)
+    {"exact": exact, "serve": serve, "ondemand": ondemand, "hits": hits, "scope": scope}[MODE](tmp)
 sh.exit_with_checks()

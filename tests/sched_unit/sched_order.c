@@ -1,11 +1,11 @@
 /* The scheduler's waiting queue under priorities, and ending a request early with a reason
- * (scheduler.h: tp_sched_queue_before, tp_sched_victim_order, tp_sched_end), without MPI or a model:
+ * (scheduler.h: the admission order, tp_sched_end, the events), without MPI or a model:
  * a tp_model holding only the sizes the scheduler reads, one batch slot, so each tp_sched_plan
  * admits exactly the queue's head. Checks that admission follows (priority, arrival) (lower
  * priority first, arrival order among equals, plain FIFO when every priority is 0), that a waiting
  * request ended from the middle or the tail of the queue leaves it consistent, that a running one
- * ended with "timeout" keeps its tokens and gives every KV block back at once, and the victim order
- * (the reverse). */
+ * ended with TP_FINISH_TIMEOUT keeps its tokens and gives every KV block back at once, and the
+ * events that say so. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,11 +27,11 @@ static int g_fail, g_checks;
 enum { V = 16, EOS = 15, N_POS = 32, MAX_TOKENS = 16, MAX_ROWS = 16, MAX_SEQS = 1, MAX_BLOCKS = 8, N_BLOCKS = 8,
        BS = 4, N_REQ = 8 };
 
-static int n_done;
-static void on_done(void *ctx, tp_request *r) {
-    (void)ctx;
-    (void)r;
-    n_done++;
+static int n_done; /* TP_EV_FINISHED events taken (drain) */
+static void drain(tp_sched *s) {
+    const tp_sched_event *ev;
+    int n = tp_sched_events(s, &ev);
+    for (int i = 0; i < n; i++) n_done += ev[i].kind == TP_EV_FINISHED;
 }
 
 static void make(tp_request *r, int index, int priority) {
@@ -55,8 +55,7 @@ static tp_request *running(tp_request *r, int n) {
 /* Submits n requests with these priorities, then admits them one by one (plan, then end the
  * running one with "timeout"), and checks the admission order against want (request indexes). */
 static void order_case(tp_model *m, const char *name, const int *prio, int n, const int *want) {
-    tp_request_hooks hooks = {.on_done = on_done};
-    tp_sched *s = tp_sched_new(m, &hooks);
+    tp_sched *s = tp_sched_new(m);
     tp_request r[N_REQ];
     for (int i = 0; i < n; i++) {
         make(&r[i], i, prio[i]);
@@ -71,11 +70,11 @@ static void order_case(tp_model *m, const char *name, const int *prio, int n, co
               k, x ? x->index : -1, x ? x->params.priority : 0, want[k], prio[want[k]]);
         if (!x) break;
         CHECK(tp_sched_kv_free(s) < N_BLOCKS, "%s: #%d holds blocks", name, k);
-        tp_sched_end(s, x, "timeout");
-        CHECK(x->state == TP_REQ_FINISHED && x->finish_reason && !strcmp(x->finish_reason, "timeout") &&
-                  tp_sched_kv_free(s) == N_BLOCKS && tp_sched_running(s) == 0,
-              "%s: #%d ended: %s, %s, %d blocks free", name, k, tp_req_state_name(x->state),
-              x->finish_reason ? x->finish_reason : "-", tp_sched_kv_free(s));
+        tp_sched_end(s, x, TP_FINISH_TIMEOUT);
+        CHECK(x->state == TP_REQ_FINISHED && x->finish == TP_FINISH_TIMEOUT && tp_sched_kv_free(s) == N_BLOCKS &&
+                  tp_sched_running(s) == 0,
+              "%s: #%d ended: %s, finish %d, %d blocks free", name, k, tp_req_state_name(x->state), (int)x->finish,
+              tp_sched_kv_free(s));
     }
     tp_step_plan p;
     CHECK(tp_sched_plan(s, &p) == 0 && tp_sched_waiting(s) == 0, "%s: idle at the end, %d waiting", name,
@@ -110,19 +109,20 @@ int main(void) {
 
     /* ending waiting requests: from the middle and the tail of the queue (its tail pointer must
      * follow, or the next submit is lost), then a running one with tokens ("timeout" keeps them) */
-    tp_request_hooks hooks = {.on_done = on_done};
-    tp_sched *s = tp_sched_new(&m, &hooks);
+    tp_sched *s = tp_sched_new(&m);
     tp_request r[5];
     static const int prio[] = {0, 1, 2, 3, 2};
     for (int i = 0; i < 4; i++) {
         make(&r[i], i, prio[i]);
         tp_sched_submit(s, &r[i]);
     }
+    drain(s);
     int before = n_done;
-    tp_sched_end(s, &r[1], "timeout"); /* middle */
-    tp_sched_end(s, &r[3], "timeout"); /* tail */
+    tp_sched_end(s, &r[1], TP_FINISH_TIMEOUT); /* middle */
+    tp_sched_end(s, &r[3], TP_FINISH_TIMEOUT); /* tail */
+    drain(s);
     CHECK(n_done == before + 2 && tp_sched_waiting(s) == 2 && r[1].state == TP_REQ_FINISHED && r[1].n_ids == 0 &&
-              !strcmp(r[1].finish_reason, "timeout") && tp_sched_kv_free(s) == N_BLOCKS,
+              r[1].finish == TP_FINISH_TIMEOUT && tp_sched_kv_free(s) == N_BLOCKS,
           "waiting ones ended: %d done, %d waiting, %d blocks free", n_done - before, tp_sched_waiting(s),
           tp_sched_kv_free(s));
     make(&r[4], 4, prio[4]); /* after the new tail (r[2], equal priority) */
@@ -136,28 +136,27 @@ int main(void) {
     out.rows[0] = (tp_row_result){.lse = 0, .n = 1};
     out.rows[0].c[0] = (tp_cand){.id = 9, .logit = 0};
     tp_sched_update(s, &p, &out);
-    tp_sched_end(s, &r[0], "timeout");
-    CHECK(r[0].n_ids == 1 && r[0].ids[0] == 9 && !strcmp(r[0].finish_reason, "timeout") &&
-              tp_sched_kv_free(s) == N_BLOCKS,
-          "r0 timed out running: %d ids, %s, %d blocks free", r[0].n_ids, r[0].finish_reason, tp_sched_kv_free(s));
+    tp_sched_end(s, &r[0], TP_FINISH_TIMEOUT);
+    CHECK(r[0].n_ids == 1 && r[0].ids[0] == 9 && r[0].finish == TP_FINISH_TIMEOUT && tp_sched_kv_free(s) == N_BLOCKS,
+          "r0 timed out running: %d ids, finish %d, %d blocks free", r[0].n_ids, (int)r[0].finish, tp_sched_kv_free(s));
+    /* its events: the token (id and log-probability), then the end with its reason */
+    const tp_sched_event *ev;
+    int n_ev = tp_sched_events(s, &ev);
+    CHECK(n_ev == 2 && ev[0].kind == TP_EV_TOKEN && ev[0].r == &r[0] && ev[0].i == 0 && ev[0].id == 9 &&
+              ev[0].logprob == 0 && ev[1].kind == TP_EV_FINISHED && ev[1].r == &r[0] && ev[1].finish == TP_FINISH_TIMEOUT,
+          "r0's events: %d (token, finished)", n_ev);
     tp_sched_plan(s, &p);
     CHECK(r[2].state == TP_REQ_RUNNING, "r2 next (%s)", tp_req_state_name(r[2].state));
     tp_sched_cancel(s, &r[2]);
-    CHECK(!strcmp(r[2].finish_reason, "cancelled"), "tp_sched_cancel says cancelled: %s", r[2].finish_reason);
+    CHECK(r[2].finish == TP_FINISH_CANCELLED, "tp_sched_cancel says cancelled: %d", (int)r[2].finish);
     tp_sched_plan(s, &p);
     CHECK(r[4].state == TP_REQ_RUNNING && tp_sched_waiting(s) == 0, "r4 last, after the tail end: %s, %d waiting",
           tp_req_state_name(r[4].state), tp_sched_waiting(s));
-    tp_sched_end(s, &r[4], "timeout");
-    tp_sched_end(s, &r[4], "cancelled"); /* a finished request: no-op */
-    CHECK(!strcmp(r[4].finish_reason, "timeout") && tp_sched_kv_free(s) == N_BLOCKS,
-          "ending a finished request changes nothing: %s", r[4].finish_reason);
-
-    /* the victim order is the queue order reversed: least urgent, then latest arrived */
-    CHECK(tp_sched_victim_order(&r[3], &r[0]) && !tp_sched_victim_order(&r[0], &r[3]),
-          "priority 3 is preempted before priority 0");
-    CHECK(tp_sched_victim_order(&r[4], &r[2]) && !tp_sched_victim_order(&r[2], &r[4]),
-          "equal priorities: the later arrival (%ld after %ld) is preempted first", r[4].arrival, r[2].arrival);
-    CHECK(!tp_sched_victim_order(&r[2], &r[2]), "a request is not before itself");
+    tp_sched_end(s, &r[4], TP_FINISH_TIMEOUT);
+    drain(s);
+    tp_sched_end(s, &r[4], TP_FINISH_CANCELLED); /* a finished request: no-op, no event */
+    CHECK(r[4].finish == TP_FINISH_TIMEOUT && tp_sched_kv_free(s) == N_BLOCKS && tp_sched_events(s, &ev) == 0,
+          "ending a finished request changes nothing: %d", (int)r[4].finish);
 
     for (int i = 0; i < 5; i++) tp_request_free(&r[i]);
     tp_step_output_free(&out);
