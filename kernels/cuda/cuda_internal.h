@@ -96,6 +96,19 @@ void tpc_no_capture(tp_cuda *c, const char *what);
 float *tpc_attn_part(tp_cuda *c, size_t bytes);
 /* Stage-and-convert: n elements of host type st at src -> act at dst (device). */
 void tpc_upload_convert(tp_cuda *c, void *dst, const void *src, tp_dtype st, size_t n);
+/* The backend's memory and copy ops (cuda_memory.cu; kernels/backend.h says what each does). */
+void *tpc_alloc(tp_backend *b, size_t bytes, const char *what);
+void tpc_free(tp_backend *b, void *p);
+size_t tpc_mem_available(tp_backend *b);
+void tpc_copy(tp_backend *b, void *dst, const void *src, size_t bytes);
+void tpc_sync(tp_backend *b);
+void *tpc_host_alloc(tp_backend *b, size_t bytes, const char *what);
+void tpc_host_free(tp_backend *b, void *p);
+void tpc_to_device(tp_backend *b, void *dst, const void *src_host, size_t bytes);
+void tpc_to_host(tp_backend *b, void *dst_host, const void *src, size_t bytes);
+void tpc_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, size_t n);
+void tpc_plan_scratch(tp_backend *b, const tp_step_limits *lim, tp_mem_plan *plan);
+void tpc_reserve_scratch(tp_backend *b, const tp_step_limits *lim);
 
 /* ---- device helpers ---- */
 #ifdef __CUDACC__
