@@ -25,6 +25,14 @@ typedef struct {
     route_id what;
     int too_big;  /* a chunked body ran over --max-body-bytes: dropped as it comes */
     int answered; /* a response is queued (or refused on the headers) */
+    /* An answer decided on the headers of a request without a body waits here for the handler's
+     * next call. libmicrohttpd 0.9.75 takes a response queued on the first call (the headers
+     * only) as an early one and closes the connection after it, whatever the method: 50
+     * pipelined GET /health got one answer (issue 34). Queued on the second call (the end of
+     * an empty body) it keeps the connection alive. */
+    int hold;                    /* on_headers of a request without a body: hold the answer */
+    struct MHD_Response *held;   /* that answer */
+    unsigned held_status;
 } req_ctx;
 
 static void on_signal(int sig) {
@@ -69,8 +77,8 @@ static void client_timer(tp_server *s, struct MHD_Connection *c, int on) {
 
 /* close: the connection ends after this response (its request's framing cannot be trusted, or
  * its body was never read). */
-static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int status, const char *type, jbuf *b,
-                                 int count, int close) {
+static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int status, const char *type,
+                                 jbuf *b, int count, int close) {
     struct MHD_Response *r = MHD_create_response_from_buffer(b->n, b->s ? b->s : "", MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
@@ -82,23 +90,28 @@ static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int sta
     if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    jb_free(b);
+    if (rc && rc->hold && !close) { /* queued at the handler's next call */
+        rc->held = r;
+        rc->held_status = (unsigned)status;
+        return MHD_YES;
+    }
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
-    jb_free(b);
     return ok;
 }
 
 static enum MHD_Result send_json(tp_server *s, struct MHD_Connection *c, int status, jbuf *b) {
-    return send_body(s, c, status, "application/json", b, 1, 0);
+    return send_body(s, c, NULL, status, "application/json", b, 1, 0);
 }
 
-static enum MHD_Result send_error_v(tp_server *s, struct MHD_Connection *c, int status, int close, const char *type,
-                                    const char *code, const char *param, const char *fmt, va_list ap) {
+static enum MHD_Result send_error_v(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int status, int close,
+                                    const char *type, const char *code, const char *param, const char *fmt, va_list ap) {
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     jbuf b = {0};
     srv_error_json(&b, msg, type, param, code);
-    return send_body(s, c, status, "application/json", &b, 1, close);
+    return send_body(s, c, rc, status, "application/json", &b, 1, close);
 }
 
 static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int status, const char *type,
@@ -108,7 +121,7 @@ static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int st
                                   const char *code, const char *param, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    enum MHD_Result r = send_error_v(s, c, status, 0, type, code, param, fmt, ap);
+    enum MHD_Result r = send_error_v(s, c, NULL, status, 0, type, code, param, fmt, ap);
     va_end(ap);
     return r;
 }
@@ -116,13 +129,13 @@ static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int st
 /* A refusal on the headers. close: the connection ends after it (its framing cannot be trusted,
  * or a body was announced: it is not read, and none of its bytes may be taken for the next
  * request). */
-static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, int status, int close,
-                                          const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, int status, int close,
-                                          const char *code, const char *fmt, ...) {
+static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int status, int close,
+                              const char *code, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int status, int close,
+                              const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    enum MHD_Result r = send_error_v(s, c, status, close, "invalid_request_error", code, NULL, fmt, ap);
+    enum MHD_Result r = send_error_v(s, c, rc, status, close, "invalid_request_error", code, NULL, fmt, ap);
     va_end(ap);
     return r;
 }
@@ -378,7 +391,7 @@ static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ct
     return send_json(s, c, 200, &b);
 }
 
-static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, int close) {
+static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int close) {
     jbuf b = {0};
     jb_str(&b, "{\"object\": \"list\", \"data\": [{\"id\": ");
     jb_json(&b, s->o.name, strlen(s->o.name));
@@ -386,7 +399,7 @@ static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, int close)
     jb_json(&b, s->o.name, strlen(s->o.name));
     if (s->ready) jb_printf(&b, ", \"max_model_len\": %d}]}", s->n_positions);
     else jb_str(&b, ", \"max_model_len\": null}]}");
-    return send_body(s, c, 200, "application/json", &b, 1, close);
+    return send_body(s, c, rc, 200, "application/json", &b, 1, close);
 }
 
 /* GET /copilot_internal/v2/token: the Copilot editor plugin asks for a session token before it
@@ -396,13 +409,13 @@ static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, int close)
  * plugin's completions pass the same check; without one it is "1", as FauxPilot's. Expiry: an
  * hour from now, refreshed every 15 min (FauxPilot: 2600000000 and 900), so a restarted server's
  * new key reaches the plugin within 15 minutes. */
-static enum MHD_Result copilot_token(tp_server *s, struct MHD_Connection *c, int close) {
+static enum MHD_Result copilot_token(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int close) {
     const char *key = s->o.api_key && *s->o.api_key ? s->o.api_key : "1";
     jbuf b = {0};
     jb_str(&b, "{\"token\": ");
     jb_json(&b, key, strlen(key));
     jb_printf(&b, ", \"expires_at\": %lld, \"refresh_in\": 900}", (long long)time(NULL) + 3600);
-    return send_body(s, c, 200, "application/json", &b, 1, close);
+    return send_body(s, c, rc, 200, "application/json", &b, 1, close);
 }
 
 static int is_engine_route(const char *url) {
@@ -534,14 +547,15 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
     int has_body;
     long long cl;
     int bad = framing_error(c, version, &has_body, &cl, msg, sizeof msg);
-    if (bad) return refuse(s, c, bad, 1, bad == 501 ? "not_implemented" : "bad_framing", "%s", msg);
+    if (bad) return refuse(s, c, rc, bad, 1, bad == 501 ? "not_implemented" : "bad_framing", "%s", msg);
     int want_post, get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     route_id what = route_of(url, &want_post);
     rc->answered = 1; /* unless the body is read below */
+    rc->hold = !has_body;
     if (what == R_NONE)
-        return refuse(s, c, 404, has_body, "not_found", "no route %s %s (see docs/SERVING.md)", method, url);
+        return refuse(s, c, rc, 404, has_body, "not_found", "no route %s %s (see docs/SERVING.md)", method, url);
     if (want_post ? !post : !get)
-        return refuse(s, c, 405, has_body, "method_not_allowed", "%s %s: use %s", method, url,
+        return refuse(s, c, rc, 405, has_body, "method_not_allowed", "%s %s: use %s", method, url,
                                   want_post ? "POST" : "GET");
     if (what == R_HEALTH) {
         pthread_mutex_lock(&s->mu);
@@ -549,24 +563,24 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
         pthread_mutex_unlock(&s->mu);
         jbuf b = {0};
         jb_printf(&b, "{\"status\": \"%s\"}", draining ? "draining" : ready ? "ok" : "loading");
-        return send_body(s, c, ready && !draining ? 200 : 503, "application/json", &b, 0, has_body);
+        return send_body(s, c, rc, ready && !draining ? 200 : 503, "application/json", &b, 0, has_body);
     }
     if (what == R_METRICS) {
         jbuf b = {0};
         pthread_mutex_lock(&s->mu);
         srv_metrics_render(&s->met, &b);
         pthread_mutex_unlock(&s->mu);
-        return send_body(s, c, 200, "text/plain; version=0.0.4", &b, 0, has_body);
+        return send_body(s, c, rc, 200, "text/plain; version=0.0.4", &b, 0, has_body);
     }
     if (!authorized(s, c))
-        return refuse(s, c, 401, has_body, "invalid_api_key",
+        return refuse(s, c, rc, 401, has_body, "invalid_api_key",
                                   "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
     if (cl > s->o.max_body_bytes)
-        return refuse(s, c, 413, 1, "request_too_large",
+        return refuse(s, c, rc, 413, 1, "request_too_large",
                                   "the request body is over the limit of %ld bytes (--max-body-bytes)",
                                   s->o.max_body_bytes);
-    if (what == R_MODELS) return models(s, c, has_body);
-    if (what == R_COPILOT_TOKEN) return copilot_token(s, c, has_body);
+    if (what == R_MODELS) return models(s, c, rc, has_body);
+    if (what == R_COPILOT_TOKEN) return copilot_token(s, c, rc, has_body);
     rc->answered = 0;
     rc->what = what;
     if (cl > 0) jb_reserve(&rc->body, (size_t)cl); /* the body's exact size, not a doubling */
@@ -597,6 +611,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         srv_conn_head_done(s, c);
         return on_headers(s, c, url, method, version, rc);
     }
+    if (rc->held) { /* answered on the headers, no body: queued now, the connection kept */
+        struct MHD_Response *r = rc->held;
+        rc->held = NULL;
+        enum MHD_Result ok = MHD_queue_response(c, rc->held_status, r);
+        MHD_destroy_response(r);
+        return ok;
+    }
     if (rc->answered) { /* refused on its headers: what libmicrohttpd still reads is dropped */
         *upload_size = 0;
         return MHD_YES;
@@ -620,6 +641,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     srv_conn_head_next(s, c);
     req_ctx *rc = *con_cls;
     if (!rc) return;
+    if (rc->held) MHD_destroy_response(rc->held);
     jb_free(&rc->body);
     free(rc);
     *con_cls = NULL;
