@@ -23,7 +23,9 @@ typedef enum {
 typedef struct {
     jbuf body;
     route_id what;
-    int too_big;  /* a chunked body ran over --max-body-bytes: dropped as it comes */
+    int too_big;  /* a chunked body ran over its limit: dropped as it comes */
+    size_t body_limit; /* --max-body-bytes, or the route's own (SRV_DETOK_MAX_BODY) */
+    size_t detok;      /* bytes held against SRV_DETOK_BUDGET (under s->mu), released when it ends */
     int answered; /* a response is queued (or refused on the headers) */
     /* An answer decided on the headers of a request without a body waits here for the handler's
      * next call. libmicrohttpd 0.9.75 takes a response queued on the first call (the headers
@@ -358,6 +360,12 @@ static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ct
         return send_error(s, c, 400, "invalid_request_error", NULL, "tokens",
                           "the model directory has no tokenizer (vocab.json + merges.txt, or tokenizer.json)");
     }
+    if (t->n > SRV_DETOK_MAX_IDS) {
+        size_t n = t->n;
+        json_free(root);
+        return send_error(s, c, 400, "invalid_request_error", "too_many_tokens", "tokens",
+                          "'tokens' has %zu ids; /detokenize takes at most %d per request", n, SRV_DETOK_MAX_IDS);
+    }
     /* the model's ids (vocab_size; CodeGen pads it past the tokenizer: those decode to nothing), or
      * the tokenizer's before the model is known */
     long long lim = s->ready ? s->vocab : tp_tokenizer_vocab_size(s->tok);
@@ -383,7 +391,22 @@ static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ct
     free(ids);
     json_free(root);
     if (bad) return send_error(s, c, 400, "invalid_request_error", NULL, "tokens", "%s", err);
+    /* decoded: the text is known, its JSON and libmicrohttpd's copy of it are held before made */
+    size_t body = 14 + jb_json_size(text, len), more = len + 2 * body;
+    pthread_mutex_lock(&s->mu);
+    int over = s->detok_held + more > SRV_DETOK_BUDGET;
+    if (!over) s->detok_held += more, rc->detok += more;
+    size_t held = s->detok_held;
+    pthread_mutex_unlock(&s->mu);
+    if (over) {
+        free(text);
+        return send_error(s, c, 503, "server_error", "server_busy", "tokens",
+                          "these ids decode to %zu bytes of JSON; with the /detokenize requests in flight (%zu "
+                          "MiB) that passes their memory budget of %zu MiB; retry", body, held >> 20,
+                          SRV_DETOK_BUDGET >> 20);
+    }
     jbuf b = {0};
+    jb_reserve(&b, body);
     jb_str(&b, "{\"prompt\": ");
     jb_json(&b, text, len);
     jb_str(&b, "}");
@@ -581,6 +604,24 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
                                   s->o.max_body_bytes);
     if (what == R_MODELS) return models(s, c, rc, has_body);
     if (what == R_COPILOT_TOKEN) return copilot_token(s, c, rc, has_body);
+    rc->body_limit = (size_t)s->o.max_body_bytes;
+    if (what == R_DETOKENIZE) {
+        if (cl > (long long)SRV_DETOK_MAX_BODY)
+            return refuse(s, c, rc, 413, 1, "request_too_large",
+                          "the request body is over the limit of %zu bytes of /detokenize (%d token ids at most)",
+                          SRV_DETOK_MAX_BODY, SRV_DETOK_MAX_IDS);
+        if (rc->body_limit > SRV_DETOK_MAX_BODY) rc->body_limit = SRV_DETOK_MAX_BODY;
+        size_t n = cl >= 0 ? (size_t)cl : rc->body_limit, need = n + srv_json_budget(n);
+        pthread_mutex_lock(&s->mu);
+        int over = s->detok_held + need > SRV_DETOK_BUDGET;
+        if (!over) s->detok_held += need, rc->detok = need;
+        size_t held = s->detok_held;
+        pthread_mutex_unlock(&s->mu);
+        if (over)
+            return refuse(s, c, rc, 503, has_body, "server_busy",
+                          "the /detokenize requests in flight hold %zu MiB of their memory budget of %zu MiB; "
+                          "this one needs %zu MiB to parse; retry", held >> 20, SRV_DETOK_BUDGET >> 20, need >> 20);
+    }
     rc->answered = 0;
     rc->what = what;
     if (cl > 0) jb_reserve(&rc->body, (size_t)cl); /* the body's exact size, not a doubling */
@@ -592,7 +633,8 @@ static enum MHD_Result on_body(tp_server *s, struct MHD_Connection *c, req_ctx *
     rc->answered = 1;
     if (rc->too_big) /* chunked: its size was known only now */
         return send_error(s, c, 413, "invalid_request_error", "request_too_large", NULL,
-                          "the request body is over the limit of %ld bytes (--max-body-bytes)", s->o.max_body_bytes);
+                          "the request body is over the limit of %zu bytes (%s)", rc->body_limit,
+                          rc->what == R_DETOKENIZE ? "of /detokenize" : "--max-body-bytes");
     if (rc->what == R_TOKENIZE) return tokenize(s, c, rc);
     if (rc->what == R_DETOKENIZE) return detokenize(s, c, rc);
     return completions(s, c, rc);
@@ -624,7 +666,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     if (*upload_size) {
         if (!rc->too_big) {
-            if (rc->body.n + *upload_size > (size_t)s->o.max_body_bytes) {
+            if (rc->body.n + *upload_size > rc->body_limit) {
                 rc->too_big = 1;
                 jb_free(&rc->body);
             } else jb_put(&rc->body, upload, *upload_size);
@@ -642,10 +684,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     req_ctx *rc = *con_cls;
     if (!rc) return;
     if (rc->held) MHD_destroy_response(rc->held);
+    size_t detok = rc->detok;
     jb_free(&rc->body);
     free(rc);
     *con_cls = NULL;
     pthread_mutex_lock(&s->mu);
+    s->detok_held -= detok;
     s->open_requests--;
     pthread_cond_signal(&s->engine_cv);
     pthread_mutex_unlock(&s->mu);

@@ -23,6 +23,12 @@ Every server must exit 0 on SIGTERM with no sanitizer report in its stderr.
 PART "loris": --max-connections 4 --conn-timeout 2 and 4 clients trickling header bytes (one
   every 0.5 s, under the 2 s idle limit): each is cut at its header deadline and a fresh client
   is served within 8 s, where before it waited for the tricklers (12 s here).
+PART "detok": POST /detokenize is bounded (issue 34: 8 MiB of a long token's id gave a 171 MiB
+  answer, +359 MiB on rank 0, four at once +1.4 GiB): a body over 1 MiB is a 413 on the headers
+  naming the route's limit; 65,537 ids a 400 naming 65,536; 65,536 ids of the longest token are
+  served, exact; four 8 MiB bodies at once grow rank 0 by < 16 MiB, four of 65,536 ids by less
+  than the budget (256 MiB) + 16 MiB; 7 requests whose headers announce 1 MiB hold 7 x 34 MiB of
+  the budget, an 8th is a 503 naming it, and once they close a request is served again.
 PART "fair": --max-batch 2 --max-seqs-per-client 8. A client (127.0.0.2) streams 8 sequences x 120
   tokens and never reads; a second client (127.0.0.3) asks for 4 tokens: it is admitted at the
   next free slot (< 372 tokens generated meanwhile), not behind the 6 queued sequences (> 700).
@@ -299,6 +305,105 @@ def part_loris():
     stop(srv)
 
 
+def model_with_tokenizer():
+    model = os.path.join(st.WORK, "tiny-with-tokenizer")
+    os.makedirs(model, exist_ok=True)
+    for f in ["config.json", "model.safetensors"]:
+        shutil.copy(os.path.join(st.FIXTURE, f), model)
+    for f in ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]:
+        shutil.copy(os.path.join(st.TOKDIR, f), model)
+    return model
+
+
+def part_detok():
+    model = model_with_tokenizer()
+    with open(os.path.join(model, "vocab.json")) as f:
+        vocab = json.load(f)
+    with open(os.path.join(model, "config.json")) as f:
+        V = json.load(f)["vocab_size"]
+    # the longest token the model can name (byte-level BPE: one character per byte)
+    tok, tid = max(((t, i) for t, i in vocab.items() if i < V and t.isascii() and t.isalpha()),  # no escaping
+                   key=lambda x: len(x[0]))
+    srv = Server(model)
+    port, pid = srv.port, srv.rank_pids()[0]
+
+    def detok(n, raw=None):
+        body = raw if raw is not None else json.dumps({"tokens": [tid] * n}, separators=(",", ":"))
+        st_, text, _ = srv.request("POST", "/detokenize", raw=body)
+        return st_, text
+
+    status, text = detok(65537)
+    check(status == 400 and "at most 65536" in text and "65537" in text, "65537 ids: %d %s" % (status, text[:200]))
+    status, text = detok(65536)
+    check(status == 200 and json.loads(text)["prompt"] == tok * 65536, "65536 ids: %d %s" % (status, text[:120]))
+    big = b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % ((1 << 20) + 1)
+    data, closed = exchange(port, big, wait=3)
+    status, _, rbody, _ = parse_one(data)
+    check(status == 413 and closed and b"of /detokenize" in rbody, "1 MiB + 1 of body: %s %r" % (status, rbody[:200]))
+    ok("/detokenize: 65,536 ids served, 65,537 refused, a body over 1 MiB refused on its headers")
+
+    # memory: four at once, of 8 MiB (refused on the headers) and of 65,536 ids (served)
+    def four(body):
+        h0, out = vm_hwm(pid), []
+
+        def one():
+            c = socket.create_connection(("127.0.0.1", port), timeout=60)
+            c.sendall(b"POST /detokenize HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+                      % len(body))
+            try:
+                c.sendall(body)
+            except OSError:
+                pass  # refused on the headers: the server closed before the body
+            data = b""
+            try:
+                while True:
+                    b = c.recv(1 << 20)
+                    if not b:
+                        break
+                    data += b
+            except OSError:
+                pass
+            out.append(parse_one(data)[0])
+            c.close()
+        th = [threading.Thread(target=one) for _ in range(4)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join(120)
+        return out, vm_hwm(pid) - h0
+    n8 = (8 << 20) // (len(str(tid)) + 1) - 8
+    statuses, grow = four(json.dumps({"tokens": [tid] * n8}, separators=(",", ":")).encode())
+    print("detok: four bodies of %d ids (8 MiB): %s, rank 0 VmHWM +%.1f MiB" % (n8, statuses, grow / 2**20), flush=True)
+    check(statuses == [413] * 4 and (os.environ.get("TPGEN_SANITIZED") or grow < (16 << 20)),
+          "four 8 MiB bodies: %s, +%.1f MiB" % (statuses, grow / 2**20))
+    statuses, grow = four(json.dumps({"tokens": [tid] * 65536}, separators=(",", ":")).encode())
+    print("detok: four bodies of 65536 ids of %d bytes: %s, rank 0 VmHWM +%.1f MiB" % (len(tok), statuses,
+                                                                                       grow / 2**20), flush=True)
+    check(sorted(statuses) == [200] * 4 and (os.environ.get("TPGEN_SANITIZED") or grow < (272 << 20)),
+          "four of 65536 ids: %s, +%.1f MiB" % (statuses, grow / 2**20))
+    ok("/detokenize memory bounded")
+
+    # the budget: 7 announced bodies of 1 MiB hold 7 x (1 + 33) MiB; the 8th does not fit 256 MiB
+    hold = []
+    for i in range(7):
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        c.sendall(b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (1 << 20))
+        hold.append(c)
+    time.sleep(0.5)
+    data, closed = exchange(port, b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (1 << 20),
+                            wait=3)
+    status, hdrs, rbody, _ = parse_one(data)
+    check(status == 503 and hdrs.get("retry-after") == "1" and b"budget of 256 MiB" in rbody,
+          "an 8th request of 1 MiB: %s %r" % (status, rbody[:200]))
+    for c in hold:
+        c.close()
+    time.sleep(0.5)
+    status, text = detok(3)
+    check(status == 200, "after the 7 closed, a request is served: %d %s" % (status, text[:200]))
+    ok("/detokenize memory held against one budget: 503 past it, released when requests end")
+    stop(srv)
+
+
 def post_from(srv, addr, body):
     """POST /v1/completions from a given loopback address (a distinct client): (status, text, response)."""
     import http.client
@@ -349,5 +454,5 @@ def part_fair():
 
 
 os.makedirs(st.WORK, exist_ok=True)
-{"framing": part_framing, "memory": part_memory, "loris": part_loris, "fair": part_fair}[PART]()
+{"framing": part_framing, "memory": part_memory, "detok": part_detok, "loris": part_loris, "fair": part_fair}[PART]()
 st.sh.exit_with_checks()
