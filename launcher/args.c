@@ -29,7 +29,8 @@ static const char *USAGE =
     "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
     "         [--served-model-name NAME] [--api-key KEY] [--max-queue 256] [--max-body-bytes 8388608]\n"
-    "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512] [--speculate ngram:K[:N]]\n"
+    "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512]\n"
+    "         [--max-connections-per-client N (default: half of --max-connections)] [--speculate ngram:K[:N]]\n"
     "         [--max-seqs-per-client 1024] [--request-timeout SECONDS (0: none)]\n"
     "         [--scheduling-policy fcfs|priority] [--no-prefix-cache] [--fim FILE] [--ignore-suffix]\n"
     "         (docs/SERVING.md)\n"
@@ -189,6 +190,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--drain-timeout") && serve) a->drain_timeout = parse_double(flag, VAL(), 0, 86400);
         else if (IS("--conn-timeout") && serve) a->conn_timeout = (int)parse_long(flag, VAL(), 0, 86400);
         else if (IS("--max-connections") && serve) a->max_connections = (int)parse_long(flag, VAL(), 1, 65536);
+        else if (IS("--max-connections-per-client") && serve)
+            a->max_connections_per_client = (int)parse_long(flag, VAL(), 1, 65536);
         else if (IS("--max-seqs-per-client") && serve)
             a->max_seqs_per_client = (int)parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--request-timeout") && serve) a->request_timeout = parse_double(flag, VAL(), 0, 1e9);

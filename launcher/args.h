@@ -64,6 +64,7 @@ typedef struct {
     double drain_timeout;    /* --drain-timeout seconds */
     int conn_timeout;        /* --conn-timeout seconds of client inactivity (0: none) */
     int max_connections;     /* --max-connections open at once */
+    int max_connections_per_client; /* --max-connections-per-client (0: half of --max-connections) */
     int max_seqs_per_client; /* --max-seqs-per-client: sequences one peer address holds, queued or running */
     double request_timeout;  /* --request-timeout: seconds a request may take from arrival (0: none) */
     int priority_policy;     /* --scheduling-policy: 0 fcfs, 1 priority */

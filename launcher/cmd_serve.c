@@ -41,12 +41,13 @@ int tp_cmd_serve(int argc, char **argv) {
         }
         tp_serve_opts o = {a.host, a.port, name, a.api_key, a.max_queue, a.max_body_bytes, a.drain_timeout,
                            a.conn_timeout, a.max_connections, a.speculate_k, a.speculate_n,
-                           a.max_seqs_per_client, a.request_timeout, a.priority_policy, NULL, 0};
+                           a.max_seqs_per_client, a.request_timeout, a.priority_policy, NULL, 0, 0};
         static tp_fim fim; /* read by the server until it stops */
         int has_fim = ok ? tp_fim_load(a.fim, a.model, tok, &fim, err, sizeof err) : 0;
         if (has_fim < 0) { fprintf(stderr, "tpgen: error: %s\n", err); ok = 0; }
         o.fim = has_fim > 0 ? &fim : NULL;
         o.ignore_suffix = a.ignore_suffix;
+        o.max_connections_per_client = a.max_connections_per_client;
         if (ok && !(srv = tp_server_start(&o, tok, err, sizeof err))) {
             fprintf(stderr, "tpgen: error: %s\n", err);
             ok = 0;

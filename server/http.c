@@ -654,6 +654,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return on_headers(s, c, url, method, version, rc);
     }
     if (rc->held) { /* answered on the headers, no body: queued now, the connection kept */
+        srv_conn_body_done(s, c);
         struct MHD_Response *r = rc->held;
         rc->held = NULL;
         enum MHD_Result ok = MHD_queue_response(c, rc->held_status, r);
@@ -671,9 +672,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
                 jb_free(&rc->body);
             } else jb_put(&rc->body, upload, *upload_size);
         }
+        srv_conn_body_bytes(s, c, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
+    srv_conn_body_done(s, c);
     return on_body(s, c, rc);
 }
 
@@ -715,13 +718,17 @@ tp_server *tp_server_start(const tp_serve_opts *o, tp_tokenizer *tok, char *err,
     pthread_mutex_init(&s->tok_mu, NULL);
     pthread_cond_init(&s->engine_cv, NULL);
     srv_conns_start(s);
+    /* a client (peer address) may hold only part of the connections, so clients that never finish
+     * a request cannot take every slot from the others (issue 34) */
+    int per_client = o->max_connections_per_client ? o->max_connections_per_client : (o->max_connections + 1) / 2;
+    if (per_client > o->max_connections) per_client = o->max_connections;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
                             srv_conns_notify, s, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->conn_timeout,
-                            MHD_OPTION_END);
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         snprintf(err, err_size, "cannot listen on %s port %d (in use, or not an address of this machine?)", o->host,

@@ -154,7 +154,13 @@ void srv_render_usage_chunk(tp_server *s, srv_job *j, jbuf *b);
 void srv_conns_start(tp_server *s);
 void srv_conns_stop(tp_server *s); /* after MHD_stop_daemon */
 void srv_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode toe);
-void srv_conn_head_done(tp_server *s, struct MHD_Connection *c); /* its headers are in */
+/* Its headers are in: the body phase starts. The body has --conn-timeout seconds free, and must
+ * then have come at SRV_MIN_BODY_RATE bytes per second on average since, or the connection is cut
+ * (a body trickled a byte a second held its slot for ever: issue 34). */
+#define SRV_MIN_BODY_RATE 16384.0
+void srv_conn_head_done(tp_server *s, struct MHD_Connection *c);
+void srv_conn_body_bytes(tp_server *s, struct MHD_Connection *c, size_t n); /* n more body bytes */
+void srv_conn_body_done(tp_server *s, struct MHD_Connection *c); /* the whole body is in */
 void srv_conn_head_next(tp_server *s, struct MHD_Connection *c); /* answered: the next request's clock starts */
 /* A completion in flight on c (under mu or not; lock order: mu, then conn_mu): srv_conns_sweep
  * sets j->cancel when the peer closed its end. srv_conn_unwatch(s, j) before the HTTP thread

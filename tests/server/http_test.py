@@ -29,6 +29,11 @@ PART "detok": POST /detokenize is bounded (issue 34: 8 MiB of a long token's id 
   served, exact; four 8 MiB bodies at once grow rank 0 by < 16 MiB, four of 65,536 ids by less
   than the budget (256 MiB) + 16 MiB; 7 requests whose headers announce 1 MiB hold 7 x 34 MiB of
   the budget, an 8th is a 503 naming it, and once they close a request is served again.
+PART "slowbody": --max-connections 12 --conn-timeout 2, 12 clients from 127.0.0.2 that send whole
+  headers with Content-Length 100000 and then a body byte a second (issue 34: they held every slot
+  for ever, /health was reset): a client address holds at most half of the connections (6; the
+  others are closed at once), /health from 127.0.0.1 is served throughout, and each trickler is
+  cut once its body falls behind 16 KiB/s after the 2 s of --conn-timeout (< 6 s).
 PART "fair": --max-batch 2 --max-seqs-per-client 8. A client (127.0.0.2) streams 8 sequences x 120
   tokens and never reads; a second client (127.0.0.3) asks for 4 tokens: it is admitted at the
   next free slot (< 372 tokens generated meanwhile), not behind the 6 queued sequences (> 700).
@@ -404,6 +409,56 @@ def part_detok():
     stop(srv)
 
 
+def part_slowbody():
+    srv = Server(st.FIXTURE, ["--max-connections", "12", "--conn-timeout", "2"])
+    stop_at = time.time() + 12
+    life, refused = {}, []
+
+    def trickle(i):
+        t0 = time.time()
+        try:
+            s = socket.create_connection(("127.0.0.1", srv.port), source_address=("127.0.0.2", 0), timeout=2)
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+            while time.time() < stop_at:
+                s.sendall(b" ")
+                s.settimeout(1.0)
+                try:
+                    if s.recv(1) == b"":
+                        break
+                except socket.timeout:
+                    pass
+        except OSError:
+            pass
+        (life.__setitem__(i, time.time() - t0) if time.time() - t0 > 0.5 else refused.append(i))
+
+    th = [threading.Thread(target=trickle, args=(i,)) for i in range(12)]
+    for t in th:
+        t.start()
+    time.sleep(0.3)
+    health = []
+    while any(t.is_alive() for t in th) and time.time() < stop_at + 3:
+        t0 = time.time()
+        try:
+            c = socket.create_connection(("127.0.0.1", srv.port), timeout=2)
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            c.settimeout(2)
+            good = c.recv(4096).startswith(b"HTTP/1.1 200")
+            c.close()
+        except OSError:
+            good = False
+        health.append(good)
+        time.sleep(max(0, 0.5 - (time.time() - t0)))
+    for t in th:
+        t.join(20)
+    print("slowbody: %d tricklers connected, cut after %s s; %d refused at once; /health %d of %d answered" %
+          (len(life), sorted("%.1f" % v for v in life.values()), len(refused), sum(health), len(health)), flush=True)
+    check(len(life) <= 6, "one address holds at most half of --max-connections 12: %d held" % len(life))
+    check(health and all(health), "/health is answered while the tricklers hold their slots: %s" % health)
+    check(life and all(v < 6 for v in life.values()), "each trickled body is cut within 6 s: %s" % life)
+    ok("slow bodies cut at 16 KiB/s after --conn-timeout; one address holds half the connections")
+    stop(srv)
+
+
 def post_from(srv, addr, body):
     """POST /v1/completions from a given loopback address (a distinct client): (status, text, response)."""
     import http.client
@@ -454,5 +509,5 @@ def part_fair():
 
 
 os.makedirs(st.WORK, exist_ok=True)
-{"framing": part_framing, "memory": part_memory, "detok": part_detok, "loris": part_loris, "fair": part_fair}[PART]()
+{"framing": part_framing, "memory": part_memory, "detok": part_detok, "slowbody": part_slowbody, "loris": part_loris, "fair": part_fair}[PART]()
 st.sh.exit_with_checks()
