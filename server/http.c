@@ -575,6 +575,11 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
     route_id what = route_of(url, &want_post);
     rc->answered = 1; /* unless the body is read below */
     rc->hold = !has_body;
+    if (what == R_NONE && strcmp(url, "/v1/chat/completions") == 0) /* docs/SERVING.md, "Routes": why not */
+        return refuse(s, c, rc, 404, has_body, "not_found",
+                      "no route %s %s: tpgen serves the completions API only (POST /v1/completions with a "
+                      "\"prompt\"); the CodeGen models it runs are not chat models and have no chat template",
+                      method, url);
     if (what == R_NONE)
         return refuse(s, c, rc, 404, has_body, "not_found", "no route %s %s (see docs/SERVING.md)", method, url);
     if (want_post ? !post : !get)
