@@ -29,7 +29,8 @@ static const char *USAGE =
     "  --model DIR may be ORG/NAME, looked up offline in the Hugging Face cache [--revision R]\n"
     "  tpgen serve (--model DIR | --config FILE --random-weights) [--host 127.0.0.1] [--port 8000]\n"
     "         [--served-model-name NAME] [--api-key KEY]... [--max-queue 256] [--max-body-bytes 8388608]\n"
-    "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512] [--speculate ngram:K[:N]]\n"
+    "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512]\n"
+    "         [--max-connections-per-client N (default: half of --max-connections)] [--speculate ngram:K[:N]]\n"
     "         [--max-seqs-per-client 1024] [--request-timeout SECONDS (0: none)]\n"
     "         [--scheduling-policy fcfs|priority] [--no-prefix-cache] [--prefix-cache-scope key|shared|request]\n"
     "         [--fim FILE] [--ignore-suffix]\n"
@@ -59,14 +60,24 @@ static double parse_double(const char *flag, const char *v, double lo, double hi
     return x;
 }
 
-/* A number the sampler keeps as a float: in range, and one that keeps its meaning once narrowed
- * (tp_sampling_value_ok: --top-p 1e-300 would be 0). */
-static float parse_float(const char *flag, const char *v, double lo, double hi) {
-    double x = parse_double(flag, v, lo, hi);
-    if (!tp_sampling_value_ok(x))
-        tp_die_all("%s expects 0 or a number of magnitude at least %g (it is applied as a 32-bit float, where %g is "
-                   "%g), got \"%s\"", flag, FLT_MIN, x, (double)(float)x, v);
-    return (float)x;
+/* A flag of the knobs' table (sched/request_params.h): its range and message are the server's
+ * for the same value, only the name differs (--top-p, 'top_p'). A flag of a boolean takes no value. */
+static void parse_param(tp_request_params *r, const tp_param *p, const char *flag, const char *v) {
+    char err[512];
+    if (p->type == TP_PARAM_BOOL) {
+        tp_param_set(p, r, 1);
+        return;
+    }
+    char *end;
+    double x = strtod(v, &end); /* out of double's range: inf or 0, refused or kept as the server does */
+    if (end == v || *end) {
+        char what[300];
+        snprintf(what, sizeof what, "\"%.256s\"", v);
+        tp_param_not_a_number(p, flag, what, err, sizeof err);
+        tp_die_all("%s", err);
+    }
+    if (tp_param_check(p, x, flag, err, sizeof err)) tp_die_all("%s", err);
+    tp_param_set(p, r, x);
 }
 
 int32_t *tp_parse_id_list(const char *s, int *n, const char *what) {
@@ -112,9 +123,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     a->block_size = 16;
     a->max_batch_tokens = 512;
     a->max_batch = 32;
-    a->max_new_tokens = 64;
-    a->top_p = 1.0;
-    a->repetition_penalty = 1.0;
+    a->req = tp_request_params_cli_default();
     a->batches = "1,8,32";
     a->context = -1; /* -1: fitted to n_positions by tpgen bench (cmd_bench.c) */
     a->steps = -1;
@@ -135,6 +144,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
 #define IS(name) (strcmp(flag, name) == 0)
 #define VAL() (v ? v : (i + 1 < argc ? argv[++i] : (tp_die_all("%s needs a value", flag), (char *)NULL)))
         int ok = 1;
+        const tp_param *param;
         if (IS("--help") || IS("-h")) tp_die_all("%s", USAGE);
         else if (IS("--model")) a->model = VAL();
         else if (IS("--revision")) a->revision = VAL();
@@ -161,17 +171,9 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--prompt") && gen) a->prompt = VAL();
         else if (IS("--prompt-ids") && gen) a->prompt_ids = VAL();
         else if (IS("--prompts-file") && gen) a->prompts_file = VAL();
-        else if (IS("--max-new-tokens") && gen) a->max_new_tokens = (int)parse_long(flag, VAL(), 0, 1 << 24);
-        else if (IS("--temperature") && gen) a->temperature = parse_float(flag, VAL(), 0, 100);
-        else if (IS("--top-k") && gen) a->top_k = (int)parse_long(flag, VAL(), 0, 1 << 24);
-        else if (IS("--top-p") && gen) a->top_p = parse_float(flag, VAL(), 1e-6, 1);
-        else if (IS("--repetition-penalty") && gen)
-            a->repetition_penalty = parse_float(flag, VAL(), TP_REP_PENALTY_MIN, TP_REP_PENALTY_MAX);
-        else if (IS("--presence-penalty") && gen) a->presence_penalty = parse_float(flag, VAL(), -2, 2);
-        else if (IS("--frequency-penalty") && gen) a->frequency_penalty = parse_float(flag, VAL(), -2, 2);
-        else if (IS("--min-tokens") && gen) a->min_tokens = (int)parse_long(flag, VAL(), 0, 1 << 24);
+        else if (gen && (param = tp_param_by_flag(flag)))
+            parse_param(&a->req, param, flag, param->type == TP_PARAM_BOOL ? NULL : VAL());
         else if (IS("--seed") && gen) a->seed = (uint64_t)parse_long(flag, VAL(), 0, LONG_MAX);
-        else if (IS("--ignore-eos") && gen) a->ignore_eos = 1;
         else if (IS("--stop") && gen) {
             if (a->n_stop == TP_MAX_STOP) tp_die_all("at most %d --stop strings", TP_MAX_STOP);
             a->stop[a->n_stop] = VAL();
@@ -202,6 +204,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--drain-timeout") && serve) a->drain_timeout = parse_double(flag, VAL(), 0, 86400);
         else if (IS("--conn-timeout") && serve) a->conn_timeout = (int)parse_long(flag, VAL(), 0, 86400);
         else if (IS("--max-connections") && serve) a->max_connections = (int)parse_long(flag, VAL(), 1, 65536);
+        else if (IS("--max-connections-per-client") && serve)
+            a->max_connections_per_client = (int)parse_long(flag, VAL(), 1, 65536);
         else if (IS("--max-seqs-per-client") && serve)
             a->max_seqs_per_client = (int)parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--request-timeout") && serve) a->request_timeout = parse_double(flag, VAL(), 0, 1e9);

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sched/request_params.h"
+
 #define TP_MAX_STOP 16
 
 typedef struct {
@@ -34,15 +36,13 @@ typedef struct {
     const char *prompt_ids;  /* --prompt-ids 1,2,3 */
     const char *prompts_file;/* --prompts-file F */
     const char *ids;         /* --ids (score) */
-    int max_new_tokens;
-    float temperature, top_p, repetition_penalty; /* as the sampler applies them (parse_float) */
-    float presence_penalty, frequency_penalty;  /* OpenAI's, on the generated tokens (0: off) */
-    int min_tokens;                              /* EOS masked until this many tokens are out */
-    int top_k;
+    /* the knobs of sched/request_params.h's table, each set by its flag (--max-new-tokens,
+     * --temperature, --top-k, --top-p, --repetition-penalty, --presence-penalty,
+     * --frequency-penalty, --min-tokens, --ignore-eos), at the table's CLI defaults */
+    tp_request_params req;
     uint64_t seed;
     const char *stop[TP_MAX_STOP];
     int n_stop;
-    int ignore_eos;
     int logprobs;
     int json;
     int stats;
@@ -66,6 +66,7 @@ typedef struct {
     double drain_timeout;    /* --drain-timeout seconds */
     int conn_timeout;        /* --conn-timeout seconds of client inactivity (0: none) */
     int max_connections;     /* --max-connections open at once */
+    int max_connections_per_client; /* --max-connections-per-client (0: half of --max-connections) */
     int max_seqs_per_client; /* --max-seqs-per-client: sequences one peer address holds, queued or running */
     double request_timeout;  /* --request-timeout: seconds a request may take from arrival (0: none) */
     int priority_policy;     /* --scheduling-policy: 0 fcfs, 1 priority */

@@ -143,28 +143,17 @@ static void take_events(gen_ctx *g, tp_sched *s) {
 /* Every prompt's request params, from the flags, checked by the rules the server shares
  * (tp_request_params_validate) and worded with the flag; on every rank, before anything is read. */
 static tp_request_params request_params(const tp_args *a) {
-    static const char *const flag[] = {
-        [TP_REQ_PARAM_MAX_NEW_TOKENS] = "--max-new-tokens",   [TP_REQ_PARAM_MIN_TOKENS] = "--min-tokens",
-        [TP_REQ_PARAM_TEMPERATURE] = "--temperature",         [TP_REQ_PARAM_TOP_K] = "--top-k",
-        [TP_REQ_PARAM_TOP_P] = "--top-p",                     [TP_REQ_PARAM_REPETITION_PENALTY] = "--repetition-penalty",
-        [TP_REQ_PARAM_PRESENCE_PENALTY] = "--presence-penalty", [TP_REQ_PARAM_FREQUENCY_PENALTY] = "--frequency-penalty",
-        [TP_REQ_PARAM_LOGPROBS] = "--logprobs",
-    };
-    tp_request_params p = tp_request_params_default();
-    p.max_new_tokens = a->max_new_tokens;
-    p.sampling = (tp_sampling){.temperature = a->temperature, .top_k = a->top_k, .top_p = a->top_p,
-                               .repetition_penalty = a->repetition_penalty, .logprobs = a->logprobs};
+    tp_request_params p = a->req; /* the knobs' table, each flag checked as it was read */
+    p.sampling.logprobs = a->logprobs;
     p.seed = a->seed;
-    p.ignore_eos = a->ignore_eos;
-    p.presence_penalty = a->presence_penalty; /* as the server's presence_penalty, ... */
-    p.frequency_penalty = a->frequency_penalty;
-    p.min_tokens = a->min_tokens;
     p.speculate_k = a->speculate_k;
     p.speculate_n = a->speculate_n;
     tp_request_param bad = tp_request_params_validate(&p);
-    if (bad == TP_REQ_PARAM_MIN_TOKENS)
+    if (bad == TP_REQ_PARAM_MIN_TOKENS && p.min_tokens > p.max_new_tokens) /* the server's message, with flags */
         tp_die_all("--min-tokens %d exceeds --max-new-tokens %d", p.min_tokens, p.max_new_tokens);
-    if (bad != TP_REQ_PARAM_OK) tp_die_all("%s is out of the range tpgen applies", flag[bad]);
+    for (int i = 0; i < tp_n_params; i++)
+        if (bad != TP_REQ_PARAM_OK && tp_params[i].id == bad) tp_die_all("%s is out of the range tpgen applies", tp_params[i].flag);
+    if (bad != TP_REQ_PARAM_OK) tp_die_all("--logprobs is out of the range tpgen applies");
     return p;
 }
 

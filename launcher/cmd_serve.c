@@ -51,6 +51,7 @@ int tp_cmd_serve(int argc, char **argv) {
         if (has_fim < 0) { fprintf(stderr, "tpgen: error: %s\n", err); ok = 0; }
         o.fim = has_fim > 0 ? &fim : NULL;
         o.ignore_suffix = a.ignore_suffix;
+        o.max_connections_per_client = a.max_connections_per_client;
         if (ok && !(srv = tp_server_start(&o, tok, err, sizeof err))) {
             fprintf(stderr, "tpgen: error: %s\n", err);
             ok = 0;

@@ -4,6 +4,7 @@
  * refuses, and its fuzz target (tests/fuzz/fuzz_server_request.c) links this file alone, without
  * the model, the scheduler or MPI. */
 #include "request.h"
+#include "request_params.h"
 
 #include <float.h>
 #include <stdlib.h>
@@ -24,19 +25,20 @@ int tp_request_stop_id(const tp_request_params *p, int32_t id) {
 
 static int in(double x, double lo, double hi) { return x >= lo && x <= hi; } /* false for NaN */
 
+/* Each table field in its range (request_params.c; a float's bounds as floats: 0.01 narrowed is
+ * just below 0.01), then the rules across fields and those of the fields outside the table. */
 tp_request_param tp_request_params_validate(const tp_request_params *p) {
-    const tp_sampling *s = &p->sampling;
-    if (p->max_new_tokens < 0) return TP_REQ_PARAM_MAX_NEW_TOKENS;
-    if (p->min_tokens < 0 || p->min_tokens > p->max_new_tokens) return TP_REQ_PARAM_MIN_TOKENS;
-    if (!in(s->temperature, 0, 100)) return TP_REQ_PARAM_TEMPERATURE;
-    if (s->top_k < 0) return TP_REQ_PARAM_TOP_K;
-    if (!in(s->top_p, 0, 1) || s->top_p == 0) return TP_REQ_PARAM_TOP_P;
-    /* the bounds as floats: 0.01 narrowed is just below 0.01 */
-    if (!in(s->repetition_penalty, (float)TP_REP_PENALTY_MIN, (float)TP_REP_PENALTY_MAX))
-        return TP_REQ_PARAM_REPETITION_PENALTY;
-    if (!in(p->presence_penalty, -2, 2)) return TP_REQ_PARAM_PRESENCE_PENALTY;
-    if (!in(p->frequency_penalty, -2, 2)) return TP_REQ_PARAM_FREQUENCY_PENALTY;
-    if (!in(s->logprobs, 0, TP_MAX_CANDIDATES)) return TP_REQ_PARAM_LOGPROBS;
+    for (int i = 0; i < tp_n_params; i++) {
+        const tp_param *t = &tp_params[i];
+        if (t->type == TP_PARAM_BOOL) continue;
+        double x = tp_param_get(t, p);
+        double lo = t->type == TP_PARAM_FLOAT ? (double)(float)t->lo : t->lo;
+        double hi = t->type == TP_PARAM_FLOAT ? (double)(float)t->hi : t->hi;
+        if (t->neg_off) lo = 0; /* stored as 0 */
+        if (!(t->lo_open ? x > lo : x >= lo) || !(x <= hi)) return t->id; /* NaN too */
+    }
+    if (p->min_tokens > p->max_new_tokens) return TP_REQ_PARAM_MIN_TOKENS;
+    if (!in(p->sampling.logprobs, 0, TP_MAX_CANDIDATES)) return TP_REQ_PARAM_LOGPROBS;
     if (!in(p->timeout_s, 0, DBL_MAX)) return TP_REQ_PARAM_TIMEOUT; /* NaN and inf too */
     return TP_REQ_PARAM_OK;
 }

@@ -33,6 +33,9 @@ struct srv_conn {
     int fd;
     int in_head;     /* between requests or in a request's headers: the deadline applies */
     double deadline; /* tp_now_seconds() */
+    int in_body;     /* reading a request's body: the minimum rate applies */
+    double body_t0;  /* when its headers were in */
+    double body_got; /* body bytes so far */
     int cut;         /* shut down by the watchdog */
     srv_job *job;    /* the completion in flight on it (srv_conn_watch), else NULL */
 };
@@ -75,6 +78,25 @@ void srv_conn_head_done(tp_server *s, struct MHD_Connection *c) {
     if (!k) return;
     pthread_mutex_lock(&s->conn_mu);
     k->in_head = 0;
+    k->in_body = 1;
+    k->body_t0 = tp_now_seconds();
+    k->body_got = 0;
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+void srv_conn_body_bytes(tp_server *s, struct MHD_Connection *c, size_t n) {
+    srv_conn *k = conn_of(c);
+    if (!k) return;
+    pthread_mutex_lock(&s->conn_mu);
+    k->body_got += (double)n;
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+void srv_conn_body_done(tp_server *s, struct MHD_Connection *c) {
+    srv_conn *k = conn_of(c);
+    if (!k) return;
+    pthread_mutex_lock(&s->conn_mu);
+    k->in_body = 0;
     pthread_mutex_unlock(&s->conn_mu);
 }
 
@@ -83,6 +105,7 @@ void srv_conn_head_next(tp_server *s, struct MHD_Connection *c) {
     if (!k) return;
     pthread_mutex_lock(&s->conn_mu);
     k->in_head = 1;
+    k->in_body = 0;
     k->deadline = tp_now_seconds() + s->o.conn_timeout;
     pthread_mutex_unlock(&s->conn_mu);
 }
@@ -124,14 +147,18 @@ static void *watchdog(void *arg) {
     pthread_mutex_lock(&s->conn_mu);
     while (!s->conns_stop) {
         double now = tp_now_seconds();
-        for (srv_conn *k = s->conns; k; k = k->next)
-            if (k->in_head && !k->cut && now > k->deadline && k->fd >= 0) {
+        for (srv_conn *k = s->conns; k; k = k->next) {
+            double late = now - k->body_t0 - s->o.conn_timeout; /* seconds past the body's free time */
+            int slow_body = k->in_body && late > 0 && k->body_got < SRV_MIN_BODY_RATE * late;
+            if ((k->in_head && now > k->deadline) || slow_body) {
+                if (k->cut || k->fd < 0) continue;
                 k->cut = 1;
                 /* ENOTCONN: the peer is already gone; libmicrohttpd closes it anyway */
                 if (shutdown(k->fd, SHUT_RDWR) && errno != ENOTCONN)
-                    fprintf(stderr, "tpgen: warning: shutdown of a connection past its header deadline: %s\n",
-                            strerror(errno));
+                    fprintf(stderr, "tpgen: warning: shutdown of a connection past its %s deadline: %s\n",
+                            slow_body ? "body" : "header", strerror(errno));
             }
+        }
         struct timespec ts;
         srv_deadline_in(&ts, 200); /* the deadline is kept to within 0.2 s */
         pthread_cond_timedwait(&s->conns_cv, &s->conn_mu, &ts);

@@ -23,8 +23,18 @@ typedef enum {
 typedef struct {
     jbuf body;
     route_id what;
-    int too_big;  /* a chunked body ran over --max-body-bytes: dropped as it comes */
+    int too_big;  /* a chunked body ran over its limit: dropped as it comes */
+    size_t body_limit; /* --max-body-bytes, or the route's own (SRV_DETOK_MAX_BODY) */
+    size_t detok;      /* bytes held against SRV_DETOK_BUDGET (under s->mu), released when it ends */
     int answered; /* a response is queued (or refused on the headers) */
+    /* An answer decided on the headers of a request without a body waits here for the handler's
+     * next call. libmicrohttpd 0.9.75 takes a response queued on the first call (the headers
+     * only) as an early one and closes the connection after it, whatever the method: 50
+     * pipelined GET /health got one answer (issue 34). Queued on the second call (the end of
+     * an empty body) it keeps the connection alive. */
+    int hold;                    /* on_headers of a request without a body: hold the answer */
+    struct MHD_Response *held;   /* that answer */
+    unsigned held_status;
 } req_ctx;
 
 static void on_signal(int sig) {
@@ -69,8 +79,8 @@ static void client_timer(tp_server *s, struct MHD_Connection *c, int on) {
 
 /* close: the connection ends after this response (its request's framing cannot be trusted, or
  * its body was never read). */
-static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int status, const char *type, jbuf *b,
-                                 int count, int close) {
+static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int status, const char *type,
+                                 jbuf *b, int count, int close) {
     struct MHD_Response *r = MHD_create_response_from_buffer(b->n, b->s ? b->s : "", MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
@@ -82,23 +92,28 @@ static enum MHD_Result send_body(tp_server *s, struct MHD_Connection *c, int sta
     if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    jb_free(b);
+    if (rc && rc->hold && !close) { /* queued at the handler's next call */
+        rc->held = r;
+        rc->held_status = (unsigned)status;
+        return MHD_YES;
+    }
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
-    jb_free(b);
     return ok;
 }
 
 static enum MHD_Result send_json(tp_server *s, struct MHD_Connection *c, int status, jbuf *b) {
-    return send_body(s, c, status, "application/json", b, 1, 0);
+    return send_body(s, c, NULL, status, "application/json", b, 1, 0);
 }
 
-static enum MHD_Result send_error_v(tp_server *s, struct MHD_Connection *c, int status, int close, const char *type,
-                                    const char *code, const char *param, const char *fmt, va_list ap) {
+static enum MHD_Result send_error_v(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int status, int close,
+                                    const char *type, const char *code, const char *param, const char *fmt, va_list ap) {
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     jbuf b = {0};
     srv_error_json(&b, msg, type, param, code);
-    return send_body(s, c, status, "application/json", &b, 1, close);
+    return send_body(s, c, rc, status, "application/json", &b, 1, close);
 }
 
 static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int status, const char *type,
@@ -108,7 +123,7 @@ static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int st
                                   const char *code, const char *param, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    enum MHD_Result r = send_error_v(s, c, status, 0, type, code, param, fmt, ap);
+    enum MHD_Result r = send_error_v(s, c, NULL, status, 0, type, code, param, fmt, ap);
     va_end(ap);
     return r;
 }
@@ -116,13 +131,13 @@ static enum MHD_Result send_error(tp_server *s, struct MHD_Connection *c, int st
 /* A refusal on the headers. close: the connection ends after it (its framing cannot be trusted,
  * or a body was announced: it is not read, and none of its bytes may be taken for the next
  * request). */
-static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, int status, int close,
-                                          const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, int status, int close,
-                                          const char *code, const char *fmt, ...) {
+static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int status, int close,
+                              const char *code, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static enum MHD_Result refuse(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int status, int close,
+                              const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    enum MHD_Result r = send_error_v(s, c, status, close, "invalid_request_error", code, NULL, fmt, ap);
+    enum MHD_Result r = send_error_v(s, c, rc, status, close, "invalid_request_error", code, NULL, fmt, ap);
     va_end(ap);
     return r;
 }
@@ -367,6 +382,12 @@ static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ct
         return send_error(s, c, 400, "invalid_request_error", NULL, "tokens",
                           "the model directory has no tokenizer (vocab.json + merges.txt, or tokenizer.json)");
     }
+    if (t->n > SRV_DETOK_MAX_IDS) {
+        size_t n = t->n;
+        json_free(root);
+        return send_error(s, c, 400, "invalid_request_error", "too_many_tokens", "tokens",
+                          "'tokens' has %zu ids; /detokenize takes at most %d per request", n, SRV_DETOK_MAX_IDS);
+    }
     /* the model's ids (vocab_size; CodeGen pads it past the tokenizer: those decode to nothing), or
      * the tokenizer's before the model is known */
     long long lim = s->ready ? s->vocab : tp_tokenizer_vocab_size(s->tok);
@@ -392,7 +413,22 @@ static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ct
     free(ids);
     json_free(root);
     if (bad) return send_error(s, c, 400, "invalid_request_error", NULL, "tokens", "%s", err);
+    /* decoded: the text is known, its JSON and libmicrohttpd's copy of it are held before made */
+    size_t body = 14 + jb_json_size(text, len), more = len + 2 * body;
+    pthread_mutex_lock(&s->mu);
+    int over = s->detok_held + more > SRV_DETOK_BUDGET;
+    if (!over) s->detok_held += more, rc->detok += more;
+    size_t held = s->detok_held;
+    pthread_mutex_unlock(&s->mu);
+    if (over) {
+        free(text);
+        return send_error(s, c, 503, "server_error", "server_busy", "tokens",
+                          "these ids decode to %zu bytes of JSON; with the /detokenize requests in flight (%zu "
+                          "MiB) that passes their memory budget of %zu MiB; retry", body, held >> 20,
+                          SRV_DETOK_BUDGET >> 20);
+    }
     jbuf b = {0};
+    jb_reserve(&b, body);
     jb_str(&b, "{\"prompt\": ");
     jb_json(&b, text, len);
     jb_str(&b, "}");
@@ -400,7 +436,7 @@ static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ct
     return send_json(s, c, 200, &b);
 }
 
-static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, int close) {
+static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int close) {
     jbuf b = {0};
     jb_str(&b, "{\"object\": \"list\", \"data\": [{\"id\": ");
     jb_json(&b, s->o.name, strlen(s->o.name));
@@ -408,7 +444,7 @@ static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, int close)
     jb_json(&b, s->o.name, strlen(s->o.name));
     if (s->ready) jb_printf(&b, ", \"max_model_len\": %d}]}", s->n_positions);
     else jb_str(&b, ", \"max_model_len\": null}]}");
-    return send_body(s, c, 200, "application/json", &b, 1, close);
+    return send_body(s, c, rc, 200, "application/json", &b, 1, close);
 }
 
 /* GET /copilot_internal/v2/token: the Copilot editor plugin asks for a session token before it
@@ -418,14 +454,14 @@ static enum MHD_Result models(tp_server *s, struct MHD_Connection *c, int close)
  * plugin's completions pass the same check; without one it is "1", as FauxPilot's. Expiry: an
  * hour from now, refreshed every 15 min (FauxPilot: 2600000000 and 900), so a restarted server's
  * new key reaches the plugin within 15 minutes. */
-static enum MHD_Result copilot_token(tp_server *s, struct MHD_Connection *c, int close) {
+static enum MHD_Result copilot_token(tp_server *s, struct MHD_Connection *c, req_ctx *rc, int close) {
     int which = api_key_of(s, c); /* the caller's own key (checked before this runs) */
     const char *key = which >= 0 ? s->o.api_keys[which] : "1";
     jbuf b = {0};
     jb_str(&b, "{\"token\": ");
     jb_json(&b, key, strlen(key));
     jb_printf(&b, ", \"expires_at\": %lld, \"refresh_in\": 900}", (long long)time(NULL) + 3600);
-    return send_body(s, c, 200, "application/json", &b, 1, close);
+    return send_body(s, c, rc, 200, "application/json", &b, 1, close);
 }
 
 static int is_engine_route(const char *url) {
@@ -544,14 +580,20 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
     int has_body;
     long long cl;
     int bad = framing_error(c, version, &has_body, &cl, msg, sizeof msg);
-    if (bad) return refuse(s, c, bad, 1, bad == 501 ? "not_implemented" : "bad_framing", "%s", msg);
+    if (bad) return refuse(s, c, rc, bad, 1, bad == 501 ? "not_implemented" : "bad_framing", "%s", msg);
     int want_post, get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     route_id what = route_of(url, &want_post);
     rc->answered = 1; /* unless the body is read below */
+    rc->hold = !has_body;
+    if (what == R_NONE && strcmp(url, "/v1/chat/completions") == 0) /* docs/SERVING.md, "Routes": why not */
+        return refuse(s, c, rc, 404, has_body, "not_found",
+                      "no route %s %s: tpgen serves the completions API only (POST /v1/completions with a "
+                      "\"prompt\"); the CodeGen models it runs are not chat models and have no chat template",
+                      method, url);
     if (what == R_NONE)
-        return refuse(s, c, 404, has_body, "not_found", "no route %s %s (see docs/SERVING.md)", method, url);
+        return refuse(s, c, rc, 404, has_body, "not_found", "no route %s %s (see docs/SERVING.md)", method, url);
     if (want_post ? !post : !get)
-        return refuse(s, c, 405, has_body, "method_not_allowed", "%s %s: use %s", method, url,
+        return refuse(s, c, rc, 405, has_body, "method_not_allowed", "%s %s: use %s", method, url,
                                   want_post ? "POST" : "GET");
     if (what == R_HEALTH) {
         pthread_mutex_lock(&s->mu);
@@ -559,24 +601,42 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
         pthread_mutex_unlock(&s->mu);
         jbuf b = {0};
         jb_printf(&b, "{\"status\": \"%s\"}", draining ? "draining" : ready ? "ok" : "loading");
-        return send_body(s, c, ready && !draining ? 200 : 503, "application/json", &b, 0, has_body);
+        return send_body(s, c, rc, ready && !draining ? 200 : 503, "application/json", &b, 0, has_body);
     }
     if (what == R_METRICS) {
         jbuf b = {0};
         pthread_mutex_lock(&s->mu);
         srv_metrics_render(&s->met, &b);
         pthread_mutex_unlock(&s->mu);
-        return send_body(s, c, 200, "text/plain; version=0.0.4", &b, 0, has_body);
+        return send_body(s, c, rc, 200, "text/plain; version=0.0.4", &b, 0, has_body);
     }
     if (api_key_of(s, c) == -2)
-        return refuse(s, c, 401, has_body, "invalid_api_key",
+        return refuse(s, c, rc, 401, has_body, "invalid_api_key",
                                   "missing or wrong API key: send the header 'Authorization: Bearer KEY'");
     if (cl > s->o.max_body_bytes)
-        return refuse(s, c, 413, 1, "request_too_large",
+        return refuse(s, c, rc, 413, 1, "request_too_large",
                                   "the request body is over the limit of %ld bytes (--max-body-bytes)",
                                   s->o.max_body_bytes);
-    if (what == R_MODELS) return models(s, c, has_body);
-    if (what == R_COPILOT_TOKEN) return copilot_token(s, c, has_body);
+    if (what == R_MODELS) return models(s, c, rc, has_body);
+    if (what == R_COPILOT_TOKEN) return copilot_token(s, c, rc, has_body);
+    rc->body_limit = (size_t)s->o.max_body_bytes;
+    if (what == R_DETOKENIZE) {
+        if (cl > (long long)SRV_DETOK_MAX_BODY)
+            return refuse(s, c, rc, 413, 1, "request_too_large",
+                          "the request body is over the limit of %zu bytes of /detokenize (%d token ids at most)",
+                          SRV_DETOK_MAX_BODY, SRV_DETOK_MAX_IDS);
+        if (rc->body_limit > SRV_DETOK_MAX_BODY) rc->body_limit = SRV_DETOK_MAX_BODY;
+        size_t n = cl >= 0 ? (size_t)cl : rc->body_limit, need = n + srv_json_budget(n);
+        pthread_mutex_lock(&s->mu);
+        int over = s->detok_held + need > SRV_DETOK_BUDGET;
+        if (!over) s->detok_held += need, rc->detok = need;
+        size_t held = s->detok_held;
+        pthread_mutex_unlock(&s->mu);
+        if (over)
+            return refuse(s, c, rc, 503, has_body, "server_busy",
+                          "the /detokenize requests in flight hold %zu MiB of their memory budget of %zu MiB; "
+                          "this one needs %zu MiB to parse; retry", held >> 20, SRV_DETOK_BUDGET >> 20, need >> 20);
+    }
     rc->answered = 0;
     rc->what = what;
     if (cl > 0) jb_reserve(&rc->body, (size_t)cl); /* the body's exact size, not a doubling */
@@ -588,7 +648,8 @@ static enum MHD_Result on_body(tp_server *s, struct MHD_Connection *c, req_ctx *
     rc->answered = 1;
     if (rc->too_big) /* chunked: its size was known only now */
         return send_error(s, c, 413, "invalid_request_error", "request_too_large", NULL,
-                          "the request body is over the limit of %ld bytes (--max-body-bytes)", s->o.max_body_bytes);
+                          "the request body is over the limit of %zu bytes (%s)", rc->body_limit,
+                          rc->what == R_DETOKENIZE ? "of /detokenize" : "--max-body-bytes");
     if (rc->what == R_TOKENIZE) return tokenize(s, c, rc);
     if (rc->what == R_DETOKENIZE) return detokenize(s, c, rc);
     return completions(s, c, rc);
@@ -607,20 +668,30 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         srv_conn_head_done(s, c);
         return on_headers(s, c, url, method, version, rc);
     }
+    if (rc->held) { /* answered on the headers, no body: queued now, the connection kept */
+        srv_conn_body_done(s, c);
+        struct MHD_Response *r = rc->held;
+        rc->held = NULL;
+        enum MHD_Result ok = MHD_queue_response(c, rc->held_status, r);
+        MHD_destroy_response(r);
+        return ok;
+    }
     if (rc->answered) { /* refused on its headers: what libmicrohttpd still reads is dropped */
         *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size) {
         if (!rc->too_big) {
-            if (rc->body.n + *upload_size > (size_t)s->o.max_body_bytes) {
+            if (rc->body.n + *upload_size > rc->body_limit) {
                 rc->too_big = 1;
                 jb_free(&rc->body);
             } else jb_put(&rc->body, upload, *upload_size);
         }
+        srv_conn_body_bytes(s, c, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
+    srv_conn_body_done(s, c);
     return on_body(s, c, rc);
 }
 
@@ -630,10 +701,13 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     srv_conn_head_next(s, c);
     req_ctx *rc = *con_cls;
     if (!rc) return;
+    if (rc->held) MHD_destroy_response(rc->held);
+    size_t detok = rc->detok;
     jb_free(&rc->body);
     free(rc);
     *con_cls = NULL;
     pthread_mutex_lock(&s->mu);
+    s->detok_held -= detok;
     s->open_requests--;
     pthread_cond_signal(&s->engine_cv);
     pthread_mutex_unlock(&s->mu);
@@ -659,13 +733,17 @@ tp_server *tp_server_start(const tp_serve_opts *o, tp_tokenizer *tok, char *err,
     pthread_mutex_init(&s->tok_mu, NULL);
     pthread_cond_init(&s->engine_cv, NULL);
     srv_conns_start(s);
+    /* a client (peer address) may hold only part of the connections, so clients that never finish
+     * a request cannot take every slot from the others (issue 34) */
+    int per_client = o->max_connections_per_client ? o->max_connections_per_client : (o->max_connections + 1) / 2;
+    if (per_client > o->max_connections) per_client = o->max_connections;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
                             srv_conns_notify, s, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->conn_timeout,
-                            MHD_OPTION_END);
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         snprintf(err, err_size, "cannot listen on %s port %d (in use, or not an address of this machine?)", o->host,

@@ -29,6 +29,18 @@
 #define SRV_JSON_DEPTH 32
 static inline size_t srv_json_budget(size_t body_bytes) { return 32 * body_bytes + ((size_t)1 << 20); }
 
+/* POST /detokenize turns a few bytes of body into up to ~128 bytes of text per id (a token of
+ * spaces), and more as JSON: one 8 MiB body of such ids made a 171 MiB response and +359 MiB on
+ * rank 0, four at once +1.4 GiB (issue 34). So a request takes at most SRV_DETOK_MAX_IDS ids
+ * (32 x the longest context of a CodeGen model) in a body of at most SRV_DETOK_MAX_BODY bytes
+ * (413 on the headers), and every /detokenize in flight holds its memory against one budget of
+ * SRV_DETOK_BUDGET bytes (503 + Retry-After beyond it): on its headers, the body and its parse
+ * (srv_json_budget), then, decoded, its text, its JSON and libmicrohttpd's copy of it. At most
+ * 1 + 33 + 3 x 8 MiB = 58 MiB per request (128-byte tokens), 256 MiB in all. */
+#define SRV_DETOK_MAX_IDS 65536
+#define SRV_DETOK_MAX_BODY ((size_t)1 << 20)
+#define SRV_DETOK_BUDGET ((size_t)256 << 20)
+
 typedef struct srv_job srv_job;
 
 /* One generated sequence: the scheduler's request (r.user points back here) and what the engine
@@ -111,6 +123,7 @@ struct tp_server {
     int open_requests;    /* HTTP requests not yet fully answered (drain waits for them) */
     srv_metrics met;
     srv_client *clients;  /* under mu: sequences held (queued or running) per peer address */
+    size_t detok_held;    /* under mu: bytes the /detokenize requests in flight hold (SRV_DETOK_BUDGET) */
     /* conns.c: the open connections and the watchdog of their header deadlines */
     pthread_mutex_t conn_mu;
     pthread_cond_t conns_cv;
@@ -148,7 +161,13 @@ const char *srv_finish_name(tp_finish f);
 void srv_conns_start(tp_server *s);
 void srv_conns_stop(tp_server *s); /* after MHD_stop_daemon */
 void srv_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode toe);
-void srv_conn_head_done(tp_server *s, struct MHD_Connection *c); /* its headers are in */
+/* Its headers are in: the body phase starts. The body has --conn-timeout seconds free, and must
+ * then have come at SRV_MIN_BODY_RATE bytes per second on average since, or the connection is cut
+ * (a body trickled a byte a second held its slot for ever: issue 34). */
+#define SRV_MIN_BODY_RATE 16384.0
+void srv_conn_head_done(tp_server *s, struct MHD_Connection *c);
+void srv_conn_body_bytes(tp_server *s, struct MHD_Connection *c, size_t n); /* n more body bytes */
+void srv_conn_body_done(tp_server *s, struct MHD_Connection *c); /* the whole body is in */
 void srv_conn_head_next(tp_server *s, struct MHD_Connection *c); /* answered: the next request's clock starts */
 /* A completion in flight on c (under mu or not; lock order: mu, then conn_mu): srv_conns_sweep
  * sets j->cancel when the peer closed its end. srv_conn_unwatch(s, j) before the HTTP thread

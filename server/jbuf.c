@@ -56,6 +56,17 @@ void jb_json(jbuf *b, const char *str, size_t len) {
     json_write_string(str, len, put_jbuf, b);
 }
 
+static void count_bytes(void *ctx, const char *p, size_t n) {
+    (void)p;
+    *(size_t *)ctx += n;
+}
+
+size_t jb_json_size(const char *s, size_t n) {
+    size_t k = 0;
+    json_write_string(s, n, count_bytes, &k);
+    return k;
+}
+
 void jb_float(jbuf *b, float x) {
     if (!isfinite(x)) jb_str(b, "null");
     else jb_printf(b, "%.9g", x);

@@ -18,6 +18,7 @@ void jb_str(jbuf *b, const char *s); /* raw text */
 void jb_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A JSON string literal of n bytes; invalid UTF-8 bytes become \ufffd. */
 void jb_json(jbuf *b, const char *s, size_t n);
+size_t jb_json_size(const char *s, size_t n); /* the bytes jb_json writes for it */
 /* A JSON number that round-trips a float; NaN/inf as null. */
 void jb_float(jbuf *b, float x);
 

@@ -1,5 +1,4 @@
 /* The OpenAI completions API: the request (validated into a job) and the response bodies. */
-#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -9,6 +8,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "sched/request_params.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -87,23 +87,6 @@ static int get_number(errctx *e, const json_value *root, const char *key, double
     return 1;
 }
 
-/* A number the engine keeps as a float (tp_sampling, tp_request's penalties): in range as a
- * double, and one that keeps its meaning once narrowed (tp_sampling_value_ok: top_p 1e-300 is > 0
- * as a double but 0 as a float, a nucleus of nothing). */
-static int get_float(errctx *e, const json_value *root, const char *key, double lo, double hi, int lo_open,
-                     float *out) {
-    double x;
-    int rc = get_number(e, root, key, lo, hi, lo_open, &x);
-    if (rc <= 0) return rc;
-    if (!tp_sampling_value_ok(x)) {
-        fail(e, 400, key, NULL, "'%s' must be %sat least %g in magnitude: tpgen applies it as a 32-bit float, "
-             "where %g is %g; got %g", key, lo_open && lo == 0 ? "" : "0 or ", FLT_MIN, x, (double)(float)x, x);
-        return -1;
-    }
-    *out = (float)x;
-    return 1;
-}
-
 static int get_int(errctx *e, const json_value *root, const char *key, long long lo, long long hi, long long *out) {
     const json_value *v = json_get(root, key);
     if (!v || v->type == JSON_NULL) return 0;
@@ -136,6 +119,37 @@ uint64_t srv_salt_of(const char *s, size_t n) {
     return h ? h : 1;
 }
 
+/* The fields of the knobs' table (sched/request_params.h), each read by its key into rp: absent
+ * or null keeps the default; a bad value is the table's message, the one `tpgen generate` gives
+ * for its flag. Returns -1 with the 400 written. */
+static int get_table_params(errctx *e, const json_value *root, tp_request_params *rp) {
+    for (int i = 0; i < tp_n_params; i++) {
+        const tp_param *p = &tp_params[i];
+        const json_value *v = json_get(root, p->key);
+        if (!v || v->type == JSON_NULL) continue;
+        char name[48], msg[512];
+        snprintf(name, sizeof name, "'%s'", p->key);
+        if (p->type == TP_PARAM_BOOL) {
+            int b;
+            if (get_bool(e, root, p->key, &b) < 0) return -1;
+            tp_param_set(p, rp, b);
+            continue;
+        }
+        if (v->type != JSON_NUMBER) {
+            fail(e, 400, p->key, NULL, "'%s' must be %s, got %s", p->key, p->type == TP_PARAM_INT ? "an integer" : "a number",
+                 type_of(v));
+            return -1;
+        }
+        double x = v->is_integer ? (double)v->integer : v->number;
+        if (tp_param_check(p, x, name, msg, sizeof msg)) {
+            fail(e, 400, p->key, NULL, "%s", msg);
+            return -1;
+        }
+        tp_param_set(p, rp, x);
+    }
+    return 0;
+}
+
 /* The request rules every front end shares (tp_request_params_validate), worded with the JSON
  * field: the parsers above check each field's range, so only min_tokens > max_tokens reaches
  * here in practice. Returns 1 (and the 400) when one is broken. */
@@ -150,8 +164,7 @@ static int bad_params(errctx *e, const tp_request_params *p) {
     tp_request_param bad = tp_request_params_validate(p);
     if (bad == TP_REQ_PARAM_OK) return 0;
     if (bad == TP_REQ_PARAM_MIN_TOKENS)
-        fail(e, 400, "min_tokens", NULL, "'min_tokens' (%d) exceeds 'max_tokens' (%d)", p->min_tokens,
-             p->max_new_tokens);
+        fail(e, 400, "min_tokens", NULL, "'min_tokens' %d exceeds 'max_tokens' %d", p->min_tokens, p->max_new_tokens);
     else
         fail(e, 400, field[bad], NULL, "'%s' is out of the range tpgen applies", field[bad]);
     return 1;
@@ -284,27 +297,20 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     }
     if ((v = json_get(root, "logit_bias")) && v->type != JSON_NULL && !(v->type == JSON_OBJECT && v->n == 0))
         return fail(e, 400, "logit_bias", NULL, "'logit_bias' is not supported");
-    long long max_tokens = 16, n = 1, best_of = -1, logprobs = -1, top_k = 0, min_tokens = 0, seed = -1;
-    /* floats, as the engine applies them (get_float) */
-    float temperature = 1, top_p = 1, rep = 1, presence = 0, frequency = 0;
-    int stream = 0, echo = 0, ignore_eos = 0, include_usage = 0, seeded = 0, return_ids = 0;
-    if (get_int(e, root, "max_tokens", 0, 1 << 24, &max_tokens) < 0) return NULL;
+    long long n = 1, best_of = -1, logprobs = -1, seed = -1;
+    int stream = 0, echo = 0, include_usage = 0, seeded = 0, return_ids = 0;
+    /* one request's params, as every choice gets them (seed and scoring are set per choice): the
+     * knobs' table, then the fields of the server alone */
+    tp_request_params rp = tp_request_params_default();
+    if (get_table_params(e, root, &rp) < 0) return NULL;
+    long long max_tokens = rp.max_new_tokens;
     if (get_int(e, root, "n", 1, SRV_MAX_N, &n) < 0) return NULL;
     if (get_int(e, root, "best_of", 1, SRV_MAX_N, &best_of) < 0) return NULL;
     if (best_of >= 0 && best_of != n)
         return fail(e, 400, "best_of", NULL, "'best_of' must equal 'n' (%lld): tpgen returns every sequence it makes, "
                                              "got best_of=%lld", n, best_of);
+    /* OpenAI's limit of 5, below the engine's TP_MAX_CANDIDATES (`tpgen generate --logprobs`) */
     if (get_int(e, root, "logprobs", 0, SRV_MAX_LOGPROBS, &logprobs) < 0) return NULL;
-    if (get_float(e, root, "temperature", 0, 100, 0, &temperature) < 0) return NULL;
-    if (get_float(e, root, "top_p", 0, 1, 1, &top_p) < 0) return NULL;
-    if (get_int(e, root, "top_k", -1, 1 << 24, &top_k) < 0) return NULL;
-    if (top_k < 0) top_k = 0;
-    /* [TP_REP_PENALTY_MIN, TP_REP_PENALTY_MAX] (sampler.h says why): 1e-50 was accepted, became 0
-     * as a float and every positive logit of a repeated id logit / 0 = inf, a 500 blamed on the model */
-    if (get_float(e, root, "repetition_penalty", TP_REP_PENALTY_MIN, TP_REP_PENALTY_MAX, 0, &rep) < 0) return NULL;
-    if (get_float(e, root, "presence_penalty", -2, 2, 0, &presence) < 0) return NULL;
-    if (get_float(e, root, "frequency_penalty", -2, 2, 0, &frequency) < 0) return NULL;
-    if (get_int(e, root, "min_tokens", 0, 1 << 24, &min_tokens) < 0) return NULL;
     /* Deadlines and priority (docs/SERVING.md): vLLM's priority, refused under fcfs as vLLM does
      * (it would be silently ignored); the time budget "timeout" in seconds, at most the server's
      * --request-timeout when one is set (refused above it, never shortened behind the client's back) */
@@ -319,21 +325,14 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     if (has_timeout && s->o.request_timeout > 0 && timeout > s->o.request_timeout)
         return fail(e, 400, "timeout", NULL, "'timeout' (%g s) exceeds the server's limit of %g s (--request-timeout)",
                     timeout, s->o.request_timeout);
-    /* one request's params, as every choice gets them (seed and scoring are set per choice) */
-    tp_request_params rp = tp_request_params_default();
-    rp.max_new_tokens = (int)max_tokens;
-    rp.sampling = (tp_sampling){.temperature = temperature, .top_k = (int)top_k, .top_p = top_p,
-                                .repetition_penalty = rep, .logprobs = logprobs > 0 ? (int)logprobs : 0};
-    rp.presence_penalty = presence;
-    rp.frequency_penalty = frequency;
-    rp.min_tokens = (int)min_tokens;
+    rp.sampling.logprobs = logprobs > 0 ? (int)logprobs : 0;
     rp.speculate_k = s->o.speculate_k;
     rp.speculate_n = s->o.speculate_n;
     rp.priority = (int)priority;
     rp.timeout_s = has_timeout ? timeout : s->o.request_timeout;
     if (bad_params(e, &rp)) return NULL;
     if (get_bool(e, root, "stream", &stream) < 0 || get_bool(e, root, "echo", &echo) < 0 ||
-        get_bool(e, root, "ignore_eos", &ignore_eos) < 0 || get_bool(e, root, "return_token_ids", &return_ids) < 0)
+        get_bool(e, root, "return_token_ids", &return_ids) < 0)
         return NULL;
     const json_value *so = json_get(root, "stream_options");
     if (so && so->type != JSON_NULL) {
@@ -359,7 +358,6 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
                         v->type == JSON_STRING ? "an empty one" : type_of(v));
         cache_salt = srv_salt_of(v->str, v->str_len);
     }
-    rp.ignore_eos = ignore_eos;
     if (suffix) { /* the infill ends at the format's stop token (<eom>), left out of the text */
         rp.stop_ids[0] = s->o.fim->stop_id;
         rp.n_stop_ids = 1;

@@ -38,6 +38,7 @@ typedef struct {
     const tp_fim *fim;    /* the model's fill-in-the-middle format (tokenizer/fim.h); NULL: `suffix` is refused */
     int ignore_suffix;    /* --ignore-suffix: without a FIM format, `suffix` is ignored instead of refused */
     int prefix_scope;     /* --prefix-cache-scope: TP_PREFIX_SCOPE_* (who shares prefix-cache hits) */
+    int max_connections_per_client; /* open at once from one peer address (0: half of max_connections) */
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;

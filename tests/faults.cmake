@@ -15,10 +15,11 @@ endforeach()
 # flight ("busy") or while the server waits for requests ("idle": the workers sit in bcast_idle);
 # and the ways to stop a server under mpirun that drain it (the requests in flight answered in full,
 # every rank and the launcher exit 0): SIGUSR1 to mpirun (forwarded to every rank), SIGTERM to
-# launcher/tpgen-mpirun (which turns it into SIGUSR1).
+# launcher/tpgen-mpirun (which turns it into SIGUSR1), and SIGHUP to it (issue 34).
 foreach(case "kill_worker_tp2|mpiexec|2|1|busy|" "kill_rank0_tp2|mpiexec|2|0|busy|" "kill_rank0_idle_tp2|mpiexec|2|0|idle|"
              "kill_worker_idle_tp2|mpiexec|2|1|idle|" "kill_worker_tp4|mpiexec|4|3|busy|"
-             "usr1_mpirun_drains|mpiexec|2|0|busy|USR1" "term_wrapper_drains|wrapper|2|0|busy|TERM")
+             "usr1_mpirun_drains|mpiexec|2|0|busy|USR1" "term_wrapper_drains|wrapper|2|0|busy|TERM"
+             "hup_wrapper_drains|wrapper|2|0|busy|HUP")
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 name)
   list(GET parts 1 launcher)

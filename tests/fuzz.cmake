@@ -61,11 +61,11 @@ tpgen_fuzz_target(prompts SOURCES launcher/prompts.c LIBS tpgen_tokenizer)
 tpgen_fuzz_target(sampler SOURCES sched/sampler.c model/candidates.c LIBS ${MATH_LIB})
 tpgen_fuzz_target(bin LIBS tpgen_checkpoint)
 # server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the engine
-# functions it calls, the request builder, validation, KV count and free, are sched/request.c, and
-# tokenizer/fim.c for `suffix`)
+# functions it calls, the request builder, validation, KV count and free, are sched/request.c, the
+# knobs' table sched/request_params.c, and tokenizer/fim.c for `suffix`)
 find_package(Threads REQUIRED)
-tpgen_fuzz_target(server_request SOURCES server/openai.c server/jbuf.c sched/request.c tokenizer/fim.c
-                  LIBS tpgen_tokenizer Threads::Threads)
+tpgen_fuzz_target(server_request SOURCES server/openai.c server/jbuf.c sched/request.c sched/request_params.c
+                  tokenizer/fim.c LIBS tpgen_tokenizer Threads::Threads)
 # Whole requests in one process (TP 1): body -> srv_parse_completion -> the server's engine loop
 # (scheduler, sampler) -> the response, on models/codegen-tiny-py; the model is loaded as
 # `tpgen serve` does (launcher/job.c, launcher/args.c). Its replay test runs the engine.

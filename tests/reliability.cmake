@@ -142,3 +142,11 @@ endforeach()
 add_executable(test_bf16_round ${REL_DIR}/test_bf16_round.c)
 add_test(NAME reliability_bf16_round COMMAND test_bf16_round ${REL_DIR}/bf16_cases.txt)
 set_tests_properties(reliability_bf16_round PROPERTIES LABELS "reliability;unit" TIMEOUT 30)
+
+# launcher/tpgen-mpirun serve: a stop at any moment drains (one SIGUSR1 once mpirun takes it) or
+# ends before mpirun starts, within 3 s; a second stop forces (issue 34: a stop could be held by
+# bash until mpirun exited, or kill mpirun in its first milliseconds). A stand-in mpirun, no MPI.
+add_test(NAME reliability_wrapper_signals
+         COMMAND python3 ${REL_DIR}/wrapper_signals.py ${CMAKE_SOURCE_DIR}/launcher/tpgen-mpirun
+                 ${REL_OUT}/wrapper_signals)
+set_tests_properties(reliability_wrapper_signals PROPERTIES LABELS reliability TIMEOUT 240)

@@ -51,3 +51,17 @@ else()
   add_test(NAME server_slurm_sbatch COMMAND sh -c "echo 'SKIPPED: needs root and slurm-wlm + munge'; exit 77")
   set_tests_properties(server_slurm_sbatch PROPERTIES LABELS "server;slurm" SKIP_RETURN_CODE 77)
 endif()
+
+# One table of request knobs (sched/request_params.h) drives the server's parser, `tpgen generate`'s
+# flags and tp_request_params_validate (issue 32 item 4): the table is well formed and agrees with
+# the defaults and the checks (test_request_params); every knob's bad values get the same message
+# from the server and from the CLI, only the name differing (params_test.py).
+add_executable(test_request_params ${CMAKE_CURRENT_SOURCE_DIR}/server/test_request_params.c)
+target_link_libraries(test_request_params tpgen_sched)
+add_test(NAME server_params_table COMMAND test_request_params)
+set_tests_properties(server_params_table PROPERTIES LABELS "server;unit" TIMEOUT 30)
+add_test(NAME server_params_same_answer
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/params_test.py $<TARGET_FILE:tpgen>
+                 $<TARGET_FILE:test_request_params> ${TPGEN_TEST_DATA}/tiny-f32)
+set_tests_properties(server_params_same_answer PROPERTIES LABELS "server;errors" TIMEOUT 120
+                     FIXTURES_REQUIRED server_deps)

@@ -15,9 +15,9 @@
 #   --all: every CPU test (far over what CI can give it: 137 tests took 38 min at -j2 in round 1,
 #   and the suite has about twice as many now; docs/RELIABILITY.md).
 #   --thread: ThreadSanitizer instead, for the threads that share state: builds build-tsan/
-#   (-DTPGEN_SANITIZE=thread; only tpgen and the canary, which is all these tests run) and runs
-#   the server tests (label server: libmicrohttpd's connection threads and the engine thread)
-#   and the sanitizer canaries (sanitize_catches_race shows TSan is on). Any report fails the
+#   (-DTPGEN_SANITIZE=thread; only tpgen, the canary and test_request_params, which is all these
+#   tests run) and runs the server tests (label server: libmicrohttpd's connection threads and the
+#   engine thread) and the sanitizer canaries (sanitize_catches_race shows TSan is on). Any report fails the
 #   test (TSan exits 66); tools/tsan.supp holds the few reports wholly inside Open MPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ if [ "${1:-}" = "--thread" ]; then
     shift
     build=${TPGEN_SANITIZE_BUILD:-build-tsan}
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPGEN_CUDA=OFF -DTPGEN_SANITIZE=thread >/dev/null
-    cmake --build "$build" -j"$(nproc)" --target tpgen sanitize_canary
+    cmake --build "$build" -j"$(nproc)" --target tpgen sanitize_canary test_request_params
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     # second_deadlock_stack: both stacks of a lock-order report; the run goes on after a report
     # (halt_on_error=0) so one test shows every race it meets, and still exits 66.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Bounded failure of `tpgen serve`: a rank SIGKILLed ends the whole job.
 
-usage: kill_serve.py TPGEN MPIEXEC MODEL NP VICTIM busy|idle [TERM]
+usage: kill_serve.py TPGEN MPIEXEC MODEL NP VICTIM busy|idle [TERM|USR1|HUP]
   VICTIM: the MPI rank to kill with SIGKILL (0: the server and scheduler; others: workers).
   busy: clients keep requests in flight (running sequences in /metrics) when the kill lands;
   idle: no request has come for 2 s (the workers wait for the next step in bcast_idle).
@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import serve_harness as sh  # noqa: E402
 
 TPGEN, MPIEXEC, MODEL, NP, VICTIM, MODE = sys.argv[1:7]
-SIG = {"TERM": signal.SIGTERM, "USR1": signal.SIGUSR1}.get(sys.argv[7]) if len(sys.argv) > 7 else None
+SIG = {"TERM": signal.SIGTERM, "USR1": signal.SIGUSR1, "HUP": signal.SIGHUP}.get(sys.argv[7]) if len(sys.argv) > 7 else None
 TERM = SIG is not None
 NP, VICTIM = int(NP), int(VICTIM)
 

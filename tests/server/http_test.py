@@ -9,8 +9,10 @@ PART "framing": exact bytes on raw sockets. Each request whose framing RFC 9112 
   connection is closed with nothing after it: the bytes behind it are never run as a second
   request (the smuggled request would be counted in /metrics). Good chunked and keep-alive
   requests still work. With --api-key, a request without the key gets its 401 on the headers,
-  before the body is sent; a Content-Length over --max-body-bytes its 413 the same way. A body
-  nested 33 levels deep is a 400 naming the limit of 32.
+  before the body is sent; a Content-Length over --max-body-bytes its 413 the same way (both close
+  the connection: the body is never read). Answers decided on the headers of a request without a
+  body (/health, /metrics, /v1/models, the Copilot token, 401, 404, 405) keep the connection: 50
+  pipelined get 50 answers. A body nested 33 levels deep is a 400 naming the limit of 32.
 PART "memory": rank 0's peak RSS (VmHWM) over one request of each costly kind, on a fresh server
   each: 1.25 MiB of small nested arrays (served: within the parse budget); 16 stop strings of 64
   KiB over 256 choices (served); 1 MiB of 1-digit numbers (refused: over the budget, 44 bytes of
@@ -21,6 +23,17 @@ Every server must exit 0 on SIGTERM with no sanitizer report in its stderr.
 PART "loris": --max-connections 4 --conn-timeout 2 and 4 clients trickling header bytes (one
   every 0.5 s, under the 2 s idle limit): each is cut at its header deadline and a fresh client
   is served within 8 s, where before it waited for the tricklers (12 s here).
+PART "detok": POST /detokenize is bounded (issue 34: 8 MiB of a long token's id gave a 171 MiB
+  answer, +359 MiB on rank 0, four at once +1.4 GiB): a body over 1 MiB is a 413 on the headers
+  naming the route's limit; 65,537 ids a 400 naming 65,536; 65,536 ids of the longest token are
+  served, exact; four 8 MiB bodies at once grow rank 0 by < 16 MiB, four of 65,536 ids by less
+  than the budget (256 MiB) + 16 MiB; 7 requests whose headers announce 1 MiB hold 7 x 34 MiB of
+  the budget, an 8th is a 503 naming it, and once they close a request is served again.
+PART "slowbody": --max-connections 12 --conn-timeout 2, 12 clients from 127.0.0.2 that send whole
+  headers with Content-Length 100000 and then a body byte a second (issue 34: they held every slot
+  for ever, /health was reset): a client address holds at most half of the connections (6; the
+  others are closed at once), /health from 127.0.0.1 is served throughout, and each trickler is
+  cut once its body falls behind 16 KiB/s after the 2 s of --conn-timeout (< 6 s).
 PART "fair": --max-batch 2 --max-seqs-per-client 8. A client (127.0.0.2) streams 8 sequences x 120
   tokens and never reads; a second client (127.0.0.3) asks for 4 tokens: it is admitted at the
   next free slot (< 372 tokens generated meanwhile), not behind the 6 queued sequences (> 700).
@@ -129,16 +142,22 @@ def part_framing():
               (name, before, req_count(srv, 200)))
     ok("framing refused on the headers: %d cases, each one response and the connection closed" % len(cases))
 
-    # libmicrohttpd refuses these itself (400/413) and closes; 0.9.75 writes its head twice, so
-    # only the first response and the close are asserted (docs/RELIABILITY.md, round 3)
-    for name, cl, want in [("negative", b"-5", 400), ("not a number", b"abc", 400),
+    # libmicrohttpd refuses these itself (400/413) and closes, before tpgen sees the request; 0.9.75
+    # writes its head twice (docs/RELIABILITY.md, round 4: kept, and why). What tpgen guarantees:
+    # the first bytes are one 400/413 status with Connection: close, the connection is closed,
+    # nothing behind the request runs (no 200 anywhere, none counted), and the server serves on.
+    for name, cl, want in [("negative", b"-5", 400), ("not a number", b"abc", 400), ("plus sign", b"+5", 400),
+                           ("hex", b"0x5", 400), ("a list", b"5 , 5", 400), ("a list without spaces", b"5,5", 400),
                            ("huge", b"99999999999999999999999", 413)]:
         before = req_count(srv, 200)
         data, closed = exchange(port, post(b"Content-Length: " + cl + b"\r\n", body + smuggled))
-        status, _, _, _ = parse_one(data)
-        check(status == want and closed and req_count(srv, 200) == before,
-              "Content-Length %s: %s closed=%s" % (name, status, closed))
-    ok("malformed Content-Length values: refused by libmicrohttpd, connection closed, nothing run")
+        status, hdrs, _, _ = parse_one(data)
+        check(status == want and hdrs.get("connection") == "close" and closed and b"HTTP/1.1 200" not in data and
+              req_count(srv, 200) == before,
+              "Content-Length %s: %s closed=%s %r" % (name, status, closed, data[:200]))
+        hs, _, _ = srv.request("GET", "/health")
+        check(hs == 200, "Content-Length %s: the server answers /health after it: %s" % (name, hs))
+    ok("malformed Content-Length values: one 400/413 first, connection closed, nothing run, the server serves on")
 
     # good framing still works: chunked, and two requests on one keep-alive connection
     chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
@@ -151,6 +170,35 @@ def part_framing():
     s2, _, _, rest2 = parse_one(rest)
     check(s1 == 200 and s2 == 200 and rest2 == b"", "two keep-alive requests: %s %s %r" % (s1, s2, rest2[:80]))
     ok("chunked and keep-alive requests served")
+
+    # keep-alive for every answer decided on the headers of a request without a body (issue 34:
+    # libmicrohttpd closed after a response queued on the headers; 50 pipelined /health got one)
+    def get(path, key=True, method=b"GET"):
+        return method + b" " + path + b" HTTP/1.1\r\nHost: x\r\n" + (auth if key else b"") + b"\r\n"
+    for name, raw, want in [("GET /health", get(b"/health", key=False), 200), ("GET /metrics", get(b"/metrics"), 200),
+                            ("GET /v1/models", get(b"/v1/models"), 200),
+                            ("Copilot token", get(b"/copilot_internal/v2/token"), 200),
+                            ("401", get(b"/v1/models", key=False), 401), ("404", get(b"/nowhere"), 404),
+                            ("405", get(b"/v1/completions"), 405),
+                            ("405, empty body", get(b"/health", method=b"POST")[:-2] + b"Content-Length: 0\r\n\r\n", 405)]:
+        data, closed = exchange(port, raw * 50, wait=2)
+        statuses, rest = [], data
+        while rest:
+            st_, hdrs, _, rest = parse_one(rest)
+            if st_ is None:
+                break
+            statuses.append(st_)
+            check(hdrs.get("connection") != "close", "%s: 'Connection: close' on a pipelined answer" % name)
+        check(statuses == [want] * 50 and not closed, "%s x 50 pipelined: want 50 x %d on one open connection, "
+              "got %d answers %s, closed=%s" % (name, want, len(statuses), sorted(set(statuses)), closed))
+    ok("50 pipelined requests of each kind answered on the headers: 50 answers, the connection kept")
+
+    # /v1/chat/completions: not served, and the 404 says why (docs/SERVING.md, "Routes")
+    data, closed = exchange(port, post(b"Content-Length: 2\r\n", b"{}", path=b"/v1/chat/completions"), wait=3)
+    status, _, rbody, _ = parse_one(data)
+    check(status == 404 and b"completions API only" in rbody and b"/v1/completions" in rbody,
+          "/v1/chat/completions: %s %r" % (status, rbody[:200]))
+    ok("/v1/chat/completions: a 404 that names the completions route")
 
     # refused on the headers: the body is never waited for (it is not sent here)
     for name, headers, want in [("no API key", b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n", 401),
@@ -275,6 +323,155 @@ def part_loris():
     stop(srv)
 
 
+def model_with_tokenizer():
+    model = os.path.join(st.WORK, "tiny-with-tokenizer")
+    os.makedirs(model, exist_ok=True)
+    for f in ["config.json", "model.safetensors"]:
+        shutil.copy(os.path.join(st.FIXTURE, f), model)
+    for f in ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]:
+        shutil.copy(os.path.join(st.TOKDIR, f), model)
+    return model
+
+
+def part_detok():
+    model = model_with_tokenizer()
+    with open(os.path.join(model, "vocab.json")) as f:
+        vocab = json.load(f)
+    with open(os.path.join(model, "config.json")) as f:
+        V = json.load(f)["vocab_size"]
+    # the longest token the model can name (byte-level BPE: one character per byte)
+    tok, tid = max(((t, i) for t, i in vocab.items() if i < V and t.isascii() and t.isalpha()),  # no escaping
+                   key=lambda x: len(x[0]))
+    srv = Server(model)
+    port, pid = srv.port, srv.rank_pids()[0]
+
+    def detok(n, raw=None):
+        body = raw if raw is not None else json.dumps({"tokens": [tid] * n}, separators=(",", ":"))
+        st_, text, _ = srv.request("POST", "/detokenize", raw=body)
+        return st_, text
+
+    status, text = detok(65537)
+    check(status == 400 and "at most 65536" in text and "65537" in text, "65537 ids: %d %s" % (status, text[:200]))
+    status, text = detok(65536)
+    check(status == 200 and json.loads(text)["prompt"] == tok * 65536, "65536 ids: %d %s" % (status, text[:120]))
+    big = b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % ((1 << 20) + 1)
+    data, closed = exchange(port, big, wait=3)
+    status, _, rbody, _ = parse_one(data)
+    check(status == 413 and closed and b"of /detokenize" in rbody, "1 MiB + 1 of body: %s %r" % (status, rbody[:200]))
+    ok("/detokenize: 65,536 ids served, 65,537 refused, a body over 1 MiB refused on its headers")
+
+    # memory: four at once, of 8 MiB (refused on the headers) and of 65,536 ids (served)
+    def four(body):
+        h0, out = vm_hwm(pid), []
+
+        def one():
+            c = socket.create_connection(("127.0.0.1", port), timeout=60)
+            c.sendall(b"POST /detokenize HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+                      % len(body))
+            try:
+                c.sendall(body)
+            except OSError:
+                pass  # refused on the headers: the server closed before the body
+            data = b""
+            try:
+                while True:
+                    b = c.recv(1 << 20)
+                    if not b:
+                        break
+                    data += b
+            except OSError:
+                pass
+            out.append(parse_one(data)[0])
+            c.close()
+        th = [threading.Thread(target=one) for _ in range(4)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join(120)
+        return out, vm_hwm(pid) - h0
+    n8 = (8 << 20) // (len(str(tid)) + 1) - 8
+    statuses, grow = four(json.dumps({"tokens": [tid] * n8}, separators=(",", ":")).encode())
+    print("detok: four bodies of %d ids (8 MiB): %s, rank 0 VmHWM +%.1f MiB" % (n8, statuses, grow / 2**20), flush=True)
+    check(statuses == [413] * 4 and (os.environ.get("TPGEN_SANITIZED") or grow < (16 << 20)),
+          "four 8 MiB bodies: %s, +%.1f MiB" % (statuses, grow / 2**20))
+    statuses, grow = four(json.dumps({"tokens": [tid] * 65536}, separators=(",", ":")).encode())
+    print("detok: four bodies of 65536 ids of %d bytes: %s, rank 0 VmHWM +%.1f MiB" % (len(tok), statuses,
+                                                                                       grow / 2**20), flush=True)
+    check(sorted(statuses) == [200] * 4 and (os.environ.get("TPGEN_SANITIZED") or grow < (272 << 20)),
+          "four of 65536 ids: %s, +%.1f MiB" % (statuses, grow / 2**20))
+    ok("/detokenize memory bounded")
+
+    # the budget: 7 announced bodies of 1 MiB hold 7 x (1 + 33) MiB; the 8th does not fit 256 MiB
+    hold = []
+    for i in range(7):
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        c.sendall(b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (1 << 20))
+        hold.append(c)
+    time.sleep(0.5)
+    data, closed = exchange(port, b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (1 << 20),
+                            wait=3)
+    status, hdrs, rbody, _ = parse_one(data)
+    check(status == 503 and hdrs.get("retry-after") == "1" and b"budget of 256 MiB" in rbody,
+          "an 8th request of 1 MiB: %s %r" % (status, rbody[:200]))
+    for c in hold:
+        c.close()
+    time.sleep(0.5)
+    status, text = detok(3)
+    check(status == 200, "after the 7 closed, a request is served: %d %s" % (status, text[:200]))
+    ok("/detokenize memory held against one budget: 503 past it, released when requests end")
+    stop(srv)
+
+
+def part_slowbody():
+    srv = Server(st.FIXTURE, ["--max-connections", "12", "--conn-timeout", "2"])
+    stop_at = time.time() + 12
+    life, refused = {}, []
+
+    def trickle(i):
+        t0 = time.time()
+        try:
+            s = socket.create_connection(("127.0.0.1", srv.port), source_address=("127.0.0.2", 0), timeout=2)
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+            while time.time() < stop_at:
+                s.sendall(b" ")
+                s.settimeout(1.0)
+                try:
+                    if s.recv(1) == b"":
+                        break
+                except socket.timeout:
+                    pass
+        except OSError:
+            pass
+        (life.__setitem__(i, time.time() - t0) if time.time() - t0 > 0.5 else refused.append(i))
+
+    th = [threading.Thread(target=trickle, args=(i,)) for i in range(12)]
+    for t in th:
+        t.start()
+    time.sleep(0.3)
+    health = []
+    while any(t.is_alive() for t in th) and time.time() < stop_at + 3:
+        t0 = time.time()
+        try:
+            c = socket.create_connection(("127.0.0.1", srv.port), timeout=2)
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            c.settimeout(2)
+            good = c.recv(4096).startswith(b"HTTP/1.1 200")
+            c.close()
+        except OSError:
+            good = False
+        health.append(good)
+        time.sleep(max(0, 0.5 - (time.time() - t0)))
+    for t in th:
+        t.join(20)
+    print("slowbody: %d tricklers connected, cut after %s s; %d refused at once; /health %d of %d answered" %
+          (len(life), sorted("%.1f" % v for v in life.values()), len(refused), sum(health), len(health)), flush=True)
+    check(len(life) <= 6, "one address holds at most half of --max-connections 12: %d held" % len(life))
+    check(health and all(health), "/health is answered while the tricklers hold their slots: %s" % health)
+    check(life and all(v < 6 for v in life.values()), "each trickled body is cut within 6 s: %s" % life)
+    ok("slow bodies cut at 16 KiB/s after --conn-timeout; one address holds half the connections")
+    stop(srv)
+
+
 def post_from(srv, addr, body):
     """POST /v1/completions from a given loopback address (a distinct client): (status, text, response)."""
     import http.client
@@ -325,5 +522,5 @@ def part_fair():
 
 
 os.makedirs(st.WORK, exist_ok=True)
-{"framing": part_framing, "memory": part_memory, "loris": part_loris, "fair": part_fair}[PART]()
+{"framing": part_framing, "memory": part_memory, "detok": part_detok, "slowbody": part_slowbody, "loris": part_loris, "fair": part_fair}[PART]()
 st.sh.exit_with_checks()
