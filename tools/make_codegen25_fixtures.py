@@ -17,7 +17,8 @@ its tokenizer encodes with allowed_special="all". This script writes:
   tokenizer/tokenizer_tiktoken_tables.c the pre-tokenizer class of every code point as tiktoken
                                         0.4.0's regex engine sees it, and which space/tab run its
                                         special-token regex picks at a run of each length
-  tests/data/tokenizer/codegen25/       a model directory's tokenizer files: tokenizer_config.json
+  tests/data/tokenizer/codegen25/       a checkpoint directory without weights: config.json and
+                                        tokenizer_config.json, no vocabulary file
   tests/data/tokenizer/codegen25_cases.jsonl   {"text", "ids"}: allowed_special="all" (HF's encode)
   tests/data/tokenizer/codegen25_plain.jsonl   {"text", "ids", "plain": true}: only the whitespace
                                         runs allowed, every other token name encoded as text
@@ -213,6 +214,15 @@ def main():
                    "tokenizer_class": "CodeGen25Tokenizer", "model_max_length": 2048,
                    "pad_token": None, "eos_token": "<|endoftext|>", "add_eos_token": False,
                    "add_special_tokens": True, "clean_up_tokenization_spaces": True}, f, indent=2)
+        f.write("\n")
+    # CodeGen2.5's config.json as published (a LLaMA): the directory is a checkpoint's without weights
+    with open(os.path.join(DATA, "codegen25", "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+                   "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 11008,
+                   "max_position_embeddings": 2048, "model_type": "llama", "num_attention_heads": 32,
+                   "num_hidden_layers": 32, "pad_token_id": 0, "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
+                   "torch_dtype": "float32", "transformers_version": "4.29.2", "use_cache": True,
+                   "vocab_size": 51200}, f, indent=2)
         f.write("\n")
     write = lambda name, rs: open(os.path.join(DATA, name), "w").write(
         "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rs))

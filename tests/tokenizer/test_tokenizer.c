@@ -9,6 +9,7 @@
  *   fuzz DIR SEED N           random bytes and random Unicode (tok_fuzz.c)
  *   unit DIR DATA             loading errors, vocab facts, errors, stop strings (tok_unit.c)
  *   cli TPGEN DATA            the tokenize/detokenize commands (tok_cli.c)
+ *   codegen25 DIR TMP         CodeGen2.5's id layout, plain text, load errors (tok_codegen25.c)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,9 +170,10 @@ int main(int argc, char **argv) {
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"encode", tt_cmd_encode}, {"decode", tt_cmd_decode}, {"truncate", tt_cmd_truncate},
-                {"fuzz", tt_cmd_fuzz},     {"unit", tt_cmd_unit},     {"cli", tt_cmd_cli}};
+                {"fuzz", tt_cmd_fuzz},     {"unit", tt_cmd_unit},     {"cli", tt_cmd_cli},
+                {"codegen25", tt_cmd_codegen25}};
     for (size_t i = 0; argc >= 2 && i < sizeof cmds / sizeof *cmds; i++)
         if (strcmp(argv[1], cmds[i].name) == 0) return cmds[i].fn(argc - 2, argv + 2);
-    fprintf(stderr, "usage: test_tokenizer encode|decode|truncate|fuzz|unit|cli ...\n");
+    fprintf(stderr, "usage: test_tokenizer encode|decode|truncate|fuzz|unit|cli|codegen25 ...\n");
     return 2;
 }
