@@ -8,6 +8,7 @@ add_executable(test_tokenizer
   ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_unit.c
   ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_cli.c
   ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_codegen25.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_fim.c
   ${CMAKE_CURRENT_SOURCE_DIR}/tokenizer/tok_test_util.c)
 target_link_libraries(test_tokenizer PRIVATE tpgen_tokenizer)
 
@@ -40,6 +41,12 @@ add_test(NAME tokenizer_codegen25_decode
          COMMAND test_tokenizer decode ${TOK_DATA}/codegen25 ${TOK_DATA}/codegen25_decode.jsonl)
 add_test(NAME tokenizer_codegen25_fuzz COMMAND test_tokenizer fuzz ${TOK_DATA}/codegen25 7 1500)
 add_test(NAME tokenizer_codegen25_unit COMMAND test_tokenizer codegen25 ${TOK_DATA}/codegen25 ${TOK_TMP})
+# The FIM prompt (tokenizer/fim.h): CodeGen2's format recognized from CodeGen2's and CodeGen2.5's
+# tokenizers without fim.json, prefix and suffix as plain text, an empty suffix; ids from HF
+# tokenizers / tiktoken (tools/make_fim_fixtures.py).
+add_test(NAME tokenizer_fim COMMAND test_tokenizer fim ${TOK_DATA}/fim_cases.jsonl ${TPGEN_TEST_DATA}/codegen2-f32
+                                    ${TOK_DATA}/codegen25 ${TOK_DATA}/codegen ${TOK_TMP})
+set_tests_properties(tokenizer_fim PROPERTIES LABELS "tokenizer;fim" TIMEOUT 120)
 set_tests_properties(tokenizer_hf_corpus tokenizer_shared_cases tokenizer_hf_decode tokenizer_truncate
                      tokenizer_json_small tokenizer_json_small_decode tokenizer_fuzz tokenizer_unit tokenizer_cli
                      tokenizer_codegen25 tokenizer_codegen25_plain tokenizer_codegen25_decode

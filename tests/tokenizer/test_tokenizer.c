@@ -10,6 +10,7 @@
  *   unit DIR DATA             loading errors, vocab facts, errors, stop strings (tok_unit.c)
  *   cli TPGEN DATA            the tokenize/detokenize commands (tok_cli.c)
  *   codegen25 DIR TMP         CodeGen2.5's id layout, plain text, load errors (tok_codegen25.c)
+ *   fim CASES CG2 CG25 CG TMP the FIM format recognized, its prompt ids (tok_fim.c)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,9 +172,9 @@ int main(int argc, char **argv) {
         int (*fn)(int, char **);
     } cmds[] = {{"encode", tt_cmd_encode}, {"decode", tt_cmd_decode}, {"truncate", tt_cmd_truncate},
                 {"fuzz", tt_cmd_fuzz},     {"unit", tt_cmd_unit},     {"cli", tt_cmd_cli},
-                {"codegen25", tt_cmd_codegen25}};
+                {"codegen25", tt_cmd_codegen25}, {"fim", tt_cmd_fim}};
     for (size_t i = 0; argc >= 2 && i < sizeof cmds / sizeof *cmds; i++)
         if (strcmp(argv[1], cmds[i].name) == 0) return cmds[i].fn(argc - 2, argv + 2);
-    fprintf(stderr, "usage: test_tokenizer encode|decode|truncate|fuzz|unit|cli|codegen25 ...\n");
+    fprintf(stderr, "usage: test_tokenizer encode|decode|truncate|fuzz|unit|cli|codegen25|fim ...\n");
     return 2;
 }
