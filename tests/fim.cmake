@@ -10,6 +10,18 @@ foreach(np 1 2)
   set_tests_properties(fim_server_tp${np} PROPERTIES LABELS "fim;server;mpi" TIMEOUT 180
                        FIXTURES_REQUIRED server_deps)
 endforeach()
+# CodeGen2 as published, without fim.json: the format is recognized from its tokenizer (the same
+# checks, and `generate --suffix` below).
+set(FIM_NOJSON ${FIM_DIR}/codegen2_no_fim_json)
+file(MAKE_DIRECTORY ${FIM_NOJSON})
+foreach(f config.json model.safetensors tokenizer.json modeling_codegen.py expected.json)
+  file(COPY ${FIM_FIX}/${f} DESTINATION ${FIM_NOJSON})
+endforeach()
+add_test(NAME fim_server_no_fim_json
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/fim/fim_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 1
+                 fim ${FIM_NOJSON})
+set_tests_properties(fim_server_no_fim_json PROPERTIES LABELS "fim;server" TIMEOUT 300
+                     FIXTURES_REQUIRED server_deps)
 add_test(NAME fim_codegen1_suffix
          COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/fim/fim_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 1
                  codegen1 ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen)
@@ -28,9 +40,13 @@ add_test(NAME fim_generate_suffix
          COMMAND ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate --model ${FIM_FIX}
                  --prompt ${FIM_PREFIX} --suffix ${FIM_SUFFIX} --max-new-tokens 20 --backend cpu --threads 1 --json)
 set_tests_properties(fim_generate_suffix PROPERTIES LABELS "fim;mpi" TIMEOUT 120)
+add_test(NAME fim_generate_suffix_no_fim_json
+         COMMAND ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate --model ${FIM_NOJSON}
+                 --prompt ${FIM_PREFIX} --suffix ${FIM_SUFFIX} --max-new-tokens 20 --backend cpu --threads 1 --json)
+set_tests_properties(fim_generate_suffix_no_fim_json PROPERTIES LABELS "fim;mpi" TIMEOUT 120)
 string(REPLACE "," ", " FIM_PIDS_SP "${FIM_PIDS}")
 string(REPLACE "," ", " FIM_IDS_SP "${FIM_IDS}")
-set_tests_properties(fim_generate_suffix PROPERTIES
+set_tests_properties(fim_generate_suffix fim_generate_suffix_no_fim_json PROPERTIES
                      PASS_REGULAR_EXPRESSION "\"prompt_ids\": \\[${FIM_PIDS_SP}\\], \"ids\": \\[${FIM_IDS_SP}\\].*\"finish_reason\": \"stop\", \"text\": \"${FIM_TEXT}\"")
 
 # CodeGen 1 (tiny-f32 with the CodeGen tokenizer): no FIM format.
