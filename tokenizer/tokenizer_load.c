@@ -33,18 +33,22 @@ static void alphabet_init(void) {
 }
 
 int tpk_alpha_char(uint8_t c, char out[2]) {
-    alphabet_init();
-    for (int cp = 0; cp < TPK_ALPHA_CPS; cp++)
-        if (g_cp_byte[cp] == c) {
-            if (cp < 0x80) {
-                out[0] = (char)cp;
-                return 1;
-            }
-            out[0] = (char)(0xC0 | cp >> 6);
-            out[1] = (char)(0x80 | (cp & 0x3F));
-            return 2;
-        }
-    return 0; /* not reached: every byte has a character */
+    static uint16_t cp_of[256]; /* byte -> its alphabet code point */
+    static int done;
+    if (!done) {
+        alphabet_init();
+        for (int cp = 0; cp < TPK_ALPHA_CPS; cp++)
+            if (g_cp_byte[cp] >= 0) cp_of[g_cp_byte[cp]] = (uint16_t)cp;
+        done = 1;
+    }
+    unsigned cp = cp_of[c];
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    out[0] = (char)(0xC0 | cp >> 6);
+    out[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
 }
 
 /* Maps a string of alphabet characters to its bytes (out has room for n bytes); 0 when some
