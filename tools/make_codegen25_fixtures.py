@@ -210,10 +210,10 @@ def main():
         assert enc.decode(r["ids"]) == r["text"]
     os.makedirs(os.path.join(DATA, "codegen25"), exist_ok=True)
     with open(os.path.join(DATA, "codegen25", "tokenizer_config.json"), "w") as f:
+        # the two fields tpgen reads the class from (the published file has these; its other fields,
+        # such as model_max_length, do not change the ids)
         json.dump({"auto_map": {"AutoTokenizer": ["tokenization_codegen25.CodeGen25Tokenizer", None]},
-                   "tokenizer_class": "CodeGen25Tokenizer", "model_max_length": 2048,
-                   "pad_token": None, "eos_token": "<|endoftext|>", "add_eos_token": False,
-                   "add_special_tokens": True, "clean_up_tokenization_spaces": True}, f, indent=2)
+                   "tokenizer_class": "CodeGen25Tokenizer"}, f, indent=2)
         f.write("\n")
     # CodeGen2.5's config.json as published (a LLaMA): the directory is a checkpoint's without weights
     with open(os.path.join(DATA, "codegen25", "config.json"), "w") as f:
