@@ -215,9 +215,19 @@ static int out_of_vocab(tp_server *s, errctx *e, const int32_t *ids, size_t n, c
 
 /* Encodes the suffix once (not once per prompt: a 7 MiB suffix and 64 prompts cost 64 encodings
  * and 64 copies before), and refuses it at once when it cannot fit the context with the format's
- * tokens and max_tokens whatever the prefix. 0, or -1 after fail. */
+ * tokens and max_tokens whatever the prefix: by its length in bytes before it is encoded, else
+ * by its ids. 0, or -1 after fail. */
 static int encode_suffix(tp_server *s, errctx *e, const json_value *suffix, long long max_tokens, fim_suffix *fs) {
     char err[256];
+    /* at least this many tokens, whatever they are: refused before it is encoded */
+    long long least = (long long)(suffix->str_len / tp_tokenizer_max_token_bytes(s->tok));
+    if (least + tp_fim_tokens(s->o.fim) + max_tokens > s->n_positions) {
+        fail(e, 400, "suffix", NULL, "This model's maximum context length is %d tokens, however the suffix alone is at "
+             "least %lld tokens (%zu bytes, at most %zu bytes a token) before any prefix, with max_tokens %lld; shorten "
+             "the suffix or max_tokens", s->n_positions, least, suffix->str_len, tp_tokenizer_max_token_bytes(s->tok),
+             max_tokens);
+        return -1;
+    }
     pthread_mutex_lock(&s->tok_mu);
     int rc = tp_tokenizer_encode_text(s->tok, suffix->str, suffix->str_len, &fs->ids, &fs->n, err, sizeof err);
     pthread_mutex_unlock(&s->tok_mu);

@@ -46,6 +46,10 @@ int tp_tokenizer_decode(const tp_tokenizer *t, const int32_t *ids, size_t n, int
 int tp_tokenizer_decode_model(const tp_tokenizer *t, int32_t model_vocab, const int32_t *ids, size_t n,
                               int skip_special, char **text, size_t *len, char *err, size_t err_size);
 int tp_tokenizer_vocab_size(const tp_tokenizer *t); /* including added tokens */
+/* The most bytes of text one token stands for: a text of len bytes encodes to at least
+ * len / this many ids (every byte belongs to one token), so a text that cannot fit a context
+ * can be refused before it is encoded. */
+size_t tp_tokenizer_max_token_bytes(const tp_tokenizer *t);
 
 /* Incremental decoder for streaming: push one id, get the newly completed UTF-8 text (never half a char). */
 typedef struct tp_detok_stream tp_detok_stream;

@@ -853,6 +853,13 @@ void tp_tokenizer_free(tp_tokenizer *t) {
 
 int tp_tokenizer_vocab_size(const tp_tokenizer *t) { return t->n_ids; }
 
+size_t tp_tokenizer_max_token_bytes(const tp_tokenizer *t) {
+    size_t most = 1;
+    for (int32_t i = 0; i < t->n_ids; i++)
+        if (t->tok_off[i + 1] - t->tok_off[i] > most) most = t->tok_off[i + 1] - t->tok_off[i];
+    return most;
+}
+
 const char *tp_tokenizer_token_bytes(const tp_tokenizer *t, int32_t id, size_t *len) {
     if (id < 0 || id >= t->n_ids || !(t->tok_flags[id] & TPK_TOK_PRESENT)) return NULL;
     *len = t->tok_off[id + 1] - t->tok_off[id];

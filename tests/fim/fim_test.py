@@ -14,8 +14,9 @@ twice gives the same infill, the second with cached_tokens > 0 (the prefix cache
 prompts with suffix are refused naming `suffix`. Token names typed in the prefix or suffix stay text
 and an empty suffix is an infill at the end: the exact prompt ids of tests/data/tokenizer/fim_cases.jsonl
 (HF `tokenizers` with split_special_tokens, tools/make_fim_fixtures.py). A 7 MB suffix with 64
-prompts that cannot fit the context is a 400 naming `suffix`, and rank 0's peak memory grows by
-far less than 64 encodings of it would take (it is encoded once, and refused before any prompt).
+prompts that cannot fit the context is a 400 naming `suffix` before it is encoded (by its length in
+bytes), and rank 0's peak memory grows by far less than 64 encodings of it took; a short suffix of
+too many tokens is a 400 naming `suffix` with its token count (encoded once, before any prompt).
 The fixture directory may lack fim.json: CodeGen2's format is then recognized from its tokenizer.
 codegen1: tiny-f32 with the CodeGen tokenizer has no FIM format: `suffix` is a 400 naming it;
 under --ignore-suffix the answer is the plain completion of the prompt.
@@ -66,9 +67,15 @@ def long_suffix_check(srv):
     st, js, raw = srv.complete({"prompt": ["a"] * 64, "suffix": "x = 1\n" * 1000000, "max_tokens": 1}, timeout=300)
     grew = (peak_kb(pid0) - before) / 1024
     err = (js or {}).get("error", {})
-    sh.check(st == 400 and err.get("param") == "suffix" and "context length" in err.get("message", ""),
+    sh.check(st == 400 and err.get("param") == "suffix" and "at least" in err.get("message", ""),
              "a 7 MB suffix beyond the context: 400 naming suffix (got %s %s)" % (st, raw[:300]))
     sh.check(grew < 300, "rank 0's peak memory grew by %.0f MB for it (the suffix encoded once; limit 300)" % grew)
+    # short enough in bytes to be encoded, too many tokens once it is: refused with its exact count
+    st, js, raw = srv.complete({"prompt": ["a"] * 64, "suffix": "x = 1\n" * 170, "max_tokens": 1})
+    msg = (js or {}).get("error", {}).get("message", "")
+    sh.check(st == 400 and (js or {}).get("error", {}).get("param") == "suffix" and "the suffix alone is" in msg
+             and "at least" not in msg, "a 1 KB suffix of more tokens than the context: 400 naming suffix with its "
+             "token count (got %s %s)" % (st, raw[:300]))
 
 
 def fim_mode(fixture):
