@@ -202,12 +202,14 @@ static int too_long(tp_server *s, errctx *e, long long n, long long max_tokens, 
     return -1;
 }
 
-/* ids the model cannot take: the 400, -1 */
-static int out_of_vocab(tp_server *s, errctx *e, const int32_t *ids, size_t n, const char *what, int which) {
+/* ids the model cannot take: the 400 on param ("prompt %d" or "suffix" in the message), -1 */
+static int out_of_vocab(tp_server *s, errctx *e, const int32_t *ids, size_t n, const char *param, int which) {
+    char what[32];
+    snprintf(what, sizeof what, which >= 0 ? "%s %d" : "%s", param, which);
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= s->vocab) {
-            fail(e, 400, what, NULL, "%s %d encodes to token id %d, out of the model's vocab_size %d", what, which,
-                 ids[i], s->vocab);
+            fail(e, 400, param, NULL, "%s encodes to token id %d, out of the model's vocab_size %d", what, ids[i],
+                 s->vocab);
             return -1;
         }
     return 0;
@@ -222,10 +224,10 @@ static int encode_suffix(tp_server *s, errctx *e, const json_value *suffix, long
     /* at least this many tokens, whatever they are: refused before it is encoded */
     long long least = (long long)(suffix->str_len / tp_tokenizer_max_token_bytes(s->tok));
     if (least + tp_fim_tokens(s->o.fim) + max_tokens > s->n_positions) {
-        fail(e, 400, "suffix", NULL, "This model's maximum context length is %d tokens, however the suffix alone is at "
-             "least %lld tokens (%zu bytes, at most %zu bytes a token) before any prefix, with max_tokens %lld; shorten "
-             "the suffix or max_tokens", s->n_positions, least, suffix->str_len, tp_tokenizer_max_token_bytes(s->tok),
-             max_tokens);
+        fail(e, 400, "suffix", NULL, "This model's maximum context length is %d tokens, however the suffix alone "
+             "is at least %lld tokens (%zu bytes, at most %zu bytes a token) before any prefix, with max_tokens "
+             "%lld; shorten the suffix or max_tokens", s->n_positions, least, suffix->str_len,
+             tp_tokenizer_max_token_bytes(s->tok), max_tokens);
         return -1;
     }
     pthread_mutex_lock(&s->tok_mu);
@@ -235,12 +237,12 @@ static int encode_suffix(tp_server *s, errctx *e, const json_value *suffix, long
         fail(e, 400, "suffix", NULL, "suffix: %s", err);
         return -1;
     }
-    if (out_of_vocab(s, e, fs->ids, fs->n, "suffix", 0)) return -1;
+    if (out_of_vocab(s, e, fs->ids, fs->n, "suffix", -1)) return -1;
     long long fixed = (long long)fs->n + tp_fim_tokens(s->o.fim);
     if (fixed + max_tokens > s->n_positions) {
-        fail(e, 400, "suffix", NULL, "This model's maximum context length is %d tokens, however the suffix alone is %zu "
-             "tokens (%lld with the fill-in-the-middle format's, before any prefix) and max_tokens %lld; shorten the "
-             "suffix or max_tokens", s->n_positions, fs->n, fixed, max_tokens);
+        fail(e, 400, "suffix", NULL, "This model's maximum context length is %d tokens, however the suffix alone "
+             "is %zu tokens (%lld with the fill-in-the-middle format's, before any prefix) and max_tokens %lld; "
+             "shorten the suffix or max_tokens", s->n_positions, fs->n, fixed, max_tokens);
         return -1;
     }
     return 0;
@@ -385,8 +387,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     if (suffix && !s->o.fim) {
         if (!s->o.ignore_suffix)
             return fail(e, 400, "suffix", NULL, "'suffix' is not supported: this model has no fill-in-the-middle format "
-                        "(CodeGen 1 cannot infill; CodeGen2 and 2.5 are recognized by their tokenizer's <mask_1>, <sep> and "
-                        "<eom>; another FIM model needs fim.json in its directory or --fim FILE); "
+                        "(CodeGen 1 cannot infill; CodeGen2 and 2.5 are recognized by their tokenizer's <mask_1>, "
+                        "<sep> and <eom>; another FIM model needs fim.json in its directory or --fim FILE); "
                         "start the server with --ignore-suffix to ignore it");
         suffix = NULL; /* --ignore-suffix: a plain completion of the prompt */
     }
