@@ -35,16 +35,17 @@ int tpk_codegen25_identify(builder *b, char *cls, size_t cls_size) {
     return strcmp(cls, "CodeGen25Tokenizer") == 0;
 }
 
-/* Where the ranks are: $TPGEN_DATA_DIR, then beside the executable as installed
- * (BIN/../share/tpgen/) or as built (the build tree's share/tpgen/), then the source tree. The
- * first that exists is used; *tried lists the others for the message. */
+/* Where the ranks are: $TPGEN_DATA_DIR when set (only there: a folder the user names is not
+ * passed over), else beside the executable as installed (BIN/../share/tpgen/) or as built (the
+ * build tree's share/tpgen/), then the source tree. The first that exists is used; *tried lists
+ * the others for the message. */
 static int find_ranks(char *out, size_t size, char *tried, size_t tried_size) {
     char cands[4][PATH_MAX];
     int n = 0;
     const char *env = getenv("TPGEN_DATA_DIR");
-    if (env && *env) snprintf(cands[n++], PATH_MAX, "%s/" GPT2_RANKS, env);
+    if (env && *env) snprintf(cands[n++], PATH_MAX, "%.*s/" GPT2_RANKS, PATH_MAX - 20, env);
     char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ssize_t len = n ? 0 : readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len > 0) {
         exe[len] = 0;
         char *slash = strrchr(exe, '/');
@@ -54,7 +55,7 @@ static int find_ranks(char *out, size_t size, char *tried, size_t tried_size) {
         }
     }
 #ifdef TPGEN_TOKENIZER_DATA_DIR
-    snprintf(cands[n++], PATH_MAX, "%s/" GPT2_RANKS, TPGEN_TOKENIZER_DATA_DIR);
+    if (!env || !*env) snprintf(cands[n++], PATH_MAX, "%s/" GPT2_RANKS, TPGEN_TOKENIZER_DATA_DIR);
 #endif
     tried[0] = 0;
     for (int i = 0; i < n; i++) {
@@ -151,7 +152,8 @@ int tpk_codegen25_read(builder *b, char **eos, size_t *eos_len) {
     char path[PATH_MAX], tried[4 * PATH_MAX + 16];
     if (find_ranks(path, sizeof path, tried, sizeof tried)) {
         tpk_errf(b, "%s/tokenizer_config.json: CodeGen25Tokenizer is built from GPT-2's BPE ranks, " GPT2_RANKS
-                 ", which tpgen ships and did not find (tried %s); set TPGEN_DATA_DIR to the folder holding it",
+                 ", which tpgen ships and did not find (tried %s); set TPGEN_DATA_DIR to the folder holding it "
+                 "(tpgen's tokenizer/data/)",
                  b->dir, tried);
         return -1;
     }

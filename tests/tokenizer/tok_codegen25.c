@@ -109,6 +109,10 @@ static void test_errors(const char *tmp) {
     expect_error(d, "cg25_data/gpt2.tiktoken:2: expected \"BASE64 1\"", NULL);
     write_file(data, "gpt2.tiktoken", "IQ== 0\nIg== 1\n");
     expect_error(d, "cg25_data/gpt2.tiktoken: 2 ranks, GPT-2 has 50256", NULL);
+    /* a TPGEN_DATA_DIR without the file: an error naming it, not the copy beside the executable */
+    remove(strcat(data, "/gpt2.tiktoken"));
+    expect_error(d, "CodeGen25Tokenizer is built from GPT-2's BPE ranks, gpt2.tiktoken, which tpgen ships and did "
+                 "not find (tried ", "cg25_data/gpt2.tiktoken); set TPGEN_DATA_DIR");
     unsetenv("TPGEN_DATA_DIR");
 }
 
