@@ -1,5 +1,6 @@
 /* The CodeGen tokenizer: GPT-2 byte-level BPE plus CodeGen's added whitespace tokens, giving the
- * same ids as HF's fast CodeGen tokenizer (tokenizers' Tokenizer) on any valid UTF-8 text.
+ * same ids as HF's fast CodeGen tokenizer (tokenizers' Tokenizer) on any valid UTF-8 text; and
+ * CodeGen2.5's, giving the ids of its tiktoken 0.4.0 encoding.
  * Used on rank 0 only. See docs/TOKENIZER.md for the exact behaviour and the choices made.
  *
  * Encoding runs: 1. split on added tokens (leftmost-longest; first the non-normalized ones such as
@@ -17,11 +18,14 @@
 
 typedef struct tp_tokenizer tp_tokenizer;
 
-/* 1 when dir holds tokenizer files (vocab.json+merges.txt, or tokenizer.json). */
+/* 1 when dir holds tokenizer files (tokenizer.json, vocab.json + merges.txt, or a
+ * tokenizer_config.json, whose class tp_tokenizer_load identifies or refuses). */
 int tp_tokenizer_present(const char *dir);
 /* Loads from a model dir; NULL with a message naming the file in err on failure.
  * tokenizer.json is used when present (as HF does), else vocab.json + merges.txt with
- * added_tokens.json, special_tokens_map.json and tokenizer_config.json when present. */
+ * added_tokens.json, special_tokens_map.json and tokenizer_config.json when present, else the
+ * class tokenizer_config.json names: CodeGen2.5's CodeGen25Tokenizer (tiktoken's encoding, built
+ * from the GPT-2 ranks tpgen ships; docs/TOKENIZER.md), any other class an error naming it. */
 tp_tokenizer *tp_tokenizer_load(const char *dir, char *err, size_t err_size);
 void tp_tokenizer_free(tp_tokenizer *t);
 /* Encodes UTF-8 text. Returns 0 and a malloc'd array in *ids (count *n); -1 with a message in err
