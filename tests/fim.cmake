@@ -1,6 +1,8 @@
 # `suffix` (label fim; tokenizer/fim.h, docs/SERVING.md "Fill-in-the-middle"): FIM end to end on the
 # CodeGen2-shaped fixture through the openai client and curl (tests/fim/fim_test.py) at TP 1 and
-# 2, CodeGen 1's 400 and --ignore-suffix, `tpgen generate --suffix`, and the refusals.
+# 2 and on a copy without fim.json (the format recognized from the tokenizer), token names in
+# prefix and suffix kept as text, an empty suffix, a huge suffix refused with rank 0's memory
+# bounded, CodeGen 1's 400 and --ignore-suffix, `tpgen generate --suffix`, and the refusals.
 set(FIM_FIX ${TPGEN_TEST_DATA}/codegen2-f32)
 set(FIM_DIR ${CMAKE_CURRENT_BINARY_DIR}/fim)
 foreach(np 1 2)
