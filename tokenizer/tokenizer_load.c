@@ -629,8 +629,13 @@ static int file_merges(tp_tokenizer *t, builder *b) {
  * GPT-2 token's rank is its id), whether or not a merge rule made that token from those two
  * parts. As a merge table: every split of every token into two tokens, ranked by the token's id. */
 static void tiktoken_merges(tp_tokenizer *t) {
-    size_t splits = 0;
-    for (int32_t e = 0; e < t->n_vocab; e++) splits += t->vocab_ent[e].len - 1;
+    size_t splits = 0; /* the splits into two tokens (108,299 for GPT-2, of 270,558 cuts): the table's size */
+    for (int32_t e = 0; e < t->n_vocab; e++) {
+        const tpk_vocab_ent *v = &t->vocab_ent[e];
+        for (uint32_t cut = 1; cut < v->len; cut++)
+            splits += tpk_vocab_lookup(t, t->vocab_keys + v->off, cut) >= 0 &&
+                      tpk_vocab_lookup(t, t->vocab_keys + v->off + cut, v->len - cut) >= 0;
+    }
     uint32_t bits;
     uint32_t cap = pow2_at_least(splits * 2 + 1, &bits);
     t->merge_mask = cap - 1;
