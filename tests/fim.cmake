@@ -51,6 +51,15 @@ string(REPLACE "," ", " FIM_IDS_SP "${FIM_IDS}")
 set_tests_properties(fim_generate_suffix fim_generate_suffix_no_fim_json PROPERTIES
                      PASS_REGULAR_EXPRESSION "\"prompt_ids\": \\[${FIM_PIDS_SP}\\], \"ids\": \\[${FIM_IDS_SP}\\].*\"finish_reason\": \"stop\", \"text\": \"${FIM_TEXT}\"")
 
+# generate --suffix "" (the cursor at the end of the file): the infill prompt with nothing between
+# the prefix's <mask_1> and <|endoftext|>, not a plain completion (the ids: HF tokenizers' prefix ids,
+# as in expected.json's FIM prompt, then <mask_1> <|endoftext|> <sep> <mask_1>).
+add_test(NAME fim_generate_empty_suffix
+         COMMAND sh -c "exec \"$0\" generate --model \"$1\" --prompt \"$2\" --suffix '' --max-new-tokens 2 --backend cpu --threads 1 --json"
+                 $<TARGET_FILE:tpgen> ${FIM_NOJSON} ${FIM_PREFIX})
+set_tests_properties(fim_generate_empty_suffix PROPERTIES LABELS fim TIMEOUT 120 PASS_REGULAR_EXPRESSION
+                     "\"prompt_ids\": \\[363, 276, 67, 67, 7, 64, 11, 312, 389, 198, 257, 421, 420, 422, 421\\]")
+
 # CodeGen 1 (tiny-f32 with the CodeGen tokenizer): no FIM format.
 file(MAKE_DIRECTORY ${FIM_DIR}/codegen1)
 file(GLOB FIM_CG1_FILES ${TPGEN_TEST_DATA}/tiny-f32/*.json ${TPGEN_TEST_DATA}/tiny-f32/*.safetensors
