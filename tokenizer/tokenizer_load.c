@@ -805,9 +805,18 @@ tp_tokenizer *tp_tokenizer_load(const char *dir, char *err, size_t err_size) {
         rc = tpk_codegen25_identify(&b, cls, sizeof cls);
         if (rc == 1) rc = tpk_codegen25_read(&b, &eos, &eos_len);
         else if (rc == 0) {
-            tpk_errf(&b, "%s/tokenizer_config.json: tokenizer_class %s is not a tokenizer tpgen knows, and there is "
-                     "no vocabulary file (tpgen reads tokenizer.json, vocab.json + merges.txt, or CodeGen2.5's "
-                     "CodeGen25Tokenizer)", dir, cls);
+            /* CodeGen's own classes read vocabulary files, which are not there */
+            static const char *const vocab_classes[] = {"CodeGenTokenizer", "CodeGenTokenizerFast", "GPT2Tokenizer",
+                                                        "GPT2TokenizerFast", "PreTrainedTokenizerFast"};
+            int known = 0;
+            for (size_t k = 0; k < sizeof vocab_classes / sizeof *vocab_classes; k++) known |= !strcmp(cls, vocab_classes[k]);
+            if (known)
+                tpk_errf(&b, "%s/tokenizer_config.json: tokenizer_class %s reads tokenizer.json or vocab.json + "
+                         "merges.txt, and %s has neither", dir, cls, dir);
+            else
+                tpk_errf(&b, "%s/tokenizer_config.json: tokenizer_class %s is not a tokenizer tpgen knows, and there "
+                         "is no vocabulary file (tpgen reads tokenizer.json, vocab.json + merges.txt, or CodeGen2.5's "
+                         "CodeGen25Tokenizer)", dir, cls);
             rc = -1;
         }
     }

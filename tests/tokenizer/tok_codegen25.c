@@ -92,6 +92,9 @@ static void test_errors(const char *tmp) {
     CHECK(tp_tokenizer_present(d) == 1, "a tokenizer_config.json is a tokenizer to identify (or refuse)");
     expect_error(d, "cg25_other/tokenizer_config.json: tokenizer_class LlamaTokenizer is not a tokenizer tpgen knows",
                  NULL);
+    write_file(d, "tokenizer_config.json", "{\"tokenizer_class\": \"CodeGenTokenizer\"}");
+    expect_error(d, "tokenizer_class CodeGenTokenizer reads tokenizer.json or vocab.json + merges.txt, and ",
+                 "cg25_other has neither");
     write_file(d, "tokenizer_config.json", "{\"model_max_length\": 2048}");
     expect_error(d, "tokenizer_class (none) is not a tokenizer tpgen knows", NULL);
     write_file(d, "tokenizer_config.json", "{\"tokenizer_class\": \"CodeGen25Tokenizer\",");
