@@ -809,7 +809,8 @@ tp_tokenizer *tp_tokenizer_load(const char *dir, char *err, size_t err_size) {
             static const char *const vocab_classes[] = {"CodeGenTokenizer", "CodeGenTokenizerFast", "GPT2Tokenizer",
                                                         "GPT2TokenizerFast", "PreTrainedTokenizerFast"};
             int known = 0;
-            for (size_t k = 0; k < sizeof vocab_classes / sizeof *vocab_classes; k++) known |= !strcmp(cls, vocab_classes[k]);
+            for (size_t k = 0; k < sizeof vocab_classes / sizeof *vocab_classes; k++)
+                known |= !strcmp(cls, vocab_classes[k]);
             if (known)
                 tpk_errf(&b, "%s/tokenizer_config.json: tokenizer_class %s reads tokenizer.json or vocab.json + "
                          "merges.txt, and %s has neither", dir, cls, dir);

@@ -63,7 +63,8 @@ static void test_layout(const char *dir) {
     CHECK(defined == 51200, "%d of 51200 ids have a token", defined);
     CHECK(tp_tokenizer_eos_id(t) == 50256, "eos %d", tp_tokenizer_eos_id(t));
     static const struct { const char *name; int32_t id; } names[] = {
-        {"<|endoftext|>", 50256}, {"                               ", 50257}, {"  ", 50286}, {"\t\t\t\t\t\t\t\t\t", 50287},
+        {"<|endoftext|>", 50256}, {"                               ", 50257}, {"  ", 50286},
+        {"\t\t\t\t\t\t\t\t\t", 50287},
         {"\t\t", 50294}, {"<fim_prefix>", 50295}, {"<fim_middle>", 50296}, {"<fim_suffix>", 50297},
         {"<reponame>", 50312}, {"<dummy_0>", 50313}, {"<sep>", 50317}, {"<eom>", 50318}, {"<mask_881>", 50319},
         {"<mask_1>", 51199}};

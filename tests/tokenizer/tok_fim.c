@@ -84,7 +84,8 @@ int tt_cmd_fim(int argc, char **argv) {
           "CodeGen2's tokenizer without fim.json: the format is recognized (%s)", f.path);
     check_rows(t, &f, rows, n_rows, "codegen2");
     /* an explicit --fim file is still read first */
-    CHECK(tp_fim_load("/nonexistent/fim.json", dir, t, &f, err, sizeof err) == -1 && strstr(err, "/nonexistent/fim.json"),
+    CHECK(tp_fim_load("/nonexistent/fim.json", dir, t, &f, err, sizeof err) == -1 &&
+              strstr(err, "/nonexistent/fim.json"),
           "--fim FILE overrides: %s", err);
     tp_tokenizer_free(t);
 
