@@ -219,19 +219,6 @@ static void encode_plain(tp_tokenizer *t, const uint8_t *p, size_t s, size_t e, 
     }
 }
 
-/* A space or tab run token matched at p[i], m bytes (the longest run token there): the run
- * tiktoken's special-token regex takes instead (its alternation order, not the longest). */
-static size_t tiktoken_run(const tp_tokenizer *t, const uint8_t *p, size_t i, size_t m, int32_t *id) {
-    if (p[i] == ' ' && m < 32 && m >= 2) {
-        m = t->space_pick[m];
-        *id = t->space_id[m];
-    } else if (p[i] == '\t' && m < 10 && m >= 2) {
-        m = t->tab_pick[m];
-        *id = t->tab_id[m];
-    }
-    return m;
-}
-
 /* split [s, e) on the added tokens of tr; the gaps go to the trie next (NULL: pre-tokenizer + BPE) */
 static void split_added(tp_tokenizer *t, const tpk_trie *tr, const tpk_trie *next, const uint8_t *p, size_t s,
                         size_t e, tpk_ids *out) {
@@ -248,7 +235,6 @@ static void split_added(tp_tokenizer *t, const tpk_trie *tr, const tpk_trie *nex
                 continue;
             }
             if (node >= 0 && (m = tpk_trie_match(tr, p, i, e, &id)) > 0) {
-                if (t->space_pick) m = tiktoken_run(t, p, i, m, &id);
                 if (i > start) {
                     if (next) split_added(t, next, NULL, p, start, i, out);
                     else encode_plain(t, p, start, i, out);

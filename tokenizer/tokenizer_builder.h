@@ -39,7 +39,7 @@ typedef struct {
     json_value *docs[2]; /* vocab.json or tokenizer.json, kept while vstr/mleft point into them */
     char *merges_text;
     char *owned;  /* vocab strings made here (CodeGen2.5's ranks in the alphabet), freed with b */
-    int tiktoken; /* CodeGen2.5: tiktoken's BPE (merges from the vocab, ranked by id), its classes and run picks */
+    int tiktoken; /* CodeGen2.5: tiktoken's BPE (merges from the vocab, ranked by id) and its classes */
 } builder;
 
 void tpk_errf(builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -18,7 +18,6 @@ extern const uint8_t tpk_class_data[][256];          /* [blocks][256] class of e
  * run of m >= 2 (m capped at 31 spaces, 9 tabs) begins. */
 extern const uint8_t tpk_tt_class_block[0x110000 >> 8];
 extern const uint8_t tpk_tt_class_data[][256];
-extern const uint8_t tpk_tt_space_pick[32], tpk_tt_tab_pick[10];
 
 typedef struct {
     uint64_t hash;
@@ -28,8 +27,8 @@ typedef struct {
 
 /* token flags */
 /* SPECIAL: skipped by decode(skip_special); CONTROL: an added token that plain-text encoding
- * (tp_tokenizer_encode_text) leaves as text: HF's special tokens, or CodeGen2.5's tiktoken
- * special tokens other than its space and tab runs. */
+ * (tp_tokenizer_encode_text) leaves as text: HF's special tokens, or all of CodeGen2.5's tiktoken
+ * special tokens (its space and tab runs are in the BPE vocabulary, not added tokens). */
 enum { TPK_TOK_PRESENT = 1, TPK_TOK_SPECIAL = 2, TPK_TOK_ADDED = 4, TPK_TOK_CONTROL = 8 };
 
 /* A byte trie of added tokens; matching walks it from each text position (leftmost-longest). */
@@ -84,10 +83,6 @@ struct tp_tokenizer {
      * pass 2 on the rest (normalized=true; CodeGen has no normalizer, so the text is the same).
      * plain_*: the same without the CONTROL tokens (tp_tokenizer_encode_text). */
     tpk_trie trie_raw, trie_norm, plain_raw, plain_norm;
-    /* CodeGen2.5 (tiktoken): where a space (tab) run token matches, the run tiktoken takes there,
-     * and the id of the run of each length; NULL for HF tokenizers (leftmost-longest) */
-    const uint8_t *space_pick, *tab_pick; /* [32], [10] */
-    int32_t space_id[32], tab_id[10];
     /* the pre-tokenizer's class table: HF's (tpk_class_*) or tiktoken's (tpk_tt_class_*) */
     const uint8_t *cls_block;
     const uint8_t (*cls_data)[256];

@@ -627,7 +627,8 @@ static int file_merges(tp_tokenizer *t, builder *b) {
 
 /* tiktoken's BPE merges the adjacent pair whose concatenated bytes have the lowest rank (a
  * GPT-2 token's rank is its id), whether or not a merge rule made that token from those two
- * parts. As a merge table: every split of every token into two tokens, ranked by the token's id. */
+ * parts. As a merge table: every split of every token into two tokens, ranked by the token's id
+ * (CodeGen2.5's whitespace runs included: 31 spaces, rank 50257, merge before 2, rank 50286). */
 static void tiktoken_merges(tp_tokenizer *t) {
     size_t splits = 0; /* the splits into two tokens (108,299 for GPT-2, of 270,558 cuts): the table's size */
     for (int32_t e = 0; e < t->n_vocab; e++) {
@@ -754,23 +755,6 @@ static int build_tables(tp_tokenizer *t, builder *b, const char *eos, size_t eos
     if (b->tiktoken) {
         t->cls_block = tpk_tt_class_block;
         t->cls_data = tpk_tt_class_data;
-        t->space_pick = tpk_tt_space_pick;
-        t->tab_pick = tpk_tt_tab_pick;
-        for (int i = 0; i < 32; i++) t->space_id[i] = -1;
-        for (int i = 0; i < 10; i++) t->tab_id[i] = -1;
-        for (int i = 0; i < b->n_added; i++) {
-            const added_tok *a = &b->added[i];
-            size_t n = 0;
-            while (n < a->len && a->content[n] == a->content[0]) n++;
-            if (n == a->len && a->content[0] == ' ' && n < 32) t->space_id[n] = a->id;
-            if (n == a->len && a->content[0] == '\t' && n < 10) t->tab_id[n] = a->id;
-        }
-        for (int m = 2; m < 32; m++)
-            if (t->space_id[m] < 0 || (m < 10 && t->tab_id[m] < 0)) {
-                tpk_errf(b, "%s: the tokenizer lacks the run of %d %s that tiktoken's run picks need", b->dir, m,
-                         t->space_id[m] < 0 ? "spaces" : "tabs");
-                return -1;
-            }
     }
     if (t->eos_id < 0) { /* fall back to the vocab's <|endoftext|> */
         int32_t id = tpk_vocab_lookup(t, (const uint8_t *)"<|endoftext|>", 13);

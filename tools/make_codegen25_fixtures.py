@@ -5,24 +5,37 @@ nothing is downloaded: tiktoken's gpt2 encoding is rebuilt from the GPT-2 files 
     python tools/make_codegen25_fixtures.py [--src tests/data/tokenizer/codegen]
                                             [--cases ../shared/data/codegen-tokenizer-cases.jsonl]
 
-CodeGen2.5's published tokenization_codegen25.py builds a tiktoken Encoding from tiktoken's "gpt2"
-(GPT-2's mergeable ranks and pattern, <|endoftext|> = 50256) plus special tokens: space runs of
-31..2 (50257..50286), tab runs of 9..2 (50287..50294), StarCoder's 18 FIM and metadata tokens
-(50295..50312), <dummy_0..3>, <sep> (50317), <eom> (50318), <mask_881>..<mask_1> (50319..51199);
-its tokenizer encodes with allowed_special="all". This script writes:
+CodeGen2.5's published tokenization_codegen25.py (XGen-7B's tokenization_xgen.py is the same code)
+builds a tiktoken Encoding from tiktoken's "gpt2" (GPT-2's 50,256 mergeable ranks and pattern,
+<|endoftext|> = 50256) in two parts:
+  - whitespace runs as MERGEABLE RANKS, numbered on from gpt2's n_vocab (50257): runs of 31..2
+    spaces (50257..50286), then runs of 9..2 tabs (50287..50294), each `bpe_ranks[bytes(run)] = idx`
+    into gpt2's `_mergeable_ranks` (none of them is a GPT-2 token, so nothing is overwritten). They
+    are ordinary BPE tokens: "   " is one piece of the pattern and so one token, a longer run is
+    merged by rank like any piece ("a" + 40 spaces + "b" is a, 31 spaces, 8 spaces, " b");
+  - special tokens from 50295: StarCoder's 18 FIM and metadata tokens (50295..50312), <dummy_0..3>,
+    <sep> (50317), <eom> (50318), <mask_881>..<mask_1> (50319..51199);
+and its tokenizer encodes with allowed_special="all". That file was written after tiktoken issue
+#102, where tiktoken's maintainer told its Salesforce author to add whitespace runs as normal
+(mergeable) tokens rather than special ones; XGen's copy still names the dict `bpe_ranks`. The
+publisher's own example ids (its model card's infill prompt) agree, and so do the ids below.
+With the runs as mergeable ranks the tiktoken version does not matter for them: the order in which
+tiktoken >= 0.12 matches overlapping special tokens concerns special tokens only, and CodeGen2.5's
+remaining special tokens never overlap (each begins with "<", ends with ">" and has no ">" inside).
+This script writes:
   tokenizer/data/gpt2.tiktoken          GPT-2's mergeable ranks (base64 token, rank; tiktoken's file
                                         format), from GPT-2's vocab.json + merges.txt by tiktoken's own
                                         data_gym_to_mergeable_bpe_ranks (the same ranks as OpenAI's
                                         r50k_base.tiktoken)
   tokenizer/tokenizer_tiktoken_tables.c the pre-tokenizer class of every code point as tiktoken
-                                        0.4.0's regex engine sees it, and which space/tab run its
-                                        special-token regex picks at a run of each length
+                                        0.4.0's regex engine sees it
   tests/data/tokenizer/codegen25/       a checkpoint directory without weights: config.json and
                                         tokenizer_config.json, no vocabulary file
   tests/data/tokenizer/codegen25_cases.jsonl   {"text", "ids"}: allowed_special="all" (HF's encode)
-  tests/data/tokenizer/codegen25_plain.jsonl   {"text", "ids", "plain": true}: only the whitespace
-                                        runs allowed, every other token name encoded as text
+  tests/data/tokenizer/codegen25_plain.jsonl   {"text", "ids", "plain": true}: no special token
+                                        allowed, every token name encoded as text (encode_ordinary)
   tests/data/tokenizer/codegen25_decode.jsonl  {"ids", "skip_special", "text"}: tiktoken's decode
+It also checks the encoding against ids measured with tiktoken 0.4.0 by hand (EXAMPLES).
 """
 import argparse
 import base64
@@ -55,12 +68,35 @@ def gpt2_ranks(src):
     return ranks
 
 
+# ids measured by hand with tiktoken 0.4.0 on the published construction (also a C test)
+EXAMPLES = [("def f():\n    return 1\n", [4299, 277, 33529, 198, 50285, 1441, 352, 198]),
+            (" " * 31, [50257]),
+            ("        x", [50281, 2124]),
+            ("a" + " " * 40 + "b", [64, 50257, 50280, 275])]
+
+
 def codegen25(ranks):
-    special = {"<|endoftext|>": 50256}
-    for i, s in enumerate(SPACES + TABS + FIM + EXTRA):
-        special[s] = 50257 + i
+    """The Encoding tokenization_codegen25.py builds, step by step as it builds it."""
+    gpt2 = tiktoken.Encoding(name="gpt2", pat_str=PAT, mergeable_ranks=ranks,
+                             special_tokens={"<|endoftext|>": 50256})  # tiktoken's "gpt2"
+    idx = gpt2.n_vocab
+    bpe_ranks = dict(gpt2._mergeable_ranks)  # the published code adds to gpt2's own dict
+    for wsp in SPACES:
+        assert bytes(wsp, "ascii") not in bpe_ranks
+        bpe_ranks[bytes(wsp, "ascii")] = idx
+        idx += 1
+    for t in TABS:
+        assert bytes(t, "ascii") not in bpe_ranks
+        bpe_ranks[bytes(t, "ascii")] = idx
+        idx += 1
+    special = {}
+    for sp in FIM + EXTRA:
+        special[sp] = idx
+        idx += 1
     assert special["<sep>"] == 50317 and special["<eom>"] == 50318 and special["<mask_1>"] == 51199
-    return tiktoken.Encoding(name="gpt2", pat_str=PAT, mergeable_ranks=ranks, special_tokens=special)
+    assert bpe_ranks[b" " * 31] == 50257 and bpe_ranks[b"\t" * 2] == 50294
+    return tiktoken.Encoding(name="gpt2_im", pat_str=gpt2._pat_str, mergeable_ranks=bpe_ranks,
+                             special_tokens={**gpt2._special_tokens, **special})
 
 
 def class_table():
@@ -85,15 +121,7 @@ def class_table():
     return cls
 
 
-def run_picks(enc):
-    """The run tiktoken's special-token regex takes where m >= 2 spaces (tabs) begin: its
-    alternation is in the order of a hash map, not longest first (tiktoken 0.4.0 .. 0.11)."""
-    sp = [0, 0] + [len(enc.decode([enc.encode(" " * m, allowed_special="all")[0]])) for m in range(2, 32)]
-    tb = [0, 0] + [len(enc.decode([enc.encode("\t" * m, allowed_special="all")[0]])) for m in range(2, 10)]
-    return sp, tb
-
-
-def write_tables(cls, sp, tb):
+def write_tables(cls):
     path = os.path.join(ROOT, "tokenizer", "tokenizer_tiktoken_tables.c")
     blocks, index = [], []
     for b in range(0x110000 >> 8):
@@ -106,11 +134,8 @@ def write_tables(cls, sp, tb):
         f.write("/* Generated by tools/make_codegen25_fixtures.py from tiktoken 0.4.0. Do not edit.\n"
                 " * tpk_tt_class_*: the GPT-2 pre-tokenizer class (0 other, 1 \\p{L}, 2 \\p{N}, 3 \\s) of every\n"
                 " * code point as tiktoken's regex engine sees it (an older Unicode than HF's: 5,004 code points\n"
-                " * differ). tpk_tt_space_pick / tpk_tt_tab_pick: where m >= 2 spaces (tabs) begin, m capped at\n"
-                " * 31 (9), the length of the run token tiktoken's special-token regex matches there. */\n"
+                " * differ). */\n"
                 "#include \"tokenizer_internal.h\"\n\n")
-        f.write("const uint8_t tpk_tt_space_pick[32] = {" + ", ".join(map(str, sp)) + "};\n")
-        f.write("const uint8_t tpk_tt_tab_pick[10] = {" + ", ".join(map(str, tb)) + "};\n\n")
         f.write("const uint8_t tpk_tt_class_block[0x110000 >> 8] = {\n")
         for i in range(0, len(index), 32):
             f.write("    " + ",".join(str(x) for x in index[i:i + 32]) + ",\n")
@@ -122,7 +147,7 @@ def write_tables(cls, sp, tb):
                 f.write("        " + ",".join(str(x) for x in data[i:i + 64]) + ",\n")
             f.write("    },\n")
         f.write("};\n")
-    print(f"wrote {path} ({len(blocks)} blocks); space picks {sp[2:]}, tab picks {tb[2:]}")
+    print(f"wrote {path} ({len(blocks)} blocks)")
 
 
 def write_ranks(ranks):
@@ -187,12 +212,13 @@ def main():
     ranks = gpt2_ranks(args.src)
     enc = codegen25(ranks)
     assert enc.n_vocab == 51200
+    for text, ids in EXAMPLES:
+        got = enc.encode(text, allowed_special="all")
+        assert got == ids, f"{text!r}: {got}, measured {ids}"
     write_ranks(ranks)
-    sp, tb = run_picks(enc)
-    hf_table = open(os.path.join(ROOT, "tokenizer", "tokenizer_unicode_table.c")).read()
     if not args.no_table:
         cls = class_table()
-        write_tables(cls, sp, tb)
+        write_tables(cls)
     else:
         cls = None
     # code points whose class tiktoken and HF see differently: the texts use them
@@ -200,10 +226,9 @@ def main():
     rng = random.Random(2025)
     cases = [json.loads(l) for l in open(args.cases)]
     all_texts = texts(cases, rng, newer)
-    ws_set = set(SPACES + TABS)
     rows = [{"text": t, "ids": enc.encode(t, allowed_special="all")} for t in all_texts]
     # plain text: the rows where it differs from the default, and every tenth other row
-    plain = [{"text": t, "plain": True, "ids": enc.encode(t, allowed_special=ws_set, disallowed_special=())}
+    plain = [{"text": t, "plain": True, "ids": enc.encode(t, allowed_special=set(), disallowed_special=())}
              for t in all_texts]
     plain = [p for i, (p, r) in enumerate(zip(plain, rows)) if p["ids"] != r["ids"] or i % 10 == 0]
     for r in rows + plain:

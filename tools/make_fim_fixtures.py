@@ -4,8 +4,9 @@ with the prefix and suffix encoded as plain text (token names typed in the user'
 
   codegen2   tests/data/codegen2-f32/tokenizer.json through HF `tokenizers` with
              encode_special_tokens = True (transformers' split_special_tokens)
-  codegen25  CodeGen2.5's tiktoken 0.4.0 encoding (tools/make_codegen25_fixtures.py) with only its
-             space and tab runs allowed as special tokens (disallowed_special=())
+  codegen25  CodeGen2.5's tiktoken 0.4.0 encoding (tools/make_codegen25_fixtures.py) with no special
+             token allowed (allowed_special=set(), disallowed_special=(): encode_ordinary); its space
+             and tab runs are mergeable ranks, so they stay tokens
 
     /work/fxenv/bin/python tools/make_fim_fixtures.py
 """
@@ -38,8 +39,7 @@ def main():
                      "ids": plain(pre) + [ids["<mask_1>"]] + plain(suf) +
                      [ids["<|endoftext|>"], ids["<sep>"], ids["<mask_1>"]]})
     enc = cg25.codegen25(cg25.gpt2_ranks(os.path.join(ROOT, "tests", "data", "tokenizer", "codegen")))
-    ws = set(cg25.SPACES + cg25.TABS)
-    plain = lambda s: enc.encode(s, allowed_special=ws, disallowed_special=())
+    plain = lambda s: enc.encode(s, allowed_special=set(), disallowed_special=())
     sp = lambda s: enc.encode_single_token(s)
     for pre, suf in CASES:
         rows.append({"tokenizer": "codegen25", "prefix": pre, "suffix": suf, "stop": sp("<eom>"),
