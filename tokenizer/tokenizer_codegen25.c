@@ -29,7 +29,8 @@
 #define MAX_SPACE_RUN 31    /* runs of 31..2 spaces are ranks 50257..50286 */
 #define MAX_TAB_RUN 9       /* runs of 9..2 tabs are ranks 50287..50294 */
 /* the runs in the GPT-2 alphabet (each space or tab 2 bytes): 2 * (2 + .. + 31 + 2 + .. + 9) */
-#define RUN_ALPHA_BYTES (2 * ((MAX_SPACE_RUN * (MAX_SPACE_RUN + 1) / 2 - 1) + (MAX_TAB_RUN * (MAX_TAB_RUN + 1) / 2 - 1)))
+#define RUN_ALPHA_BYTES \
+    (2 * ((MAX_SPACE_RUN * (MAX_SPACE_RUN + 1) / 2 - 1) + (MAX_TAB_RUN * (MAX_TAB_RUN + 1) / 2 - 1)))
 
 static const char *const g_fim[] = {"<fim_prefix>",    "<fim_middle>",    "<fim_suffix>",   "<fim_pad>",
                                     "<filename>",      "<gh_stars>",      "<issue_start>",  "<issue_comment>",

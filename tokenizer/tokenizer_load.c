@@ -630,7 +630,7 @@ static int file_merges(tp_tokenizer *t, builder *b) {
  * parts. As a merge table: every split of every token into two tokens, ranked by the token's id
  * (CodeGen2.5's whitespace runs included: 31 spaces, rank 50257, merge before 2, rank 50286). */
 static void tiktoken_merges(tp_tokenizer *t) {
-    size_t splits = 0; /* the splits into two tokens (108,299 for GPT-2, of 270,558 cuts): the table's size */
+    size_t splits = 0; /* the splits into two tokens (CodeGen2.5: 108,800 of 271,059 cuts): the table's size */
     for (int32_t e = 0; e < t->n_vocab; e++) {
         const tpk_vocab_ent *v = &t->vocab_ent[e];
         for (uint32_t cut = 1; cut < v->len; cut++)

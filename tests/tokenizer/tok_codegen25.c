@@ -1,7 +1,8 @@
 /* CodeGen2.5's tokenizer (tokenizer/tokenizer_codegen25.c) beyond the tiktoken reference ids:
  * the published id layout, which ids decode(skip_special) drops, plain-text encoding of token
- * names, and the errors: an unknown tokenizer class, a broken tokenizer_config.json, broken or
- * missing GPT-2 ranks (found through TPGEN_DATA_DIR). */
+ * names, the whitespace runs as mergeable ranks (ids measured by hand with tiktoken 0.4.0), and
+ * the errors: an unknown tokenizer class, a broken tokenizer_config.json, broken or missing GPT-2
+ * ranks (found through TPGEN_DATA_DIR), GPT-2 ranks that hold one of CodeGen2.5's own runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,26 @@ static void test_layout(const char *dir) {
     tp_tokenizer_free(t);
 }
 
+/* The whitespace runs are mergeable ranks (tokenization_codegen25.py's bpe_ranks), not special
+ * tokens: ids tiktoken 0.4.0 gives on the published construction, measured by hand (also asserted
+ * by tools/make_codegen25_fixtures.py). As special tokens, tiktoken's regex order would give 4
+ * spaces as 2 + 2 and 40 as 22 + 9 x 2. Plain-text encoding gives the same ids: the runs are BPE. */
+static void test_runs(const char *dir) {
+    tp_tokenizer *t = tt_load(dir);
+    static const struct { const char *text; int32_t ids[8]; size_t n; } ex[] = {
+        {"def f():\n    return 1\n", {4299, 277, 33529, 198, 50285, 1441, 352, 198}, 8}, /* 3 spaces, " return" */
+        {"                               ", {50257}, 1},                               /* 31 spaces */
+        {"        x", {50281, 2124}, 2},                                               /* 7 spaces, " x" */
+        {"a                                        b", {64, 50257, 50280, 275}, 4}, /* 39 = 31 + 8, " b" */
+    };
+    CHECK(strlen(ex[1].text) == 31 && strlen(ex[3].text) == 42, "the example texts");
+    for (size_t i = 0; i < sizeof ex / sizeof *ex; i++)
+        for (int plain = 0; plain < 2; plain++) encode_is(t, plain, ex[i].text, ex[i].ids, ex[i].n);
+    for (int32_t id = 50257; id <= 50294; id++)
+        CHECK(!tp_tokenizer_is_special(t, id), "run id %d is not special", id);
+    tp_tokenizer_free(t);
+}
+
 static void test_errors(const char *tmp) {
     char d[1024];
     mkdir(tmp, 0755);
@@ -113,6 +134,11 @@ static void test_errors(const char *tmp) {
     expect_error(d, "cg25_data/gpt2.tiktoken:2: expected \"BASE64 1\"", NULL);
     write_file(data, "gpt2.tiktoken", "IQ== 0\nIg== 1\n");
     expect_error(d, "cg25_data/gpt2.tiktoken: 2 ranks, GPT-2 has 50256", NULL);
+    write_file(data, "gpt2.tiktoken", "IQ== 0\nICA= 1\n"); /* "  " */
+    expect_error(d, "cg25_data/gpt2.tiktoken:2: a run of 2 spaces, which is not a GPT-2 token: CodeGen2.5 ranks",
+                 NULL);
+    write_file(data, "gpt2.tiktoken", "CQkJCQkJCQkJ 0\n"); /* 9 tabs */
+    expect_error(d, "cg25_data/gpt2.tiktoken:1: a run of 9 tabs", NULL);
     /* a TPGEN_DATA_DIR without the file: an error naming it, not the copy beside the executable */
     remove(strcat(data, "/gpt2.tiktoken"));
     expect_error(d, "CodeGen25Tokenizer is built from GPT-2's BPE ranks, gpt2.tiktoken, which tpgen ships and did "
@@ -126,7 +152,8 @@ int tt_cmd_codegen25(int argc, char **argv) {
         return 2;
     }
     test_layout(argv[0]);
+    test_runs(argv[0]);
     test_errors(argv[1]);
-    printf("codegen25: %s\n", g_fails ? "FAILED" : "layout, plain text and errors ok");
+    printf("codegen25: %s\n", g_fails ? "FAILED" : "layout, plain text, whitespace runs and errors ok");
     return g_fails ? 1 : 0;
 }
