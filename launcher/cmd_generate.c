@@ -199,8 +199,9 @@ static int fim_prompt(const tp_args *a, tp_tokenizer *tok, tp_prompt *p, tp_requ
     char err[4400];
     tp_fim fim;
     int has = tp_fim_load(a->fim, a->model, tok, &fim, err, sizeof err);
-    if (has == 0) snprintf(err, sizeof err, "--suffix: %s has no fill-in-the-middle format (fim.json in the model "
-                           "directory, or --fim FILE; docs/SERVING.md)", a->model);
+    if (has == 0) snprintf(err, sizeof err, "--suffix: %s has no fill-in-the-middle format (its tokenizer lacks "
+                           "CodeGen2's <mask_1>, <sep>, <eom>: give fim.json in the model directory, or --fim FILE; "
+                           "docs/SERVING.md)", a->model);
     size_t n = 0;
     int32_t *ids = NULL;
     if (has > 0 && tp_fim_encode(&fim, tok, a->prompt, strlen(a->prompt), a->suffix, strlen(a->suffix), &ids, &n, err,

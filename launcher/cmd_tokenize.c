@@ -3,14 +3,15 @@
  * rest (files that cannot be read, invalid UTF-8, ids out of range). */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util/json.h"
 #include "util/log.h"
 #include "tokenizer/tokenizer.h"
-#include "model/config.h"
 #include "checkpoint/hub.h"
 #include "launcher/commands.h"
 
@@ -19,7 +20,8 @@
 static const char *const TOKENIZE_USAGE =
     "usage: tpgen tokenize --model DIR (--text T | --file F) [--json] [--time]\n"
     "  Prints the token ids of the text, comma-separated on one line, or {\"ids\": [...]} with --json.\n"
-    "  --model DIR  a directory with vocab.json + merges.txt (+ added_tokens.json), or tokenizer.json\n"
+    "  --model DIR  a directory with tokenizer.json, vocab.json + merges.txt (+ added_tokens.json), or\n"
+    "               CodeGen2.5's tokenizer_config.json (CodeGen25Tokenizer)\n"
     "               (or ORG/NAME from the local Hugging Face cache; --revision R picks a branch or commit)\n"
     "  --text T     the text (UTF-8)\n"
     "  --file F     read the text from file F ('-' for stdin), byte for byte\n"
@@ -96,17 +98,27 @@ static tp_tokenizer *load(const char *cmd, const char *model, int32_t *model_voc
     tp_tokenizer *t = tp_tokenizer_load(dir, err, sizeof err);
     if (!t) fail(cmd, "%s", err);
     if (t && model_vocab) {
-        char path[4096];
+        /* only vocab_size is read: a tokenizer's directory may hold a model tpgen does not run
+         * (CodeGen2.5 is a LLaMA), and its ids are still the tokenizer's to decode */
+        char path[4096], jerr[256];
         struct stat st;
-        tp_config cfg;
         snprintf(path, sizeof path, "%s/config.json", dir);
         *model_vocab = 0;
         if (stat(path, &st) == 0) {
-            if (tp_config_load(path, &cfg, err, sizeof err)) {
-                fail(cmd, "%s", err);
+            size_t len;
+            char *text = tp_read_file(path, &len);
+            json_value *cfg = text ? json_parse(text, len, jerr, sizeof jerr) : NULL;
+            const json_value *v = cfg && cfg->type == JSON_OBJECT ? json_get(cfg, "vocab_size") : NULL;
+            if (!cfg) fail(cmd, "%s: %s", path, text ? jerr : strerror(errno));
+            else if (v && (v->type != JSON_NUMBER || !v->is_integer || v->integer < 1 || v->integer > INT32_MAX))
+                fail(cmd, "%s: vocab_size must be a positive integer", path);
+            else if (v) *model_vocab = (int32_t)v->integer;
+            if (!cfg || (v && *model_vocab == 0)) {
                 tp_tokenizer_free(t);
                 t = NULL;
-            } else *model_vocab = cfg.vocab_size;
+            }
+            json_free(cfg);
+            free(text);
         }
     }
     free(dir);

@@ -206,16 +206,78 @@ static int parse_ids(tp_server *s, errctx *e, const json_value *a, int which, sr
     return 0;
 }
 
-/* suffix: NULL, or the request's `suffix` on a FIM-capable model: the prompt is then the FIM
- * prompt of prefix v and suffix (tokenizer/fim.h). */
-static int parse_text(tp_server *s, errctx *e, const json_value *v, const json_value *suffix, int which,
-                      srv_prompt *p) {
+/* The request's `suffix` on a FIM-capable model, encoded once for all its prompts. */
+typedef struct {
+    int32_t *ids; /* [n] the suffix as plain text (tp_tokenizer_encode_text) */
+    size_t n;
+} fim_suffix;
+
+/* A prompt of n tokens and max_tokens more do not fit the context: the 400, -1. */
+static int too_long(tp_server *s, errctx *e, long long n, long long max_tokens, int which) {
+    if (n + max_tokens <= s->n_positions) return 0;
+    fail(e, 400, "max_tokens", NULL, "This model's maximum context length is %d tokens, however you requested %lld "
+         "tokens (%lld in prompt %d, %lld for the completion); reduce the prompt or max_tokens",
+         s->n_positions, n + max_tokens, n, which, max_tokens);
+    return -1;
+}
+
+/* ids the model cannot take: the 400 on param ("prompt %d" or "suffix" in the message), -1 */
+static int out_of_vocab(tp_server *s, errctx *e, const int32_t *ids, size_t n, const char *param, int which) {
+    char what[32];
+    snprintf(what, sizeof what, which >= 0 ? "%s %d" : "%s", param, which);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= s->vocab) {
+            fail(e, 400, param, NULL, "%s encodes to token id %d, out of the model's vocab_size %d", what, ids[i],
+                 s->vocab);
+            return -1;
+        }
+    return 0;
+}
+
+/* Encodes the suffix once (not once per prompt: a 7 MiB suffix and 64 prompts cost 64 encodings
+ * and 64 copies before), and refuses it at once when it cannot fit the context with the format's
+ * tokens and max_tokens whatever the prefix: by its length in bytes before it is encoded, else
+ * by its ids. 0, or -1 after fail. */
+static int encode_suffix(tp_server *s, errctx *e, const json_value *suffix, long long max_tokens, fim_suffix *fs) {
+    char err[256];
+    /* at least this many tokens, whatever they are: refused before it is encoded */
+    long long least = (long long)(suffix->str_len / tp_tokenizer_max_token_bytes(s->tok));
+    if (least + tp_fim_tokens(s->o.fim) + max_tokens > s->n_positions) {
+        fail(e, 400, "suffix", NULL, "This model's maximum context length is %d tokens, however the suffix alone "
+             "is at least %lld tokens (%zu bytes, at most %zu bytes a token) before any prefix, with max_tokens "
+             "%lld; shorten the suffix or max_tokens", s->n_positions, least, suffix->str_len,
+             tp_tokenizer_max_token_bytes(s->tok), max_tokens);
+        return -1;
+    }
+    pthread_mutex_lock(&s->tok_mu);
+    int rc = tp_tokenizer_encode_text(s->tok, suffix->str, suffix->str_len, &fs->ids, &fs->n, err, sizeof err);
+    pthread_mutex_unlock(&s->tok_mu);
+    if (rc) {
+        fail(e, 400, "suffix", NULL, "suffix: %s", err);
+        return -1;
+    }
+    if (out_of_vocab(s, e, fs->ids, fs->n, "suffix", -1)) return -1;
+    long long fixed = (long long)fs->n + tp_fim_tokens(s->o.fim);
+    if (fixed + max_tokens > s->n_positions) {
+        fail(e, 400, "suffix", NULL, "This model's maximum context length is %d tokens, however the suffix alone "
+             "is %zu tokens (%lld with the fill-in-the-middle format's, before any prefix) and max_tokens %lld; "
+             "shorten the suffix or max_tokens", s->n_positions, fs->n, fixed, max_tokens);
+        return -1;
+    }
+    return 0;
+}
+
+/* fs: NULL, or the request's suffix on a FIM-capable model: the prompt is then the FIM prompt of
+ * prefix v and the suffix (tokenizer/fim.h). A prompt too long for the context is refused here,
+ * before the next one is encoded. */
+static int parse_text(tp_server *s, errctx *e, const json_value *v, const fim_suffix *fs, long long max_tokens,
+                      int which, srv_prompt *p) {
     if (!s->tok) {
         fail(e, 400, "prompt", NULL, "prompt %d is text, but the model directory has no tokenizer "
                                      "(vocab.json + merges.txt, or tokenizer.json); send token ids", which);
         return -1;
     }
-    if (v->str_len == 0 && !suffix) {
+    if (v->str_len == 0 && !fs) {
         fail(e, 400, "prompt", NULL, "prompt %d is empty (tpgen adds no BOS token)", which);
         return -1;
     }
@@ -223,24 +285,20 @@ static int parse_text(tp_server *s, errctx *e, const json_value *v, const json_v
     int32_t *ids = NULL;
     size_t n = 0;
     pthread_mutex_lock(&s->tok_mu);
-    int rc = suffix ? tp_fim_encode(s->o.fim, s->tok, v->str, v->str_len, suffix->str, suffix->str_len, &ids, &n, err,
-                                    sizeof err)
-                    : tp_tokenizer_encode(s->tok, v->str, v->str_len, &ids, &n, err, sizeof err);
+    int rc = fs ? tp_fim_assemble(s->o.fim, s->tok, v->str, v->str_len, fs->ids, fs->n, &ids, &n, err, sizeof err)
+                : tp_tokenizer_encode(s->tok, v->str, v->str_len, &ids, &n, err, sizeof err);
     pthread_mutex_unlock(&s->tok_mu);
     if (rc) {
         fail(e, 400, "prompt", NULL, "prompt %d: %s", which, err);
         return -1;
     }
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] >= s->vocab) {
-            fail(e, 400, "prompt", NULL, "prompt %d encodes to token id %d, out of the model's vocab_size %d", which,
-                 ids[i], s->vocab);
-            free(ids);
-            return -1;
-        }
+    if (out_of_vocab(s, e, ids, n, "prompt", which) || too_long(s, e, (long long)n, max_tokens, which)) {
+        free(ids);
+        return -1;
+    }
     p->ids = ids;
     p->n = (int)n;
-    if (suffix) return 0; /* echo: the FIM prompt's text, from its ids (prompt_offsets) */
+    if (fs) return 0; /* echo: the FIM prompt's text, from its ids (prompt_offsets) */
     p->text = tp_malloc(v->str_len + 1);
     memcpy(p->text, v->str, v->str_len + 1);
     p->text_len = v->str_len;
@@ -264,6 +322,63 @@ static void prompt_offsets(tp_server *s, srv_prompt *p) {
         p->text = out ? out : tp_strdup("");
         p->text_len = out ? len : 0;
     } else free(out);
+}
+
+/* The request's prompts into j->prompts (j->n_prompts of them): a string, an array of strings,
+ * token ids or arrays of token ids; with suffix, FIM prompts of text. 0, or -1 after fail. */
+static int parse_prompts(tp_server *s, errctx *e, const json_value *p, const json_value *suffix, long long max_tokens,
+                         srv_job *j) {
+    if (p->type != JSON_STRING && p->type != JSON_ARRAY) {
+        fail(e, 400, "prompt", NULL, "'prompt' must be a string, an array of strings, an array of token ids or an "
+             "array of arrays of token ids, got %s", type_of(p));
+        return -1;
+    }
+    if (p->type == JSON_ARRAY && p->n == 0) {
+        fail(e, 400, "prompt", NULL, "'prompt' is an empty array");
+        return -1;
+    }
+    json_type t0 = p->type == JSON_STRING ? JSON_STRING : p->items[0].type;
+    if (suffix && t0 != JSON_STRING) {
+        fail(e, 400, "suffix", NULL, "'suffix' needs text prompts (a string or an array of strings): the "
+                                     "fill-in-the-middle prompt is built from text");
+        return -1;
+    }
+    if (p->type == JSON_ARRAY && t0 != JSON_NUMBER && p->n > SRV_MAX_PROMPTS) {
+        fail(e, 400, "prompt", NULL, "at most %d prompts per request, got %zu", SRV_MAX_PROMPTS, p->n);
+        return -1;
+    }
+    fim_suffix fs = {NULL, 0};
+    if (suffix && (!s->tok || encode_suffix(s, e, suffix, max_tokens, &fs))) {
+        if (!s->tok) fail(e, 400, "suffix", NULL, "'suffix' needs a tokenizer in the model directory");
+        free(fs.ids);
+        return -1;
+    }
+    const fim_suffix *fsp = suffix ? &fs : NULL;
+    int rc = 0;
+    if (p->type == JSON_STRING || t0 == JSON_NUMBER) { /* one prompt of text or of ids */
+        j->prompts = tp_calloc(1, sizeof *j->prompts);
+        j->n_prompts = 1;
+        rc = p->type == JSON_STRING ? parse_text(s, e, p, fsp, max_tokens, 0, &j->prompts[0])
+                                    : parse_ids(s, e, p, 0, &j->prompts[0]);
+    } else {
+        j->prompts = tp_calloc(p->n, sizeof *j->prompts);
+        for (size_t i = 0; rc == 0 && i < p->n; i++) {
+            const json_value *x = &p->items[i];
+            j->n_prompts = (int)i + 1;
+            if (x->type == JSON_STRING) rc = parse_text(s, e, x, fsp, max_tokens, (int)i, &j->prompts[i]);
+            else if (x->type == JSON_ARRAY && !suffix) rc = parse_ids(s, e, x, (int)i, &j->prompts[i]);
+            else if (x->type == JSON_ARRAY) {
+                fail(e, 400, "suffix", NULL, "'suffix' needs text prompts; prompt %zu is token ids", i);
+                rc = -1;
+            } else {
+                fail(e, 400, "prompt", NULL, "prompt %zu is a %s; 'prompt' must be a string, an array of strings, "
+                     "an array of token ids or an array of arrays of token ids", i, type_of(x));
+                rc = -1;
+            }
+        }
+    }
+    free(fs.ids);
+    return rc;
 }
 
 static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
@@ -291,7 +406,8 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     if (suffix && !s->o.fim) {
         if (!s->o.ignore_suffix)
             return fail(e, 400, "suffix", NULL, "'suffix' is not supported: this model has no fill-in-the-middle format "
-                        "(CodeGen 1 cannot infill; a FIM model needs fim.json in its directory or --fim FILE); "
+                        "(CodeGen 1 cannot infill; CodeGen2 and 2.5 are recognized by their tokenizer's <mask_1>, "
+                        "<sep> and <eom>; another FIM model needs fim.json in its directory or --fim FILE); "
                         "start the server with --ignore-suffix to ignore it");
         suffix = NULL; /* --ignore-suffix: a plain completion of the prompt */
     }
@@ -395,47 +511,10 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
 
     const json_value *p = json_get(root, "prompt");
     if (!p || p->type == JSON_NULL) BAIL(400, "prompt", NULL, "'prompt' is required");
-    if (p->type == JSON_STRING) {
-        j->prompts = tp_calloc(1, sizeof *j->prompts);
-        j->n_prompts = 1;
-        if (parse_text(s, e, p, suffix, 0, &j->prompts[0])) { srv_job_free(j); return NULL; }
-    } else if (p->type == JSON_ARRAY) {
-        if (p->n == 0) BAIL(400, "prompt", NULL, "'prompt' is an empty array");
-        json_type t0 = p->items[0].type;
-        if (suffix && t0 != JSON_STRING)
-            BAIL(400, "suffix", NULL, "'suffix' needs text prompts (a string or an array of strings): the "
-                                      "fill-in-the-middle prompt is built from text");
-        if (t0 == JSON_NUMBER) { /* one prompt of ids */
-            j->prompts = tp_calloc(1, sizeof *j->prompts);
-            j->n_prompts = 1;
-            if (parse_ids(s, e, p, 0, &j->prompts[0])) { srv_job_free(j); return NULL; }
-        } else {
-            if (p->n > SRV_MAX_PROMPTS) BAIL(400, "prompt", NULL, "at most %d prompts per request, got %zu",
-                                             SRV_MAX_PROMPTS, p->n);
-            j->prompts = tp_calloc(p->n, sizeof *j->prompts);
-            for (size_t i = 0; i < p->n; i++) {
-                const json_value *x = &p->items[i];
-                j->n_prompts = (int)i + 1;
-                int rc;
-                if (x->type == JSON_STRING) rc = parse_text(s, e, x, suffix, (int)i, &j->prompts[i]);
-                else if (x->type == JSON_ARRAY && !suffix) rc = parse_ids(s, e, x, (int)i, &j->prompts[i]);
-                else if (x->type == JSON_ARRAY) BAIL(400, "suffix", NULL, "'suffix' needs text prompts; prompt %zu is "
-                                                                          "token ids", i);
-                else BAIL(400, "prompt", NULL, "prompt %zu is a %s; 'prompt' must be a string, an array of strings, "
-                                               "an array of token ids or an array of arrays of token ids", i, type_of(x));
-                if (rc) { srv_job_free(j); return NULL; }
-            }
-        }
-    } else
-        BAIL(400, "prompt", NULL, "'prompt' must be a string, an array of strings, an array of token ids or an array "
-                                  "of arrays of token ids, got %s", type_of(p));
-
+    if (parse_prompts(s, e, p, suffix, max_tokens, j)) { srv_job_free(j); return NULL; }
     for (int i = 0; i < j->n_prompts; i++) {
         srv_prompt *q = &j->prompts[i];
-        if (q->n + max_tokens > s->n_positions)
-            BAIL(400, "max_tokens", NULL, "This model's maximum context length is %d tokens, however you requested %lld "
-                 "tokens (%d in prompt %d, %lld for the completion); reduce the prompt or max_tokens",
-                 s->n_positions, q->n + max_tokens, q->n, i, max_tokens);
+        if (too_long(s, e, q->n, max_tokens, i)) { srv_job_free(j); return NULL; } /* token-id prompts */
         prompt_offsets(s, q);
     }
 

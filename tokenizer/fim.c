@@ -36,13 +36,38 @@ static int resolve(tp_tokenizer *t, const char *name, const char *what, tp_fim *
     return 0;
 }
 
+/* CodeGen2's infill format (its model card; CodeGen2.5's card gives the same), as
+ * configs/fim-codegen2.json writes it */
+static const char *const g_cg2_prompt[] = {"{prefix}", "<mask_1>", "{suffix}", "<|endoftext|>", "<sep>", "<mask_1>"};
+static const char g_cg2_stop[] = "<eom>";
+
+/* The CodeGen2 format when t has every token it names: 1, else 0. */
+static int builtin(tp_tokenizer *t, tp_fim *f) {
+    if (!t) return 0;
+    snprintf(f->path, sizeof f->path, "(built in: CodeGen2's infill format, recognized from the tokenizer's <mask_1>, "
+             "<sep>, <eom> and <|endoftext|>)");
+    f->n_parts = (int)(sizeof g_cg2_prompt / sizeof *g_cg2_prompt);
+    for (int i = 0; i < f->n_parts; i++) {
+        const char *name = g_cg2_prompt[i];
+        if (!strcmp(name, "{prefix}")) f->part_id[i] = -1;
+        else if (!strcmp(name, "{suffix}")) f->part_id[i] = -2;
+        else if ((f->part_id[i] = token_id(t, name)) < 0) return 0; /* the tokenizer lacks it: not this format */
+    }
+    f->stop_id = token_id(t, g_cg2_stop);
+    return f->stop_id >= 0;
+}
+
 int tp_fim_load(const char *path, const char *model_dir, tp_tokenizer *t, tp_fim *f, char *err, size_t err_size) {
     memset(f, 0, sizeof *f);
     struct stat st;
     if (path) snprintf(f->path, sizeof f->path, "%s", path);
     else if (model_dir) {
         snprintf(f->path, sizeof f->path, "%s/fim.json", model_dir);
-        if (stat(f->path, &st) != 0) return 0;
+        if (stat(f->path, &st) != 0) {
+            if (builtin(t, f)) return 1;
+            memset(f, 0, sizeof *f);
+            return 0;
+        }
     } else return 0;
     size_t len;
     char *text = tp_read_file(f->path, &len);
@@ -83,27 +108,33 @@ int tp_fim_load(const char *path, const char *model_dir, tp_tokenizer *t, tp_fim
     return rc < 0 ? -1 : 1;
 }
 
-int tp_fim_encode(const tp_fim *f, tp_tokenizer *t, const char *prefix, size_t prefix_len, const char *suffix,
-                  size_t suffix_len, int32_t **ids, size_t *n, char *err, size_t err_size) {
-    size_t cap = 16, used = 0;
-    int32_t *out = tp_malloc(cap * sizeof *out);
+int tp_fim_tokens(const tp_fim *f) { return f->n_parts - 2; }
+
+int tp_fim_assemble(const tp_fim *f, tp_tokenizer *t, const char *prefix, size_t prefix_len, const int32_t *suffix,
+                    size_t n_suffix, int32_t **ids, size_t *n, char *err, size_t err_size) {
+    int32_t *pre = NULL;
+    size_t n_pre = 0;
+    if (tp_tokenizer_encode_text(t, prefix, prefix_len, &pre, &n_pre, err, err_size)) return -1;
+    size_t used = 0;
+    int32_t *out = tp_malloc((n_pre + n_suffix + (size_t)f->n_parts) * sizeof *out);
     for (int i = 0; i < f->n_parts; i++) {
-        const int is_prefix = f->part_id[i] == -1, is_text = f->part_id[i] < 0;
-        int32_t *part = NULL;
-        size_t np = 1;
-        if (is_text && tp_tokenizer_encode(t, is_prefix ? prefix : suffix, is_prefix ? prefix_len : suffix_len, &part,
-                                           &np, err, err_size)) {
-            free(out);
-            return -1;
-        }
-        if (used + np > cap) out = tp_realloc(out, (cap = 2 * (used + np)) * sizeof *out);
-        if (is_text) {
-            if (np) memcpy(out + used, part, np * sizeof *out);
-        } else out[used] = f->part_id[i];
+        const int32_t *part = f->part_id[i] == -1 ? pre : f->part_id[i] == -2 ? suffix : &f->part_id[i];
+        size_t np = f->part_id[i] == -1 ? n_pre : f->part_id[i] == -2 ? n_suffix : 1;
+        if (np) memcpy(out + used, part, np * sizeof *out);
         used += np;
-        free(part);
     }
+    free(pre);
     *ids = out;
     *n = used;
     return 0;
+}
+
+int tp_fim_encode(const tp_fim *f, tp_tokenizer *t, const char *prefix, size_t prefix_len, const char *suffix,
+                  size_t suffix_len, int32_t **ids, size_t *n, char *err, size_t err_size) {
+    int32_t *suf = NULL;
+    size_t n_suf = 0;
+    if (tp_tokenizer_encode_text(t, suffix, suffix_len, &suf, &n_suf, err, err_size)) return -1;
+    int rc = tp_fim_assemble(f, t, prefix, prefix_len, suf, n_suf, ids, n, err, err_size);
+    free(suf);
+    return rc;
 }

@@ -1,5 +1,6 @@
 /* The CodeGen tokenizer: GPT-2 byte-level BPE plus CodeGen's added whitespace tokens, giving the
- * same ids as HF's fast CodeGen tokenizer (tokenizers' Tokenizer) on any valid UTF-8 text.
+ * same ids as HF's fast CodeGen tokenizer (tokenizers' Tokenizer) on any valid UTF-8 text; and
+ * CodeGen2.5's, giving the ids of its tiktoken 0.4.0 encoding.
  * Used on rank 0 only. See docs/TOKENIZER.md for the exact behaviour and the choices made.
  *
  * Encoding runs: 1. split on added tokens (leftmost-longest; first the non-normalized ones such as
@@ -17,17 +18,26 @@
 
 typedef struct tp_tokenizer tp_tokenizer;
 
-/* 1 when dir holds tokenizer files (vocab.json+merges.txt, or tokenizer.json). */
+/* 1 when dir holds tokenizer files (tokenizer.json, vocab.json + merges.txt, or a
+ * tokenizer_config.json, whose class tp_tokenizer_load identifies or refuses). */
 int tp_tokenizer_present(const char *dir);
 /* Loads from a model dir; NULL with a message naming the file in err on failure.
  * tokenizer.json is used when present (as HF does), else vocab.json + merges.txt with
- * added_tokens.json, special_tokens_map.json and tokenizer_config.json when present. */
+ * added_tokens.json, special_tokens_map.json and tokenizer_config.json when present, else the
+ * class tokenizer_config.json names: CodeGen2.5's CodeGen25Tokenizer (tiktoken's encoding, built
+ * from the GPT-2 ranks tpgen ships; docs/TOKENIZER.md), any other class an error naming it. */
 tp_tokenizer *tp_tokenizer_load(const char *dir, char *err, size_t err_size);
 void tp_tokenizer_free(tp_tokenizer *t);
 /* Encodes UTF-8 text. Returns 0 and a malloc'd array in *ids (count *n); -1 with a message in err
    (e.g. invalid UTF-8 at byte offset N). */
 int tp_tokenizer_encode(tp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
                         size_t err_size);
+/* As tp_tokenizer_encode, with the text as plain text: a control token's name (<|endoftext|>,
+ * <sep>, <mask_1>, ...: HF's special tokens; CodeGen2.5's tiktoken special tokens, whose space
+ * and tab runs are ordinary BPE tokens) is encoded as the characters it is made of, as HF's split_special_tokens does.
+ * Used for the user's code in a FIM prompt (tokenizer/fim.h). */
+int tp_tokenizer_encode_text(tp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
+                             size_t err_size);
 /* Decodes ids to a malloc'd NUL-terminated byte string (*len bytes). Ids out of range: -1 + err.
  * The result is always valid UTF-8: byte sequences that are not (a lone byte token of a
  * multi-byte character) become U+FFFD, one per maximal invalid subpart, as HF does. */
@@ -40,6 +50,10 @@ int tp_tokenizer_decode(const tp_tokenizer *t, const int32_t *ids, size_t n, int
 int tp_tokenizer_decode_model(const tp_tokenizer *t, int32_t model_vocab, const int32_t *ids, size_t n,
                               int skip_special, char **text, size_t *len, char *err, size_t err_size);
 int tp_tokenizer_vocab_size(const tp_tokenizer *t); /* including added tokens */
+/* The most bytes of text one token stands for: a text of len bytes encodes to at least
+ * len / this many ids (every byte belongs to one token), so a text that cannot fit a context
+ * can be refused before it is encoded. */
+size_t tp_tokenizer_max_token_bytes(const tp_tokenizer *t);
 
 /* Incremental decoder for streaming: push one id, get the newly completed UTF-8 text (never half a char). */
 typedef struct tp_detok_stream tp_detok_stream;

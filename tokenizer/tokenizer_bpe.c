@@ -213,15 +213,15 @@ void tpk_bpe_word(tp_tokenizer *t, const uint8_t *w, size_t n, tpk_ids *out) {
 /* pre-tokenize [s, e) and BPE each piece */
 static void encode_plain(tp_tokenizer *t, const uint8_t *p, size_t s, size_t e, tpk_ids *out) {
     while (s < e) {
-        size_t j = tpk_pretok_next(p, s, e);
+        size_t j = tpk_pretok_next(t, p, s, e);
         tpk_bpe_word(t, p + s, j - s, out);
         s = j;
     }
 }
 
-/* split [s, e) on the added tokens of one trie; the gaps go to next (the other trie or plain) */
-static void split_added(tp_tokenizer *t, const tpk_trie *tr, const uint8_t *p, size_t s, size_t e, tpk_ids *out,
-                        void (*next)(tp_tokenizer *, const uint8_t *, size_t, size_t, tpk_ids *)) {
+/* split [s, e) on the added tokens of tr; the gaps go to the trie next (NULL: pre-tokenizer + BPE) */
+static void split_added(tp_tokenizer *t, const tpk_trie *tr, const tpk_trie *next, const uint8_t *p, size_t s,
+                        size_t e, tpk_ids *out) {
     size_t start = s;
     if (tr->n > 0) {
         for (size_t i = s; i < e;) {
@@ -235,22 +235,24 @@ static void split_added(tp_tokenizer *t, const tpk_trie *tr, const uint8_t *p, s
                 continue;
             }
             if (node >= 0 && (m = tpk_trie_match(tr, p, i, e, &id)) > 0) {
-                if (i > start) next(t, p, start, i, out);
+                if (i > start) {
+                    if (next) split_added(t, next, NULL, p, start, i, out);
+                    else encode_plain(t, p, start, i, out);
+                }
                 ids_push(out, id);
                 i += m;
                 start = i;
             } else i++;
         }
     }
-    if (start < e) next(t, p, start, e, out);
+    if (start < e) {
+        if (next) split_added(t, next, NULL, p, start, e, out);
+        else encode_plain(t, p, start, e, out);
+    }
 }
 
-static void split_norm(tp_tokenizer *t, const uint8_t *p, size_t s, size_t e, tpk_ids *out) {
-    split_added(t, &t->trie_norm, p, s, e, out, encode_plain);
-}
-
-int tp_tokenizer_encode(tp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
-                        size_t err_size) {
+static int encode(tp_tokenizer *t, int plain, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
+                  size_t err_size) {
     const uint8_t *p = (const uint8_t *)text;
     *ids = NULL;
     *n = 0;
@@ -263,8 +265,19 @@ int tp_tokenizer_encode(tp_tokenizer *t, const char *text, size_t len, int32_t *
     }
     tpk_ids out = {NULL, 0, 0};
     ids_reserve(&out, len / 3 + 16);
-    split_added(t, &t->trie_raw, p, 0, len, &out, split_norm);
+    if (plain) split_added(t, &t->plain_raw, &t->plain_norm, p, 0, len, &out);
+    else split_added(t, &t->trie_raw, &t->trie_norm, p, 0, len, &out);
     *ids = out.ids;
     *n = out.n;
     return 0;
+}
+
+int tp_tokenizer_encode(tp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
+                        size_t err_size) {
+    return encode(t, 0, text, len, ids, n, err, err_size);
+}
+
+int tp_tokenizer_encode_text(tp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
+                             size_t err_size) {
+    return encode(t, 1, text, len, ids, n, err, err_size);
 }

@@ -10,9 +10,8 @@
 
 #include "util/json.h"
 #include "util/log.h"
+#include "tokenizer_builder.h"
 #include "tokenizer_internal.h"
-
-#define TPK_MAX_ID (1 << 24) /* ids beyond this are surely a broken file */
 
 /* ---- GPT-2's byte <-> unicode alphabet ----
  * vocab.json and merges.txt spell bytes as visible characters: the printable Latin-1 bytes
@@ -31,6 +30,25 @@ static void alphabet_init(void) {
         g_cp_byte[printable ? b : 256 + n++] = (int16_t)b;
     }
     done = 1;
+}
+
+int tpk_alpha_char(uint8_t c, char out[2]) {
+    static uint16_t cp_of[256]; /* byte -> its alphabet code point */
+    static int done;
+    if (!done) {
+        alphabet_init();
+        for (int cp = 0; cp < TPK_ALPHA_CPS; cp++)
+            if (g_cp_byte[cp] >= 0) cp_of[g_cp_byte[cp]] = (uint16_t)cp;
+        done = 1;
+    }
+    unsigned cp = cp_of[c];
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    out[0] = (char)(0xC0 | cp >> 6);
+    out[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
 }
 
 /* Maps a string of alphabet characters to its bytes (out has room for n bytes); 0 when some
@@ -96,38 +114,7 @@ static uint32_t pow2_at_least(size_t n, uint32_t *bits) {
     return c;
 }
 
-/* ---- the builder: what the files say, before the tables are made ---- */
-typedef struct {
-    int32_t id;
-    char *content;
-    size_t len;
-    int special, normalized;
-} added_tok;
-
-typedef struct {
-    const char *dir;
-    char *err;
-    size_t err_size;
-    /* model vocab: the string of each id, in the GPT-2 alphabet; strings point into the parsed
-     * documents below, which live until the tables are built */
-    const char **vstr; /* [vcap] NULL when the id has no vocab string */
-    size_t *vlen;   /* [vcap] */
-    int32_t vcap, max_id;
-    added_tok *added;
-    int n_added, cap_added;
-    /* merges as strings (pointing into merges_text or the documents), in rank order */
-    const char **mleft, **mright;
-    size_t *mleft_len, *mright_len;
-    int *mline; /* line (merges.txt) or index (tokenizer.json) of each merge, for messages */
-    int n_merges, cap_merges;
-    const char *merges_file;
-    int ignore_merges;
-    json_value *docs[2]; /* vocab.json or tokenizer.json, kept while vstr/mleft point into them */
-    char *merges_text;
-} builder;
-
-static void errf(builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void errf(builder *b, const char *fmt, ...) {
+void tpk_errf(builder *b, const char *fmt, ...) {
     if (!b->err || !b->err_size) return;
     va_list ap;
     va_start(ap, fmt);
@@ -139,7 +126,7 @@ static void path_join(char *out, size_t size, const char *dir, const char *name)
     snprintf(out, size, "%s/%s", dir, name);
 }
 
-static int file_exists(const char *dir, const char *name) {
+int tpk_file_exists(const char *dir, const char *name) {
     char p[4096];
     path_join(p, sizeof p, dir, name);
     struct stat st;
@@ -147,33 +134,43 @@ static int file_exists(const char *dir, const char *name) {
 }
 
 int tp_tokenizer_present(const char *dir) {
-    return dir && (file_exists(dir, "tokenizer.json") ||
-                   (file_exists(dir, "vocab.json") && file_exists(dir, "merges.txt")));
+    /* tokenizer_config.json alone: CodeGen2.5's tokenizer, or one tp_tokenizer_load names and refuses */
+    return dir && (tpk_file_exists(dir, "tokenizer.json") ||
+                   (tpk_file_exists(dir, "vocab.json") && tpk_file_exists(dir, "merges.txt")) ||
+                   tpk_file_exists(dir, "tokenizer_config.json"));
 }
 
 /* Reads and parses DIR/name; NULL with the reason in err. */
-static json_value *read_json(builder *b, const char *name) {
+json_value *tpk_read_json(builder *b, const char *name) {
     char p[4096], jerr[256];
     path_join(p, sizeof p, b->dir, name);
     size_t len;
     char *text = tp_read_file(p, &len);
     if (!text) {
-        errf(b, "%s: %s", p, strerror(errno));
+        tpk_errf(b, "%s: %s", p, strerror(errno));
         return NULL;
     }
     json_value *v = json_parse(text, len, jerr, sizeof jerr);
     free(text);
-    if (!v) errf(b, "%s: %s", p, jerr);
+    if (!v) tpk_errf(b, "%s: %s", p, jerr);
     return v;
 }
 
 static int vocab_set(builder *b, const char *file, const char *s, size_t n, const json_value *idv) {
     if (idv->type != JSON_NUMBER || !idv->is_integer || idv->integer < 0 || idv->integer >= TPK_MAX_ID) {
-        errf(b, "%s/%s: token \"%.40s\" has id %s, expected an integer in [0, %d)", b->dir, file, s,
+        tpk_errf(b, "%s/%s: token \"%.40s\" has id %s, expected an integer in [0, %d)", b->dir, file, s,
              idv->type == JSON_NUMBER ? "out of range" : json_type_name(idv->type), TPK_MAX_ID);
         return -1;
     }
-    int32_t id = (int32_t)idv->integer;
+    return tpk_vocab_put(b, file, s, n, idv->integer);
+}
+
+int tpk_vocab_put(builder *b, const char *file, const char *s, size_t n, long long id64) {
+    if (id64 < 0 || id64 >= TPK_MAX_ID) {
+        tpk_errf(b, "%s: token \"%.40s\" has id %lld, expected an integer in [0, %d)", file, s, id64, TPK_MAX_ID);
+        return -1;
+    }
+    int32_t id = (int32_t)id64;
     if (id >= b->vcap) {
         int32_t c = b->vcap ? b->vcap : 1024;
         while (c <= id) c *= 2;
@@ -183,7 +180,7 @@ static int vocab_set(builder *b, const char *file, const char *s, size_t n, cons
         b->vcap = c;
     }
     if (b->vstr[id]) {
-        errf(b, "%s/%s: id %d is given to both \"%.40s\" and \"%.40s\"", b->dir, file, id, b->vstr[id], s);
+        tpk_errf(b, "%s/%s: id %d is given to both \"%.40s\" and \"%.40s\"", b->dir, file, id, b->vstr[id], s);
         return -1;
     }
     b->vstr[id] = s;
@@ -198,15 +195,14 @@ static int32_t vocab_find(const builder *b, const char *s, size_t n) {
     return -1;
 }
 
-static added_tok *added_find(builder *b, const char *s, size_t n) {
+added_tok *tpk_added_find(builder *b, const char *s, size_t n) {
     for (int i = 0; i < b->n_added; i++)
         if (b->added[i].len == n && memcmp(b->added[i].content, s, n) == 0) return &b->added[i];
     return NULL;
 }
 
-/* Adds (or updates) an added token. id < 0: the vocab's id for it, else a new id after all. */
-static void added_put(builder *b, const char *s, size_t n, int32_t id, int special, int normalized) {
-    added_tok *a = added_find(b, s, n);
+void tpk_added_put(builder *b, const char *s, size_t n, int32_t id, int special, int normalized) {
+    added_tok *a = tpk_added_find(b, s, n);
     if (!a) {
         if (b->n_added == b->cap_added) {
             b->cap_added = b->cap_added ? 2 * b->cap_added : 64;
@@ -223,7 +219,7 @@ static void added_put(builder *b, const char *s, size_t n, int32_t id, int speci
     if (id < 0 && a->id < 0) id = b->max_id + 1; /* HF appends a token the vocab lacks */
     if (id >= 0) a->id = id;
     if (a->id > b->max_id) b->max_id = a->id;
-    a->special = special;
+    a->special = a->control = special;
     a->normalized = normalized;
 }
 
@@ -258,16 +254,17 @@ static void builder_free(builder *b) {
     json_free(b->docs[0]);
     json_free(b->docs[1]);
     free(b->merges_text);
+    free(b->owned);
 }
 
 /* ---- vocab.json + merges.txt (+ added_tokens.json, special_tokens_map.json, tokenizer_config.json) ---- */
 
 static int read_vocab_json(builder *b) {
-    json_value *v = read_json(b, "vocab.json");
+    json_value *v = tpk_read_json(b, "vocab.json");
     if (!v) return -1;
     int rc = 0;
     if (v->type != JSON_OBJECT) {
-        errf(b, "%s/vocab.json: expected an object of token -> id, found %s", b->dir, json_type_name(v->type));
+        tpk_errf(b, "%s/vocab.json: expected an object of token -> id, found %s", b->dir, json_type_name(v->type));
         rc = -1;
     }
     for (size_t i = 0; rc == 0 && v->type == JSON_OBJECT && i < v->n; i++)
@@ -282,7 +279,7 @@ static int read_merges_txt(builder *b) {
     size_t len;
     char *text = tp_read_file(p, &len);
     if (!text) {
-        errf(b, "%s: %s", p, strerror(errno));
+        tpk_errf(b, "%s: %s", p, strerror(errno));
         return -1;
     }
     b->merges_file = "merges.txt";
@@ -298,7 +295,7 @@ static int read_merges_txt(builder *b) {
         } else {
             char *sp = memchr(s, ' ', n);
             if (!sp || sp == s || sp + 1 == s + n || memchr(sp + 1, ' ', (size_t)(s + n - sp - 1))) {
-                errf(b, "%s:%d: expected two tokens separated by one space, found \"%.*s\"", p, line,
+                tpk_errf(b, "%s:%d: expected two tokens separated by one space, found \"%.*s\"", p, line,
                      (int)(n > 60 ? 60 : n), s);
                 rc = -1;
             } else merge_push(b, s, (size_t)(sp - s), sp + 1, (size_t)(s + n - sp - 1), line);
@@ -342,7 +339,7 @@ static void add_special_names(builder *b, const json_value *root, char **eos, si
         const char *s;
         size_t n;
         if (v && token_string(v, &s, &n) && n) {
-            added_put(b, s, n, -1, 1, 0);
+            tpk_added_put(b, s, n, -1, 1, 0);
             if (k == 1 && eos) {
                 free(*eos);
                 *eos = tp_malloc(n + 1);
@@ -355,7 +352,7 @@ static void add_special_names(builder *b, const json_value *root, char **eos, si
     for (size_t i = 0; extra && extra->type == JSON_ARRAY && i < extra->n; i++) {
         const char *s;
         size_t n;
-        if (token_string(&extra->items[i], &s, &n) && n) added_put(b, s, n, -1, 1, 0);
+        if (token_string(&extra->items[i], &s, &n) && n) tpk_added_put(b, s, n, -1, 1, 0);
     }
 }
 
@@ -363,7 +360,7 @@ static int check_strip_flags(builder *b, const char *file, const json_value *tok
     static const char *const flags[] = {"lstrip", "rstrip", "single_word"};
     for (int f = 0; f < 3; f++)
         if (json_flag(tok, flags[f], 0)) {
-            errf(b, "%s/%s: added token \"%.40s\" has %s=true, which tpgen does not support", b->dir, file,
+            tpk_errf(b, "%s/%s: added token \"%.40s\" has %s=true, which tpgen does not support", b->dir, file,
                  content, flags[f]);
             return -1;
         }
@@ -375,8 +372,8 @@ static int read_vocab_dir(builder *b, char **eos, size_t *eos_len) {
     /* tokenizer_config.json: added_tokens_decoder {"id": {content, special, normalized, ...}} */
     json_value *cfg = NULL, *map = NULL;
     int rc = 0;
-    if (file_exists(b->dir, "tokenizer_config.json")) {
-        if (!(cfg = read_json(b, "tokenizer_config.json"))) return -1;
+    if (tpk_file_exists(b->dir, "tokenizer_config.json")) {
+        if (!(cfg = tpk_read_json(b, "tokenizer_config.json"))) return -1;
         const json_value *dec = json_get(cfg, "added_tokens_decoder");
         for (size_t i = 0; dec && dec->type == JSON_OBJECT && i < dec->n && rc == 0; i++) {
             const json_value *tok = &dec->items[i];
@@ -385,46 +382,46 @@ static int read_vocab_dir(builder *b, char **eos, size_t *eos_len) {
             char *endp;
             long id = strtol(dec->keys[i], &endp, 10);
             if (!token_string(tok, &s, &n) || *endp || id < 0 || id >= TPK_MAX_ID) {
-                errf(b, "%s/tokenizer_config.json: added_tokens_decoder entry \"%s\" is not an id with a "
+                tpk_errf(b, "%s/tokenizer_config.json: added_tokens_decoder entry \"%s\" is not an id with a "
                      "content", b->dir, dec->keys[i]);
                 rc = -1;
                 break;
             }
             if ((rc = check_strip_flags(b, "tokenizer_config.json", tok, s))) break;
             int special = json_flag(tok, "special", 0);
-            added_put(b, s, n, (int32_t)id, special, json_flag(tok, "normalized", !special));
+            tpk_added_put(b, s, n, (int32_t)id, special, json_flag(tok, "normalized", !special));
         }
     }
-    if (rc == 0 && file_exists(b->dir, "added_tokens.json")) {
-        json_value *at = read_json(b, "added_tokens.json");
+    if (rc == 0 && tpk_file_exists(b->dir, "added_tokens.json")) {
+        json_value *at = tpk_read_json(b, "added_tokens.json");
         if (!at) rc = -1;
         else if (at->type != JSON_OBJECT) {
-            errf(b, "%s/added_tokens.json: expected an object of token -> id", b->dir);
+            tpk_errf(b, "%s/added_tokens.json: expected an object of token -> id", b->dir);
             rc = -1;
         }
         for (size_t i = 0; rc == 0 && i < at->n; i++) {
             const json_value *idv = &at->items[i];
             if (idv->type != JSON_NUMBER || !idv->is_integer || idv->integer < 0 || idv->integer >= TPK_MAX_ID) {
-                errf(b, "%s/added_tokens.json: token \"%.40s\" has no valid id", b->dir, at->keys[i]);
+                tpk_errf(b, "%s/added_tokens.json: token \"%.40s\" has no valid id", b->dir, at->keys[i]);
                 rc = -1;
                 break;
             }
-            added_tok *old = added_find(b, at->keys[i], at->key_lens[i]);
+            added_tok *old = tpk_added_find(b, at->keys[i], at->key_lens[i]);
             int special = old ? old->special : 0;
-            added_put(b, at->keys[i], at->key_lens[i], (int32_t)idv->integer, special,
+            tpk_added_put(b, at->keys[i], at->key_lens[i], (int32_t)idv->integer, special,
                       old ? old->normalized : !special);
         }
         json_free(at);
     }
-    if (rc == 0 && file_exists(b->dir, "special_tokens_map.json")) {
-        if (!(map = read_json(b, "special_tokens_map.json"))) rc = -1;
+    if (rc == 0 && tpk_file_exists(b->dir, "special_tokens_map.json")) {
+        if (!(map = tpk_read_json(b, "special_tokens_map.json"))) rc = -1;
     }
     if (rc == 0) {
         add_special_names(b, map, eos, eos_len);
         add_special_names(b, cfg, eos, eos_len);
         /* CodeGen's tokenizer class defaults bos/eos/unk to <|endoftext|> */
         if (!map && !cfg && vocab_find(b, "<|endoftext|>", 13) >= 0) {
-            added_put(b, "<|endoftext|>", 13, -1, 1, 0);
+            tpk_added_put(b, "<|endoftext|>", 13, -1, 1, 0);
             *eos = tp_strdup("<|endoftext|>");
             *eos_len = 13;
         }
@@ -440,12 +437,12 @@ static int expect_type(builder *b, const json_value *root, const char *key, cons
     const json_value *v = json_get(root, key);
     if (!v || v->type == JSON_NULL) {
         if (null_ok) return 0;
-        errf(b, "%s/tokenizer.json: \"%s\" is missing; tpgen needs a %s %s", b->dir, key, type, key);
+        tpk_errf(b, "%s/tokenizer.json: \"%s\" is missing; tpgen needs a %s %s", b->dir, key, type, key);
         return -1;
     }
     const json_value *ty = json_get(v, "type");
     if (!ty || ty->type != JSON_STRING || strcmp(ty->str, type) != 0) {
-        errf(b, "%s/tokenizer.json: %s type %s is not supported (tpgen supports %s%s)", b->dir, key,
+        tpk_errf(b, "%s/tokenizer.json: %s type %s is not supported (tpgen supports %s%s)", b->dir, key,
              ty && ty->type == JSON_STRING ? ty->str : "(none)", type, null_ok ? " or null" : "");
         return -1;
     }
@@ -453,7 +450,7 @@ static int expect_type(builder *b, const json_value *root, const char *key, cons
 }
 
 static int read_tokenizer_json(builder *b, char **eos, size_t *eos_len) {
-    json_value *root = read_json(b, "tokenizer.json");
+    json_value *root = tpk_read_json(b, "tokenizer.json");
     if (!root) return -1;
     int rc = -1;
     const json_value *model = json_get(root, "model"), *v;
@@ -462,33 +459,33 @@ static int read_tokenizer_json(builder *b, char **eos, size_t *eos_len) {
         expect_type(b, root, "decoder", "ByteLevel", 0))
         goto done;
     if ((v = json_get(root, "normalizer")) && v->type != JSON_NULL) {
-        errf(b, "%s/tokenizer.json: a normalizer is not supported (CodeGen has none)", b->dir);
+        tpk_errf(b, "%s/tokenizer.json: a normalizer is not supported (CodeGen has none)", b->dir);
         goto done;
     }
     const json_value *pre = json_get(root, "pre_tokenizer");
     if (json_flag(pre, "add_prefix_space", 0) || !json_flag(pre, "use_regex", 1)) {
-        errf(b, "%s/tokenizer.json: ByteLevel pre_tokenizer with add_prefix_space=true or use_regex=false is "
+        tpk_errf(b, "%s/tokenizer.json: ByteLevel pre_tokenizer with add_prefix_space=true or use_regex=false is "
              "not supported", b->dir);
         goto done;
     }
     if ((v = json_get(model, "dropout")) && v->type != JSON_NULL) {
-        errf(b, "%s/tokenizer.json: BPE dropout is not supported", b->dir);
+        tpk_errf(b, "%s/tokenizer.json: BPE dropout is not supported", b->dir);
         goto done;
     }
     static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (int k = 0; k < 2; k++)
         if ((v = json_get(model, affixes[k])) && v->type != JSON_NULL && !(v->type == JSON_STRING && v->str_len == 0)) {
-            errf(b, "%s/tokenizer.json: BPE %s is not supported", b->dir, affixes[k]);
+            tpk_errf(b, "%s/tokenizer.json: BPE %s is not supported", b->dir, affixes[k]);
             goto done;
         }
     if (json_flag(model, "byte_fallback", 0)) {
-        errf(b, "%s/tokenizer.json: BPE byte_fallback is not supported", b->dir);
+        tpk_errf(b, "%s/tokenizer.json: BPE byte_fallback is not supported", b->dir);
         goto done;
     }
     b->ignore_merges = json_flag(model, "ignore_merges", 0);
     const json_value *vocab = json_get(model, "vocab"), *merges = json_get(model, "merges");
     if (!vocab || vocab->type != JSON_OBJECT || !merges || merges->type != JSON_ARRAY) {
-        errf(b, "%s/tokenizer.json: model.vocab (object) or model.merges (array) is missing", b->dir);
+        tpk_errf(b, "%s/tokenizer.json: model.vocab (object) or model.merges (array) is missing", b->dir);
         goto done;
     }
     for (size_t i = 0; i < vocab->n; i++)
@@ -504,7 +501,7 @@ static int read_tokenizer_json(builder *b, char **eos, size_t *eos_len) {
             merge_push(b, m->items[0].str, m->items[0].str_len, m->items[1].str, m->items[1].str_len, (int)i);
         } else {
         bad_merge:
-            errf(b, "%s/tokenizer.json: model.merges[%zu] is neither \"left right\" nor [left, right]", b->dir, i);
+            tpk_errf(b, "%s/tokenizer.json: model.merges[%zu] is neither \"left right\" nor [left, right]", b->dir, i);
             goto done;
         }
     }
@@ -515,15 +512,15 @@ static int read_tokenizer_json(builder *b, char **eos, size_t *eos_len) {
         size_t n;
         if (!token_string(tok, &s, &n) || !idv || idv->type != JSON_NUMBER || !idv->is_integer || idv->integer < 0 ||
             idv->integer >= TPK_MAX_ID) {
-            errf(b, "%s/tokenizer.json: added_tokens[%zu] needs a content and an id", b->dir, i);
+            tpk_errf(b, "%s/tokenizer.json: added_tokens[%zu] needs a content and an id", b->dir, i);
             goto done;
         }
         if (check_strip_flags(b, "tokenizer.json", tok, s)) goto done;
         int special = json_flag(tok, "special", 0);
-        added_put(b, s, n, (int32_t)idv->integer, special, json_flag(tok, "normalized", !special));
+        tpk_added_put(b, s, n, (int32_t)idv->integer, special, json_flag(tok, "normalized", !special));
     }
     /* the eos token is not in tokenizer.json; CodeGen's is <|endoftext|> */
-    if (added_find(b, "<|endoftext|>", 13)) {
+    if (tpk_added_find(b, "<|endoftext|>", 13)) {
         *eos = tp_strdup("<|endoftext|>");
         *eos_len = 13;
     }
@@ -586,6 +583,80 @@ static void merge_insert(tp_tokenizer *t, int32_t left, int32_t right, uint32_t 
     t->merge_vals[i] = (uint64_t)rank << 32 | (uint32_t)merged;
 }
 
+/* The merges of merges.txt or tokenizer.json in rank order: (left id, right id) -> (rank, merged id). */
+static int file_merges(tp_tokenizer *t, builder *b) {
+    uint32_t bits;
+    uint32_t cap = pow2_at_least((size_t)b->n_merges * 2 + 1, &bits);
+    t->merge_mask = cap - 1;
+    t->merge_shift = 64 - bits;
+    t->merge_keys = tp_malloc((size_t)cap * sizeof *t->merge_keys);
+    t->merge_vals = tp_malloc((size_t)cap * sizeof *t->merge_vals);
+    memset(t->merge_keys, 0xFF, (size_t)cap * sizeof *t->merge_keys);
+    t->n_merges = b->n_merges;
+    uint8_t *tmp = tp_malloc(4096);
+    size_t tmp_cap = 4096;
+    for (int m = 0; m < b->n_merges; m++) {
+        size_t need = b->mleft_len[m] + b->mright_len[m];
+        if (need > tmp_cap) tmp = tp_realloc(tmp, tmp_cap = need);
+        size_t ln, rn;
+        int bad = 0; /* 1 left, 2 right, 3 the merged token is missing */
+        int32_t l = -1, r = -1, mid = -1;
+        if (!alpha_decode(b->mleft[m], b->mleft_len[m], tmp, &ln) || (l = tpk_vocab_lookup(t, tmp, ln)) < 0) bad = 1;
+        else if (!alpha_decode(b->mright[m], b->mright_len[m], tmp + ln, &rn) ||
+                 (r = tpk_vocab_lookup(t, tmp + ln, rn)) < 0)
+            bad = 2;
+        else if ((mid = tpk_vocab_lookup(t, tmp, ln + rn)) < 0) bad = 3;
+        if (bad) {
+            int lw = (int)(b->mleft_len[m] > 40 ? 40 : b->mleft_len[m]);
+            int rw = (int)(b->mright_len[m] > 40 ? 40 : b->mright_len[m]);
+            const char *which = bad == 1 ? "its left token" : bad == 2 ? "its right token" : "the merged token";
+            if (strcmp(b->merges_file, "merges.txt") == 0)
+                tpk_errf(b, "%s/merges.txt:%d: merge \"%.*s %.*s\": %s is not in vocab.json", b->dir, b->mline[m], lw,
+                     b->mleft[m], rw, b->mright[m], which);
+            else
+                tpk_errf(b, "%s/tokenizer.json: model.merges[%d] \"%.*s %.*s\": %s is not in model.vocab", b->dir,
+                     b->mline[m], lw, b->mleft[m], rw, b->mright[m], which);
+            free(tmp);
+            return -1;
+        }
+        merge_insert(t, l, r, (uint32_t)m, mid);
+    }
+    free(tmp);
+    return 0;
+}
+
+/* tiktoken's BPE merges the adjacent pair whose concatenated bytes have the lowest rank (a
+ * GPT-2 token's rank is its id), whether or not a merge rule made that token from those two
+ * parts. As a merge table: every split of every token into two tokens, ranked by the token's id
+ * (CodeGen2.5's whitespace runs included: 31 spaces, rank 50257, merge before 2, rank 50286). */
+static void tiktoken_merges(tp_tokenizer *t) {
+    size_t splits = 0; /* the splits into two tokens (CodeGen2.5: 108,800 of 271,059 cuts): the table's size */
+    for (int32_t e = 0; e < t->n_vocab; e++) {
+        const tpk_vocab_ent *v = &t->vocab_ent[e];
+        for (uint32_t cut = 1; cut < v->len; cut++)
+            splits += tpk_vocab_lookup(t, t->vocab_keys + v->off, cut) >= 0 &&
+                      tpk_vocab_lookup(t, t->vocab_keys + v->off + cut, v->len - cut) >= 0;
+    }
+    uint32_t bits;
+    uint32_t cap = pow2_at_least(splits * 2 + 1, &bits);
+    t->merge_mask = cap - 1;
+    t->merge_shift = 64 - bits;
+    t->merge_keys = tp_malloc((size_t)cap * sizeof *t->merge_keys);
+    t->merge_vals = tp_malloc((size_t)cap * sizeof *t->merge_vals);
+    memset(t->merge_keys, 0xFF, (size_t)cap * sizeof *t->merge_keys);
+    t->n_merges = 0;
+    for (int32_t e = 0; e < t->n_vocab; e++) {
+        const tpk_vocab_ent *v = &t->vocab_ent[e];
+        const uint8_t *k = t->vocab_keys + v->off;
+        for (uint32_t cut = 1; cut < v->len; cut++) {
+            int32_t l = tpk_vocab_lookup(t, k, cut), r = tpk_vocab_lookup(t, k + cut, v->len - cut);
+            if (l < 0 || r < 0) continue;
+            merge_insert(t, l, r, (uint32_t)v->id, v->id);
+            t->n_merges++;
+        }
+    }
+}
+
 static int build_tables(tp_tokenizer *t, builder *b, const char *eos, size_t eos_len) {
     int32_t n_ids = b->max_id + 1;
     t->n_ids = n_ids;
@@ -604,7 +675,8 @@ static int build_tables(tp_tokenizer *t, builder *b, const char *eos, size_t eos
         added_tok *a = &b->added[i];
         str[a->id] = a->content;
         slen[a->id] = a->len;
-        t->tok_flags[a->id] = TPK_TOK_PRESENT | TPK_TOK_ADDED | (a->special ? TPK_TOK_SPECIAL : 0);
+        t->tok_flags[a->id] = TPK_TOK_PRESENT | TPK_TOK_ADDED | (a->special ? TPK_TOK_SPECIAL : 0) |
+                              (a->control ? TPK_TOK_CONTROL : 0);
         if (eos && a->len == eos_len && memcmp(a->content, eos, eos_len) == 0) t->eos_id = a->id;
     }
     for (int32_t i = 0; i < n_ids; i++) total += slen[i];
@@ -654,43 +726,8 @@ static int build_tables(tp_tokenizer *t, builder *b, const char *eos, size_t eos
     }
 
     /* merges: (left id, right id) -> (rank, merged id) */
-    uint32_t bits;
-    uint32_t cap = pow2_at_least((size_t)b->n_merges * 2 + 1, &bits);
-    t->merge_mask = cap - 1;
-    t->merge_shift = 64 - bits;
-    t->merge_keys = tp_malloc((size_t)cap * sizeof *t->merge_keys);
-    t->merge_vals = tp_malloc((size_t)cap * sizeof *t->merge_vals);
-    memset(t->merge_keys, 0xFF, (size_t)cap * sizeof *t->merge_keys);
-    t->n_merges = b->n_merges;
-    uint8_t *tmp = tp_malloc(4096);
-    size_t tmp_cap = 4096;
-    for (int m = 0; m < b->n_merges; m++) {
-        size_t need = b->mleft_len[m] + b->mright_len[m];
-        if (need > tmp_cap) tmp = tp_realloc(tmp, tmp_cap = need);
-        size_t ln, rn;
-        int bad = 0; /* 1 left, 2 right, 3 the merged token is missing */
-        int32_t l = -1, r = -1, mid = -1;
-        if (!alpha_decode(b->mleft[m], b->mleft_len[m], tmp, &ln) || (l = tpk_vocab_lookup(t, tmp, ln)) < 0) bad = 1;
-        else if (!alpha_decode(b->mright[m], b->mright_len[m], tmp + ln, &rn) ||
-                 (r = tpk_vocab_lookup(t, tmp + ln, rn)) < 0)
-            bad = 2;
-        else if ((mid = tpk_vocab_lookup(t, tmp, ln + rn)) < 0) bad = 3;
-        if (bad) {
-            int lw = (int)(b->mleft_len[m] > 40 ? 40 : b->mleft_len[m]);
-            int rw = (int)(b->mright_len[m] > 40 ? 40 : b->mright_len[m]);
-            const char *which = bad == 1 ? "its left token" : bad == 2 ? "its right token" : "the merged token";
-            if (strcmp(b->merges_file, "merges.txt") == 0)
-                errf(b, "%s/merges.txt:%d: merge \"%.*s %.*s\": %s is not in vocab.json", b->dir, b->mline[m], lw,
-                     b->mleft[m], rw, b->mright[m], which);
-            else
-                errf(b, "%s/tokenizer.json: model.merges[%d] \"%.*s %.*s\": %s is not in model.vocab", b->dir,
-                     b->mline[m], lw, b->mleft[m], rw, b->mright[m], which);
-            free(tmp);
-            return -1;
-        }
-        merge_insert(t, l, r, (uint32_t)m, mid);
-    }
-    free(tmp);
+    if (b->tiktoken) tiktoken_merges(t);
+    else if (file_merges(t, b)) return -1;
     t->all_bytes = 1;
     for (int c = 0; c < 256; c++) t->all_bytes &= t->byte_id[c] >= 0;
     t->byte_pairs = tp_malloc(256 * 256 * sizeof *t->byte_pairs);
@@ -705,9 +742,19 @@ static int build_tables(tp_tokenizer *t, builder *b, const char *eos, size_t eos
 
     trie_init(&t->trie_raw);
     trie_init(&t->trie_norm);
+    trie_init(&t->plain_raw);
+    trie_init(&t->plain_norm);
     for (int i = 0; i < b->n_added; i++) {
         added_tok *a = &b->added[i];
         trie_insert(a->normalized ? &t->trie_norm : &t->trie_raw, (const uint8_t *)a->content, a->len, a->id);
+        if (!a->control)
+            trie_insert(a->normalized ? &t->plain_norm : &t->plain_raw, (const uint8_t *)a->content, a->len, a->id);
+    }
+    t->cls_block = tpk_class_block;
+    t->cls_data = tpk_class_data;
+    if (b->tiktoken) {
+        t->cls_block = tpk_tt_class_block;
+        t->cls_data = tpk_tt_class_data;
     }
     if (t->eos_id < 0) { /* fall back to the vocab's <|endoftext|> */
         int32_t id = tpk_vocab_lookup(t, (const uint8_t *)"<|endoftext|>", 13);
@@ -720,20 +767,46 @@ tp_tokenizer *tp_tokenizer_load(const char *dir, char *err, size_t err_size) {
     alphabet_init();
     builder b = {.dir = dir, .err = err, .err_size = err_size, .max_id = -1};
     if (err && err_size) err[0] = 0;
-    if (!dir || !tp_tokenizer_present(dir)) {
-        if (dir && file_exists(dir, "vocab.json"))
-            errf(&b, "%s/merges.txt: missing (vocab.json needs it; or give a tokenizer.json)", dir);
+    /* which tokenizer: tokenizer.json (as HF), vocab.json + merges.txt, or the class that
+     * tokenizer_config.json names when there is no vocabulary file (CodeGen2.5) */
+    int have_json = dir && tpk_file_exists(dir, "tokenizer.json");
+    int have_vocab = dir && tpk_file_exists(dir, "vocab.json") && tpk_file_exists(dir, "merges.txt");
+    if (!dir || (!have_json && !have_vocab && !tpk_file_exists(dir, "tokenizer_config.json"))) {
+        if (dir && tpk_file_exists(dir, "vocab.json"))
+            tpk_errf(&b, "%s/merges.txt: missing (vocab.json needs it; or give a tokenizer.json)", dir);
         else
-            errf(&b, "%s: no tokenizer files (expected vocab.json + merges.txt, or tokenizer.json)",
-                 dir ? dir : "(null)");
+            tpk_errf(&b, "%s: no tokenizer files (expected tokenizer.json, vocab.json + merges.txt, or a "
+                     "tokenizer_config.json naming CodeGen25Tokenizer)", dir ? dir : "(null)");
         return NULL;
     }
     char *eos = NULL;
     size_t eos_len = 0;
-    int rc = file_exists(dir, "tokenizer.json") ? read_tokenizer_json(&b, &eos, &eos_len)
-                                                 : read_vocab_dir(&b, &eos, &eos_len);
+    int rc;
+    if (have_json) rc = read_tokenizer_json(&b, &eos, &eos_len);
+    else if (have_vocab) rc = read_vocab_dir(&b, &eos, &eos_len);
+    else {
+        char cls[128];
+        rc = tpk_codegen25_identify(&b, cls, sizeof cls);
+        if (rc == 1) rc = tpk_codegen25_read(&b, &eos, &eos_len);
+        else if (rc == 0) {
+            /* CodeGen's own classes read vocabulary files, which are not there */
+            static const char *const vocab_classes[] = {"CodeGenTokenizer", "CodeGenTokenizerFast", "GPT2Tokenizer",
+                                                        "GPT2TokenizerFast", "PreTrainedTokenizerFast"};
+            int known = 0;
+            for (size_t k = 0; k < sizeof vocab_classes / sizeof *vocab_classes; k++)
+                known |= !strcmp(cls, vocab_classes[k]);
+            if (known)
+                tpk_errf(&b, "%s/tokenizer_config.json: tokenizer_class %s reads tokenizer.json or vocab.json + "
+                         "merges.txt, and %s has neither", dir, cls, dir);
+            else
+                tpk_errf(&b, "%s/tokenizer_config.json: tokenizer_class %s is not a tokenizer tpgen knows, and there "
+                         "is no vocabulary file (tpgen reads tokenizer.json, vocab.json + merges.txt, or CodeGen2.5's "
+                         "CodeGen25Tokenizer)", dir, cls);
+            rc = -1;
+        }
+    }
     if (rc == 0 && b.max_id < 0) {
-        errf(&b, "%s: the vocabulary is empty", dir);
+        tpk_errf(&b, "%s: the vocabulary is empty", dir);
         rc = -1;
     }
     tp_tokenizer *t = NULL;
@@ -768,6 +841,8 @@ void tp_tokenizer_free(tp_tokenizer *t) {
     free(t->byte_pairs);
     trie_free(&t->trie_raw);
     trie_free(&t->trie_norm);
+    trie_free(&t->plain_raw);
+    trie_free(&t->plain_norm);
     free(t->cache);
     free(t->cache_keys);
     free(t->cache_ids);
@@ -776,6 +851,13 @@ void tp_tokenizer_free(tp_tokenizer *t) {
 }
 
 int tp_tokenizer_vocab_size(const tp_tokenizer *t) { return t->n_ids; }
+
+size_t tp_tokenizer_max_token_bytes(const tp_tokenizer *t) {
+    size_t most = 1;
+    for (int32_t i = 0; i < t->n_ids; i++)
+        if (t->tok_off[i + 1] - t->tok_off[i] > most) most = t->tok_off[i + 1] - t->tok_off[i];
+    return most;
+}
 
 const char *tp_tokenizer_token_bytes(const tp_tokenizer *t, int32_t id, size_t *len) {
     if (id < 0 || id >= t->n_ids || !(t->tok_flags[id] & TPK_TOK_PRESENT)) return NULL;

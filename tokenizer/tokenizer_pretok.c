@@ -1,16 +1,18 @@
-/* Splitting text before BPE: the added tokens (leftmost-longest), then the GPT-2 pre-tokenizer
+/* Splitting text before BPE: the added tokens (leftmost-longest; CodeGen2.5: tiktoken's pick of
+ * a space or tab run, tokenizer_bpe.c), then the GPT-2 pre-tokenizer
  *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  * written by hand as a scanner over character classes. The classes come from a table generated
  * from HF's own regex engine (Oniguruma, a newer Unicode than most systems' PCRE2 or Python), so
- * that every code point is classified exactly as HF classifies it. */
+ * that every code point is classified exactly as HF classifies it; CodeGen2.5's tokenizer uses
+ * tiktoken 0.4.0's classes instead (the same pattern, an older Unicode). */
 #include "tokenizer_internal.h"
 
 /* The class of the character at p[i] (valid UTF-8) and its length in bytes. */
-static inline int class_at(const uint8_t *p, size_t i, size_t *len) {
+static inline int class_at(const tp_tokenizer *t, const uint8_t *p, size_t i, size_t *len) {
     uint32_t b = p[i];
     if (b < 0x80) {
         *len = 1;
-        return tpk_class_data[0][b]; /* the generator puts block 0 (U+0000..U+00FF) first */
+        return t->cls_data[0][b]; /* the generators put block 0 (U+0000..U+00FF) first */
     }
     uint32_t cp;
     if (b < 0xE0) {
@@ -23,10 +25,10 @@ static inline int class_at(const uint8_t *p, size_t i, size_t *len) {
         cp = (b & 0x07) << 18 | (p[i + 1] & 0x3Fu) << 12 | (p[i + 2] & 0x3Fu) << 6 | (p[i + 3] & 0x3Fu);
         *len = 4;
     }
-    return tpk_class(cp);
+    return t->cls_data[t->cls_block[cp >> 8]][cp & 255];
 }
 
-size_t tpk_pretok_next(const uint8_t *p, size_t i, size_t e) {
+size_t tpk_pretok_next(const tp_tokenizer *t, const uint8_t *p, size_t i, size_t e) {
     uint8_t c = p[i];
     /* 's 't 're 've 'm 'll 'd (case-sensitive, as in HF) */
     if (c == '\'' && i + 1 < e) {
@@ -38,12 +40,12 @@ size_t tpk_pretok_next(const uint8_t *p, size_t i, size_t e) {
         }
     }
     size_t l;
-    int k = class_at(p, i, &l);
+    int k = class_at(t, p, i, &l);
     size_t j = i + l;
     /* ` ?X+`: a space joins a following run of letters, numbers or others */
     if (c == ' ' && j < e) {
         size_t l2;
-        int k2 = class_at(p, j, &l2);
+        int k2 = class_at(t, p, j, &l2);
         if (k2 != TPK_SPACE) {
             k = k2;
             j += l2;
@@ -54,7 +56,7 @@ size_t tpk_pretok_next(const uint8_t *p, size_t i, size_t e) {
             while (j < e && (uint32_t)((p[j] | 0x20) - 'a') < 26u) j++;
         while (j < e) {
             size_t l3;
-            if (class_at(p, j, &l3) != k) break;
+            if (class_at(t, p, j, &l3) != k) break;
             j += l3;
         }
         return j;
@@ -64,7 +66,7 @@ size_t tpk_pretok_next(const uint8_t *p, size_t i, size_t e) {
     size_t last = i;
     while (j < e) {
         size_t l3;
-        if (class_at(p, j, &l3) != TPK_SPACE) break;
+        if (class_at(t, p, j, &l3) != TPK_SPACE) break;
         last = j;
         j += l3;
     }

@@ -31,7 +31,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "data", "tokenizer")
-TABLE = os.path.join(ROOT, "engine", "tokenizer_unicode_table.c")
+TABLE = os.path.join(ROOT, "tokenizer", "tokenizer_unicode_table.c")
 SEED = 20261130
 
 

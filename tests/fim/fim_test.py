@@ -11,12 +11,19 @@ equal those; the infill ids, text (without <eom>) and finish_reason "stop"; logp
 parity bound; through the openai client (plain and streaming), curl with streaming on
 /v1/engines/{e}/completions, a stop string, n = 2 and an array of text prompts; a FIM request sent
 twice gives the same infill, the second with cached_tokens > 0 (the prefix cache); token-id
-prompts with suffix are refused naming `suffix`.
+prompts with suffix are refused naming `suffix`. Token names typed in the prefix or suffix stay text
+and an empty suffix is an infill at the end: the exact prompt ids of tests/data/tokenizer/fim_cases.jsonl
+(HF `tokenizers` with split_special_tokens, tools/make_fim_fixtures.py). A 7 MB suffix with 64
+prompts that cannot fit the context is a 400 naming `suffix` before it is encoded (by its length in
+bytes), and rank 0's peak memory grows by far less than 64 encodings of it took; a short suffix of
+too many tokens is a 400 naming `suffix` with its token count (encoded once, before any prompt).
+The fixture directory may lack fim.json: CodeGen2's format is then recognized from its tokenizer.
 codegen1: tiny-f32 with the CodeGen tokenizer has no FIM format: `suffix` is a 400 naming it;
 under --ignore-suffix the answer is the plain completion of the prompt.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +32,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import serve_harness as sh  # noqa: E402
 
+CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "tokenizer", "fim_cases.jsonl")
 TOL = 2e-4  # tests/parity/check_parity.c's logprob bound (fp32 engine vs the float64 reference)
 tpgen, mpiexec, np_, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 mpi = mpiexec if np_ > 1 else None
@@ -32,6 +40,42 @@ mpi = mpiexec if np_ > 1 else None
 
 def close(a, b):
     return len(a) == len(b) and all(abs(x - y) <= TOL for x, y in zip(a, b))
+
+
+def peak_kb(pid):
+    """VmHWM: the most resident memory pid has had."""
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1))
+
+
+def plain_text_checks(srv):
+    """Token names in the user's code stay text, an empty suffix infills at the end: exact ids."""
+    cases = [c for c in (json.loads(l) for l in open(CASES)) if c["tokenizer"] == "codegen2"]
+    for c in cases:
+        st, js, raw = srv.complete({"prompt": c["prefix"], "suffix": c["suffix"], "max_tokens": 1, "temperature": 0,
+                                    "return_token_ids": True})
+        got = js["choices"][0].get("prompt_token_ids") if st == 200 else raw[:300]
+        sh.check(got == c["ids"], "prefix %r, suffix %r: the FIM prompt ids %s (got %s)"
+                 % (c["prefix"], c["suffix"], c["ids"], got))
+
+
+def long_suffix_check(srv):
+    """A suffix that cannot fit the context, with 64 prompts: a 400 naming suffix, and rank 0's
+    peak memory grows by less than 300 MB (64 encodings of it took over 1 GB)."""
+    pid0 = srv.rank_pids()[0]
+    before = peak_kb(pid0)
+    st, js, raw = srv.complete({"prompt": ["a"] * 64, "suffix": "x = 1\n" * 1000000, "max_tokens": 1}, timeout=300)
+    grew = (peak_kb(pid0) - before) / 1024
+    err = (js or {}).get("error", {})
+    sh.check(st == 400 and err.get("param") == "suffix" and "at least" in err.get("message", ""),
+             "a 7 MB suffix beyond the context: 400 naming suffix (got %s %s)" % (st, raw[:300]))
+    sh.check(grew < 300, "rank 0's peak memory grew by %.0f MB for it (the suffix encoded once; limit 300)" % grew)
+    # short enough in bytes to be encoded, too many tokens once it is: refused with its exact count
+    st, js, raw = srv.complete({"prompt": ["a"] * 64, "suffix": "x = 1\n" * 170, "max_tokens": 1})
+    msg = (js or {}).get("error", {}).get("message", "")
+    sh.check(st == 400 and (js or {}).get("error", {}).get("param") == "suffix" and "the suffix alone is" in msg
+             and "at least" not in msg, "a 1 KB suffix of more tokens than the context: 400 naming suffix with its "
+             "token count (got %s %s)" % (st, raw[:300]))
 
 
 def fim_mode(fixture):
@@ -103,6 +147,8 @@ def fim_mode(fixture):
         st, js, raw = srv.complete(dict(body, prompt=ref["prompt_ids"][:3]))
         sh.check(st == 400 and "suffix" in raw and "text prompts" in raw, "token-id prompt with suffix: 400 (got %s %s)"
                  % (st, raw[:200]))
+        plain_text_checks(srv)
+        long_suffix_check(srv)
     finally:
         stopped = srv.stop()
         sh.check(stopped.clean, "the server stops cleanly: %r" % (stopped,))

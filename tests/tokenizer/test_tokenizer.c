@@ -1,6 +1,7 @@
 /* Tokenizer tests against HF fixtures (tools/make_tokenizer_fixtures.py) and against plain
  * references written here. One program, one subcommand per ctest test:
- *   encode DIR FILE.jsonl...  ids == HF's, cached == uncached == heap BPE, decode(encode(x)) == x
+ *   encode DIR FILE.jsonl...  ids == HF's (or tiktoken's), cached == uncached == heap BPE, decode(encode(x)) == x
+ *                             (rows with "plain": true through tp_tokenizer_encode_text)
  *                             (or == HF's decode where a row gives it),
  *                             streaming decode == full decode
  *   decode DIR FILE.jsonl     text == HF's decode, with and without skipping special tokens
@@ -8,6 +9,8 @@
  *   fuzz DIR SEED N           random bytes and random Unicode (tok_fuzz.c)
  *   unit DIR DATA             loading errors, vocab facts, errors, stop strings (tok_unit.c)
  *   cli TPGEN DATA            the tokenize/detokenize commands (tok_cli.c)
+ *   codegen25 DIR TMP         CodeGen2.5's id layout, plain text, load errors (tok_codegen25.c)
+ *   fim CASES CG2 CG25 CG TMP the FIM format recognized, its prompt ids (tok_fim.c)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,15 +33,19 @@ static int encode_file(tp_tokenizer *t, tp_tokenizer *t_heap, const char *path) 
         /* "decoded": HF's own decode of the ids, where it is not the text (only for added tokens
          * that HF's byte-level decoder maps to other bytes; CodeGen has none) */
         if (!round) round = text;
+        /* "plain": true: the ids of tp_tokenizer_encode_text (control token names as text) */
+        const json_value *pl = json_get(rows[r], "plain");
+        int (*enc)(tp_tokenizer *, const char *, size_t, int32_t **, size_t *, char *, size_t) =
+            pl && pl->type == JSON_BOOL && pl->boolean ? tp_tokenizer_encode_text : tp_tokenizer_encode;
         size_t n_want;
         int32_t *want = tt_json_ids(json_get(rows[r], "ids"), &n_want);
         char err[256];
         int32_t *got = NULL, *again = NULL, *heap = NULL;
         size_t n_got = 0, n_again = 0, n_heap = 0;
-        int rc = tp_tokenizer_encode(t, text->str, text->str_len, &got, &n_got, err, sizeof err);
-        int rc2 = tp_tokenizer_encode(t, text->str, text->str_len, &again, &n_again, err, sizeof err);
+        int rc = enc(t, text->str, text->str_len, &got, &n_got, err, sizeof err);
+        int rc2 = enc(t, text->str, text->str_len, &again, &n_again, err, sizeof err);
         tpk_cache_clear(t_heap);
-        int rc3 = tp_tokenizer_encode(t_heap, text->str, text->str_len, &heap, &n_heap, err, sizeof err);
+        int rc3 = enc(t_heap, text->str, text->str_len, &heap, &n_heap, err, sizeof err);
         const char *what = NULL;
         if (rc || rc2 || rc3) what = err;
         else if (!same_ids(got, n_got, want, n_want)) what = "ids differ from HF";
@@ -164,9 +171,10 @@ int main(int argc, char **argv) {
         const char *name;
         int (*fn)(int, char **);
     } cmds[] = {{"encode", tt_cmd_encode}, {"decode", tt_cmd_decode}, {"truncate", tt_cmd_truncate},
-                {"fuzz", tt_cmd_fuzz},     {"unit", tt_cmd_unit},     {"cli", tt_cmd_cli}};
+                {"fuzz", tt_cmd_fuzz},     {"unit", tt_cmd_unit},     {"cli", tt_cmd_cli},
+                {"codegen25", tt_cmd_codegen25}, {"fim", tt_cmd_fim}};
     for (size_t i = 0; argc >= 2 && i < sizeof cmds / sizeof *cmds; i++)
         if (strcmp(argv[1], cmds[i].name) == 0) return cmds[i].fn(argc - 2, argv + 2);
-    fprintf(stderr, "usage: test_tokenizer encode|decode|truncate|fuzz|unit|cli ...\n");
+    fprintf(stderr, "usage: test_tokenizer encode|decode|truncate|fuzz|unit|cli|codegen25|fim ...\n");
     return 2;
 }

@@ -244,6 +244,15 @@ int tt_cmd_cli(int argc, char **argv) {
     tt_free_jsonl(rows, n_rows);
     tp_tokenizer_free(t);
 
+    /* CodeGen2.5: a checkpoint directory with config.json (a LLaMA's) + tokenizer_config.json and
+     * no vocabulary file; rows of the tiktoken references */
+    char cg25[600], cg25_cases[600];
+    snprintf(cg25, sizeof cg25, "%s/codegen25", argv[1]);
+    snprintf(cg25_cases, sizeof cg25_cases, "%s/codegen25_cases.jsonl", argv[1]);
+    rows = tt_read_jsonl(cg25_cases, &n_rows);
+    for (size_t i = 0, done = 0; i < n_rows && done < 6; i += n_rows / 6 + 1, done++) check_row(cg25, rows[i], 0);
+    tt_free_jsonl(rows, n_rows);
+
     /* tokenizer.json directory */
     const char *a_small[] = {"tokenize", "--model", small, "--text", "def f(x):\n    return x", "--json", NULL};
     result r = run(a_small, NULL);

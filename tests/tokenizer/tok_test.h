@@ -31,5 +31,7 @@ int tt_cmd_truncate(int argc, char **argv);
 int tt_cmd_fuzz(int argc, char **argv);
 int tt_cmd_unit(int argc, char **argv);
 int tt_cmd_cli(int argc, char **argv);
+int tt_cmd_codegen25(int argc, char **argv);
+int tt_cmd_fim(int argc, char **argv);
 
 #endif
