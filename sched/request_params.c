@@ -103,3 +103,30 @@ tp_request_params tp_request_params_cli_default(void) {
     for (int i = 0; i < tp_n_params; i++) tp_param_set(&tp_params[i], &r, tp_params[i].cli_def);
     return r;
 }
+
+tp_request_params tp_request_params_default(void) {
+    return (tp_request_params){
+        .max_new_tokens = 16,
+        .sampling = {.temperature = 1, .top_k = 0, .top_p = 1, .repetition_penalty = 1, .logprobs = 0},
+    };
+}
+
+static int in(double x, double lo, double hi) { return x >= lo && x <= hi; } /* false for NaN */
+
+/* Each table field in its range (request_params.c; a float's bounds as floats: 0.01 narrowed is
+ * just below 0.01), then the rules across fields and those of the fields outside the table. */
+tp_request_param tp_request_params_validate(const tp_request_params *p) {
+    for (int i = 0; i < tp_n_params; i++) {
+        const tp_param *t = &tp_params[i];
+        if (t->type == TP_PARAM_BOOL) continue;
+        double x = tp_param_get(t, p);
+        double lo = t->type == TP_PARAM_FLOAT ? (double)(float)t->lo : t->lo;
+        double hi = t->type == TP_PARAM_FLOAT ? (double)(float)t->hi : t->hi;
+        if (t->neg_off) lo = 0; /* stored as 0 */
+        if (!(t->lo_open ? x > lo : x >= lo) || !(x <= hi)) return t->id; /* NaN too */
+    }
+    if (p->min_tokens > p->max_new_tokens) return TP_REQ_PARAM_MIN_TOKENS;
+    if (!in(p->sampling.logprobs, 0, TP_MAX_CANDIDATES)) return TP_REQ_PARAM_LOGPROBS;
+    if (!in(p->timeout_s, 0, DBL_MAX)) return TP_REQ_PARAM_TIMEOUT; /* NaN and inf too */
+    return TP_REQ_PARAM_OK;
+}

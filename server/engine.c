@@ -17,12 +17,6 @@
 
 _Atomic int srv_stop_signal;
 
-void srv_deadline_in(struct timespec *ts, long ms) {
-    if (clock_gettime(CLOCK_REALTIME, ts)) tp_die("clock_gettime: %s", strerror(errno));
-    ts->tv_nsec += ms * 1000000L;
-    while (ts->tv_nsec >= 1000000000L) { ts->tv_sec++; ts->tv_nsec -= 1000000000L; }
-}
-
 void srv_job_enqueue(tp_server *s, srv_job *j) {
     j->refs = 2; /* the HTTP thread and the engine */
     srv_client_hold(s, j->client, j->n_choices); /* released as each sequence ends (on_done, end_job) */

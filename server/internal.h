@@ -6,9 +6,11 @@
 #ifndef TPGEN_SERVER_INTERNAL_H
 #define TPGEN_SERVER_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 #include <microhttpd.h>
@@ -18,6 +20,7 @@
 #include "metrics.h"
 #include "serve.h"
 #include "tokenizer/tokenizer.h"
+#include "util/log.h"
 
 #define SRV_MAX_N 16       /* choices per prompt */
 #define SRV_MAX_PROMPTS 64 /* prompts per request */
@@ -183,7 +186,11 @@ void srv_job_release(tp_server *s, srv_job *j); /* under mu */
  * sequences count against its client's share and --max-queue, and the engine wakes */
 void srv_job_enqueue(tp_server *s, srv_job *j);
 /* *ts = now + ms on CLOCK_REALTIME, for pthread_cond_timedwait */
-void srv_deadline_in(struct timespec *ts, long ms);
+static inline void srv_deadline_in(struct timespec *ts, long ms) {
+    if (clock_gettime(CLOCK_REALTIME, ts)) tp_die("clock_gettime: %s", strerror(errno));
+    ts->tv_nsec += ms * 1000000L;
+    while (ts->tv_nsec >= 1000000000L) { ts->tv_sec++; ts->tv_nsec -= 1000000000L; }
+}
 /* under mu: the sequences j->client holds (0 if none); srv_client_hold adds n (n < 0 releases). */
 int srv_client_held(tp_server *s, const char *addr);
 void srv_client_hold(tp_server *s, const char *addr, int n);

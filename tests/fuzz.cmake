@@ -61,8 +61,8 @@ tpgen_fuzz_target(prompts SOURCES launcher/prompts.c LIBS tpgen_tokenizer)
 tpgen_fuzz_target(sampler SOURCES sched/sampler.c model/candidates.c LIBS ${MATH_LIB})
 tpgen_fuzz_target(bin LIBS tpgen_checkpoint)
 # server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the engine
-# functions it calls, the request builder, validation, KV count and free, are sched/request.c, the
-# knobs' table sched/request_params.c, and tokenizer/fim.c for `suffix`)
+# functions it calls, the request builder, KV count and free, are sched/request.c, the knobs' table,
+# defaults and validation sched/request_params.c, and tokenizer/fim.c for `suffix`)
 find_package(Threads REQUIRED)
 tpgen_fuzz_target(server_request SOURCES server/openai.c server/jbuf.c sched/request.c sched/request_params.c
                   tokenizer/fim.c LIBS tpgen_tokenizer Threads::Threads)

@@ -26,3 +26,18 @@ foreach(layer ${TPGEN_LAYERS})
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layering/check_includes.sh ${CMAKE_SOURCE_DIR} ${dir} "${allowed}")
   set_tests_properties(layering_${dir} PROPERTIES LABELS layering TIMEOUT 30)
 endforeach()
+
+# No two files use each other (label layering): every library's object files and the tpgen
+# program's, and the CUDA module's when it is built; the script names both files and a symbol each
+# way (tests/layering/check_cycles.sh).
+set(TPGEN_CYCLE_INPUTS)
+foreach(lib tpgen_util tpgen_kernels tpgen_comm tpgen_checkpoint tpgen_tokenizer tpgen_model tpgen_sched tpgen_server)
+  list(APPEND TPGEN_CYCLE_INPUTS $<TARGET_FILE:${lib}>)
+endforeach()
+list(APPEND TPGEN_CYCLE_INPUTS $<TARGET_OBJECTS:tpgen>)
+if(TARGET tpgen_cuda)
+  list(APPEND TPGEN_CYCLE_INPUTS $<TARGET_OBJECTS:tpgen_cuda>)
+endif()
+add_test(NAME layering_no_mutual_files COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layering/check_cycles.sh ${TPGEN_CYCLE_INPUTS}
+         COMMAND_EXPAND_LISTS)
+set_tests_properties(layering_no_mutual_files PROPERTIES LABELS layering TIMEOUT 60)

@@ -1,5 +1,6 @@
 /* Private to tokenizer/tokenizer_load.c and the loaders of other tokenizer formats
- * (tokenizer_codegen25.c): what the files say, before tokenizer_load.c builds the tables. */
+ * (tokenizer_codegen25.c): what the files say, before tokenizer_load.c builds the tables. The
+ * helpers are tokenizer_builder.c's. */
 #ifndef TPGEN_TOKENIZER_BUILDER_H
 #define TPGEN_TOKENIZER_BUILDER_H
 
@@ -44,6 +45,8 @@ typedef struct {
 
 void tpk_errf(builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int tpk_file_exists(const char *dir, const char *name);
+void tpk_path_join(char *out, size_t size, const char *dir, const char *name); /* "dir/name" */
+int32_t tpk_vocab_find(const builder *b, const char *s, size_t n);              /* its id, or -1 */
 json_value *tpk_read_json(builder *b, const char *name); /* DIR/name parsed; NULL with err set */
 /* the vocab string (GPT-2 alphabet) of id; -1 with err naming file when id is taken or invalid */
 int tpk_vocab_put(builder *b, const char *file, const char *s, size_t n, long long id);
@@ -52,6 +55,11 @@ void tpk_added_put(builder *b, const char *s, size_t n, int32_t id, int special,
 added_tok *tpk_added_find(builder *b, const char *s, size_t n);
 /* the GPT-2 alphabet string of byte c (1 or 2 UTF-8 bytes) into out; its length */
 int tpk_alpha_char(uint8_t c, char out[2]);
+/* the alphabet's tables, made once (tpk_alpha_char and tpk_alpha_decode call it too) */
+void tpk_alphabet_init(void);
+/* a string of alphabet characters -> its bytes (out: room for n); 0 when a character is not in
+ * the alphabet */
+int tpk_alpha_decode(const char *s, size_t n, uint8_t *out, size_t *out_n);
 
 /* CodeGen2.5 (tokenizer_codegen25.c): 1 when DIR/tokenizer_config.json names CodeGen25Tokenizer;
  * 0 when it names another class (*cls the class, or "(none)"); -1 when it cannot be read (err). */

@@ -13,63 +13,6 @@
 #include "tokenizer_builder.h"
 #include "tokenizer_internal.h"
 
-/* ---- GPT-2's byte <-> unicode alphabet ----
- * vocab.json and merges.txt spell bytes as visible characters: the printable Latin-1 bytes
- * ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves, the other 68 bytes are U+0100.. in
- * byte order (so ' ' is 'Ġ' U+0120 and '\n' is 'Ċ' U+010A). */
-#define TPK_ALPHA_CPS 324
-static int16_t g_cp_byte[TPK_ALPHA_CPS]; /* code point -> byte, -1 when not in the alphabet */
-
-static void alphabet_init(void) {
-    static int done;
-    if (done) return;
-    int n = 0;
-    for (int i = 0; i < TPK_ALPHA_CPS; i++) g_cp_byte[i] = -1;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        g_cp_byte[printable ? b : 256 + n++] = (int16_t)b;
-    }
-    done = 1;
-}
-
-int tpk_alpha_char(uint8_t c, char out[2]) {
-    static uint16_t cp_of[256]; /* byte -> its alphabet code point */
-    static int done;
-    if (!done) {
-        alphabet_init();
-        for (int cp = 0; cp < TPK_ALPHA_CPS; cp++)
-            if (g_cp_byte[cp] >= 0) cp_of[g_cp_byte[cp]] = (uint16_t)cp;
-        done = 1;
-    }
-    unsigned cp = cp_of[c];
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    out[0] = (char)(0xC0 | cp >> 6);
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-}
-
-/* Maps a string of alphabet characters to its bytes (out has room for n bytes); 0 when some
- * character is not in the alphabet (then HF's ByteLevel decoder keeps the string's own bytes). */
-static int alpha_decode(const char *s, size_t n, uint8_t *out, size_t *out_n) {
-    const uint8_t *u = (const uint8_t *)s;
-    size_t i = 0, o = 0;
-    while (i < n) {
-        uint32_t cp;
-        if (u[i] < 0x80) cp = u[i++];
-        else if ((u[i] & 0xE0) == 0xC0 && i + 1 < n) {
-            cp = (uint32_t)(u[i] & 0x1F) << 6 | (u[i + 1] & 0x3F);
-            i += 2;
-        } else return 0; /* 3- and 4-byte characters are all beyond U+0143 */
-        if (cp >= TPK_ALPHA_CPS || g_cp_byte[cp] < 0) return 0;
-        out[o++] = (uint8_t)g_cp_byte[cp];
-    }
-    *out_n = o;
-    return 1;
-}
-
 /* ---- hashing ---- */
 uint64_t tpk_hash_bytes(const uint8_t *s, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
@@ -114,46 +57,11 @@ static uint32_t pow2_at_least(size_t n, uint32_t *bits) {
     return c;
 }
 
-void tpk_errf(builder *b, const char *fmt, ...) {
-    if (!b->err || !b->err_size) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->err, b->err_size, fmt, ap);
-    va_end(ap);
-}
-
-static void path_join(char *out, size_t size, const char *dir, const char *name) {
-    snprintf(out, size, "%s/%s", dir, name);
-}
-
-int tpk_file_exists(const char *dir, const char *name) {
-    char p[4096];
-    path_join(p, sizeof p, dir, name);
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 int tp_tokenizer_present(const char *dir) {
     /* tokenizer_config.json alone: CodeGen2.5's tokenizer, or one tp_tokenizer_load names and refuses */
     return dir && (tpk_file_exists(dir, "tokenizer.json") ||
                    (tpk_file_exists(dir, "vocab.json") && tpk_file_exists(dir, "merges.txt")) ||
                    tpk_file_exists(dir, "tokenizer_config.json"));
-}
-
-/* Reads and parses DIR/name; NULL with the reason in err. */
-json_value *tpk_read_json(builder *b, const char *name) {
-    char p[4096], jerr[256];
-    path_join(p, sizeof p, b->dir, name);
-    size_t len;
-    char *text = tp_read_file(p, &len);
-    if (!text) {
-        tpk_errf(b, "%s: %s", p, strerror(errno));
-        return NULL;
-    }
-    json_value *v = json_parse(text, len, jerr, sizeof jerr);
-    free(text);
-    if (!v) tpk_errf(b, "%s: %s", p, jerr);
-    return v;
 }
 
 static int vocab_set(builder *b, const char *file, const char *s, size_t n, const json_value *idv) {
@@ -163,64 +71,6 @@ static int vocab_set(builder *b, const char *file, const char *s, size_t n, cons
         return -1;
     }
     return tpk_vocab_put(b, file, s, n, idv->integer);
-}
-
-int tpk_vocab_put(builder *b, const char *file, const char *s, size_t n, long long id64) {
-    if (id64 < 0 || id64 >= TPK_MAX_ID) {
-        tpk_errf(b, "%s: token \"%.40s\" has id %lld, expected an integer in [0, %d)", file, s, id64, TPK_MAX_ID);
-        return -1;
-    }
-    int32_t id = (int32_t)id64;
-    if (id >= b->vcap) {
-        int32_t c = b->vcap ? b->vcap : 1024;
-        while (c <= id) c *= 2;
-        b->vstr = tp_realloc(b->vstr, (size_t)c * sizeof *b->vstr);
-        b->vlen = tp_realloc(b->vlen, (size_t)c * sizeof *b->vlen);
-        for (int32_t i = b->vcap; i < c; i++) b->vstr[i] = NULL, b->vlen[i] = 0;
-        b->vcap = c;
-    }
-    if (b->vstr[id]) {
-        tpk_errf(b, "%s/%s: id %d is given to both \"%.40s\" and \"%.40s\"", b->dir, file, id, b->vstr[id], s);
-        return -1;
-    }
-    b->vstr[id] = s;
-    b->vlen[id] = n;
-    if (id > b->max_id) b->max_id = id;
-    return 0;
-}
-
-static int32_t vocab_find(const builder *b, const char *s, size_t n) {
-    for (int32_t i = 0; i < b->vcap; i++)
-        if (b->vstr[i] && b->vlen[i] == n && memcmp(b->vstr[i], s, n) == 0) return i;
-    return -1;
-}
-
-added_tok *tpk_added_find(builder *b, const char *s, size_t n) {
-    for (int i = 0; i < b->n_added; i++)
-        if (b->added[i].len == n && memcmp(b->added[i].content, s, n) == 0) return &b->added[i];
-    return NULL;
-}
-
-void tpk_added_put(builder *b, const char *s, size_t n, int32_t id, int special, int normalized) {
-    added_tok *a = tpk_added_find(b, s, n);
-    if (!a) {
-        if (b->n_added == b->cap_added) {
-            b->cap_added = b->cap_added ? 2 * b->cap_added : 64;
-            b->added = tp_realloc(b->added, (size_t)b->cap_added * sizeof *b->added);
-        }
-        a = &b->added[b->n_added++];
-        a->content = tp_malloc(n + 1);
-        memcpy(a->content, s, n);
-        a->content[n] = 0;
-        a->len = n;
-        a->id = -1;
-    }
-    if (id < 0 && a->id < 0) id = vocab_find(b, s, n);
-    if (id < 0 && a->id < 0) id = b->max_id + 1; /* HF appends a token the vocab lacks */
-    if (id >= 0) a->id = id;
-    if (a->id > b->max_id) b->max_id = a->id;
-    a->special = a->control = special;
-    a->normalized = normalized;
 }
 
 static void merge_push(builder *b, const char *l, size_t ln, const char *r, size_t rn, int line) {
@@ -275,7 +125,7 @@ static int read_vocab_json(builder *b) {
 
 static int read_merges_txt(builder *b) {
     char p[4096];
-    path_join(p, sizeof p, b->dir, "merges.txt");
+    tpk_path_join(p, sizeof p, b->dir, "merges.txt");
     size_t len;
     char *text = tp_read_file(p, &len);
     if (!text) {
@@ -420,7 +270,7 @@ static int read_vocab_dir(builder *b, char **eos, size_t *eos_len) {
         add_special_names(b, map, eos, eos_len);
         add_special_names(b, cfg, eos, eos_len);
         /* CodeGen's tokenizer class defaults bos/eos/unk to <|endoftext|> */
-        if (!map && !cfg && vocab_find(b, "<|endoftext|>", 13) >= 0) {
+        if (!map && !cfg && tpk_vocab_find(b, "<|endoftext|>", 13) >= 0) {
             tpk_added_put(b, "<|endoftext|>", 13, -1, 1, 0);
             *eos = tp_strdup("<|endoftext|>");
             *eos_len = 13;
@@ -601,8 +451,8 @@ static int file_merges(tp_tokenizer *t, builder *b) {
         size_t ln, rn;
         int bad = 0; /* 1 left, 2 right, 3 the merged token is missing */
         int32_t l = -1, r = -1, mid = -1;
-        if (!alpha_decode(b->mleft[m], b->mleft_len[m], tmp, &ln) || (l = tpk_vocab_lookup(t, tmp, ln)) < 0) bad = 1;
-        else if (!alpha_decode(b->mright[m], b->mright_len[m], tmp + ln, &rn) ||
+        if (!tpk_alpha_decode(b->mleft[m], b->mleft_len[m], tmp, &ln) || (l = tpk_vocab_lookup(t, tmp, ln)) < 0) bad = 1;
+        else if (!tpk_alpha_decode(b->mright[m], b->mright_len[m], tmp + ln, &rn) ||
                  (r = tpk_vocab_lookup(t, tmp + ln, rn)) < 0)
             bad = 2;
         else if ((mid = tpk_vocab_lookup(t, tmp, ln + rn)) < 0) bad = 3;
@@ -686,7 +536,7 @@ static int build_tables(tp_tokenizer *t, builder *b, const char *eos, size_t eos
     for (int32_t i = 0; i < n_ids; i++) {
         t->tok_off[i] = (uint32_t)off;
         size_t o;
-        if (str[i] && alpha_decode(str[i], slen[i], (uint8_t *)t->tok_bytes + off, &o)) off += o;
+        if (str[i] && tpk_alpha_decode(str[i], slen[i], (uint8_t *)t->tok_bytes + off, &o)) off += o;
         else if (str[i]) {
             memcpy(t->tok_bytes + off, str[i], slen[i]);
             off += slen[i];
@@ -710,7 +560,7 @@ static int build_tables(tp_tokenizer *t, builder *b, const char *eos, size_t eos
     t->n_vocab = 0;
     for (int32_t i = 0; i < b->vcap; i++) {
         size_t kn;
-        if (!b->vstr[i] || !alpha_decode(b->vstr[i], b->vlen[i], t->vocab_keys + koff, &kn)) continue;
+        if (!b->vstr[i] || !tpk_alpha_decode(b->vstr[i], b->vlen[i], t->vocab_keys + koff, &kn)) continue;
         /* distinct strings of the alphabet are distinct byte strings: no duplicates here */
         uint64_t h = tpk_hash_bytes(t->vocab_keys + koff, kn);
         tpk_vocab_ent *e = &t->vocab_ent[t->n_vocab];
@@ -764,7 +614,7 @@ static int build_tables(tp_tokenizer *t, builder *b, const char *eos, size_t eos
 }
 
 tp_tokenizer *tp_tokenizer_load(const char *dir, char *err, size_t err_size) {
-    alphabet_init();
+    tpk_alphabet_init();
     builder b = {.dir = dir, .err = err, .err_size = err_size, .max_id = -1};
     if (err && err_size) err[0] = 0;
     /* which tokenizer: tokenizer.json (as HF), vocab.json + merges.txt, or the class that
