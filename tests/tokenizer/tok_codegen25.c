@@ -10,27 +10,8 @@
 
 #include "util/log.h"
 #include "tok_test.h"
+#include "tests/common/check.h"
 
-static int g_fails;
-#define CHECK(cond, ...)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);    \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fputc('\n', stderr);                                                        \
-            g_fails++;                                                                  \
-        }                                                                               \
-    } while (0)
-
-static void write_file(const char *dir, const char *name, const char *content) {
-    char p[2048];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    if (!f || fputs(content, f) < 0 || fclose(f)) {
-        perror(p);
-        exit(1);
-    }
-}
 
 static void expect_error(const char *dir, const char *want1, const char *want2) {
     char err[2048] = "";
@@ -110,34 +91,34 @@ static void test_errors(const char *tmp) {
     mkdir(tmp, 0755);
     snprintf(d, sizeof d, "%s/cg25_other", tmp);
     mkdir(d, 0755);
-    write_file(d, "tokenizer_config.json", "{\"tokenizer_class\": \"LlamaTokenizer\"}");
+    tt_write_file(d, "tokenizer_config.json", "{\"tokenizer_class\": \"LlamaTokenizer\"}");
     CHECK(tp_tokenizer_present(d) == 1, "a tokenizer_config.json is a tokenizer to identify (or refuse)");
     expect_error(d, "cg25_other/tokenizer_config.json: tokenizer_class LlamaTokenizer is not a tokenizer tpgen knows",
                  NULL);
-    write_file(d, "tokenizer_config.json", "{\"tokenizer_class\": \"CodeGenTokenizer\"}");
+    tt_write_file(d, "tokenizer_config.json", "{\"tokenizer_class\": \"CodeGenTokenizer\"}");
     expect_error(d, "tokenizer_class CodeGenTokenizer reads tokenizer.json or vocab.json + merges.txt, and ",
                  "cg25_other has neither");
-    write_file(d, "tokenizer_config.json", "{\"model_max_length\": 2048}");
+    tt_write_file(d, "tokenizer_config.json", "{\"model_max_length\": 2048}");
     expect_error(d, "tokenizer_class (none) is not a tokenizer tpgen knows", NULL);
-    write_file(d, "tokenizer_config.json", "{\"tokenizer_class\": \"CodeGen25Tokenizer\",");
+    tt_write_file(d, "tokenizer_config.json", "{\"tokenizer_class\": \"CodeGen25Tokenizer\",");
     expect_error(d, "cg25_other/tokenizer_config.json: ", NULL);
 
     /* the ranks, through TPGEN_DATA_DIR (looked at first) */
-    write_file(d, "tokenizer_config.json", "{\"tokenizer_class\": \"CodeGen25Tokenizer\"}");
+    tt_write_file(d, "tokenizer_config.json", "{\"tokenizer_class\": \"CodeGen25Tokenizer\"}");
     char data[1100];
     snprintf(data, sizeof data, "%s/cg25_data", tmp);
     mkdir(data, 0755);
     setenv("TPGEN_DATA_DIR", data, 1);
-    write_file(data, "gpt2.tiktoken", "IQ== 0\nIg== 1\nIw 2\n");
+    tt_write_file(data, "gpt2.tiktoken", "IQ== 0\nIg== 1\nIw 2\n");
     expect_error(d, "cg25_data/gpt2.tiktoken:3: expected \"BASE64 2\"", NULL);
-    write_file(data, "gpt2.tiktoken", "IQ== 0\nIg== 5\n");
+    tt_write_file(data, "gpt2.tiktoken", "IQ== 0\nIg== 5\n");
     expect_error(d, "cg25_data/gpt2.tiktoken:2: expected \"BASE64 1\"", NULL);
-    write_file(data, "gpt2.tiktoken", "IQ== 0\nIg== 1\n");
+    tt_write_file(data, "gpt2.tiktoken", "IQ== 0\nIg== 1\n");
     expect_error(d, "cg25_data/gpt2.tiktoken: 2 ranks, GPT-2 has 50256", NULL);
-    write_file(data, "gpt2.tiktoken", "IQ== 0\nICA= 1\n"); /* "  " */
+    tt_write_file(data, "gpt2.tiktoken", "IQ== 0\nICA= 1\n"); /* "  " */
     expect_error(d, "cg25_data/gpt2.tiktoken:2: a run of 2 spaces, which is not a GPT-2 token: CodeGen2.5 ranks",
                  NULL);
-    write_file(data, "gpt2.tiktoken", "CQkJCQkJCQkJ 0\n"); /* 9 tabs */
+    tt_write_file(data, "gpt2.tiktoken", "CQkJCQkJCQkJ 0\n"); /* 9 tabs */
     expect_error(d, "cg25_data/gpt2.tiktoken:1: a run of 9 tabs", NULL);
     /* a TPGEN_DATA_DIR without the file: an error naming it, not the copy beside the executable */
     remove(strcat(data, "/gpt2.tiktoken"));
@@ -154,6 +135,6 @@ int tt_cmd_codegen25(int argc, char **argv) {
     test_layout(argv[0]);
     test_runs(argv[0]);
     test_errors(argv[1]);
-    printf("codegen25: %s\n", g_fails ? "FAILED" : "layout, plain text, whitespace runs and errors ok");
-    return g_fails ? 1 : 0;
+    printf("codegen25: %s\n", g_fail ? "FAILED" : "layout, plain text, whitespace runs and errors ok");
+    return g_fail ? 1 : 0;
 }

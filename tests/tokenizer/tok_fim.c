@@ -10,17 +10,8 @@
 #include "util/log.h"
 #include "tokenizer/fim.h"
 #include "tok_test.h"
+#include "tests/common/check.h"
 
-static int g_fails;
-#define CHECK(cond, ...)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);    \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fputc('\n', stderr);                                                        \
-            g_fails++;                                                                  \
-        }                                                                               \
-    } while (0)
 
 /* copies src/name into dir */
 static void copy_file(const char *src, const char *dir, const char *name) {
@@ -108,6 +99,6 @@ int tt_cmd_fim(int argc, char **argv) {
     tp_tokenizer_free(t);
 
     tt_free_jsonl(rows, n_rows);
-    printf("fim: %s\n", g_fails ? "FAILED" : "formats recognized, prompt ids equal to the references");
-    return g_fails ? 1 : 0;
+    printf("fim: %s\n", g_fail ? "FAILED" : "formats recognized, prompt ids equal to the references");
+    return g_fail ? 1 : 0;
 }

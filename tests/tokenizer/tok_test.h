@@ -16,6 +16,8 @@ void tt_free_jsonl(json_value **rows, size_t n);
 /* ids of a JSON array of integers (malloc'd) */
 int32_t *tt_json_ids(const json_value *arr, size_t *n);
 tp_tokenizer *tt_load(const char *dir);
+/* writes content to dir/name; exits with a message on failure */
+void tt_write_file(const char *dir, const char *name, const char *content);
 /* prints a text shortly and safely: printable ASCII as is, the rest escaped */
 void tt_print_text(const char *label, const char *s, size_t n);
 void tt_print_ids(const char *label, const int32_t *ids, size_t n);

@@ -106,6 +106,16 @@ char *tt_stream_decode(const tp_tokenizer *t, const int32_t *ids, size_t n, int 
     return out;
 }
 
+void tt_write_file(const char *dir, const char *name, const char *content) {
+    char p[2048];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    if (!f || fputs(content, f) < 0 || fclose(f)) {
+        perror(p);
+        exit(1);
+    }
+}
+
 size_t tt_utf8_first_invalid(const unsigned char *s, size_t n) {
     size_t i = 0;
     while (i < n) {

@@ -8,36 +8,17 @@
 
 #include "util/log.h"
 #include "tok_test.h"
+#include "tests/common/check.h"
 
-static int g_fails;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-            g_fails++;                                                     \
-        }                                                                  \
-    } while (0)
 
 static char g_tmp[480];
-
-static void write_file(const char *dir, const char *name, const char *content) {
-    char p[2048];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    if (!f || fputs(content, f) < 0 || fclose(f)) {
-        perror(p);
-        exit(1);
-    }
-}
 
 /* a fresh directory with the given files (name, content pairs, NULL-terminated) */
 static const char *make_dir(const char *name, const char *const *files) {
     static char dir[1024];
     snprintf(dir, sizeof dir, "%s/%s", g_tmp, name);
     mkdir(dir, 0755);
-    for (int i = 0; files[i]; i += 2) write_file(dir, files[i], files[i + 1]);
+    for (int i = 0; files[i]; i += 2) tt_write_file(dir, files[i], files[i + 1]);
     return dir;
 }
 
@@ -273,6 +254,6 @@ int tt_cmd_unit(int argc, char **argv) {
     test_facts(argv[0]);
     test_stop_strings();
     test_text_stream(argv[0]);
-    printf("unit: %s\n", g_fails ? "FAILURES" : "ok");
-    return g_fails ? 1 : 0;
+    printf("unit: %s\n", g_fail ? "FAILURES" : "ok");
+    return g_fail ? 1 : 0;
 }
