@@ -1,7 +1,8 @@
 /* What the C unit tests share: CHECK(cond, fmt, ...) counts a check, and on failure counts it and
  * prints file:line, the condition and the message (the first 20; the count is the verdict: main
- * returns non-zero when g_fail > 0); urand() is a seeded xorshift64 in [0, 1), independent of the
- * engine's generators, so every run draws the same cases. Include once, in the test's .c file. */
+ * returns non-zero when g_fail > 0, as check_verdict(name) does); urand() is a seeded xorshift64
+ * in [0, 1), independent of the engine's generators, so every run draws the same cases. Include
+ * once, in the test's .c file. */
 #ifndef TPGEN_TESTS_CHECK_H
 #define TPGEN_TESTS_CHECK_H
 
@@ -18,6 +19,16 @@ static int g_fail, g_checks;
             fputc('\n', stderr);                                                     \
         }                                                                            \
     } while (0)
+
+/* the verdict for main to return: 1 with "name: F of N checks FAILED" when a check failed, else 0 */
+static inline int check_verdict(const char *name) {
+    if (g_fail) {
+        fprintf(stderr, "%s: %d of %d checks FAILED\n", name, g_fail, g_checks);
+        return 1;
+    }
+    printf("%s: all %d checks passed\n", name, g_checks);
+    return 0;
+}
 
 static uint64_t g_rng = 88172645463325252ull;
 static inline double urand(void) {

@@ -660,10 +660,5 @@ int main(void) {
     test_degenerate_settings();
     test_penalties();
     free(g_work);
-    if (g_fail) {
-        fprintf(stderr, "test_sampler: %d of %d checks FAILED\n", g_fail, g_checks);
-        return 1;
-    }
-    printf("test_sampler: all %d checks passed\n", g_checks);
-    return 0;
+    return check_verdict("test_sampler");
 }

@@ -10,22 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/scheduler.h"
+#include "sched_test.h"
 
-static int g_fail, g_checks;
-#define CHECK(cond, ...)                                                             \
-    do {                                                                             \
-        g_checks++;                                                                  \
-        if (!(cond)) {                                                               \
-            g_fail++;                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fputc('\n', stderr);                                                     \
-        }                                                                            \
-    } while (0)
-
-enum { V = 16, EOS = 15, N_POS = 32, MAX_TOKENS = 16, MAX_ROWS = 16, MAX_SEQS = 1, MAX_BLOCKS = 8, N_BLOCKS = 8,
-       BS = 4, N_REQ = 8 };
+enum { MAX_SEQS = 1, N_BLOCKS = 8, N_REQ = 8 };
 
 static int n_done; /* TP_EV_FINISHED events taken (drain) */
 static void drain(tp_sched *s) {
@@ -85,16 +72,7 @@ static void order_case(tp_model *m, const char *name, const int *prio, int n, co
 
 int main(void) {
     tp_model m;
-    memset(&m, 0, sizeof m);
-    m.cfg.vocab_size = V;
-    m.cfg.n_positions = N_POS;
-    m.cfg.eos_token_id = EOS;
-    m.a.max_tokens = MAX_TOKENS;
-    m.a.max_rows = MAX_ROWS;
-    m.a.max_seqs = MAX_SEQS;
-    m.a.max_blocks = MAX_BLOCKS;
-    m.kv.n_blocks = N_BLOCKS;
-    m.kv.block_size = BS;
+    sched_test_model(&m, MAX_SEQS, N_BLOCKS);
 
     /* fcfs: every priority 0, arrival order */
     static const int fcfs[] = {0, 0, 0, 0, 0}, fcfs_want[] = {0, 1, 2, 3, 4};
@@ -161,10 +139,5 @@ int main(void) {
     for (int i = 0; i < 5; i++) tp_request_free(&r[i]);
     tp_step_output_free(&out);
     tp_sched_free(s);
-    if (g_fail) {
-        fprintf(stderr, "sched_order: %d of %d checks FAILED\n", g_fail, g_checks);
-        return 1;
-    }
-    printf("sched_order: all %d checks passed\n", g_checks);
-    return 0;
+    return check_verdict("sched_order");
 }

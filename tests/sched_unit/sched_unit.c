@@ -13,22 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/scheduler.h"
+#include "sched_test.h"
 
-static int g_fail, g_checks;
-#define CHECK(cond, ...)                                                             \
-    do {                                                                             \
-        g_checks++;                                                                  \
-        if (!(cond)) {                                                               \
-            g_fail++;                                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fputc('\n', stderr);                                                     \
-        }                                                                            \
-    } while (0)
-
-enum { V = 16, EOS = 15, N_POS = 32, MAX_TOKENS = 16, MAX_ROWS = 16, MAX_SEQS = 4, MAX_BLOCKS = 8, N_BLOCKS = 6,
-       BS = 4 };
+enum { MAX_SEQS = 4, N_BLOCKS = 6 };
 
 typedef struct {
     int tokens, done, bad;
@@ -583,16 +570,7 @@ static void test_priority_preemption(int slots) {
 
 int main(void) {
     tp_model m;
-    memset(&m, 0, sizeof m);
-    m.cfg.vocab_size = V;
-    m.cfg.n_positions = N_POS;
-    m.cfg.eos_token_id = EOS;
-    m.a.max_tokens = MAX_TOKENS;
-    m.a.max_rows = MAX_ROWS;
-    m.a.max_seqs = MAX_SEQS;
-    m.a.max_blocks = MAX_BLOCKS;
-    m.kv.n_blocks = N_BLOCKS;
-    m.kv.block_size = BS;
+    sched_test_model(&m, MAX_SEQS, N_BLOCKS);
     counts n = {0};
     tp_sched *s = tp_sched_new(&m);
     tp_step_output out;
@@ -696,10 +674,5 @@ int main(void) {
     test_salt();
     test_priority_preemption(3);
     test_priority_preemption(4);
-    if (g_fail) {
-        fprintf(stderr, "sched_unit: %d of %d checks FAILED\n", g_fail, g_checks);
-        return 1;
-    }
-    printf("sched_unit: all %d checks passed\n", g_checks);
-    return 0;
+    return check_verdict("sched_unit");
 }
