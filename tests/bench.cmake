@@ -16,11 +16,7 @@ set_tests_properties(bench_rows PROPERTIES LABELS "bench;mpi" TIMEOUT 120)
 
 # Bad flags: a clear error once, non-zero status, no hang (tests/errors/expect_error.sh).
 function(bench_error_test name regex)
-  add_test(NAME bench_err_${name}
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh ${regex}
-                   ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> ${ARGN})
-  set_tests_properties(bench_err_${name} PROPERTIES LABELS "bench;errors;mpi" TIMEOUT 90
-                       ENVIRONMENT OMPI_MCA_odls_base_sigkill_timeout=0)
+  tpgen_expect_error(bench_err_${name} ${regex} LABELS bench errors mpi ARGS ${ARGN})
 endfunction()
 set(BENCH_CPU --backend cpu --threads 1)
 bench_error_test(comm_sizes_malformed "--sizes expects MIN:MAX in bytes, each 4 to 2147483648 \\(like 8:268435456 or 8:256M\\), got \"8-1024\""

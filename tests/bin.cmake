@@ -30,11 +30,7 @@ set_tests_properties(bin_info PROPERTIES LABELS "bin" TIMEOUT 60)
 
 # Bad .bin inputs through the program: one clear error, every rank exits (tests/errors driver).
 function(bin_error_test name regex)
-  add_test(NAME bin_error_${name}
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh ${regex}
-                   ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> ${ARGN})
-  set_tests_properties(bin_error_${name} PROPERTIES LABELS "bin;errors;mpi" TIMEOUT 90
-                       ENVIRONMENT OMPI_MCA_odls_base_sigkill_timeout=0)
+  tpgen_expect_error(bin_error_${name} ${regex} LABELS bin errors mpi ARGS ${ARGN})
 endfunction()
 set(BIN_BAD ${CMAKE_CURRENT_BINARY_DIR}/bin_bad)
 foreach(case legacy evil badop nostorage noncontig)

@@ -1,35 +1,20 @@
 # Bad input (label errors): every case must fail with a clear message printed once, a non-zero
 # status and no hang (tests/errors/expect_error.sh checks all of that). Two MPI ranks unless the
 # case is about running as one rank; CPU backend throughout.
-set(ERR_DRIVER ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh)
 set(ERR_DIR ${CMAKE_CURRENT_BINARY_DIR}/errors)
 set(ERR_TINY ${TPGEN_TEST_DATA}/tiny-f32)          # H=4, V=1001, n_positions=128, no tokenizer
 set(ERR_CPU --backend cpu --threads 1)
 set(ERR_MPI2 ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2)
-# Open MPI's mpirun waits 1 s before SIGKILL once a rank exits non-zero, although here every
-# rank is already exiting on its own; 0 saves ~1.5 s a test. Other MPIs ignore the variable.
-set(ERR_ENV OMPI_MCA_odls_base_sigkill_timeout=0)
 
 # error_test(NAME REGEX [NP n] [FIXTURE f] [DRIVER_FLAGS ...] ARGS tpgen args...)
-# NP 0 runs tpgen without mpirun.
+# NP 0 runs tpgen without mpirun (tpgen_expect_error, tests/common/test_helpers.cmake).
 function(error_test name regex)
-  cmake_parse_arguments(E "" "NP;FIXTURE" "ARGS;DRIVER_FLAGS" ${ARGN})
-  if(NOT DEFINED E_NP)
-    set(E_NP 2)
-  endif()
+  cmake_parse_arguments(E "" "NP" "" ${ARGN})
   set(labels errors)
-  if(E_NP EQUAL 0)
-    set(launch)
-  else()
-    set(launch ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np ${E_NP})
+  if(NOT DEFINED E_NP OR NOT E_NP EQUAL 0)
     list(APPEND labels mpi)
   endif()
-  add_test(NAME errors_${name}
-           COMMAND bash ${ERR_DRIVER} ${E_DRIVER_FLAGS} ${regex} ${launch} $<TARGET_FILE:tpgen> ${E_ARGS})
-  set_tests_properties(errors_${name} PROPERTIES LABELS "${labels}" TIMEOUT 90 ENVIRONMENT ${ERR_ENV})
-  if(E_FIXTURE)
-    set_tests_properties(errors_${name} PROPERTIES FIXTURES_REQUIRED ${E_FIXTURE})
-  endif()
+  tpgen_expect_error(errors_${name} ${regex} LABELS ${labels} ${ARGN})
 endfunction()
 
 # Inputs written at configure time.

@@ -2,11 +2,8 @@
 # backend; a TP size the fixture's n_head does not allow reports SKIPPED.
 add_executable(check_parity ${CMAKE_CURRENT_SOURCE_DIR}/parity/check_parity.c)
 target_link_libraries(check_parity PRIVATE tpgen_util)
-file(GLOB PARITY_FIXTURES LIST_DIRECTORIES true ${TPGEN_TEST_DATA}/*)
+tpgen_parity_fixtures(PARITY_FIXTURES)
 foreach(fixture ${PARITY_FIXTURES})
-  if(NOT EXISTS ${fixture}/expected.json)
-    continue()
-  endif()
   get_filename_component(name ${fixture} NAME)
   foreach(np 1 2 4)
     add_test(NAME parity_${name}_tp${np}

@@ -12,35 +12,27 @@
 #    issue 34's mutants: blocks released first to last, a resume counted again);
 #  - ondemand: short code answers with max_tokens 500 in a 1,024-token pool run >= 6x more at
 #    once than reserving prompt + max_tokens would allow.
+# prefix_test(NAME MODE NP MODEL LABELS TIMEOUT [server_deps]): tests/prefix/prefix_test.py MODE
+function(prefix_test name mode np model labels timeout)
+  add_test(NAME ${name}
+           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/prefix/prefix_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
+                   ${np} ${model} ${mode})
+  set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${timeout})
+  if(ARGN)
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED ${ARGN})
+  endif()
+endfunction()
+set(PREFIX_TINY ${TPGEN_TEST_DATA}/tiny-f32)
 foreach(np 1 2 4)
-  add_test(NAME prefix_exact_tp${np}
-           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/prefix/prefix_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
-                   ${np} ${TPGEN_TEST_DATA}/tiny-f32 exact)
-  set_tests_properties(prefix_exact_tp${np} PROPERTIES LABELS "prefix;mpi" TIMEOUT 300)
+  prefix_test(prefix_exact_tp${np} exact ${np} ${PREFIX_TINY} "prefix;mpi" 300)
 endforeach()
 foreach(np 1 2)
-  add_test(NAME prefix_serve_tp${np}
-           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/prefix/prefix_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
-                   ${np} ${TPGEN_TEST_DATA}/tiny-f32 serve)
-  set_tests_properties(prefix_serve_tp${np} PROPERTIES LABELS "prefix;server;mpi" TIMEOUT 300
-                       FIXTURES_REQUIRED server_deps)
-endforeach()
-foreach(np 1 2)
-  add_test(NAME prefix_hits_tp${np}
-           COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/prefix/prefix_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
-                   ${np} ${TPGEN_TEST_DATA}/tiny-f32 hits)
-  set_tests_properties(prefix_hits_tp${np} PROPERTIES LABELS "prefix;server;mpi" TIMEOUT 120
-                       FIXTURES_REQUIRED server_deps)
+  prefix_test(prefix_serve_tp${np} serve ${np} ${PREFIX_TINY} "prefix;server;mpi" 300 server_deps)
+  prefix_test(prefix_hits_tp${np} hits ${np} ${PREFIX_TINY} "prefix;server;mpi" 120 server_deps)
 endforeach()
 # scope: hits scoped per API key, cache_salt, --prefix-cache-scope (issue 34 item 6)
-add_test(NAME prefix_scope
-         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/prefix/prefix_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 1
-                 ${TPGEN_TEST_DATA}/tiny-f32 scope)
-set_tests_properties(prefix_scope PROPERTIES LABELS "prefix;server" TIMEOUT 120 FIXTURES_REQUIRED server_deps)
+prefix_test(prefix_scope scope 1 ${PREFIX_TINY} "prefix;server" 120 server_deps)
 # prefix_ondemand is not labelled server: under ThreadSanitizer (tools/test-sanitize.sh --thread runs
 # that label) its 24 requests of up to 500 tokens took over 240 s; the server threads with the
 # prefix cache are covered there by prefix_serve_tp*.
-add_test(NAME prefix_ondemand
-         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/prefix/prefix_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 1
-                 ${CMAKE_SOURCE_DIR}/models/codegen-tiny-py ondemand)
-set_tests_properties(prefix_ondemand PROPERTIES LABELS "prefix" TIMEOUT 300 FIXTURES_REQUIRED server_deps)
+prefix_test(prefix_ondemand ondemand 1 ${CMAKE_SOURCE_DIR}/models/codegen-tiny-py prefix 300 server_deps)

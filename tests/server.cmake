@@ -17,22 +17,11 @@ add_test(NAME server_limits
 set_tests_properties(server_limits PROPERTIES LABELS "server" TIMEOUT 120 FIXTURES_REQUIRED server_deps)
 
 # Bad serve flags fail cleanly, once, on every rank (tests/errors/expect_error.sh).
-foreach(case "port|--port expects an integer in .0, 65535., got \"70000\"|--port~70000"
-             "queue|--max-queue expects an integer in .1, .*got \"0\"|--max-queue~0"
-             "drain|--drain-timeout expects a number in .0, 86400., got \"-1\"|--drain-timeout~-1"
-             "generate_flag|unknown flag --max-new-tokens for `tpgen serve`|--max-new-tokens~5")
-  string(REPLACE "|" ";" parts "${case}")
-  list(GET parts 0 name)
-  list(GET parts 1 regex)
-  list(GET parts 2 flags)
-  string(REPLACE "~" ";" flags "${flags}")
-  add_test(NAME server_bad_flag_${name}
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh ${regex} ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS}
-                   -np 2 $<TARGET_FILE:tpgen> serve --model ${TPGEN_TEST_DATA}/tiny-f32 --backend cpu --threads 1
-                   ${flags})
-  set_tests_properties(server_bad_flag_${name} PROPERTIES LABELS "server;errors;mpi" TIMEOUT 60
-                       ENVIRONMENT OMPI_MCA_odls_base_sigkill_timeout=0)
-endforeach()
+tpgen_serve_bad_flags(server_bad_flag "server;errors;mpi"
+  "port|--port expects an integer in .0, 65535., got \"70000\"|--port~70000"
+  "queue|--max-queue expects an integer in .1, .*got \"0\"|--max-queue~0"
+  "drain|--drain-timeout expects a number in .0, 86400., got \"-1\"|--drain-timeout~-1"
+  "generate_flag|unknown flag --max-new-tokens for `tpgen serve`|--max-new-tokens~5")
 
 # The Slurm job that serves (launcher/tpgen-serve.sbatch), on the test cluster of tests/slurm.cmake
 # when it can run (root, slurm-wlm and munge); otherwise SKIPPED, as the slurm tests are.

@@ -20,20 +20,9 @@ add_test(NAME soak_serve_tp2
 set_tests_properties(soak_serve_tp2 PROPERTIES LABELS "soak;server;mpi" TIMEOUT 240 RUN_SERIAL TRUE)
 
 # The connection flags the soak relies on: bad values fail cleanly, once, on every rank.
-foreach(case "conn_timeout|--conn-timeout expects an integer in .0, 86400., got \"-1\"|--conn-timeout~-1"
-             "max_connections|--max-connections expects an integer in .1, 65536., got \"0\"|--max-connections~0")
-  string(REPLACE "|" ";" parts "${case}")
-  list(GET parts 0 name)
-  list(GET parts 1 regex)
-  list(GET parts 2 flags)
-  string(REPLACE "~" ";" flags "${flags}")
-  add_test(NAME soak_bad_flag_${name}
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh ${regex} ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS}
-                   -np 2 $<TARGET_FILE:tpgen> serve --model ${TPGEN_TEST_DATA}/tiny-f32 --backend cpu --threads 1
-                   ${flags})
-  set_tests_properties(soak_bad_flag_${name} PROPERTIES LABELS "soak;server;errors;mpi" TIMEOUT 60
-                       ENVIRONMENT OMPI_MCA_odls_base_sigkill_timeout=0)
-endforeach()
+tpgen_serve_bad_flags(soak_bad_flag "soak;server;errors;mpi"
+  "conn_timeout|--conn-timeout expects an integer in .0, 86400., got \"-1\"|--conn-timeout~-1"
+  "max_connections|--max-connections expects an integer in .1, 65536., got \"0\"|--max-connections~0")
 
 # --conn-timeout counts the client's silence, not the server's own waits: 32 requests queued behind
 # --max-batch 1 for longer than a 1 s timeout are all answered; a silent connection is closed.

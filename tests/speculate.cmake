@@ -15,11 +15,8 @@ target_link_libraries(test_speculate PRIVATE tpgen_sched ${MATH_LIB})
 add_test(NAME speculate_unit COMMAND test_speculate)
 set_tests_properties(speculate_unit PROPERTIES LABELS "speculate;unit" TIMEOUT 120)
 
-file(GLOB SPECULATE_FIXTURES LIST_DIRECTORIES true ${TPGEN_TEST_DATA}/*)
+tpgen_parity_fixtures(SPECULATE_FIXTURES)
 foreach(fixture ${SPECULATE_FIXTURES})
-  if(NOT EXISTS ${fixture}/expected.json)
-    continue()
-  endif()
   get_filename_component(name ${fixture} NAME)
   add_test(NAME speculate_greedy_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/speculate/greedy_same.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
