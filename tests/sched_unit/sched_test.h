@@ -14,15 +14,9 @@ enum { V = 16, EOS = 15, N_POS = 32, MAX_TOKENS = 16, MAX_ROWS = 16, MAX_BLOCKS 
 /* m: zeroed, then the sizes above with max_seqs batch slots and n_blocks KV blocks */
 static inline void sched_test_model(tp_model *m, int max_seqs, int n_blocks) {
     memset(m, 0, sizeof *m);
-    m->cfg.vocab_size = V;
-    m->cfg.n_positions = N_POS;
-    m->cfg.eos_token_id = EOS;
-    m->a.max_tokens = MAX_TOKENS;
-    m->a.max_rows = MAX_ROWS;
-    m->a.max_seqs = max_seqs;
-    m->a.max_blocks = MAX_BLOCKS;
-    m->kv.n_blocks = n_blocks;
-    m->kv.block_size = BS;
+    m->cfg = (tp_config){.vocab_size = V, .n_positions = N_POS, .eos_token_id = EOS};
+    m->a = (tp_acts){.max_tokens = MAX_TOKENS, .max_rows = MAX_ROWS, .max_seqs = max_seqs, .max_blocks = MAX_BLOCKS};
+    m->kv = (tp_kv_cache){.n_blocks = n_blocks, .block_size = BS};
 }
 
 #endif
