@@ -334,21 +334,35 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
 
 /* ---- small routes ---- */
 
-static enum MHD_Result tokenize(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
+/* The body of /tokenize or /detokenize parsed, with its member `field` of JSON type `type` in *v
+ * (`want`: what the error says it must be) and a tokenizer to serve it; NULL when not, the 400
+ * already queued in *res. The caller frees the root. */
+static json_value *tok_route_body(tp_server *s, struct MHD_Connection *c, req_ctx *rc, const char *field,
+                                  json_type type, const char *want, const json_value **v, enum MHD_Result *res) {
     char perr[256];
     json_value *root = json_parse_limited(rc->body.s ? rc->body.s : "", rc->body.n, SRV_JSON_DEPTH,
                                           srv_json_budget(rc->body.n), perr, sizeof perr);
-    if (!root) return send_error(s, c, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON: %s", perr);
-    const json_value *p = root->type == JSON_OBJECT ? json_get(root, "prompt") : NULL;
-    if (!p || p->type != JSON_STRING) {
-        json_free(root);
-        return send_error(s, c, 400, "invalid_request_error", NULL, "prompt", "'prompt' must be a string");
+    if (!root) {
+        *res = send_error(s, c, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON: %s", perr);
+        return NULL;
     }
-    if (!s->tok) {
-        json_free(root);
-        return send_error(s, c, 400, "invalid_request_error", NULL, "prompt",
+    *v = root->type == JSON_OBJECT ? json_get(root, field) : NULL;
+    if (!*v || (*v)->type != type)
+        *res = send_error(s, c, 400, "invalid_request_error", NULL, field, "'%s' must be %s", field, want);
+    else if (!s->tok)
+        *res = send_error(s, c, 400, "invalid_request_error", NULL, field,
                           "the model directory has no tokenizer (vocab.json + merges.txt, or tokenizer.json)");
-    }
+    else
+        return root;
+    json_free(root);
+    return NULL;
+}
+
+static enum MHD_Result tokenize(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
+    const json_value *p;
+    enum MHD_Result res;
+    json_value *root = tok_route_body(s, c, rc, "prompt", JSON_STRING, "a string", &p, &res);
+    if (!root) return res;
     int32_t *ids = NULL;
     size_t n = 0;
     char err[256];
@@ -368,20 +382,10 @@ static enum MHD_Result tokenize(tp_server *s, struct MHD_Connection *c, req_ctx 
 }
 
 static enum MHD_Result detokenize(tp_server *s, struct MHD_Connection *c, req_ctx *rc) {
-    char perr[256];
-    json_value *root = json_parse_limited(rc->body.s ? rc->body.s : "", rc->body.n, SRV_JSON_DEPTH,
-                                          srv_json_budget(rc->body.n), perr, sizeof perr);
-    if (!root) return send_error(s, c, 400, "invalid_request_error", NULL, NULL, "the request body is not valid JSON: %s", perr);
-    const json_value *t = root->type == JSON_OBJECT ? json_get(root, "tokens") : NULL;
-    if (!t || t->type != JSON_ARRAY) {
-        json_free(root);
-        return send_error(s, c, 400, "invalid_request_error", NULL, "tokens", "'tokens' must be an array of token ids");
-    }
-    if (!s->tok) {
-        json_free(root);
-        return send_error(s, c, 400, "invalid_request_error", NULL, "tokens",
-                          "the model directory has no tokenizer (vocab.json + merges.txt, or tokenizer.json)");
-    }
+    const json_value *t;
+    enum MHD_Result res;
+    json_value *root = tok_route_body(s, c, rc, "tokens", JSON_ARRAY, "an array of token ids", &t, &res);
+    if (!root) return res;
     if (t->n > SRV_DETOK_MAX_IDS) {
         size_t n = t->n;
         json_free(root);

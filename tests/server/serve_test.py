@@ -373,7 +373,20 @@ def part_limits():
     check(st == 413 and "1024" in json.loads(text)["error"]["message"], "413: %d %s" % (st, text))
     st, text, _ = srv.request("POST", "/v1/completions", {"prompt": "some text"}, headers=auth)
     check(st == 400 and "tokenizer" in json.loads(text)["error"]["message"], "text without a tokenizer: " + text)
-    ok("413 over --max-body-bytes; 400 for text without a tokenizer")
+    # /tokenize and /detokenize: a body that is not JSON, the wrong member, no tokenizer (server/http.c)
+    for path, req, param, want in (("/tokenize", "{", None, "not valid JSON"),
+                                   ("/tokenize", {"prompt": 5}, "prompt", "'prompt' must be a string"),
+                                   ("/tokenize", {"prompt": "x"}, "prompt", "has no tokenizer"),
+                                   ("/detokenize", {"tokens": "x"}, "tokens", "'tokens' must be an array of token ids"),
+                                   ("/detokenize", {"tokens": [1]}, "tokens", "has no tokenizer")):
+        if isinstance(req, str):
+            st, text, _ = srv.request("POST", path, raw=req, headers=auth)
+        else:
+            st, text, _ = srv.request("POST", path, req, headers=auth)
+        err = json.loads(text)["error"] if st == 400 else {}
+        check(st == 400 and want in err.get("message", "") and err.get("param") == param,
+              "%s %r -> 400 %r (param %s): %d %s" % (path, req, want, param, st, text))
+    ok("413 over --max-body-bytes; 400 for text without a tokenizer, and from /tokenize and /detokenize")
 
     def one(i):
         st, text, r = srv.request("POST", "/v1/completions", {"prompt": [1, 2], "max_tokens": 100, "n": 16,
