@@ -603,8 +603,8 @@ static int build_tables(tp_tokenizer *t, builder *b, const char *eos, size_t eos
     t->cls_block = tpk_class_block;
     t->cls_data = tpk_class_data;
     if (b->tiktoken) {
-        t->cls_block = tpk_tt_class_block;
-        t->cls_data = tpk_tt_class_data;
+        t->cls_diff = tpk_tt_class_diff;
+        t->n_cls_diff = tpk_tt_class_diff_n;
     }
     if (t->eos_id < 0) { /* fall back to the vocab's <|endoftext|> */
         int32_t id = tpk_vocab_lookup(t, (const uint8_t *)"<|endoftext|>", 13);

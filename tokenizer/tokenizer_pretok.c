@@ -4,15 +4,28 @@
  * written by hand as a scanner over character classes. The classes come from a table generated
  * from HF's own regex engine (Oniguruma, a newer Unicode than most systems' PCRE2 or Python), so
  * that every code point is classified exactly as HF classifies it; CodeGen2.5's tokenizer uses
- * tiktoken 0.4.0's classes instead (the same pattern, an older Unicode). */
+ * tiktoken 0.4.0's classes instead (the same pattern, an older Unicode): HF's table where the two
+ * agree, the runs of tpk_tt_class_diff where they do not. */
 #include "tokenizer_internal.h"
+
+/* The class of code point cp >= U+0080: the run of t->cls_diff that holds it, else the table's. */
+static inline int class_of(const tp_tokenizer *t, uint32_t cp) {
+    size_t lo = 0, hi = t->n_cls_diff;
+    while (lo < hi) { /* the first run that ends at or after cp */
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->cls_diff[mid].last < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < t->n_cls_diff && t->cls_diff[lo].first <= cp) return t->cls_diff[lo].cls;
+    return t->cls_data[t->cls_block[cp >> 8]][cp & 255];
+}
 
 /* The class of the character at p[i] (valid UTF-8) and its length in bytes. */
 static inline int class_at(const tp_tokenizer *t, const uint8_t *p, size_t i, size_t *len) {
     uint32_t b = p[i];
     if (b < 0x80) {
         *len = 1;
-        return t->cls_data[0][b]; /* the generators put block 0 (U+0000..U+00FF) first */
+        return t->cls_data[0][b]; /* the generator puts block 0 (U+0000..U+00FF) first; no run is ASCII */
     }
     uint32_t cp;
     if (b < 0xE0) {
@@ -25,7 +38,7 @@ static inline int class_at(const tp_tokenizer *t, const uint8_t *p, size_t i, si
         cp = (b & 0x07) << 18 | (p[i + 1] & 0x3Fu) << 12 | (p[i + 2] & 0x3Fu) << 6 | (p[i + 3] & 0x3Fu);
         *len = 4;
     }
-    return t->cls_data[t->cls_block[cp >> 8]][cp & 255];
+    return class_of(t, cp);
 }
 
 size_t tpk_pretok_next(const tp_tokenizer *t, const uint8_t *p, size_t i, size_t e) {
