@@ -42,7 +42,7 @@ static const char *USAGE =
     "          [--qkv-groups G (qkv_proj's mp_num: 8 for CodeGen2; default: from the checkpoint)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md";
 
-static long parse_long(const char *flag, const char *v, long lo, long hi) {
+long tp_parse_long(const char *flag, const char *v, long lo, long hi) {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
@@ -152,28 +152,28 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--dtype")) a->dtype = VAL();
         else if (IS("--weights")) a->weights = VAL();
         else if (IS("--comm")) a->comm = VAL();
-        else if (IS("--threads")) a->threads = (int)parse_long(flag, VAL(), 0, 4096);
+        else if (IS("--threads")) a->threads = (int)tp_parse_long(flag, VAL(), 0, 4096);
         else if (IS("--fim") && (gen || serve)) a->fim = VAL();
         else if (IS("--suffix") && gen) a->suffix = VAL();
         else if (IS("--ignore-suffix") && serve) a->ignore_suffix = 1;
-        else if (IS("--qkv-groups")) a->qkv_groups = (int)parse_long(flag, VAL(), 1, TP_MAX_QKV_GROUPS);
-        else if (IS("--kv-cache-tokens")) a->kv_cache_tokens = parse_long(flag, VAL(), 1, 1L << 40);
+        else if (IS("--qkv-groups")) a->qkv_groups = (int)tp_parse_long(flag, VAL(), 1, TP_MAX_QKV_GROUPS);
+        else if (IS("--kv-cache-tokens")) a->kv_cache_tokens = tp_parse_long(flag, VAL(), 1, 1L << 40);
         else if (IS("--kv-cache-mem")) a->kv_cache_mem = parse_double(flag, VAL(), 0.01, 1.0);
-        else if (IS("--block-size")) a->block_size = (int)parse_long(flag, VAL(), 1, 1024);
-        else if (IS("--max-batch-tokens")) a->max_batch_tokens = (int)parse_long(flag, VAL(), 1, 1 << 20);
-        else if (IS("--max-batch")) a->max_batch = (int)parse_long(flag, VAL(), 1, 4096);
+        else if (IS("--block-size")) a->block_size = (int)tp_parse_long(flag, VAL(), 1, 1024);
+        else if (IS("--max-batch-tokens")) a->max_batch_tokens = (int)tp_parse_long(flag, VAL(), 1, 1 << 20);
+        else if (IS("--max-batch")) a->max_batch = (int)tp_parse_long(flag, VAL(), 1, 4096);
         else if (IS("--stats")) a->stats = 1;
         else if (IS("--no-cuda-graphs")) a->no_cuda_graphs = 1;
         else if (IS("--verbose")) a->verbose = 1;
         else if (IS("--comm-timeout")) a->comm_timeout = parse_double(flag, VAL(), 0, 1e6);
         else if (IS("--json")) a->json = 1;
-        else if (IS("--logprobs") && (gen || score)) a->logprobs = (int)parse_long(flag, VAL(), 0, 64);
+        else if (IS("--logprobs") && (gen || score)) a->logprobs = (int)tp_parse_long(flag, VAL(), 0, 64);
         else if (IS("--prompt") && gen) a->prompt = VAL();
         else if (IS("--prompt-ids") && gen) a->prompt_ids = VAL();
         else if (IS("--prompts-file") && gen) a->prompts_file = VAL();
         else if (gen && (param = tp_param_by_flag(flag)))
             parse_param(&a->req, param, flag, param->type == TP_PARAM_BOOL ? NULL : VAL());
-        else if (IS("--seed") && gen) a->seed = (uint64_t)parse_long(flag, VAL(), 0, LONG_MAX);
+        else if (IS("--seed") && gen) a->seed = (uint64_t)tp_parse_long(flag, VAL(), 0, LONG_MAX);
         else if (IS("--stop") && gen) {
             if (a->n_stop == TP_MAX_STOP) tp_die_all("at most %d --stop strings", TP_MAX_STOP);
             a->stop[a->n_stop] = VAL();
@@ -182,9 +182,9 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         } else if (IS("--ids") && score) a->ids = VAL();
         else if (IS("--config") && (bench || serve)) a->config = VAL();
         else if (IS("--random-weights") && (bench || serve)) a->random_weights = 1;
-        else if (IS("--seed") && serve) a->seed = (uint64_t)parse_long(flag, VAL(), 0, LONG_MAX);
+        else if (IS("--seed") && serve) a->seed = (uint64_t)tp_parse_long(flag, VAL(), 0, LONG_MAX);
         else if (IS("--host") && serve) a->host = VAL();
-        else if (IS("--port") && serve) a->port = (int)parse_long(flag, VAL(), 0, 65535);
+        else if (IS("--port") && serve) a->port = (int)tp_parse_long(flag, VAL(), 0, 65535);
         else if (IS("--served-model-name") && serve) a->served_name = VAL();
         else if (IS("--api-key") && serve) {
             if (a->n_api_keys == (int)(sizeof a->api_keys / sizeof *a->api_keys))
@@ -199,15 +199,15 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
             else if (!strcmp(p, "request")) a->prefix_scope = 2;
             else tp_die_all("--prefix-cache-scope must be key, shared or request, got \"%s\"", p);
         }
-        else if (IS("--max-queue") && serve) a->max_queue = (int)parse_long(flag, VAL(), 1, 1 << 20);
-        else if (IS("--max-body-bytes") && serve) a->max_body_bytes = parse_long(flag, VAL(), 64, 1L << 32);
+        else if (IS("--max-queue") && serve) a->max_queue = (int)tp_parse_long(flag, VAL(), 1, 1 << 20);
+        else if (IS("--max-body-bytes") && serve) a->max_body_bytes = tp_parse_long(flag, VAL(), 64, 1L << 32);
         else if (IS("--drain-timeout") && serve) a->drain_timeout = parse_double(flag, VAL(), 0, 86400);
-        else if (IS("--conn-timeout") && serve) a->conn_timeout = (int)parse_long(flag, VAL(), 0, 86400);
-        else if (IS("--max-connections") && serve) a->max_connections = (int)parse_long(flag, VAL(), 1, 65536);
+        else if (IS("--conn-timeout") && serve) a->conn_timeout = (int)tp_parse_long(flag, VAL(), 0, 86400);
+        else if (IS("--max-connections") && serve) a->max_connections = (int)tp_parse_long(flag, VAL(), 1, 65536);
         else if (IS("--max-connections-per-client") && serve)
-            a->max_connections_per_client = (int)parse_long(flag, VAL(), 1, 65536);
+            a->max_connections_per_client = (int)tp_parse_long(flag, VAL(), 1, 65536);
         else if (IS("--max-seqs-per-client") && serve)
-            a->max_seqs_per_client = (int)parse_long(flag, VAL(), 1, 1 << 20);
+            a->max_seqs_per_client = (int)tp_parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--request-timeout") && serve) a->request_timeout = parse_double(flag, VAL(), 0, 1e9);
         else if (IS("--scheduling-policy") && serve) {
             const char *p = VAL();
@@ -221,10 +221,10 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
             if (tp_speculate_parse(a->speculate, &a->speculate_k, &a->speculate_n, err, sizeof err))
                 tp_die_all("%s", err);
         } else if (IS("--batch") && bench) a->batches = VAL();
-        else if (IS("--context") && bench) a->context = (int)parse_long(flag, VAL(), 0, 1 << 20);
-        else if (IS("--steps") && bench) a->steps = (int)parse_long(flag, VAL(), 1, 100000);
+        else if (IS("--context") && bench) a->context = (int)tp_parse_long(flag, VAL(), 0, 1 << 20);
+        else if (IS("--steps") && bench) a->steps = (int)tp_parse_long(flag, VAL(), 1, 100000);
         else if (IS("--prefill") && bench) a->prefill = VAL();
-        else if (IS("--prefill-runs") && bench) a->prefill_runs = (int)parse_long(flag, VAL(), 1, 1000);
+        else if (IS("--prefill-runs") && bench) a->prefill_runs = (int)tp_parse_long(flag, VAL(), 1, 1000);
         else ok = 0;
         if (!ok) tp_die_all("unknown flag %s for `tpgen %s`\n%s", flag, cmd, USAGE);
 #undef IS

@@ -79,6 +79,9 @@ typedef struct {
 /* Parses argv (after the subcommand). Bad input: tp_die_all with the flag named. */
 void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv);
 
+/* The integer v of flag in [lo, hi]; else tp_die_all "FLAG expects an integer in [LO, HI], got "V"". */
+long tp_parse_long(const char *flag, const char *v, long lo, long hi);
+
 /* "5,17,9" -> ids; dies naming `what` on a bad list. */
 int32_t *tp_parse_id_list(const char *s, int *n, const char *what);
 

@@ -57,15 +57,6 @@ static unsigned long long parse_bytes(const char *s, const char *end) {
     return x << shift;
 }
 
-static long parse_int(const char *flag, const char *v, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < lo || x > hi)
-        tp_die_all("%s expects an integer in [%ld, %ld], got \"%s\"", flag, lo, hi, v);
-    return x;
-}
-
 static void parse_sizes(comm_args *c, const char *v) {
     const char *colon = strchr(v, ':');
     unsigned long long lo = colon ? parse_bytes(v, colon) : 0, hi = colon ? parse_bytes(colon + 1, v + strlen(v)) : 0;
@@ -107,13 +98,13 @@ static void comm_args_parse(comm_args *c, int argc, char **argv) {
 #define VAL() (v ? v : (i + 1 < argc ? argv[++i] : (tp_die_all("%s needs a value", flag), (char *)NULL)))
         if (IS("--help") || IS("-h")) tp_die_all("%s", USAGE);
         else if (IS("--sizes")) parse_sizes(c, VAL());
-        else if (IS("--iters")) c->iters = (int)parse_int(flag, VAL(), 1, 100000);
-        else if (IS("--warmup")) c->warmup = (int)parse_int(flag, VAL(), 0, 100000);
+        else if (IS("--iters")) c->iters = (int)tp_parse_long(flag, VAL(), 1, 100000);
+        else if (IS("--warmup")) c->warmup = (int)tp_parse_long(flag, VAL(), 0, 100000);
         else if (IS("--dtypes")) parse_dtypes(c, VAL());
         else if (IS("--json")) c->json = 1;
         else if (IS("--backend")) c->job.backend = VAL();
         else if (IS("--comm")) c->job.comm = VAL();
-        else if (IS("--threads")) c->job.threads = (int)parse_int(flag, VAL(), 0, 4096);
+        else if (IS("--threads")) c->job.threads = (int)tp_parse_long(flag, VAL(), 0, 4096);
         else tp_die_all("unknown flag %s for `tpgen bench-comm`\n%s", flag, USAGE);
 #undef IS
 #undef VAL
@@ -170,7 +161,7 @@ int tp_cmd_bench_comm(int argc, char **argv) {
                    MAX_CHECK_RANKS, mpi->size);
     long perturb_rank = -1;
     const char *pe = getenv("TPGEN_BENCH_COMM_PERTURB");
-    if (pe && *pe) perturb_rank = parse_int("TPGEN_BENCH_COMM_PERTURB", pe, 0, mpi->size - 1);
+    if (pe && *pe) perturb_rank = tp_parse_long("TPGEN_BENCH_COMM_PERTURB", pe, 0, mpi->size - 1);
 
     tp_backend *b = tp_job_backend(&ca.job, mpi);
     tp_comm_mpi_set_backend(mpi, b);
