@@ -15,9 +15,10 @@ a loader that ignores the group count fails the parity test.
 
 The fixture directory is laid out as HF's cache / save_pretrained lay out a remote-code model:
   config.json        auto_map {"AutoModelForCausalLM": "modeling_codegen.CodeGenForCausalLM"}
-  modeling_codegen.py  a minimal stand-in written here (NOT Salesforce's file, which is under
-                     their license and not redistributed): it states the layout with the same
-                     `mp_num = 8` assignment tpgen identifies in the real file
+  modeling_codegen.py  a minimal hand-written stand-in, kept as it is by this script (NOT
+                     Salesforce's file, which is under their license and not redistributed): it
+                     states the layout with the same `mp_num = 8` assignment tpgen identifies in
+                     the real file
   model.safetensors  F32 random weights, HF CodeGenForCausalLM names and shapes
   tokenizer.json     a small byte-level BPE trained here, with CodeGen2's FIM special tokens
                      <|endoftext|>, <mask_1>, <sep>, <eom> as added tokens (ids are this
@@ -53,25 +54,9 @@ MIN_TOP2_MARGIN, MIN_TOPK_GAP = 1e-3, 1e-4
 FIM_PREFIX = "def add(a, b):\n    "
 FIM_SUFFIX = "\n    return c\n"
 
-MODELING_STANDIN = '''"""Stand-in for Salesforce CodeGen2's modeling_codegen.py, written for tpgen's test fixture.
-
-This is not Salesforce's file (theirs is distributed with the CodeGen2 checkpoints under their
-license). It states only what tpgen reads from it: CodeGen2's attention splits the fused
-qkv_proj output into mp_num = 8 groups, each group holding [q | v | k] of n_head / 8 whole heads,
-where HF's built-in CodeGen class uses 4. tools/codegen_ref.py is the model it describes.
-"""
-import numpy as np
-
-
-def split_qkv(qkv, n_head, head_dim):
-    """qkv: [..., 3 * n_head * head_dim] -> q, k, v: [..., n_head, head_dim]."""
-    mp_num = 8
-    local_dim = n_head * head_dim // mp_num
-    groups = qkv.reshape(qkv.shape[:-1] + (mp_num, 3, local_dim))
-    q, v, k = groups[..., 0, :], groups[..., 1, :], groups[..., 2, :]
-    shape = qkv.shape[:-1] + (n_head, head_dim)
-    return q.reshape(shape), k.reshape(shape), v.reshape(shape)
-'''
+# the stand-in is hand-written source kept in the fixture (tests/data/codegen2-f32/modeling_codegen.py):
+# read before the directory is remade, written back unchanged
+MODELING_STANDIN = os.path.join(ROOT, "tests", "data", "codegen2-f32", "modeling_codegen.py")
 
 
 def die(msg):
@@ -268,6 +253,9 @@ def main():
         check_hf(args.out)
         return
     d = os.path.join(args.out, FX["name"])
+    if not os.path.isfile(MODELING_STANDIN):
+        die(f"{MODELING_STANDIN}: missing (the stand-in modeling file is committed source, not generated)")
+    standin = open(MODELING_STANDIN).read()
     if os.path.isdir(d):
         shutil.rmtree(d)
     os.makedirs(d)
@@ -313,7 +301,7 @@ def main():
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
     with open(os.path.join(d, "modeling_codegen.py"), "w") as f:
-        f.write(MODELING_STANDIN)
+        f.write(standin)
     with open(os.path.join(ROOT, "configs", "fim-codegen2.json")) as f:
         shutil.copyfileobj(f, open(os.path.join(d, "fim.json"), "w"))
 
