@@ -78,6 +78,20 @@ def numpy_logits(w, cfg, ids, groups=4):
     return h @ w["lm_head.weight"].T + w["lm_head.bias"]
 
 
+def score_entry(ids, lp, top_k_entry):
+    """expected.json's score entry of ids from their log-probabilities lp [T, V] (numpy or torch):
+    log p(ids[t] | ids[:t]) and top_k_entry's alternatives for every t >= 1; None where top_k_entry
+    says their order is not well-posed."""
+    lps, tops = [None], [None]
+    for t in range(1, len(ids)):
+        top, ok = top_k_entry(lp[t - 1])
+        if not ok:
+            return None
+        lps.append(float(lp[t - 1, ids[t]]))
+        tops.append(top)
+    return {"ids": list(ids), "logprobs": lps, "top_logprobs": tops}
+
+
 def dump_json(o, ind=0):
     """JSON with one line per dict member and per greedy step; short lists inline."""
     def depth(x):

@@ -41,7 +41,7 @@ from safetensors.numpy import save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from codegen_ref import dump_json, edge_ids, numpy_logits, valid_tp  # noqa: E402
+from codegen_ref import dump_json, edge_ids, numpy_logits, score_entry, valid_tp  # noqa: E402
 from make_random_model import tensor_specs  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,15 +136,7 @@ def greedy(w64, c, prompt, max_new, groups, stop=None):
 
 
 def score(w64, c, ids):
-    lp = log_softmax(numpy_logits(w64, c, np.array(ids), GROUPS))
-    lps, tops = [None], [None]
-    for t in range(1, len(ids)):
-        top, ok = top_k_entry(lp[t - 1])
-        if not ok:
-            return None
-        lps.append(float(lp[t - 1, ids[t]]))
-        tops.append(top)
-    return {"ids": list(ids), "logprobs": lps, "top_logprobs": tops}
+    return score_entry(ids, log_softmax(numpy_logits(w64, c, np.array(ids), GROUPS)), top_k_entry)
 
 
 HF_LOGIT_TOL, HF_LP_TOL = 1e-9, 1e-6

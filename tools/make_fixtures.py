@@ -38,7 +38,7 @@ from transformers import CodeGenConfig, CodeGenForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_random_model import tensor_specs  # noqa: E402  (names and shapes of the state_dict)
-from codegen_ref import dump_json, edge_ids, numpy_logits, valid_tp  # noqa: E402  (torch-free, shared)
+from codegen_ref import dump_json, edge_ids, numpy_logits, score_entry, valid_tp  # noqa: E402  (torch-free, shared)
 
 # Shapes chosen to exercise the engine: heads 4..24, rotary_dim < D and = D, n_inner set,
 # vocab sizes not divisible by 2, 3 or 4 (vocab-parallel padding), F32/BF16/F16, an index
@@ -173,15 +173,16 @@ def greedy(model, prompt, max_new):
 
 
 def score(model, ids):
-    lp, _ = forward_logprobs(model, ids)
-    lps, tops = [None], [None]
-    for t in range(1, len(ids)):
-        top, ok = top_k_entry(lp[t - 1])
-        if not ok:
-            return None
-        lps.append(float(lp[t - 1, ids[t]]))
-        tops.append(top)
-    return {"ids": list(ids), "logprobs": lps, "top_logprobs": tops}
+    return score_entry(ids, forward_logprobs(model, ids)[0], top_k_entry)
+
+
+def numpy_vs_hf(ref, w64, cfg, seqs):
+    """the largest |float64 numpy logits - HF's| over seqs (the independent check of docs/FIXTURES.md)"""
+    worst = 0.0
+    for seq in seqs:
+        _, hf = forward_logprobs(ref, seq)
+        worst = max(worst, float(np.abs(numpy_logits(w64, cfg, np.array(seq)) - hf.double().numpy()).max()))
+    return worst
 
 
 def draw_prompt(rng, vocab, length, forced):
@@ -265,11 +266,7 @@ def make_fixture(fx, out_dir):
         print(f"  {fx['name']}: score ids: {tries} near-tie draw(s) rejected")
 
     # Independent check of the documented semantics: float64 numpy vs HF fp32.
-    worst = 0.0
-    for seq in [g["prompt_ids"] + g["ids"] for g in gens] + [sc["ids"]]:
-        _, hf = forward_logprobs(ref, seq)
-        diff = np.abs(numpy_logits(w64, cfg, np.array(seq)) - hf.double().numpy()).max()
-        worst = max(worst, float(diff))
+    worst = numpy_vs_hf(ref, w64, cfg, [g["prompt_ids"] + g["ids"] for g in gens] + [sc["ids"]])
     if not worst < NUMPY_TOL:
         die(f"{fx['name']}: HF logits differ from the numpy model by {worst:.3g} "
             f"(> {NUMPY_TOL}): the semantics in docs/FIXTURES.md do not match transformers")

@@ -16,14 +16,12 @@ import json
 import os
 import sys
 
-import numpy as np
 import torch
 import transformers
 from transformers import AutoTokenizer, CodeGenForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import (NUMPY_TOL, dump_json, forward_logprobs, greedy,  # noqa: E402
-                           numpy_logits, score, valid_tp)
+from make_fixtures import NUMPY_TOL, dump_json, greedy, numpy_vs_hf, score, valid_tp  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 PROMPTS = [                       # tried in order; the first N_PROMPTS well-posed ones are used
@@ -80,11 +78,7 @@ def main():
     if sc is None:
         die("no well-posed score window in heldout.txt")
 
-    worst = 0.0
-    for seq in [g["prompt_ids"] + g["ids"] for g in gens] + [sc["ids"]]:
-        _, hf = forward_logprobs(ref, seq)
-        diff = np.abs(numpy_logits(w64, cfg, np.array(seq)) - hf.double().numpy()).max()
-        worst = max(worst, float(diff))
+    worst = numpy_vs_hf(ref, w64, cfg, [g["prompt_ids"] + g["ids"] for g in gens] + [sc["ids"]])
     if not worst < NUMPY_TOL:
         die(f"HF logits differ from the numpy model by {worst:.3g} (> {NUMPY_TOL})")
 
