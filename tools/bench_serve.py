@@ -41,9 +41,7 @@ ap.add_argument("--client-tokens", type=int, default=32)
 ap.add_argument("--runs", type=int, default=3)
 ap.add_argument("--threads", type=int, default=0)
 perf_record.add_argument(ap, "serving/bench-serve")
-a = ap.parse_args()
-if a.record and not a.record.endswith(".jsonl"):
-    sys.exit(f"bench_serve.py: --record {a.record}: give a .jsonl file")
+a = perf_record.parse_args(ap, "bench_serve.py")
 load0 = os.getloadavg()[0]
 
 

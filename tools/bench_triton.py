@@ -41,9 +41,7 @@ ap.add_argument("--tokens", type=int, default=64)
 ap.add_argument("--runs", type=int, default=3)
 ap.add_argument("--threads", type=int, default=0)
 perf_record.add_argument(ap, "triton/cost")
-a = ap.parse_args()
-if a.record and not a.record.endswith(".jsonl"):
-    sys.exit(f"bench_triton: --record {a.record}: give a .jsonl file")
+a = perf_record.parse_args(ap, "bench_triton")
 load0 = os.getloadavg()[0]
 
 PROMPTS = [

@@ -54,8 +54,7 @@ PROG = "bench_vs_ct2.py"
 TYPES = {"f32": ("float32", [], "CTranslate2 float32", "tpgen f32"),
          "int8": ("int8_float32", ["--weights", "int8"], "CTranslate2 int8 (int8_float32)", "tpgen `--weights int8`"),
          "bf16": ("bfloat16", ["--dtype", "bf16"], "CTranslate2 bfloat16", "tpgen `--dtype bf16`")}
-CPU_FLAGS = ["avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-             "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"]
+CPU_FLAGS = perf_record.CPU_FLAGS
 TPGEN_STEPS = 32
 
 
@@ -72,22 +71,6 @@ def int_list(flag, s):
     if not v or min(v) < 1:
         die(f"{flag}: every value must be >= 1, got {s!r}")
     return v
-
-
-def cpu_info():
-    """CPU model name and the vector/matrix flags of /proc/cpuinfo that pick kernels here."""
-    name, flags = "unknown", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                if k.strip() == "model name" and name == "unknown":
-                    name = v.strip()
-                elif k.strip() == "flags" and not flags:
-                    flags = set(v.split())
-    except OSError as e:
-        print(f"{PROG}: note: cannot read /proc/cpuinfo: {e}", file=sys.stderr)
-    return name, [f for f in CPU_FLAGS if f in flags]
 
 
 def versions(tpgen):
@@ -271,7 +254,8 @@ def main():
     top = min(cfg["vocab_size"], 50000)  # ids of the tokenizer's own vocabulary
     prompts = [[rng.randrange(top) for _ in range(a.prompt_len)] for _ in range(max(max(a.batches), a.check_prompts))]
     long_prompt = [rng.randrange(top) for _ in range(a.prefill)]
-    cpu_name, flags = cpu_info()
+    cpu = perf_record.cpu_info()
+    cpu_name, flags = cpu["model"], cpu["flags"]
     t_start = time.time()
     load = [os.getloadavg()]
 

@@ -121,6 +121,14 @@ def add_argument(ap, what):
                     help=f"append this run to results/ as {what} (tools/perf_record.py; docs/PERFORMANCE.md)")
 
 
+def parse_args(ap, prog):
+    """ap.parse_args(), its --record (add_argument) checked: a .jsonl file, or prog exits naming it"""
+    a = ap.parse_args()
+    if a.record and not a.record.endswith(".jsonl"):
+        sys.exit(f"{prog}: --record {a.record}: give a .jsonl file")
+    return a
+
+
 def command_line(script):
     """How a reader reruns this tool: python3 tools/NAME.py ARGS."""
     return f"python3 tools/{os.path.basename(script)} " + shlex.join(sys.argv[1:])
