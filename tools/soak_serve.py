@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import socket
 import subprocess
 import sys
@@ -457,13 +456,7 @@ def main():
     t_start = time.time()
 
     # the tiny model with the CodeGen tokenizer (text prompts), as the server tests make it
-    model = os.path.join(args.work, "model")
-    os.makedirs(model, exist_ok=True)
-    for f in ["config.json", "model.safetensors"]:
-        shutil.copy(os.path.join(args.model, f), model)
-    for f in ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]:
-        if os.path.exists(os.path.join(args.tokenizer, f)):
-            shutil.copy(os.path.join(args.tokenizer, f), model)
+    model = sh.with_tokenizer(args.model, args.tokenizer, os.path.join(args.work, "model"), only_present=True)
 
     srv = Server(args, model)
     try:

@@ -35,13 +35,7 @@ SERVE_FLAGS = ["--backend", "cpu", "--threads", "1"]
 
 
 def model_dir():
-    d = os.path.join(WORK, "tiny-with-tokenizer")
-    os.makedirs(d, exist_ok=True)
-    for f in ["config.json", "model.safetensors"]:
-        subprocess.run(["cp", os.path.join(FIXTURE, f), d], check=True)
-    for f in ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]:
-        subprocess.run(["cp", os.path.join(TOKDIR, f), d], check=True)
-    return d
+    return sh.with_tokenizer(FIXTURE, TOKDIR, os.path.join(WORK, "tiny-with-tokenizer"))
 
 
 def harness(args, timeout=50):

@@ -28,6 +28,7 @@ import os
 import re
 import shlex
 import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -83,6 +84,21 @@ def exit_with_checks():
 
 
 # ---------------------------------------------------------------- processes
+
+TOKENIZER_FILES = ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]
+
+
+def with_tokenizer(src, tokdir, dst, only_present=False):
+    """dst (made if missing): src's config.json and model.safetensors with tokdir's CodeGen tokenizer
+    files (only_present: those of them tokdir has)."""
+    os.makedirs(dst, exist_ok=True)
+    for f in ["config.json", "model.safetensors"]:
+        shutil.copy(os.path.join(src, f), dst)
+    for f in TOKENIZER_FILES:
+        if not only_present or os.path.exists(os.path.join(tokdir, f)):
+            shutil.copy(os.path.join(tokdir, f), dst)
+    return dst
+
 
 def is_wrapper(mpiexec):
     return bool(mpiexec) and os.path.basename(shlex.split(mpiexec)[0]).endswith("tpgen-mpirun")

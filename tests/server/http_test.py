@@ -42,7 +42,6 @@ PART "fair": --max-batch 2 --max-seqs-per-client 8. A client (127.0.0.2) streams
 """
 import json
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -232,12 +231,7 @@ def vm_hwm(pid):
 
 
 def part_memory():
-    model = os.path.join(st.WORK, "tiny-with-tokenizer")
-    os.makedirs(model, exist_ok=True)
-    for f in ["config.json", "model.safetensors"]:
-        shutil.copy(os.path.join(st.FIXTURE, f), model)
-    for f in ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]:
-        shutil.copy(os.path.join(st.TOKDIR, f), model)
+    model = model_with_tokenizer()
     nested = "[" + ",".join(["[0]"] * (262144 - 1)) + "]"
     stops = ["a" * 65536 + str(i) for i in range(16)]
     kinds = [
@@ -324,13 +318,7 @@ def part_loris():
 
 
 def model_with_tokenizer():
-    model = os.path.join(st.WORK, "tiny-with-tokenizer")
-    os.makedirs(model, exist_ok=True)
-    for f in ["config.json", "model.safetensors"]:
-        shutil.copy(os.path.join(st.FIXTURE, f), model)
-    for f in ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]:
-        shutil.copy(os.path.join(st.TOKDIR, f), model)
-    return model
+    return st.sh.with_tokenizer(st.FIXTURE, st.TOKDIR, os.path.join(st.WORK, "tiny-with-tokenizer"))
 
 
 def part_detok():

@@ -58,12 +58,7 @@ PROMPTS = ["a b c d e", "d e f", "x y", "a b c d e a b c d e a b c d e l l o", "
 
 
 def part_api():
-    model = os.path.join(WORK, "tiny-with-tokenizer")
-    os.makedirs(model, exist_ok=True)
-    for f in ["config.json", "model.safetensors"]:
-        subprocess.run(["cp", os.path.join(FIXTURE, f), model], check=True)
-    for f in ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]:
-        subprocess.run(["cp", os.path.join(TOKDIR, f), model], check=True)
+    model = sh.with_tokenizer(FIXTURE, TOKDIR, os.path.join(WORK, "tiny-with-tokenizer"))
 
     greedy = generate(model, PROMPTS, ["--max-new-tokens", "20", "--ignore-eos", "--logprobs", "3"])
     sampled = generate(model, [PROMPTS[0]] * 4, ["--max-new-tokens", "16", "--ignore-eos", "--temperature", "0.8",

@@ -25,7 +25,6 @@ PART "penalties": presence_penalty / frequency_penalty against a Python reimplem
 import atexit
 import json
 import os
-import shutil
 import signal
 import struct
 import subprocess
@@ -48,12 +47,7 @@ COMPLETIONS = "/v1/completions"
 
 def with_tokenizer(src, dst):
     """src's config and weights with the CodeGen tokenizer, in dst."""
-    os.makedirs(dst, exist_ok=True)
-    for f in ["config.json", "model.safetensors"]:
-        shutil.copy(os.path.join(src, f), dst)
-    for f in ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]:
-        shutil.copy(os.path.join(TOKDIR, f), dst)
-    return dst
+    return st.sh.with_tokenizer(src, TOKDIR, dst)
 
 
 def patch_tensors(path, edit):

@@ -137,12 +137,7 @@ def make_repo(model):
 def main():
     os.makedirs(WORK, exist_ok=True)
     sh.become_subreaper()  # see tpgen_ranks()
-    model = os.path.join(WORK, "tiny-with-tokenizer")
-    os.makedirs(model, exist_ok=True)
-    for f in ["config.json", "model.safetensors"]:
-        shutil.copy(os.path.join(FIXTURE, f), model)
-    for f in ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json"]:
-        shutil.copy(os.path.join(TOKDIR, f), model)
+    model = sh.with_tokenizer(FIXTURE, TOKDIR, os.path.join(WORK, "tiny-with-tokenizer"))
     check(not tpgen_ranks(), "no tpgen rank of this test runs before it")
     greedy = generate(model, PROMPTS, ["--max-new-tokens", "20", "--ignore-eos", "--logprobs", "1"])
     repo, cfg = make_repo(model)
