@@ -305,16 +305,7 @@ def staller(srv, conn_timeout, results, until):
         try:
             s = socket.create_connection((srv.host, srv.port), timeout=conn_timeout + 30)
             s.sendall(b"POST /v1/compl")
-            t0 = time.time()
-            try:
-                while s.recv(4096):  # until EOF
-                    pass
-                closed = True
-            except ConnectionResetError:
-                closed = True
-            except socket.timeout:
-                closed = False
-            dt = time.time() - t0
+            closed, dt = sh.await_close(s, drain=True)
             s.close()
         except (ConnectionResetError, ConnectionRefusedError, BrokenPipeError):
             closed, dt = True, 0.0

@@ -100,6 +100,32 @@ def with_tokenizer(src, tokdir, dst, only_present=False):
     return dst
 
 
+def copy_files(dst, *dirs):
+    """dst: the plain files of each of dirs copied into it, in order (a later dir's file wins)."""
+    for d in dirs:
+        for f in os.listdir(d):
+            if os.path.isfile(os.path.join(d, f)):
+                shutil.copy(os.path.join(d, f), dst)
+    return dst
+
+
+def await_close(s, drain=False):
+    """(closed, seconds): whether the peer closed socket s (EOF or reset) before s's timeout, and
+    how long that took; drain: what it sends before is read and dropped (else a byte is "open")."""
+    t0 = time.time()
+    try:
+        while True:
+            data = s.recv(4096)
+            if not data or not drain:
+                closed = not data
+                break
+    except ConnectionResetError:
+        closed = True
+    except socket.timeout:
+        closed = False
+    return closed, time.time() - t0
+
+
 def is_wrapper(mpiexec):
     return bool(mpiexec) and os.path.basename(shlex.split(mpiexec)[0]).endswith("tpgen-mpirun")
 

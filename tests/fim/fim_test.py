@@ -157,10 +157,7 @@ def fim_mode(fixture):
 def codegen1_mode(model, tok):
     work = tempfile.mkdtemp(prefix="tpgen-fim-cg1-")
     try:
-        for d in (model, tok):
-            for f in os.listdir(d):
-                if os.path.isfile(os.path.join(d, f)):
-                    shutil.copy(os.path.join(d, f), work)
+        sh.copy_files(work, model, tok)
         body = {"prompt": "a b c", "suffix": "d e", "max_tokens": 8, "temperature": 0,
                 "return_token_ids": True}
         for flags in ([], ["--ignore-suffix"]):

@@ -68,14 +68,7 @@ def run(port):
 
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"POST /v1/compl")
-    t0 = time.time()
-    try:
-        closed = s.recv(100) == b""
-    except ConnectionResetError:
-        closed = True
-    except socket.timeout:
-        closed = False
-    dt = time.time() - t0
+    closed, dt = sh.await_close(s)
     s.close()
     check(closed and 0.5 < dt < 5, "a silent connection is closed after the 1 s timeout (%s after %.1f s)"
           % ("closed" if closed else "still open", dt))

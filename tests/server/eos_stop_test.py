@@ -19,10 +19,7 @@ import serve_harness as sh  # noqa: E402
 tpgen, model, tok = sys.argv[1:4]
 work = tempfile.mkdtemp(prefix="tpgen-eos-stop-")
 try:
-    for d in (model, tok):
-        for f in os.listdir(d):
-            if os.path.isfile(os.path.join(d, f)):
-                shutil.copy(os.path.join(d, f), work)
+    sh.copy_files(work, model, tok)
     srv = sh.Server(tpgen, ["--model", work, "--backend", "cpu", "--threads", "1"])
     try:
         base = None
