@@ -26,18 +26,6 @@
 
 static const char *g_tmp, *g_cases, *g_data;
 
-static char *path_of(const char *dir, const char *fmt, ...) {
-    static char bufs[8][2048];
-    static int k;
-    char *b = bufs[k++ & 7], rel[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(rel, sizeof rel, fmt, ap);
-    va_end(ap);
-    snprintf(b, sizeof bufs[0], "%s/%s", dir, rel);
-    return b;
-}
-
 static uint8_t *read_all(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -120,13 +108,13 @@ static uint8_t *central_entry(uint8_t *buf, size_t n, const char *suffix) {
  * string of the NULL-terminated list (expect_fail's checks, on a patched copy of a case file). */
 #define expect_fail_image(name, buf, n, ...)                                                                           \
     do {                                                                                                               \
-        write_all(path_of(g_tmp, "%s", name), buf, n);                                                                 \
-        expect_fail(path_of(g_tmp, "%s", name), __VA_ARGS__);                                                          \
+        write_all(check_path(g_tmp, "%s", name), buf, n);                                                                 \
+        expect_fail(check_path(g_tmp, "%s", name), __VA_ARGS__);                                                          \
     } while (0)
 
 /* Every loadable tensor of reference.txt, with its values. */
 static void check_reference(const tp_bin_model *m, const char *what) {
-    FILE *f = fopen(path_of(g_cases, "reference.txt"), "r");
+    FILE *f = fopen(check_path(g_cases, "reference.txt"), "r");
     if (!f) {
         perror("reference.txt");
         exit(1);
@@ -171,7 +159,7 @@ static void check_reference(const tp_bin_model *m, const char *what) {
 static void test_cases(void) {
     char err[2048];
     /* values, views, set-aside types */
-    tp_bin_model *m = tp_bin_open(path_of(g_cases, "dtypes.bin"), err, sizeof err);
+    tp_bin_model *m = tp_bin_open(check_path(g_cases, "dtypes.bin"), err, sizeof err);
     CHECK(m, "dtypes.bin: %s", err);
     if (m) {
         check_reference(m, "dtypes.bin");
@@ -188,7 +176,7 @@ static void test_cases(void) {
         tp_bin_close(m);
     }
     /* ZIP64 records everywhere (Python's zipfile, forced) */
-    m = tp_bin_open(path_of(g_cases, "zip64.bin"), err, sizeof err);
+    m = tp_bin_open(check_path(g_cases, "zip64.bin"), err, sizeof err);
     CHECK(m, "zip64.bin: %s", err);
     if (m) {
         CHECK(tp_bin_zip64(m), "zip64.bin has a ZIP64 end record");
@@ -198,32 +186,32 @@ static void test_cases(void) {
     /* pickle protocol 4; tensors saved as nn.Parameter */
     static const char *same[] = {"proto4.bin", "params.bin"};
     for (int i = 0; i < 2; i++) {
-        m = tp_bin_open(path_of(g_cases, "%s", same[i]), err, sizeof err);
+        m = tp_bin_open(check_path(g_cases, "%s", same[i]), err, sizeof err);
         CHECK(m, "%s: %s", same[i], err);
         if (m) check_reference(m, same[i]);
         tp_bin_close(m);
     }
     /* the same from a memory buffer (the fuzzer's entry point) */
     size_t n;
-    uint8_t *buf = read_all(path_of(g_cases, "dtypes.bin"), &n);
+    uint8_t *buf = read_all(check_path(g_cases, "dtypes.bin"), &n);
     m = tp_bin_open_buffer(buf, n, "dtypes.bin (memory)", err, sizeof err);
     CHECK(m, "from memory: %s", err);
     if (m) check_reference(m, "memory");
     tp_bin_close(m);
 
     /* bad files from torch / Python */
-    expect_fail(path_of(g_cases, "legacy.bin"), "legacy.bin", "legacy format", "torch < 1.6", NULL);
-    expect_fail(path_of(g_cases, "evil.bin"), "refusing to load os.system from", "evil.bin", "not a tensor", NULL);
+    expect_fail(check_path(g_cases, "legacy.bin"), "legacy.bin", "legacy format", "torch < 1.6", NULL);
+    expect_fail(check_path(g_cases, "evil.bin"), "refusing to load os.system from", "evil.bin", "not a tensor", NULL);
     CHECK(access("tpgen_pwned_marker", F_OK) != 0, "the marker file exists: something ran the pickle");
-    expect_fail(path_of(g_cases, "badop.bin"), "badop.bin", "opcode 0x69 (INST) is not allowed", NULL);
+    expect_fail(check_path(g_cases, "badop.bin"), "badop.bin", "opcode 0x69 (INST) is not allowed", NULL);
     CHECK(access("tpgen_pwned_marker", F_OK) != 0, "the marker file exists: something ran the pickle");
-    expect_fail(path_of(g_cases, "nostorage.bin"), "nostorage.bin", "tensor f16", "storage record", "data/1 is missing",
+    expect_fail(check_path(g_cases, "nostorage.bin"), "nostorage.bin", "tensor f16", "storage record", "data/1 is missing",
                 NULL);
-    expect_fail(path_of(g_cases, "noncontig.bin"), "noncontig.bin", "tensor transposed", "strides [1, 3]",
+    expect_fail(check_path(g_cases, "noncontig.bin"), "noncontig.bin", "tensor transposed", "strides [1, 3]",
                 "shape [3, 2]", "not contiguous", NULL);
 
     /* truncated copies: every cut must fail cleanly; a few are checked for the message */
-    const char *cut = path_of(g_tmp, "truncated.bin");
+    const char *cut = check_path(g_tmp, "truncated.bin");
     write_all(cut, buf, n * 2 / 3);
     expect_fail(cut, "truncated.bin", "truncated", NULL);
     write_all(cut, buf, n - 5);
@@ -306,7 +294,7 @@ static void test_cases(void) {
 static void test_zip_sizes(void) {
     char err[2048];
     size_t n;
-    uint8_t *buf = read_all(path_of(g_cases, "dtypes.bin"), &n), *c = central_entry(buf, n, "/data/0");
+    uint8_t *buf = read_all(check_path(g_cases, "dtypes.bin"), &n), *c = central_entry(buf, n, "/data/0");
     CHECK(c && rd_le(c + 20, 4) == rd_le(c + 24, 4), "dtypes.bin: no stored central entry */data/0");
     if (c) {
         const uint8_t *loc = buf + rd_le(c + 42, 4);
@@ -329,7 +317,7 @@ static void test_zip_sizes(void) {
     }
     free(buf);
 
-    buf = read_all(path_of(g_cases, "zip64.bin"), &n);
+    buf = read_all(check_path(g_cases, "zip64.bin"), &n);
     c = central_entry(buf, n, "/data/0");
     /* forced ZIP64: both 32-bit sizes are 0xffffffff, the extra field (id 1) holds them */
     uint8_t *x = c ? c + 46 + rd_le(c + 28, 2) : NULL;
@@ -353,7 +341,7 @@ static void test_zip_sizes(void) {
  * in place: (3, 1) and (4, 2) fit the storage's element count but not row-major order. */
 static void test_strides(void) {
     size_t n;
-    uint8_t *buf = read_all(path_of(g_cases, "noncontig.bin"), &n);
+    uint8_t *buf = read_all(check_path(g_cases, "noncontig.bin"), &n);
     static const uint8_t tuple[] = {'K', 1, 'K', 3, 0x86};
     uint8_t *t = memmem(buf, n, tuple, sizeof tuple);
     CHECK(t && !memmem(t + 1, n - (size_t)(t + 1 - buf), tuple, sizeof tuple),
@@ -398,28 +386,28 @@ static void test_memo_bound(void) {
 /* Indexes and format choice, made here. */
 static void test_dirs(void) {
     char err[2048], *d;
-    d = path_of(g_tmp, "idx_missing");
+    d = check_path(g_tmp, "idx_missing");
     mkdir_fresh(d);
-    write_all(path_of(d, "pytorch_model.bin.index.json"),
+    write_all(check_path(d, "pytorch_model.bin.index.json"),
               "{\"weight_map\": {\"a\": \"pytorch_model-00001-of-00002.bin\"}}", 57);
     expect_fail(d, "pytorch_model-00001-of-00002.bin", "weight_map of", "No such file", NULL);
-    d = path_of(g_tmp, "idx_escape");
+    d = check_path(g_tmp, "idx_escape");
     mkdir_fresh(d);
-    write_all(path_of(d, "pytorch_model.bin.index.json"), "{\"weight_map\": {\"f32\": \"../dtypes.bin\"}}", 40);
+    write_all(check_path(d, "pytorch_model.bin.index.json"), "{\"weight_map\": {\"f32\": \"../dtypes.bin\"}}", 40);
     expect_fail(d, "\"../dtypes.bin\"", "leaves the model directory", NULL);
-    write_all(path_of(d, "pytorch_model.bin.index.json"), "{\"weight_map\": {\"f32\": \"/etc/passwd\"}}", 38);
+    write_all(check_path(d, "pytorch_model.bin.index.json"), "{\"weight_map\": {\"f32\": \"/etc/passwd\"}}", 38);
     expect_fail(d, "\"/etc/passwd\"", "absolute", NULL);
-    d = path_of(g_tmp, "idx_lacks");
+    d = check_path(g_tmp, "idx_lacks");
     mkdir_fresh(d);
-    symlink_to(path_of(g_cases, "dtypes.bin"), path_of(d, "a.bin"));
-    write_all(path_of(d, "pytorch_model.bin.index.json"), "{\"weight_map\": {\"nope\": \"a.bin\"}}", 33);
+    symlink_to(check_path(g_cases, "dtypes.bin"), check_path(d, "a.bin"));
+    write_all(check_path(d, "pytorch_model.bin.index.json"), "{\"weight_map\": {\"nope\": \"a.bin\"}}", 33);
     expect_fail(d, "maps tensor nope to", "lacks it", NULL);
 
     /* both formats: safetensors wins and the description says so */
-    d = path_of(g_tmp, "both");
+    d = check_path(g_tmp, "both");
     mkdir_fresh(d);
-    symlink_to(path_of(g_data, "tiny-f32/model.safetensors"), path_of(d, "model.safetensors"));
-    symlink_to(path_of(g_data, "bin/tiny-f32/pytorch_model.bin"), path_of(d, "pytorch_model.bin"));
+    symlink_to(check_path(g_data, "tiny-f32/model.safetensors"), check_path(d, "model.safetensors"));
+    symlink_to(check_path(g_data, "bin/tiny-f32/pytorch_model.bin"), check_path(d, "pytorch_model.bin"));
     tp_ckpt *c = tp_ckpt_open(d, err, sizeof err);
     CHECK(c && !tp_ckpt_is_bin(c), "both formats: %s", c ? tp_ckpt_describe(c) : err);
     if (c) {
@@ -429,7 +417,7 @@ static void test_dirs(void) {
         printf("ok: both formats -> %s\n", tp_ckpt_describe(c));
     }
     tp_ckpt_close(c);
-    d = path_of(g_tmp, "empty");
+    d = check_path(g_tmp, "empty");
     mkdir_fresh(d);
     c = tp_ckpt_open(d, err, sizeof err);
     CHECK(!c && strstr(err, "no model.safetensors or") && strstr(err, "no pytorch_model.bin"), "empty dir: %s",
@@ -440,9 +428,9 @@ static void test_dirs(void) {
 /* The .bin copies of the HF fixtures hold exactly the safetensors tensors. */
 static void test_fixture(const char *name, int want_files) {
     char err[2048];
-    tp_ckpt *st = tp_ckpt_open(path_of(g_data, "%s", name), err, sizeof err);
+    tp_ckpt *st = tp_ckpt_open(check_path(g_data, "%s", name), err, sizeof err);
     CHECK(st, "%s: %s", name, err);
-    tp_ckpt *bin = tp_ckpt_open(path_of(g_data, "bin/%s", name), err, sizeof err);
+    tp_ckpt *bin = tp_ckpt_open(check_path(g_data, "bin/%s", name), err, sizeof err);
     CHECK(bin, "bin/%s: %s", name, err);
     if (!st || !bin) {
         tp_ckpt_close(st);

@@ -6,6 +6,7 @@
 #ifndef TPGEN_TESTS_CHECK_H
 #define TPGEN_TESTS_CHECK_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -28,6 +29,20 @@ static inline int check_verdict(const char *name) {
     }
     printf("%s: all %d checks passed\n", name, g_checks);
     return 0;
+}
+
+/* "dir/" + the printf of fmt, in one of 8 static buffers used in turn (good for 7 more calls) */
+static inline char *check_path(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline char *check_path(const char *dir, const char *fmt, ...) {
+    static char bufs[8][2048];
+    static int k;
+    char *b = bufs[k++ & 7], rel[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rel, sizeof rel, fmt, ap);
+    va_end(ap);
+    snprintf(b, sizeof bufs[0], "%s/%s", dir, rel);
+    return b;
 }
 
 static uint64_t g_rng = 88172645463325252ull;

@@ -25,18 +25,7 @@ static const char *g_tmp;
 
 /* ---- writing files ---- */
 
-static char *tmp_path(const char *fmt, ...) {
-    static char bufs[4][1024];
-    static int k;
-    char *b = bufs[k++ & 3];
-    char rel[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(rel, sizeof rel, fmt, ap);
-    va_end(ap);
-    snprintf(b, sizeof bufs[0], "%s/%s", g_tmp, rel);
-    return b;
-}
+#define tmp_path(...) check_path(g_tmp, __VA_ARGS__)
 
 static void mkdir_p(const char *path) {
     char buf[1024];
