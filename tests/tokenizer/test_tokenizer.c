@@ -83,10 +83,7 @@ static int encode_file(tp_tokenizer *t, tp_tokenizer *t_heap, const char *path) 
 }
 
 int tt_cmd_encode(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_tokenizer encode DIR FILE.jsonl...\n");
-        return 2;
-    }
+    if (argc < 2) return tt_usage("encode DIR FILE.jsonl...");
     tp_tokenizer *t = tt_load(argv[0]), *t_heap = tt_load(argv[0]);
     t_heap->bpe_small_max = 0; /* every word of 2+ bytes through the heap BPE */
     int bad = 0;
@@ -97,10 +94,7 @@ int tt_cmd_encode(int argc, char **argv) {
 }
 
 int tt_cmd_decode(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_tokenizer decode DIR FILE.jsonl\n");
-        return 2;
-    }
+    if (argc != 2) return tt_usage("decode DIR FILE.jsonl");
     tp_tokenizer *t = tt_load(argv[0]);
     size_t n_rows;
     json_value **rows = tt_read_jsonl(argv[1], &n_rows);
@@ -136,10 +130,7 @@ int tt_cmd_decode(int argc, char **argv) {
 }
 
 int tt_cmd_truncate(int argc, char **argv) {
-    if (argc != 1) {
-        fprintf(stderr, "usage: test_tokenizer truncate FILE.jsonl\n");
-        return 2;
-    }
+    if (argc != 1) return tt_usage("truncate FILE.jsonl");
     size_t n_rows;
     json_value **rows = tt_read_jsonl(argv[0], &n_rows);
     int bad = 0;

@@ -165,10 +165,7 @@ static void expect_error(const char *const *args, int code, const char *want) {
 }
 
 int tt_cmd_cli(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_tokenizer cli TPGEN DATA_DIR TMPDIR\n");
-        return 2;
-    }
+    if (argc != 3) return tt_usage("cli TPGEN DATA_DIR TMPDIR");
     g_tpgen = argv[0];
     char dir[600], small[600], corpus[600], dec_path[600], trunc_path[600], tmp[600];
     snprintf(dir, sizeof dir, "%s/codegen", argv[1]);

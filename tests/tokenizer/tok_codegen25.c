@@ -128,10 +128,7 @@ static void test_errors(const char *tmp) {
 }
 
 int tt_cmd_codegen25(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_tokenizer codegen25 DIR TMPDIR\n");
-        return 2;
-    }
+    if (argc != 2) return tt_usage("codegen25 DIR TMPDIR");
     test_layout(argv[0]);
     test_runs(argv[0]);
     test_errors(argv[1]);

@@ -56,10 +56,7 @@ static void check_rows(tp_tokenizer *t, const tp_fim *f, json_value **rows, size
 }
 
 int tt_cmd_fim(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: test_tokenizer fim CASES.jsonl CODEGEN2_FIXTURE CODEGEN25_DIR CODEGEN_DIR TMPDIR\n");
-        return 2;
-    }
+    if (argc != 5) return tt_usage("fim CASES.jsonl CODEGEN2_FIXTURE CODEGEN25_DIR CODEGEN_DIR TMPDIR");
     size_t n_rows;
     json_value **rows = tt_read_jsonl(argv[0], &n_rows);
     char err[4096], dir[1024];

@@ -95,10 +95,7 @@ static int check_text(tp_tokenizer *t, tp_tokenizer *t_heap, const unsigned char
 }
 
 int tt_cmd_fuzz(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_tokenizer fuzz DIR SEED N\n");
-        return 2;
-    }
+    if (argc != 3) return tt_usage("fuzz DIR SEED N");
     tp_tokenizer *t = tt_load(argv[0]), *t_heap = tt_load(argv[0]);
     t_heap->bpe_small_max = 0;
     g_rng = strtoull(argv[1], NULL, 10) * 0x9E3779B97F4A7C15ull + 1;

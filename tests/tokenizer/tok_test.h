@@ -16,6 +16,8 @@ void tt_free_jsonl(json_value **rows, size_t n);
 /* ids of a JSON array of integers (malloc'd) */
 int32_t *tt_json_ids(const json_value *arr, size_t *n);
 tp_tokenizer *tt_load(const char *dir);
+/* prints "usage: test_tokenizer USAGE" to stderr; returns 2, the status of a bad command line */
+int tt_usage(const char *usage);
 /* writes content to dir/name; exits with a message on failure */
 void tt_write_file(const char *dir, const char *name, const char *content);
 /* prints a text shortly and safely: printable ASCII as is, the rest escaped */

@@ -106,6 +106,11 @@ char *tt_stream_decode(const tp_tokenizer *t, const int32_t *ids, size_t n, int 
     return out;
 }
 
+int tt_usage(const char *usage) {
+    fprintf(stderr, "usage: test_tokenizer %s\n", usage);
+    return 2;
+}
+
 void tt_write_file(const char *dir, const char *name, const char *content) {
     char p[2048];
     snprintf(p, sizeof p, "%s/%s", dir, name);

@@ -240,10 +240,7 @@ static void test_text_stream(const char *codegen_dir) {
 }
 
 int tt_cmd_unit(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_tokenizer unit CODEGEN_DIR SMALL_DIR TMPDIR\n");
-        return 2;
-    }
+    if (argc != 3) return tt_usage("unit CODEGEN_DIR SMALL_DIR TMPDIR");
     snprintf(g_tmp, sizeof g_tmp, "%s/tok_unit_XXXXXX", argv[2]);
     mkdir(argv[2], 0755);
     if (!mkdtemp(g_tmp)) {
