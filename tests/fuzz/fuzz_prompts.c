@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "launcher/prompts.h"
+#include "tests/fuzz/fuzz_common.h"
 
 static tp_tokenizer *g_tok;
 static int g_fd = -1;
@@ -19,11 +20,7 @@ static char g_path[64];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
-    char err[512];
-    if (!(g_tok = tp_tokenizer_load(TPGEN_FUZZ_TOKENIZER_DATA "/small", err, sizeof err))) {
-        fprintf(stderr, "fuzz_prompts: %s\n", err);
-        abort();
-    }
+    g_tok = fuzz_tokenizer("fuzz_prompts", TPGEN_FUZZ_TOKENIZER_DATA "/small");
     if ((g_fd = memfd_create("prompts.txt", 0)) < 0) { perror("memfd_create"); abort(); }
     snprintf(g_path, sizeof g_path, "/proc/self/fd/%d", g_fd);
     return 0;

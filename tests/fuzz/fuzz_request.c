@@ -40,6 +40,7 @@
 #include "server/internal.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "tests/fuzz/fuzz_common.h"
 
 #define FUZZ_MAX_GEN 32     /* sum of max_tokens over the choices of a request that runs */
 #define FUZZ_MAX_PROMPT 128 /* sum of prompt tokens over its choices (and prompts scored for echo) */
@@ -107,11 +108,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                      "--max-batch-tokens", "16", "--kv-cache-tokens", FUZZ_KV_TOKENS};
     tp_args a;
     tp_args_parse(&a, "serve", (int)(sizeof flags / sizeof *flags), flags);
-    char err[1024];
-    if (!(g_tok = tp_tokenizer_load(TPGEN_FUZZ_MODEL_DIR, err, sizeof err))) {
-        fprintf(stderr, "fuzz_request: %s\n", err);
-        abort();
-    }
+    g_tok = fuzz_tokenizer("fuzz_request", TPGEN_FUZZ_MODEL_DIR);
     tp_job_open(&g_job, g_mpi, &a);
     tp_job_alloc(&g_job, &a, a.kv_cache_tokens);
 

@@ -27,17 +27,14 @@
 
 #include "server/internal.h"
 #include "util/json.h"
+#include "tests/fuzz/fuzz_common.h"
 
 static tp_tokenizer *g_tok;
 static tp_server g_srv[4];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
-    char err[512];
-    if (!(g_tok = tp_tokenizer_load(TPGEN_FUZZ_TOKENIZER_DATA "/codegen", err, sizeof err))) {
-        fprintf(stderr, "fuzz_server_request: %s\n", err);
-        abort();
-    }
+    g_tok = fuzz_tokenizer("fuzz_server_request", TPGEN_FUZZ_TOKENIZER_DATA "/codegen");
     for (int i = 0; i < 4; i++) {
         tp_server *s = &g_srv[i];
         s->o.name = "codegen-test";

@@ -14,6 +14,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_internal.h" /* bpe_small_max, tpk_cache_clear: the heap BPE path */
+#include "tests/fuzz/fuzz_common.h"
 
 static tp_tokenizer *g_tok[2], *g_heap; /* g_heap: the CodeGen files, every word through the heap BPE */
 
@@ -38,15 +39,8 @@ static size_t first_invalid(const uint8_t *s, size_t n) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
     static const char *dirs[2] = {TPGEN_FUZZ_TOKENIZER_DATA "/codegen", TPGEN_FUZZ_TOKENIZER_DATA "/small"};
-    for (int i = 0; i < 2; i++) {
-        char err[512];
-        if (!(g_tok[i] = tp_tokenizer_load(dirs[i], err, sizeof err))) {
-            fprintf(stderr, "fuzz_tokenizer: %s\n", err);
-            abort();
-        }
-    }
-    char err[512];
-    if (!(g_heap = tp_tokenizer_load(dirs[0], err, sizeof err))) abort();
+    for (int i = 0; i < 2; i++) g_tok[i] = fuzz_tokenizer("fuzz_tokenizer", dirs[i]);
+    g_heap = fuzz_tokenizer("fuzz_tokenizer", dirs[0]);
     g_heap->bpe_small_max = 0;
     return 0;
 }
