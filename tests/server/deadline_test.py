@@ -176,14 +176,19 @@ def part_timeout():
         check_idle(srv, "--request-timeout")
 
 
+def up_to_3_tries(run, failed_setup):
+    """run(attempt) again while it returns False: its setup failed (on a loaded machine), not the
+    server; a wrong result fails at once. After 3 such tries, failed_setup is the failure."""
+    for attempt in range(3):
+        if run(attempt):
+            return
+    sh.check_ok(False, failed_setup + " (3 tries)")
+
+
 def part_priority():
     # The order check needs all five queued while the long request holds the one slot; on a
-    # loaded machine the long request may end first. That is the setup failing, not the server:
-    # it is tried again (up to 3 times); a wrong order fails at once.
-    for attempt in range(3):
-        if priority_order(attempt):
-            return
-    sh.check_ok(False, "the five requests could not all be queued while the long one ran (3 tries)")
+    # loaded machine the long request may end first.
+    up_to_3_tries(priority_order, "the five requests could not all be queued while the long one ran")
 
 
 def priority_order(attempt):
@@ -227,11 +232,8 @@ def priority_order(attempt):
 
 def part_preempt():
     # The order check needs the urgent request sent while the five run; on a loaded machine one of
-    # them may finish first. That is the setup failing: it is tried again (up to 3 times).
-    for attempt in range(3):
-        if preempt_order(attempt):
-            return
-    sh.check_ok(False, "the urgent request could not be sent while the five ran (3 tries)")
+    # them may finish first.
+    up_to_3_tries(preempt_order, "the urgent request could not be sent while the five ran")
 
 
 def preempt_order(attempt):
