@@ -177,21 +177,13 @@ class HF:
         torch = self.torch
         t0 = time.perf_counter()
         ids = prompt if isinstance(prompt, list) else self.tok(prompt)["input_ids"]
-        stamps = []
-
-        class Stamp:
-            def put(self, v):
-                stamps.append((time.perf_counter(), int(v.numel())))
-
-            def end(self):
-                pass
-
+        streamer = bs.StampStreamer()
         with torch.inference_mode():
             x = torch.tensor([ids])
             out = self.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n, min_new_tokens=n,
-                                      do_sample=False, pad_token_id=0, streamer=Stamp())
+                                      do_sample=False, pad_token_id=0, streamer=streamer)
         new = out[0, len(ids):].tolist()
-        ts = [t for t, k in stamps[1:] for _ in range(k)]  # the first put is the prompt
+        ts = [t for t, k in streamer.stamps[1:] for _ in range(k)]  # the first put is the prompt
         if len(new) != n or len(ts) != n:
             raise RuntimeError(f"HF generate returned {len(new)} tokens ({len(ts)} stamped), asked {n}")
         return finish(t0, ts, n, ids=new, text=self.tok.decode(new))

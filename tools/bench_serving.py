@@ -337,6 +337,20 @@ class Server(sh.Server):
 
 # ---------------------------------------------------------------- one request
 
+class StampStreamer:
+    """A transformers streamer for HF's generate: stamps holds (time, token count) of each put (the
+    first put is the prompt)."""
+
+    def __init__(self):
+        self.stamps = []
+
+    def put(self, value):
+        self.stamps.append((time.perf_counter(), int(value.numel())))
+
+    def end(self):
+        pass
+
+
 class Result:
     __slots__ = ("ok", "error", "ttft", "e2e", "itl", "n_in", "n_out", "t_send", "cancelled", "n_cached")
 
@@ -503,16 +517,8 @@ class HFSerialClient:
         t0 = time.perf_counter()
         res.t_send = t0
         ids = prompt if isinstance(prompt, list) else self.tok(prompt)["input_ids"]
-        stamps = []
-
-        class Stamp:
-            def put(self, value):
-                stamps.append((time.perf_counter(), int(value.numel())))
-
-            def end(self):
-                pass
-
-        kw = dict(max_new_tokens=max_tokens, do_sample=self.a.temperature > 0, streamer=Stamp(),
+        streamer = StampStreamer()
+        kw = dict(max_new_tokens=max_tokens, do_sample=self.a.temperature > 0, streamer=streamer,
                   pad_token_id=self.model.config.eos_token_id)
         if self.a.temperature > 0:
             kw["temperature"] = self.a.temperature
@@ -523,7 +529,7 @@ class HFSerialClient:
                 x = self.torch.tensor([ids], device=self.dev)
                 out = self.model.generate(x, attention_mask=self.torch.ones_like(x), **kw)
         end = time.perf_counter()
-        toks = stamps[1:]  # the first put is the prompt
+        toks = streamer.stamps[1:]  # the first put is the prompt
         res.n_in, res.n_out = len(ids), int(out.shape[1]) - len(ids)
         if not toks or sum(k for _, k in toks) != res.n_out:
             res.error = f"streamer saw {sum(k for _, k in toks)} tokens, generate returned {res.n_out}"
@@ -798,17 +804,22 @@ def trace_runs(a):
     return runs
 
 
-def trace_main(a, compare):
-    t_start, load0 = time.time(), os.getloadavg()[0]
-    runs = trace_runs(a)
-    print(ct.markdown(runs))
+def write_out(a, runs, many, t_start, load0):
+    """--out: the runs as JSON (the list when many, else its one run); --record: the runs appended."""
     if a.out:
         with open(a.out, "w") as f:
-            json.dump(runs if a.variants else runs[0], f, indent=1)
+            json.dump(runs if many else runs[0], f, indent=1)
             f.write("\n")
         print(f"{PROG}: wrote {a.out}", file=sys.stderr)
     if a.record:
         record(a, runs, t_start, load0)
+
+
+def trace_main(a, compare):
+    t_start, load0 = time.time(), os.getloadavg()[0]
+    runs = trace_runs(a)
+    print(ct.markdown(runs))
+    write_out(a, runs, a.variants, t_start, load0)
     if a.plot:
         ct.plot_cdf(a.plot, [(r["config"]["label"], r) for r in runs] + [(r["config"]["label"], r) for _, d in compare for r in d], die)
         print(f"{PROG}: wrote {a.plot}", file=sys.stderr)
@@ -863,13 +874,7 @@ def main(argv):
         if server:
             server.stop()
     print(table(runs))
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(runs if a.sweep else runs[0], f, indent=1)
-            f.write("\n")
-        print(f"{PROG}: wrote {a.out}", file=sys.stderr)
-    if a.record:
-        record(a, runs, t_start, load0)
+    write_out(a, runs, a.sweep, t_start, load0)
     if a.plot:
         plot(a.plot, [(a.label, runs)] + compare)
     return 0 if all(r["failed"] == 0 for r in runs) else 1
