@@ -17,16 +17,13 @@ import time
 import torch
 from transformers import CodeGenForCausalLM
 
+import tool_args  # tools/
+
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
-    ap.add_argument("--prompt-len", type=int, default=32)
-    ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=0)
+    tool_args.add_numbers(ap, prompt_len=32, new_tokens=64, batch=1, threads=2, runs=5, seed=0)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     model = CodeGenForCausalLM.from_pretrained(a.model, dtype=torch.float32).eval()

@@ -27,19 +27,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import serve_harness as sh  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import perf_record  # noqa: E402  (--record)
+import tool_args  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tpgen", default="build/bin/tpgen")
 ap.add_argument("--mpiexec", default="mpiexec")
 ap.add_argument("--config", default="configs/codegen-350M.json")
-ap.add_argument("--np", type=int, default=1)
-ap.add_argument("--prompt", type=int, default=160)
-ap.add_argument("--tokens", type=int, default=64)
-ap.add_argument("--clients", type=int, default=64)
-ap.add_argument("--client-prompt", type=int, default=64)
-ap.add_argument("--client-tokens", type=int, default=32)
-ap.add_argument("--runs", type=int, default=3)
-ap.add_argument("--threads", type=int, default=0)
+tool_args.add_numbers(ap, np=1, prompt=160, tokens=64, clients=64, client_prompt=64, client_tokens=32, runs=3,
+                      threads=0)
 perf_record.add_argument(ap, "serving/bench-serve")
 a = perf_record.parse_args(ap, "bench_serve.py")
 load0 = os.getloadavg()[0]

@@ -31,15 +31,13 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 import serve_harness as sh  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import perf_record  # noqa: E402  (--record)
+import tool_args  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("model")
 ap.add_argument("--venv", default=os.path.join(ROOT, "build", "triton-venv"))
 ap.add_argument("--tpgen", default=os.path.join(ROOT, "build", "bin", "tpgen"))
 ap.add_argument("--mpiexec", default=shutil.which("mpirun") or "mpirun")
-ap.add_argument("--np", type=int, default=2)
-ap.add_argument("--tokens", type=int, default=64)
-ap.add_argument("--runs", type=int, default=3)
-ap.add_argument("--threads", type=int, default=0)
+tool_args.add_numbers(ap, np=2, tokens=64, runs=3, threads=0)
 perf_record.add_argument(ap, "triton/cost")
 a = perf_record.parse_args(ap, "bench_triton")
 load0 = os.getloadavg()[0]

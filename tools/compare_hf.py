@@ -16,16 +16,15 @@ import random
 import subprocess
 import sys
 
+import tool_args  # tools/
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
-    ap.add_argument("--np", type=int, default=2)
-    ap.add_argument("--len", type=int, default=40)
-    ap.add_argument("--seed", type=int, default=5)
-    ap.add_argument("--tol", type=float, default=2e-4)
+    tool_args.add_numbers(ap, np=2, len=40, seed=5, tol=2e-4)
     ap.add_argument("extra", nargs="*")
     a = ap.parse_args()
     import torch

@@ -39,6 +39,8 @@ import torch
 import transformers
 from transformers import AutoTokenizer, CodeGenConfig, CodeGenForCausalLM
 
+import tool_args  # tools/
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 TOKENIZER_DIR = os.path.join(ROOT, "tests", "data", "tokenizer", "codegen")
 TOKENIZER_FILES = ["vocab.json", "merges.txt", "added_tokens.json", "special_tokens_map.json",
@@ -198,17 +200,8 @@ def main():
     ap.add_argument("--ckpt", default=None, help="checkpoint file (default: CACHE/ckpt.pt)")
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--bench", type=int, default=0, help="only time this many steps, save nothing")
-    ap.add_argument("--n-embd", type=int, default=128)
-    ap.add_argument("--n-layer", type=int, default=4)
-    ap.add_argument("--n-head", type=int, default=4)
-    ap.add_argument("--rotary-dim", type=int, default=16)
-    ap.add_argument("--n-positions", type=int, default=512)
-    ap.add_argument("--seq", type=int, default=512)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--weight-decay", type=float, default=0.01)
-    ap.add_argument("--eval-every", type=int, default=100)
+    tool_args.add_numbers(ap, n_embd=128, n_layer=4, n_head=4, rotary_dim=16, n_positions=512, seq=512, batch=4,
+                          lr=3e-3, warmup=30, weight_decay=0.01, eval_every=100)
     ap.add_argument("--eval-windows", type=int, default=8, help="during training")
     ap.add_argument("--final-eval-windows", type=int, default=48)
     ap.add_argument("--ckpt-every", type=int, default=50)
