@@ -22,6 +22,11 @@ function(rel_error name regex)
   tpgen_expect_error(reliability_${name} ${regex} LABELS reliability errors ${fixture} ${E_UNPARSED_ARGUMENTS})
 endfunction()
 
+# rel_faulty(NAME FAULTY REGEX): `generate --prompt-ids 1,2` on the faulty checkpoint FAULTY fails cleanly
+function(rel_faulty name faulty regex)
+  rel_error(${name} ${regex} FIXTURE ARGS generate --model ${REL_FAULTY}/${faulty} --prompt-ids 1,2 ${REL_CPU})
+endfunction()
+
 # ---- token ids: parsed in full, checked against vocab_size, named as written ----
 file(WRITE ${REL_OUT}/ids_3e9.txt "1,2\n7,3000000000\n")
 file(WRITE ${REL_OUT}/ids_3e9_array.txt "[1, 2]\n[7, 8, 4294967297]\n")
@@ -64,26 +69,20 @@ set_tests_properties(reliability_make_faulty PROPERTIES LABELS reliability TIMEO
                      FIXTURES_SETUP reliability_faulty)
 
 # config: absurd sizes refused before anything is sized; the shape checks each have a test
-rel_error(cfg_embd_huge "n_embd 1000000000 is above tpgen's limit 65536" FIXTURE
-          ARGS generate --model ${REL_FAULTY}/embd_huge --prompt-ids 1,2 ${REL_CPU})
-rel_error(cfg_layers_huge "n_layer 1000000 is above tpgen's limit 4096" FIXTURE
-          ARGS generate --model ${REL_FAULTY}/layers_huge --prompt-ids 1,2 ${REL_CPU})
-rel_error(cfg_eps_negative "layer_norm_epsilon -1 must be a positive finite number" FIXTURE
-          ARGS generate --model ${REL_FAULTY}/eps_negative --prompt-ids 1,2 ${REL_CPU})
-rel_error(cfg_rotary_odd "rotary_dim 7 must be even and at most head_dim 16" FIXTURE
-          ARGS generate --model ${REL_FAULTY}/rotary_odd --prompt-ids 1,2 ${REL_CPU})
+rel_faulty(cfg_embd_huge embd_huge "n_embd 1000000000 is above tpgen's limit 65536")
+rel_faulty(cfg_layers_huge layers_huge "n_layer 1000000 is above tpgen's limit 4096")
+rel_faulty(cfg_eps_negative eps_negative "layer_norm_epsilon -1 must be a positive finite number")
+rel_faulty(cfg_rotary_odd rotary_odd "rotary_dim 7 must be even and at most head_dim 16")
 rel_error(cfg_rotary_big "rotary_dim 32 must be even and at most head_dim 16" FIXTURE
           ARGS score --model ${REL_FAULTY}/rotary_big --ids 1,2 ${REL_CPU})
-rel_error(cfg_heads_not4 "n_head 2 is not a multiple of 4" FIXTURE
-          ARGS generate --model ${REL_FAULTY}/heads_not4 --prompt-ids 1,2 ${REL_CPU})
-rel_error(cfg_heads_nodiv "n_embd 64 is not divisible by n_head 12" FIXTURE
-          ARGS generate --model ${REL_FAULTY}/heads_nodiv --prompt-ids 1,2 ${REL_CPU})
+rel_faulty(cfg_heads_not4 heads_not4 "n_head 2 is not a multiple of 4")
+rel_faulty(cfg_heads_nodiv heads_nodiv "n_embd 64 is not divisible by n_head 12")
 
 # index entries may not leave the model directory (the files they name exist)
-rel_error(index_escape "weight_map\\[.*\\]: \"\\.\\./outside/model\\.safetensors\" leaves the model directory" FIXTURE
-          ARGS generate --model ${REL_FAULTY}/index_escape --prompt-ids 1,2 ${REL_CPU})
-rel_error(index_absolute "weight_map\\[.*\\]: \"/.*/outside/model\\.safetensors\" is an absolute path" FIXTURE
-          ARGS generate --model ${REL_FAULTY}/index_absolute --prompt-ids 1,2 ${REL_CPU})
+rel_faulty(index_escape index_escape
+           "weight_map\\[.*\\]: \"\\.\\./outside/model\\.safetensors\" leaves the model directory")
+rel_faulty(index_absolute index_absolute
+           "weight_map\\[.*\\]: \"/.*/outside/model\\.safetensors\" is an absolute path")
 
 # requests and flags are checked before the weights are read: the checkpoint of `truncated`
 # is broken, yet the error is about the request (reading it first would report the truncation)
