@@ -364,14 +364,18 @@ static void wait_job(tp_server *s, srv_job *j) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Whether a token of j is out, or j ended. Under s->mu. */
+static int started_or_done(const srv_job *j) {
+    int pub = 0;
+    for (int i = 0; i < j->n_choices; i++) pub += j->ch[i].n_pub;
+    return pub || j->n_done == j->n_choices;
+}
+
 /* Until a token of j is out, or j ended. */
 static void wait_started(tp_server *s, srv_job *j) {
     const double t0 = now_s();
     pthread_mutex_lock(&s->mu);
-    for (;;) {
-        int pub = 0;
-        for (int i = 0; i < j->n_choices; i++) pub += j->ch[i].n_pub;
-        if (pub || j->n_done == j->n_choices) break;
+    while (!started_or_done(j)) {
         CHECK(now_s() - t0 < FUZZ_WAIT_S, "no token after %.0f s", FUZZ_WAIT_S);
         struct timespec ts;
         srv_deadline_in(&ts, 50);
@@ -391,10 +395,7 @@ static void run_job(tp_server *s, srv_job *j) {
 static void cancel_early(tp_server *s, srv_job *j) {
     const double t0 = now_s();
     pthread_mutex_lock(&s->mu);
-    for (;;) {
-        int pub = 0;
-        for (int i = 0; i < j->n_choices; i++) pub += j->ch[i].n_pub;
-        if (s->met.running > 0 || pub || j->n_done == j->n_choices) break;
+    while (s->met.running <= 0 && !started_or_done(j)) {
         CHECK(now_s() - t0 < FUZZ_WAIT_S, "request not admitted after %.0f s", FUZZ_WAIT_S);
         pthread_mutex_unlock(&s->mu);
         nanosleep(&(struct timespec){0, 20000}, NULL);
