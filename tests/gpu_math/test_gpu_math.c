@@ -206,13 +206,17 @@ static double round_ref(double v, int mant, int emin, double maxf) {
     return v < 0 ? -r : r;
 }
 
+/* NaN f as the 16 bits h: a quiet NaN (exponent bits exp all set, the mantissa's top bit quiet)
+ * with f's sign; a bad one is counted in *nan_bad */
+static int nan_kept(uint16_t h, float f, uint16_t exp, uint16_t quiet, int *nan_bad) {
+    const int ok = (h & exp) == exp && (h & quiet) && ((h >> 15) == (fbits(f) >> 31));
+    if (!ok) (*nan_bad)++;
+    return ok;
+}
+
 static int check_f16(float f, int *nan_bad) {
     const uint16_t h = tp_f32_to_f16(f);
-    if (f != f) {
-        const int ok = (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0 && (h & 0x200) && ((h >> 15) == (fbits(f) >> 31));
-        if (!ok) (*nan_bad)++;
-        return ok;
-    }
+    if (f != f) return nan_kept(h, f, 0x7c00, 0x200, nan_bad);
     const half_ref c = (half_ref)f;
     uint16_t hc;
     memcpy(&hc, &c, 2);
@@ -223,11 +227,7 @@ static int check_f16(float f, int *nan_bad) {
 
 static int check_bf16(float f, int *nan_bad) {
     const uint16_t h = tp_f32_to_bf16(f);
-    if (f != f) {
-        const int ok = (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0 && (h & 0x40) && ((h >> 15) == (fbits(f) >> 31));
-        if (!ok) (*nan_bad)++;
-        return ok;
-    }
+    if (f != f) return nan_kept(h, f, 0x7f80, 0x40, nan_bad);
     const double r = round_ref(f, 7, -126, bitsf(0x7f7f0000u));
     const float back = tp_bf16_to_f32(h);
     return (back == (float)r || (isinf(r) && isinf(back) && signbit(r) == signbit(back))) && signbit(back) == signbit(f);
