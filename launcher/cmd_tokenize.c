@@ -77,6 +77,16 @@ static int flag_value(int argc, char **argv, int *i, const char *flag, const cha
     return 1;
 }
 
+/* The end of flag a's turn in a command's flag loop: r from flag_value (-1: a's value is missing),
+ * then its value v kept in *dst (when dst) unless a was given before. 0, or usage_error's status. */
+static int keep_value(const char *cmd, const char *a, int r, const char **dst, const char *v) {
+    if (r < 0) return usage_error(cmd, "%s needs a value", a);
+    if (!dst) return 0;
+    if (*dst) return usage_error(cmd, "%s is given twice", a);
+    *dst = v;
+    return 0;
+}
+
 static int write_all(const char *cmd, const char *s, size_t n) {
     if (fwrite(s, 1, n, stdout) != n || fflush(stdout) != 0)
         return fail(cmd, "writing the output failed: %s", strerror(errno));
@@ -142,11 +152,7 @@ int tp_cmd_tokenize(int argc, char **argv) {
         else if ((r = flag_value(argc, argv, &i, "--text", &v))) dst = &text;
         else if ((r = flag_value(argc, argv, &i, "--file", &v))) dst = &file;
         else return usage_error(cmd, "unknown argument '%s'", a);
-        if (r < 0) return usage_error(cmd, "%s needs a value", a);
-        if (dst) {
-            if (*dst) return usage_error(cmd, "%s is given twice", a);
-            *dst = v;
-        }
+        if ((r = keep_value(cmd, a, r, dst, v))) return r;
     }
     if (!model) return usage_error(cmd, "--model DIR is required");
     if (!text == !file) return usage_error(cmd, "give exactly one of --text T or --file F");
@@ -278,11 +284,7 @@ int tp_cmd_detokenize(int argc, char **argv) {
                 patterns[n_patterns++] = v;
             }
         } else return usage_error(cmd, "unknown argument '%s'", a);
-        if (r < 0) return usage_error(cmd, "%s needs a value", a);
-        if (dst) {
-            if (*dst) return usage_error(cmd, "%s is given twice", a);
-            *dst = v;
-        }
+        if ((r = keep_value(cmd, a, r, dst, v))) return r;
     }
     if (!model) return usage_error(cmd, "--model DIR is required");
     if (!ids_arg) return usage_error(cmd, "--ids LIST is required");
