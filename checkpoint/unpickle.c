@@ -485,25 +485,18 @@ static int run(vm *m, value **result) {
             rc = push_global(m, module->s, name->s);
             break;
         }
-        case 'q':
-            if (need(m, 1)) return -1;
-            rc = memo_put(m, m->buf[m->pos++]);
-            break;
+        case 'q': /* BINPUT, LONG_BINPUT, BINGET, LONG_BINGET: a 1- or 4-byte memo index */
         case 'r':
-            if (need(m, 4)) return -1;
-            m->pos += 4;
-            rc = memo_put(m, rd_le(m->buf + m->pos - 4, 4));
-            break;
-        case 0x94: rc = memo_put(m, m->memo_len); break; /* MEMOIZE: the next index */
         case 'h':
-            if (need(m, 1)) return -1;
-            rc = memo_get(m, m->buf[m->pos++]);
+        case 'j': {
+            int n = op == 'q' || op == 'h' ? 1 : 4;
+            if (need(m, (size_t)n)) return -1;
+            uint64_t idx = rd_le(m->buf + m->pos, n);
+            m->pos += (size_t)n;
+            rc = op == 'q' || op == 'r' ? memo_put(m, idx) : memo_get(m, idx);
             break;
-        case 'j':
-            if (need(m, 4)) return -1;
-            m->pos += 4;
-            rc = memo_get(m, rd_le(m->buf + m->pos - 4, 4));
-            break;
+        }
+        case 0x94: rc = memo_put(m, m->memo_len); break; /* MEMOIZE: the next index */
         case '0':
             if (!pop(m)) return -1;
             break; /* POP */
