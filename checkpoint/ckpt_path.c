@@ -1,9 +1,11 @@
 #include "ckpt_path.h"
 
+#include <errno.h>
 #include <stdarg.h>
-
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/log.h"
 
@@ -38,6 +40,38 @@ char *tp_ckpt_join(const char *dir, const char *name) {
     char *p = tp_malloc(n + strlen(name) + 2);
     sprintf(p, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
     return p;
+}
+
+char *tp_ckpt_resolve(const char *path, const char *single, const char *index, char **index_dir, char *err,
+                      size_t err_size) {
+    *index_dir = NULL;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        tp_ckpt_err(err, err_size, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        if (tp_ckpt_ends_with(path, ".json")) *index_dir = tp_ckpt_dir_of(path);
+        return tp_strdup(path);
+    }
+    char *s = tp_ckpt_join(path, single), *x = tp_ckpt_join(path, index);
+    if (stat(s, &st) == 0) {
+        free(x);
+        return s;
+    }
+    int single_errno = errno;
+    if (stat(x, &st) == 0) {
+        free(s);
+        *index_dir = tp_strdup(path);
+        return x;
+    }
+    int index_errno = errno;
+    if (single_errno != ENOENT) tp_ckpt_err(err, err_size, "%s: %s", s, strerror(single_errno));
+    else if (index_errno != ENOENT) tp_ckpt_err(err, err_size, "%s: %s", x, strerror(index_errno));
+    else tp_ckpt_err(err, err_size, "no %s or %s in %s", single, index, path);
+    free(s);
+    free(x);
+    return NULL;
 }
 
 char *tp_ckpt_dir_of(const char *path) {

@@ -18,6 +18,13 @@ char *tp_ckpt_join(const char *dir, const char *name);
 /* The directory of a file path ("." for a bare name, "/" for a file in the root), malloc'd. */
 char *tp_ckpt_dir_of(const char *path);
 int tp_ckpt_ends_with(const char *s, const char *suffix);
+/* What a checkpoint path names, in transformers' order: a directory's `single` file, else its
+ * `index` JSON; a file ending in .json is an index, any other file a single file. Returns the file
+ * to read (malloc'd), with *index_dir the directory an index's shards are in (malloc'd), or NULL
+ * for a single file; NULL with the reason in err when path, or both files of a directory, cannot
+ * be found. */
+char *tp_ckpt_resolve(const char *path, const char *single, const char *index, char **index_dir, char *err,
+                      size_t err_size);
 /* The readers' one error writer: fmt into err (when err and size are non-zero); returns -1. */
 int tp_ckpt_err(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

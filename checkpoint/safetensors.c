@@ -348,31 +348,10 @@ static int load_index(tp_st_model *m, const char *index, const char *dir, char *
 tp_st_model *tp_st_open(const char *path, char *err, size_t err_size) {
     tp_st_model *m = tp_calloc(1, sizeof *m);
     tp_tensor_table_init(&m->table);
-    struct stat st;
-    int ok = 0;
-    if (stat(path, &st) != 0) {
-        tp_ckpt_err(err, err_size, "%s: %s", path, strerror(errno));
-    } else if (S_ISDIR(st.st_mode)) {
-        /* transformers looks for the single file first, then the index: do the same. */
-        char *single = tp_ckpt_join(path, "model.safetensors");
-        char *index = tp_ckpt_join(path, "model.safetensors.index.json");
-        struct stat s1, s2;
-        int have_single = stat(single, &s1) == 0, single_errno = errno;
-        int have_index = !have_single && stat(index, &s2) == 0, index_errno = errno;
-        if (have_single) ok = load_file(m, single, NULL, err, err_size);
-        else if (have_index) ok = load_index(m, index, path, err, err_size);
-        else if (single_errno != ENOENT) tp_ckpt_err(err, err_size, "%s: %s", single, strerror(single_errno));
-        else if (index_errno != ENOENT) tp_ckpt_err(err, err_size, "%s: %s", index, strerror(index_errno));
-        else tp_ckpt_err(err, err_size, "no model.safetensors or model.safetensors.index.json in %s", path);
-        free(single);
-        free(index);
-    } else if (tp_ckpt_ends_with(path, ".json")) {
-        char *dir = tp_ckpt_dir_of(path);
-        ok = load_index(m, path, dir, err, err_size);
-        free(dir);
-    } else {
-        ok = load_file(m, path, NULL, err, err_size);
-    }
+    char *dir, *file = tp_ckpt_resolve(path, "model.safetensors", "model.safetensors.index.json", &dir, err, err_size);
+    int ok = file && (dir ? load_index(m, file, dir, err, err_size) : load_file(m, file, NULL, err, err_size));
+    free(file);
+    free(dir);
     if (!ok) { tp_st_close(m); return NULL; }
     return m;
 }

@@ -219,26 +219,10 @@ static int load_index(tp_bin_model *m, const char *index, const char *dir, char 
 tp_bin_model *tp_bin_open(const char *path, char *err, size_t err_size) {
     tp_bin_model *m = tp_calloc(1, sizeof *m);
     tp_tensor_table_init(&m->table);
-    struct stat st;
-    int rc = -1;
-    if (stat(path, &st) != 0) {
-        tp_ckpt_err(err, err_size, "%s: %s", path, strerror(errno));
-    } else if (S_ISDIR(st.st_mode)) {
-        char *single = tp_ckpt_join(path, "pytorch_model.bin");
-        char *index = tp_ckpt_join(path, "pytorch_model.bin.index.json");
-        struct stat s;
-        if (stat(single, &s) == 0) rc = load_file(m, single, NULL, err, err_size);
-        else if (stat(index, &s) == 0) rc = load_index(m, index, path, err, err_size);
-        else tp_ckpt_err(err, err_size, "no pytorch_model.bin or pytorch_model.bin.index.json in %s", path);
-        free(single);
-        free(index);
-    } else if (tp_ckpt_ends_with(path, ".json")) {
-        char *dir = tp_ckpt_dir_of(path);
-        rc = load_index(m, path, dir, err, err_size);
-        free(dir);
-    } else {
-        rc = load_file(m, path, NULL, err, err_size);
-    }
+    char *dir, *file = tp_ckpt_resolve(path, "pytorch_model.bin", "pytorch_model.bin.index.json", &dir, err, err_size);
+    int rc = !file ? -1 : dir ? load_index(m, file, dir, err, err_size) : load_file(m, file, NULL, err, err_size);
+    free(file);
+    free(dir);
     if (rc) {
         tp_bin_close(m);
         return NULL;
