@@ -76,3 +76,12 @@ add_test(NAME int8_info_bytes COMMAND $<TARGET_FILE:tpgen> info --model ${CMAKE_
          --weights int8)
 set_tests_properties(int8_info_bytes PROPERTIES LABELS "int8" TIMEOUT 30
   PASS_REGULAR_EXPRESSION "in int8 with an f32 scale per row.*per token at batch 1\\): TP 1 290\\.9 MiB, TP 2 ")
+# Kernel selection by measurement (int8 and bf16 GEMV): the choice among this CPU's kernels, the
+# cache file written, read, a corrupt line and a corrupt file ignored with these warnings,
+# TPGEN_CPU_ISA and TPGEN_KERNEL_CACHE=off (tests/cpu_int8/test_kernel_tune.c).
+add_executable(test_kernel_tune ${CMAKE_CURRENT_SOURCE_DIR}/cpu_int8/test_kernel_tune.c)
+target_link_libraries(test_kernel_tune PRIVATE tpgen_kernels ${MATH_LIB})
+add_test(NAME kernel_tune_cache COMMAND ${CMAKE_COMMAND} -E env TPGEN_INT8_ISA= $<TARGET_FILE:test_kernel_tune>
+         ${CMAKE_CURRENT_BINARY_DIR}/kernel_tune_scratch)
+set_tests_properties(kernel_tune_cache PROPERTIES LABELS "unit;int8;bf16" TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "line 2 is not a kernel choice: ignored.*is not a tpgen kernel cache .*ignored, and rewritten.*test_kernel_tune: [0-9]+ checks, 0 failed")

@@ -111,17 +111,20 @@ ZB_FN void zb_tile(const bf16 *x, int K, const bf16 *bp, size_t pe, long j0, lon
     _Pragma("GCC unroll 8") for (int s = 0; s < S; s++) _Pragma("GCC unroll 8") for (int t = 0; t < MT; t++)
         _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++) a[s][t][p] = _mm256_setzero_ps();
     long j = j0;
-    for (; j + S <= j1; j += S)
+    const long jm = j1 < K / 2 ? j1 : K / 2; /* whole pairs of x: one 32-bit read each */
+    for (; j + S <= jm; j += S)
         _Pragma("GCC unroll 2") for (int s = 0; s < S; s++) {
             __m256bh w[2];
             _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++)
                 w[p] = (__m256bh)_mm256_loadu_si256((const __m256i *)(bp + p * pe + (size_t)(j + s) * 2 * BF16_NR));
             _Pragma("GCC unroll 8") for (int t = 0; t < MT; t++) {
-                const __m256bh xv = (__m256bh)_mm256_set1_epi32((int)x_pair_bf16(x + (size_t)t * K, K, j + s));
+                int32_t xp;
+                memcpy(&xp, x + (size_t)t * K + 2 * (j + s), sizeof xp);
+                const __m256bh xv = (__m256bh)_mm256_set1_epi32(xp);
                 _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++) a[s][t][p] = _mm256_dpbf16_ps(a[s][t][p], w[p], xv);
             }
         }
-    for (; j < j1; j++) {
+    for (; j < j1; j++) { /* the pairs left, and odd K's last one (x_pair_bf16) */
         __m256bh w[2];
         _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++)
             w[p] = (__m256bh)_mm256_loadu_si256((const __m256i *)(bp + p * pe + (size_t)j * 2 * BF16_NR));
@@ -260,6 +263,17 @@ static void panels_avx512bf16(const bf16 *x, const bf16 *W, int T, int N, int K,
 }
 #endif
 
+/* The GEMV of a tier on panels [P0, P1), on the calling thread; xf: widen_x's (avx2, c). */
+static void gemv_panels(bf16_isa isa, const bf16 *x, const float *xf, const bf16 *W, int T, int N, int K, int P0,
+                        int P1, const epi *e) {
+#if defined(__x86_64__)
+    if (isa == BF16_ISA_AVX512BF16) panels_avx512bf16(x, W, T, N, K, P0, P1, e);
+    else if (isa == BF16_ISA_AVX2) cpu_bf16_panels_avx2(xf, W, T, N, K, P0, P1, panels_epi, e);
+    else
+#endif
+        panels_c(xf, W, T, N, K, P0, P1, e);
+}
+
 /* Threads take contiguous ranges of panels. */
 static void gemv_path(tp_backend *b, bf16_isa isa, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
     tp_cpu_bf16 *c = bf16_impl(b);
@@ -267,15 +281,7 @@ static void gemv_path(tp_backend *b, bf16_isa isa, const bf16 *x, const bf16 *W,
     const float *xf = isa != BF16_ISA_AVX512BF16 ? widen_x(c, x, T, K) : NULL;
     const int np = bf16_n_panels(N), per = (np + nt - 1) / nt;
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
-    for (int P0 = 0; P0 < np; P0 += per) {
-        const int P1 = np - P0 < per ? np : P0 + per;
-#if defined(__x86_64__)
-        if (isa == BF16_ISA_AVX512BF16) panels_avx512bf16(x, W, T, N, K, P0, P1, e);
-        else if (isa == BF16_ISA_AVX2) cpu_bf16_panels_avx2(xf, W, T, N, K, P0, P1, panels_epi, e);
-        else
-#endif
-            panels_c(xf, W, T, N, K, P0, P1, e);
-    }
+    for (int P0 = 0; P0 < np; P0 += per) gemv_panels(isa, x, xf, W, T, N, K, P0, np - P0 < per ? np : P0 + per, e);
 }
 
 /* No oneDNN: per thread, blocks of PANEL rows of W widened to f32, then sgemm into an f32 tile
@@ -382,6 +388,7 @@ static bf16_isa shape_isa(tp_cpu_bf16 *c, int N, int K) {
     return s ? s->isa : c->isa;
 }
 
+/* One GEMV at T = 1 per run, on the calling thread alone (cpu_tune.h), into scratch. */
 typedef struct {
     tp_backend *b;
     const bf16 *W, *x;
@@ -392,7 +399,8 @@ typedef struct {
 static void tune_run(void *ctx, int cand) {
     const tune_ctx *t = ctx;
     const epi e = {t->y, NULL, t->N, 0, 0, 0};
-    gemv_path(t->b, t->isa[cand], t->x, t->W, 1, t->N, t->K, &e);
+    const float *xf = t->isa[cand] != BF16_ISA_AVX512BF16 ? widen_x(bf16_impl(t->b), t->x, 1, t->K) : NULL;
+    gemv_panels(t->isa[cand], t->x, xf, t->W, 1, t->N, t->K, 0, bf16_n_panels(t->N), &e);
 }
 
 static void tune_shape(tp_backend *b, const void *W, int N, int K) {
@@ -411,7 +419,7 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     for (int k = 0; k < K; k++) x[k] = tp_f32_to_bf16((float)((k * 7919) % 2001 - 1000) / 1000.0f);
     t.x = x;
     t.y = tp_malloc((size_t)N * sizeof *t.y);
-    const cpu_tune_key key = {"bf16-gemv", BF16_KERNEL_SET, N, K, c->n_threads, n, names};
+    const cpu_tune_key key = {"bf16-gemv", BF16_KERNEL_SET, N, K, n, names};
     bf16_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;

@@ -243,21 +243,24 @@ static void panels_c(const int16_t *xq, const float *sx, const int8_t *q, int T,
     }
 }
 
+/* The GEMV of a tier on panels [P0, P1), on the calling thread. */
+static void gemv_panels(i8_isa isa, const int16_t *xq, const float *sx, const int8_t *W, int T, int N, int K, int P0,
+                        int P1, const cpu_i8_epi *e) {
+    switch (isa) {
+    case I8_ISA_AVX512VNNI: cpu_int8_panels_avx512vnni(xq, sx, W, T, N, K, P0, P1, e); break;
+    case I8_ISA_AVXVNNI: cpu_int8_panels_avxvnni(xq, sx, W, T, N, K, P0, P1, e); break;
+    case I8_ISA_AVX2: cpu_int8_panels_avx2(xq, sx, W, T, N, K, P0, P1, e); break;
+    default: panels_c(xq, sx, W, T, N, K, P0, P1, e);
+    }
+}
+
 /* Each thread one contiguous range of panels: one sequential read of its rows. */
 static void gemv_path(tp_backend *b, i8_isa isa, const int16_t *xq, const float *sx, const int8_t *W, int T, int N,
                       int K, const cpu_i8_epi *e) {
     tp_cpu_int8 *c = i8_impl(b);
     const int nt = c->n_threads, np = cpu_i8_panels(N), per = (np + nt - 1) / nt;
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
-    for (int P0 = 0; P0 < np; P0 += per) {
-        const int P1 = np - P0 < per ? np : P0 + per;
-        switch (isa) {
-        case I8_ISA_AVX512VNNI: cpu_int8_panels_avx512vnni(xq, sx, W, T, N, K, P0, P1, e); break;
-        case I8_ISA_AVXVNNI: cpu_int8_panels_avxvnni(xq, sx, W, T, N, K, P0, P1, e); break;
-        case I8_ISA_AVX2: cpu_int8_panels_avx2(xq, sx, W, T, N, K, P0, P1, e); break;
-        default: panels_c(xq, sx, W, T, N, K, P0, P1, e);
-        }
-    }
+    for (int P0 = 0; P0 < np; P0 += per) gemv_panels(isa, xq, sx, W, T, N, K, P0, np - P0 < per ? np : P0 + per, e);
 }
 
 /* The integer GEMM of a tier above c. */
@@ -326,9 +329,9 @@ static i8_isa shape_isa(tp_cpu_int8 *c, int N, int K) {
     return s ? s->isa : c->isa;
 }
 
-/* One GEMV of the matrix at T = 1 per run, on the given tier, into scratch. */
+/* One GEMV of the matrix at T = 1 per run, on the given tier, on the calling thread alone (the
+ * threads split the panels the same way for every tier; cpu_tune.h), into scratch. */
 typedef struct {
-    tp_backend *b;
     const int8_t *W;
     int N, K;
     i8_isa isa[I8_N_ISA];
@@ -339,14 +342,14 @@ typedef struct {
 static void tune_run(void *ctx, int cand) {
     const tune_ctx *t = ctx;
     const cpu_i8_epi e = {t->y, NULL, t->scale, t->N, 0, 0};
-    gemv_path(t->b, t->isa[cand], t->xq, &t->sx, t->W, 1, t->N, t->K, &e);
+    gemv_panels(t->isa[cand], t->xq, &t->sx, t->W, 1, t->N, t->K, 0, cpu_i8_panels(t->N), &e);
 }
 
 /* After a matrix is stored: the first of its shape picks its GEMV tier (file comment). */
 static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     tp_cpu_int8 *c = i8_impl(b);
     if (c->forced || (size_t)N * K < TUNE_MIN_ELEMS || shape_find(c, N, K) || c->n_shapes == I8_MAX_SHAPES) return;
-    tune_ctx t = {.b = b, .W = W, .N = N, .K = K, .sx = 1.0f / XQ_MAX, .scale = scales_of(W, N, K)};
+    tune_ctx t = {.W = W, .N = N, .K = K, .sx = 1.0f / XQ_MAX, .scale = scales_of(W, N, K)};
     const char *names[I8_N_ISA];
     int n = 0;
     for (int i = I8_N_ISA - 1; i >= 0; i--) /* highest first: a tie keeps it */
@@ -357,7 +360,7 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     t.xq = tp_malloc(((size_t)K + 32) * sizeof *t.xq);
     for (int k = 0; k < K + 32; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383); /* any x: the time is the same */
     t.y = tp_malloc((size_t)N * sizeof *t.y);
-    const cpu_tune_key key = {"int8-gemv", I8_KERNEL_SET, N, K, c->n_threads, n, names};
+    const cpu_tune_key key = {"int8-gemv", I8_KERNEL_SET, N, K, n, names};
     i8_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;

@@ -3,16 +3,20 @@
  * fastest, so a higher tier can never lose to a lower one on the user's machine, whatever the
  * author's machine was.
  *
- * The choice is cached in a text file, one line per (CPU model, threads, family, shape, kernel
- * set), read at the next load instead of timing again:
+ * The choice is cached in a text file, one line per (CPU model, family, shape, kernel set),
+ * read at the next load instead of timing again:
  *   TPGEN_KERNEL_CACHE=PATH (or "off": neither read nor written), else
  *   $XDG_CACHE_HOME/tpgen/cpu-kernels.tsv, else $HOME/.cache/tpgen/cpu-kernels.tsv.
  * Deleting it measures again. A line that does not parse (or a file without the header) is
  * ignored with a warning; the file is then rewritten from what did parse plus the new choices.
  *
- * Timing: each candidate runs once (warm-up; one slower than 4x the fastest warm-up drops out),
- * then rounds of one run each, the candidates in an order rotated every round, until ~20 ms
- * have passed (at least 2 and at most 8 rounds); the least time of each is compared. */
+ * Timing: one GEMV of the whole matrix at T = 1 on the calling thread, in that thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID): time the thread spends preempted does not count, so a loaded
+ * machine does not pick at random (wall time across threads did, measured: 5-13 ms for a 0.8 ms
+ * kernel), and the threads split the rows alike for every kernel. Each candidate runs once
+ * untimed, once timed (one slower than 4x the fastest drops out), then rounds of one run each, the
+ * candidates in an order rotated every round, until ~30 ms have passed (at least 2 and at most 8
+ * rounds); the least time of each is compared. */
 #ifndef TPGEN_CPU_TUNE_H
 #define TPGEN_CPU_TUNE_H
 
@@ -23,7 +27,7 @@
 typedef struct {
     const char *family;       /* "int8-gemv", "bf16-gemv" */
     const char *kernel_set;   /* bumps when a kernel changes: older lines no longer match */
-    int N, K, n_threads;      /* the shape timed (at T = 1) and the threads that ran it */
+    int N, K;                 /* the shape timed (at T = 1) */
     int n_cand;               /* <= CPU_TUNE_MAX_CAND */
     const char *const *names; /* [n_cand] candidate names */
 } cpu_tune_key;
