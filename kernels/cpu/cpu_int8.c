@@ -70,6 +70,7 @@ typedef struct {
     i8_shape shapes[I8_MAX_SHAPES]; /* measured or cached choices, by shape */
     int n_shapes;
     unsigned used[2]; /* bit per tier the GEMV ran, for matmul (0) and logits (1): kernel_name */
+    char names[2][2][64]; /* kernel_name's strings by [logits][integer GEMM]: each stays valid */
 } tp_cpu_int8;
 
 static tp_cpu_int8 *i8_impl(tp_backend *b) { return (tp_cpu_int8 *)b->impl; }
@@ -407,17 +408,17 @@ static const char *tiers_name(tp_cpu_int8 *c, const char *prefix, unsigned used,
 static const char *i8_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
     if (op == TP_OP_ATTENTION) return cpu_kernel_name(b, op, T, D); /* activations and KV stay f32 */
     tp_cpu_int8 *c = i8_impl(b);
-    static __thread char buf[96];
-    const unsigned used = c->used[op == TP_OP_LOGITS];
+    const int lg = op == TP_OP_LOGITS;
+    const unsigned used = c->used[lg];
     switch (path_pick(c, T)) {
     case I8_GEMM_BLAS: return "openblas-sgemm-int8-panels";
     case I8_GEMM_INT: {
         unsigned g = 0;
         for (int i = 0; i < I8_N_ISA; i++)
             if (used & (1u << i)) g |= 1u << gemm_isa(c, (i8_isa)i);
-        return tiers_name(c, "gemm-int8-", g, buf, sizeof buf);
+        return tiers_name(c, "gemm-int8-", g, c->names[lg][1], sizeof c->names[lg][1]);
     }
-    default: return tiers_name(c, "gemv-int8-", used, buf, sizeof buf);
+    default: return tiers_name(c, "gemv-int8-", used, c->names[lg][0], sizeof c->names[lg][0]);
     }
 }
 
