@@ -23,7 +23,8 @@
 #define TUNE_BUDGET_S 0.030
 #define TUNE_MIN_ROUNDS 2
 #define TUNE_MAX_ROUNDS 8
-#define TUNE_DROP 4.0 /* a warm-up slower than this times the fastest: out of the rounds */
+#define TUNE_DROP 4.0 /* a first timed run slower than this times the fastest: out of the rounds */
+#define TUNE_MARGIN 0.02 /* a later (lower) candidate wins only when faster by more than this */
 
 /* CPU time of the calling thread (file comment of cpu_tune.h: preemption does not count). */
 static double thread_seconds(void) {
@@ -234,11 +235,11 @@ int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *
     }
     int pick = 0;
     for (int i = 1; i < nc; i++)
-        if (best[i] < best[pick]) pick = i;
+        if (best[i] < best[pick] * (1.0 - TUNE_MARGIN)) pick = i;
     char times[256] = "";
     for (int i = 0; i < nc; i++)
         snprintf(times + strlen(times), sizeof times - strlen(times), "%s%s %.3f%s", i ? ", " : "", k->names[i],
-                 best[i] * 1e3, live[i] ? "" : " (dropped after warm-up)");
+                 best[i] * 1e3, live[i] ? "" : " (dropped: over 4x the fastest)");
     if (path[0]) {
         char line[1024];
         snprintf(line, sizeof line, "%s\t%s\t%s", key, k->names[pick], times);

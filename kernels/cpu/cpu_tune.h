@@ -16,7 +16,9 @@
  * kernel), and the threads split the rows alike for every kernel. Each candidate runs once
  * untimed, once timed (one slower than 4x the fastest drops out), then rounds of one run each, the
  * candidates in an order rotated every round, until ~30 ms have passed (at least 2 and at most 8
- * rounds); the least time of each is compared. */
+ * rounds); the least time of each is compared, and a later candidate (a lower tier) wins only
+ * when more than 2% faster: at T = 1 the tiers are often level on the memory bus, and a coin
+ * toss between them would change bf16's roundings from one load to the next. */
 #ifndef TPGEN_CPU_TUNE_H
 #define TPGEN_CPU_TUNE_H
 
@@ -29,7 +31,7 @@ typedef struct {
     const char *kernel_set;   /* bumps when a kernel changes: older lines no longer match */
     int N, K;                 /* the shape timed (at T = 1) */
     int n_cand;               /* <= CPU_TUNE_MAX_CAND */
-    const char *const *names; /* [n_cand] candidate names */
+    const char *const *names; /* [n_cand] candidate names, in order of preference (highest tier first) */
 } cpu_tune_key;
 
 /* Runs candidate cand once on the shape (the caller's scratch inputs and outputs). */
