@@ -38,7 +38,7 @@ static void cpu_brand(char *out, size_t size) {
     snprintf(out, size, "unknown-cpu");
 #if defined(__x86_64__)
     unsigned r[12];
-    if (__get_cpuid_max(0x80000000u, NULL) < 0x80000004u) return;
+    if ((unsigned)__get_cpuid_max(0x80000000u, NULL) < 0x80000004u) return;
     for (unsigned i = 0; i < 3; i++) __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
     char s[49];
     memcpy(s, r, 48);

@@ -30,6 +30,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_int8.h" /* the panel layout, for check_padding */
+#include "kernels/cpu/cpu_isa.h"  /* which tiers this CPU runs */
 #include "tests/common/check.h"
 
 
@@ -182,15 +183,10 @@ static void test_matmul(tp_backend *b, int T, int N, int K, int bias_on, int acc
 
 /* Whether this CPU runs the tier (TPGEN_CPU_ISA's name) and, for int8, its kernel there. */
 static int have_tier(const char *isa) {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (strcmp(isa, "avx2") == 0) return avx2;
-    if (strcmp(isa, "avxvnni") == 0) return avx2 && __builtin_cpu_supports("avxvnni");
-    if (strcmp(isa, "avx512") == 0)
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-#endif
+    const cpu_features *f = cpu_features_get(); /* CPUID (kernels/cpu/cpu_isa.c) */
+    if (strcmp(isa, "avx2") == 0) return f->avx2_fma;
+    if (strcmp(isa, "avxvnni") == 0) return f->avxvnni;
+    if (strcmp(isa, "avx512") == 0) return f->avx512vnni;
     return strcmp(isa, "c") == 0;
 }
 

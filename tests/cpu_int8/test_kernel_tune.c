@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_bf16.h"
 #include "kernels/cpu/cpu_int8.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "tests/common/check.h"
 
 static char g_cache[1024];
@@ -35,27 +36,15 @@ static void spit(const char *path, const char *txt) {
     }
 }
 
-/* The int8 tiers this CPU runs, by the kernels' names. */
+/* The int8 / bf16 kernels this CPU runs, by name (CPUID through kernels/cpu/cpu_isa.c). */
 static int int8_candidate(const char *k) {
-    __builtin_cpu_init();
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    const int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                       __builtin_cpu_supports("avx512vl");
-    if (!strcmp(k, "c")) return 1;
-    if (!strcmp(k, "avx2")) return avx2;
-    if (!strcmp(k, "avxvnni")) return avx2 && __builtin_cpu_supports("avxvnni");
-    if (!strcmp(k, "avx512vnni")) return avx512 && __builtin_cpu_supports("avx512vnni");
-    return 0;
+    const cpu_features *f = cpu_features_get();
+    return !strcmp(k, "c") || (!strcmp(k, "avx2") && f->avx2_fma) || (!strcmp(k, "avxvnni") && f->avxvnni) ||
+           (!strcmp(k, "avx512vnni") && f->avx512vnni);
 }
 static int bf16_candidate(const char *k) {
-    __builtin_cpu_init();
-    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (!strcmp(k, "c")) return 1;
-    if (!strcmp(k, "avx2")) return avx2;
-    if (!strcmp(k, "avx512bf16"))
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-    return 0;
+    const cpu_features *f = cpu_features_get();
+    return !strcmp(k, "c") || (!strcmp(k, "avx2") && f->avx2_fma) || (!strcmp(k, "avx512bf16") && f->avx512bf16);
 }
 
 enum { N = 1024, K = 1024 };
