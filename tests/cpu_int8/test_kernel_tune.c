@@ -185,6 +185,26 @@ static void test_bf16(void) {
     }
 }
 
+/* f32's rows kernel (T = 2..16) picks its tier at a shape's first use: measured, saved, named. */
+static void test_f32(void) {
+    remove(g_cache);
+    for (int round = 0; round < 2; round++) {
+        tp_backend *b = tp_backend_cpu_create(2);
+        void *W = b->alloc(b, b->matrix_bytes(b, N, K), "W");
+        b->matrix_upload(b, W, g_w, TP_F32, N, K);
+        float y[3][N];
+        b->matmul(b, y, g_x, W, NULL, 3, N, K, 0);
+        const char *k = b->kernel_name(b, TP_OP_MATMUL, 3, 64);
+        const cpu_features *f = cpu_features_get();
+        CHECK(!strcmp(k, "rows-f32-c") || (!strcmp(k, "rows-f32-avx2") && f->avx2_fma) ||
+              (!strcmp(k, "rows-f32-avx512") && f->avx512), "f32: the rows kernel is %s", k);
+        b->destroy(b);
+    }
+    char *txt = slurp(g_cache);
+    CHECK(txt && strstr(txt, "\tf32-rows\t1024x1024\t"), "f32: no cache line: %s", txt ? txt : "");
+    free(txt);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_kernel_tune DIR\n");
@@ -200,6 +220,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)3 * K; i++) g_x[i] = (float)(2 * urand() - 1);
     test_int8();
     test_bf16();
+    test_f32();
     free(g_w);
     free(g_x);
     printf("test_kernel_tune: %d checks, %d failed\n", g_checks, g_fail);
