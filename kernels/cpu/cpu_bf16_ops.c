@@ -240,7 +240,8 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     } else snprintf(why, sizeof why, "TPGEN_CPU_GEMM=blas");
     c->fma_gemm = !c->dnnl && avx2 && !(gm && strcmp(gm, "blas") == 0);
     if (verbose) {
-        tp_log0("cpu bf16: GEMV (T <= %d) -> %s\n", c->few_tokens, bf16_isa_name(c->isa));
+        tp_log0("cpu bf16: GEMV (T <= %d) -> %s%s\n", c->few_tokens, bf16_isa_name(c->isa),
+                c->isa_forced ? " (TPGEN_CPU_ISA)" : " or a lower tier, measured per shape at load");
         if (c->dnnl) tp_log0("cpu bf16: batched GEMM (T > %d) -> oneDNN matmul, %s\n", c->few_tokens,
                              tp_dnnl_impl(c->dnnl));
         else tp_log0("cpu bf16: batched GEMM (T > %d) -> %s (oneDNN not used: %s)\n", c->few_tokens,
