@@ -22,8 +22,8 @@
  *    least TUNE_MIN_ELEMS; smaller ones take the highest tier.
  *  - larger T (batches, prefill), AVX2 or better: the int8 GEMM (cpu_int8_gemm.c, and
  *    cpu_int8_vnni.c on the VNNI tiers; docs/KERNELS.md): the same int16 x and exact integer
- *    sums in tiles, so the same bits as the GEMV. Its tier: the shape's GEMV tier, or the
- *    highest when the GEMV chose c (not measured on its own yet).
+ *    sums in tiles, so the same bits as the GEMV. Its tier: measured per shape apart from the
+ *    GEMV's (T = 64 on the first 1024 rows; tune_gemm), among avx2 and up.
  *  - larger T on c: per thread, panels of up to 1024 rows widened to f32 rows (exact integers),
  *    OpenBLAS sgemm on f32 x into an f32 tile, then the scale and the epilogue (x is not
  *    rounded there); ~0.8x the f32 sgemm (x packed again per panel).
@@ -50,12 +50,14 @@ typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1, I8_ISA_AVXVNNI = 2, I8_ISA_AVX512V
 #define TUNE_MIN_ELEMS (1 << 20) /* smaller matrices take the highest tier, unmeasured */
 #define I8_MAX_SHAPES 16
 
-/* The GEMV tier chosen for one matrix shape. */
+/* The GEMV and GEMM tiers chosen for one matrix shape. */
 typedef struct {
     int N, K;
-    i8_isa isa;
-    char how[512];
+    i8_isa isa, gemm; /* gemm: I8_ISA_AVX2 or above, or c->isa when the CPU has no integer GEMM */
+    char how[512], gemm_how[512];
 } i8_shape;
+#define GEMM_TUNE_T 64     /* tokens the integer GEMM's tiers are timed at */
+#define GEMM_TUNE_ROWS 1024 /* on the first rows of the matrix (compute-bound: the time scales with N) */
 typedef enum { I8_GEMM_AUTO = 0, I8_GEMM_GEMV = 1, I8_GEMM_BLAS = 2, I8_GEMM_INT = 3 } i8_gemm;
 
 typedef struct {
@@ -69,7 +71,8 @@ typedef struct {
     unsigned printed; /* bit per (op, path) already reported under --verbose */
     i8_shape shapes[I8_MAX_SHAPES]; /* measured or cached choices, by shape */
     int n_shapes;
-    unsigned used[2]; /* bit per tier the GEMV ran, for matmul (0) and logits (1): kernel_name */
+    unsigned used[2];      /* bit per tier the GEMV ran, for matmul (0) and logits (1): kernel_name */
+    unsigned used_gemm[2]; /* the same for the integer GEMM */
     char names[2][2][64]; /* kernel_name's strings by [logits][integer GEMM]: each stays valid */
 } tp_cpu_int8;
 
@@ -346,6 +349,49 @@ static void tune_run(void *ctx, int cand) {
     gemv_panels(t->isa[cand], t->xq, &t->sx, t->W, 1, t->N, t->K, 0, cpu_i8_panels(t->N), &e);
 }
 
+/* One integer GEMM of GEMM_TUNE_T tokens on the first rows (t->N of them) on one thread. */
+typedef struct {
+    const int8_t *W;
+    int N, K;
+    i8_isa isa[I8_N_ISA];
+    int16_t *xq;
+    float *sx, *y;
+    const float *scale;
+} tune_gemm_ctx;
+static void tune_gemm_run(void *ctx, int cand) {
+    const tune_gemm_ctx *t = ctx;
+    const cpu_i8_epi e = {t->y, NULL, t->scale, t->N, 0, 0};
+    gemm_int(t->isa[cand], t->xq, t->sx, t->W, GEMM_TUNE_T, t->N, t->K, &e, 1);
+}
+
+/* The shape's integer GEMM tier: the tiers from avx2 up this CPU runs, timed (cpu_tune.h). */
+static void tune_gemm(tp_cpu_int8 *c, i8_shape *s, const void *W) {
+    const int K = s->K, Ns = s->N < GEMM_TUNE_ROWS ? s->N : GEMM_TUNE_ROWS;
+    tune_gemm_ctx t = {.W = W, .N = Ns, .K = K, .scale = scales_of(W, s->N, K)};
+    const char *names[I8_N_ISA];
+    int n = 0;
+    for (int i = I8_N_ISA - 1; i >= I8_ISA_AVX2; i--)
+        if (c->cands & (1u << i)) {
+            t.isa[n] = (i8_isa)i;
+            names[n++] = g_isa_short[i];
+        }
+    s->gemm = c->isa;
+    if (!n) {
+        snprintf(s->gemm_how, sizeof s->gemm_how, "no integer GEMM on this CPU");
+        return;
+    }
+    t.xq = tp_malloc(((size_t)GEMM_TUNE_T * K + 32) * sizeof *t.xq);
+    for (size_t k = 0; k < (size_t)GEMM_TUNE_T * K + 32; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383);
+    t.sx = tp_malloc(GEMM_TUNE_T * sizeof *t.sx);
+    for (int i = 0; i < GEMM_TUNE_T; i++) t.sx[i] = 1.0f / XQ_MAX;
+    t.y = tp_malloc((size_t)GEMM_TUNE_T * Ns * sizeof *t.y);
+    const cpu_tune_key key = {"int8-gemm", I8_KERNEL_SET, s->N, K, GEMM_TUNE_T, n, names};
+    s->gemm = t.isa[cpu_tune_pick(&key, tune_gemm_run, &t, s->gemm_how, sizeof s->gemm_how)];
+    free(t.xq);
+    free(t.sx);
+    free(t.y);
+}
+
 /* After a matrix is stored: the first of its shape picks its GEMV tier (file comment). */
 static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     tp_cpu_int8 *c = i8_impl(b);
@@ -361,7 +407,7 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     t.xq = tp_malloc(((size_t)K + 32) * sizeof *t.xq);
     for (int k = 0; k < K + 32; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383); /* any x: the time is the same */
     t.y = tp_malloc((size_t)N * sizeof *t.y);
-    const cpu_tune_key key = {"int8-gemv", I8_KERNEL_SET, N, K, n, names};
+    const cpu_tune_key key = {"int8-gemv", I8_KERNEL_SET, N, K, 1, n, names};
     i8_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;
@@ -369,6 +415,9 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     free(t.xq);
     free(t.y);
     if (c->verbose) tp_log0("cpu int8: GEMV [%d x %d] -> %s: %s\n", N, K, g_isa_short[s->isa], s->how);
+    tune_gemm(c, s, W);
+    if (c->verbose && s->gemm >= I8_ISA_AVX2)
+        tp_log0("cpu int8: GEMM [%d x %d] -> %s: %s\n", N, K, g_isa_short[s->gemm], s->gemm_how);
 }
 
 const char *cpu_int8_gemv_choice(tp_backend *b, int N, int K, const char **how) {
@@ -389,8 +438,11 @@ static i8_gemm path_pick(const tp_cpu_int8 *c, int T) {
     if (T <= c->few_tokens) return I8_GEMM_GEMV;
     return c->isa >= I8_ISA_AVX2 ? I8_GEMM_INT : I8_GEMM_BLAS;
 }
-/* The integer GEMM's tier for a shape whose GEMV runs on gemv_isa. */
-static i8_isa gemm_isa(const tp_cpu_int8 *c, i8_isa gemv_isa) { return gemv_isa >= I8_ISA_AVX2 ? gemv_isa : c->isa; }
+/* The integer GEMM's tier for a shape: measured, or the highest allowed. */
+static i8_isa shape_gemm_isa(tp_cpu_int8 *c, int N, int K) {
+    const i8_shape *s = shape_find(c, N, K);
+    return s ? s->gemm : c->isa;
+}
 
 /* "gemv-int8-avx512vnni", or with tiers joined by '+' where the op's shapes chose differently. */
 static const char *tiers_name(tp_cpu_int8 *c, const char *prefix, unsigned used, char *buf, size_t size) {
@@ -412,12 +464,7 @@ static const char *i8_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
     const unsigned used = c->used[lg];
     switch (path_pick(c, T)) {
     case I8_GEMM_BLAS: return "openblas-sgemm-int8-panels";
-    case I8_GEMM_INT: {
-        unsigned g = 0;
-        for (int i = 0; i < I8_N_ISA; i++)
-            if (used & (1u << i)) g |= 1u << gemm_isa(c, (i8_isa)i);
-        return tiers_name(c, "gemm-int8-", g, c->names[lg][1], sizeof c->names[lg][1]);
-    }
+    case I8_GEMM_INT: return tiers_name(c, "gemm-int8-", c->used_gemm[lg], c->names[lg][1], sizeof c->names[lg][1]);
     default: return tiers_name(c, "gemv-int8-", used, c->names[lg][0], sizeof c->names[lg][0]);
     }
 }
@@ -434,11 +481,11 @@ static void gemm(tp_backend *b, float *y, const float *x, const void *W, const f
         return;
     }
     const i8_gemm pk = path_pick(c, T);
-    const i8_isa gv = shape_isa(c, N, K);
-    c->used[bit == 2] |= 1u << gv;
+    const i8_isa gv = shape_isa(c, N, K), gi = shape_gemm_isa(c, N, K);
+    if (pk == I8_GEMM_GEMV) c->used[bit == 2] |= 1u << gv;
+    if (pk == I8_GEMM_INT) c->used_gemm[bit == 2] |= 1u << gi;
     if (pk == I8_GEMM_GEMV || pk == I8_GEMM_INT) {
         const char *how = pk == I8_GEMM_GEMV ? "gemv" : "gemm";
-        const i8_isa gi = gemm_isa(c, gv);
         if (pk == I8_GEMM_GEMV) snprintf(path, sizeof path, "GEMV %s", isa_name(gv));
         else snprintf(path, sizeof path, "GEMM %s (tiles of the GEMV's bits)", isa_name(gi));
         if (c->force) snprintf(path + strlen(path), sizeof path - strlen(path), " (TPGEN_INT8_GEMM=%s)", how);

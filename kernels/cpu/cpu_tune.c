@@ -244,11 +244,12 @@ int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *
         char line[1024];
         snprintf(line, sizeof line, "%s\t%s\t%s", key, k->names[pick], times);
         if (cache_write(path, keep ? keep : "", line) == 0)
-            snprintf(how, how_size, "measured at T = 1 (ms: %s), saved to %s", times, path);
+            snprintf(how, how_size, "measured at T = %d (ms: %s), saved to %s", k->T, times, path);
         else
-            snprintf(how, how_size, "measured at T = 1 (ms: %s), not saved: %s: %s", times, path, strerror(errno));
+            snprintf(how, how_size, "measured at T = %d (ms: %s), not saved: %s: %s", k->T, times, path,
+                     strerror(errno));
     } else {
-        snprintf(how, how_size, "measured at T = 1 (ms: %s), not cached (TPGEN_KERNEL_CACHE=off)", times);
+        snprintf(how, how_size, "measured at T = %d (ms: %s), not cached (TPGEN_KERNEL_CACHE=off)", k->T, times);
     }
     free(keep);
     return pick;

@@ -29,7 +29,8 @@
 typedef struct {
     const char *family;       /* "int8-gemv", "bf16-gemv" */
     const char *kernel_set;   /* bumps when a kernel changes: older lines no longer match */
-    int N, K;                 /* the shape timed (at T = 1) */
+    int N, K;                 /* the shape */
+    int T;                    /* tokens a timed run multiplies (for the report) */
     int n_cand;               /* <= CPU_TUNE_MAX_CAND */
     const char *const *names; /* [n_cand] candidate names, in order of preference (highest tier first) */
 } cpu_tune_key;
