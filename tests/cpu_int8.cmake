@@ -31,6 +31,10 @@ add_test(NAME errors_int8_with_bf16 COMMAND ${INT8_ERR} "--weights int8 on the C
          ${INT8_RUN} --weights int8 --dtype bf16)
 add_test(NAME errors_int8_isa COMMAND ${INT8_ERR} "TPGEN_CPU_ISA=sse9: expected avx512, avxvnni, avx2 or c" ${INT8_RUN}
          --weights int8)
+# TPGEN_CPU_ISA is shared by every family: the f32 backend refuses a bad value at creation too
+add_test(NAME errors_cpu_isa_f32 COMMAND ${INT8_ERR} "TPGEN_CPU_ISA=sse9: expected avx512, avxvnni, avx2 or c" ${INT8_RUN})
+set_tests_properties(errors_cpu_isa_f32 PROPERTIES LABELS "errors;mpi;int8" TIMEOUT 90
+                     ENVIRONMENT "TPGEN_CPU_ISA=sse9;OMPI_MCA_odls_base_sigkill_timeout=0")
 add_test(NAME errors_int8_old_isa_env COMMAND ${INT8_ERR} "TPGEN_INT8_ISA=avx2: this variable is gone; TPGEN_CPU_ISA="
          ${INT8_RUN} --weights int8)
 add_test(NAME errors_int8_gemm_value COMMAND ${INT8_ERR} "TPGEN_INT8_GEMM=fast: expected gemv, gemm or blas" ${INT8_RUN}
