@@ -116,10 +116,7 @@ static int line_ok(const char *line, const char **chosen, size_t *chosen_len) {
 static int cache_read(const char *path, const char *key, const cpu_tune_key *k, char **keep) {
     *keep = tp_strdup("");
     size_t len;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1; /* none yet */
-    fclose(fp);
-    char *txt = tp_read_file(path, &len);
+    char *txt = tp_read_file(path, &len); /* NULL: none yet, or unreadable (the write will say) */
     if (!txt) return -1;
     int found = -1, lineno = 0, bad = 0;
     size_t keep_len = 0;
