@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Per CPU kernel tier, forced with TPGEN_CPU_ISA, and for the choice measured at load (issue 35):
-# ms per decode step at batch 1 and 32 and ms for a 512-token prefill, for f32, bf16 and int8 on
+# ms per decode step at batch 1, 8 and 32 and ms for a 512-token prefill (batch 8: where the f32
+# rows kernel and the GEMVs of 2-16 tokens run), for f32, bf16 and int8 on
 # the CodeGen-350M shape with random weights (tpgen bench --random-weights, docs/BENCHMARKING.md),
 # the median of RUNS runs that alternate the configurations (run r visits them in an order
 # rotated by r, so drift on the machine spreads over all of them). Also the process wall time of
@@ -62,7 +63,7 @@ run_one() { # dtype tier -> one JSON line appended to raw
   [ "$t" = measured ] || env+=(TPGEN_CPU_ISA="$t")
   local rows
   rows=$("${env[@]}" "$tpgen" bench "${model_args[@]}" --backend cpu --threads "$threads" "${dflags[@]}" \
-         --batch 1,32 --context "$context" --steps "$steps" --prefill "$prefill" --prefill-runs 1 --json 2>/dev/null |
+         --batch 1,8,32 --context "$context" --steps "$steps" --prefill "$prefill" --prefill-runs 1 --json 2>/dev/null |
          grep '^{' | paste -sd, -)
   echo "{\"dtype\": \"$d\", \"tier\": \"$t\", \"rows\": [$rows]}" >> "$raw"
 }
@@ -104,20 +105,20 @@ for line in open(raw):
         loads = j["load_int8_s"]
         continue
     k = (j["dtype"], j["tier"])
-    r = res.setdefault(k, {"b1": [], "b32": [], "pf": [], "kern": set()})
+    r = res.setdefault(k, {"b1": [], "b8": [], "b32": [], "pf": [], "kern": set()})
     for row in j["rows"]:
-        if row["kind"] == "decode" and row["batch"] in (1, 32):
-            r["b1" if row["batch"] == 1 else "b32"].append(row["ms_per_step"])
+        if row["kind"] == "decode" and row["batch"] in (1, 8, 32):
+            r["b%d" % row["batch"]].append(row["ms_per_step"])
             r["kern"].add("b%d %s" % (row["batch"], row["kernels"]["matmul"]))
         elif row["kind"] == "prefill" and row["prefill_tokens"] == prefill:
             r["pf"].append(row["ms"])
             r["kern"].add("pf " + row["kernels"]["matmul"])
 med = lambda v: "%.2f" % statistics.median(v) if v else "-"
-lines = ["| dtype | TPGEN_CPU_ISA | decode b1 ms | decode b32 ms | prefill %d ms | runs | matmul kernels |" % prefill,
-         "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
+lines = ["| dtype | TPGEN_CPU_ISA | decode b1 ms | decode b8 ms | decode b32 ms | prefill %d ms | runs | matmul kernels |"
+         % prefill, "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
 for (d, t), r in res.items():
-    lines.append("| %s | %s | %s | %s | %s | %d | %s |" % (d, t if t != "measured" else "(unset: measured)",
-                 med(r["b1"]), med(r["b32"]), med(r["pf"]), len(r["b1"]), ", ".join(sorted(r["kern"]))))
+    lines.append("| %s | %s | %s | %s | %s | %s | %d | %s |" % (d, t if t != "measured" else "(unset: measured)",
+                 med(r["b1"]), med(r["b8"]), med(r["b32"]), med(r["pf"]), len(r["b1"]), ", ".join(sorted(r["kern"]))))
 if loads:
     lines.append("")
     lines.append("int8 load + 1 step, wall s (median of %d): forced %.2f, measuring (empty cache) %.2f, cached %.2f"
