@@ -208,7 +208,7 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     free(b->impl);
     b->impl = c;
     c->verbose = verbose;
-    c->isa = bf16_isa_pick();
+    c->isa = bf16_isa_pick(&c->isa_forced, &c->isa_cands);
     const char *ft = getenv("TPGEN_BF16_GEMV_MAX_T"); /* the GEMV / batched-GEMM crossover */
     c->few_tokens = ft && *ft ? atoi(ft) : 16;
     const char *gm = getenv("TPGEN_CPU_GEMM"); /* "dnnl": oneDNN even through its reference code
@@ -221,16 +221,10 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     int avx2 = 0;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && c->isa >= BF16_ISA_AVX2;
 #endif
     if (gm && strcmp(gm, "fma") == 0 && !avx2) {
-        snprintf(err, err_size, "TPGEN_CPU_GEMM=fma: the FMA GEMM needs AVX2 + FMA, which this CPU lacks");
-        bf16_destroy(b);
-        return NULL;
-    }
-    if (gm && strcmp(gm, "fma") == 0 && !bf16_panels(c)) {
-        snprintf(err, err_size, "TPGEN_CPU_GEMM=fma: the FMA GEMM reads the weight panels of the avx2 and c GEMV, "
-                                "not the rows the avx512bf16 GEMV streams (add TPGEN_CPU_ISA=avx2)");
+        snprintf(err, err_size, "TPGEN_CPU_GEMM=fma: the FMA GEMM needs AVX2 + FMA, which this CPU lacks or TPGEN_CPU_ISA excludes");
         bf16_destroy(b);
         return NULL;
     }
@@ -244,9 +238,10 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
             return NULL;
         }
     } else snprintf(why, sizeof why, "TPGEN_CPU_GEMM=blas");
-    c->fma_gemm = !c->dnnl && avx2 && bf16_panels(c) && !(gm && strcmp(gm, "blas") == 0);
+    c->fma_gemm = !c->dnnl && avx2 && !(gm && strcmp(gm, "blas") == 0);
     if (verbose) {
-        tp_log0("cpu bf16: GEMV (T <= %d) -> %s\n", c->few_tokens, bf16_isa_name(c->isa));
+        tp_log0("cpu bf16: GEMV (T <= %d) -> %s%s\n", c->few_tokens, bf16_isa_name(c->isa),
+                c->isa_forced ? " (TPGEN_CPU_ISA)" : " or a lower tier, measured per shape at load");
         if (c->dnnl) tp_log0("cpu bf16: batched GEMM (T > %d) -> oneDNN matmul, %s\n", c->few_tokens,
                              tp_dnnl_impl(c->dnnl));
         else tp_log0("cpu bf16: batched GEMM (T > %d) -> %s (oneDNN not used: %s)\n", c->few_tokens,

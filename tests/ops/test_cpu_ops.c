@@ -17,6 +17,7 @@
 
 #include "util/log.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_isa.h"
 
 /* fp32 ops against double: rounding of O(sqrt(K)) f32 operations gives NMSE ~1e-13; 1e-10 leaves
  * room for longer sums while any indexing or formula error lands near 1. */
@@ -211,6 +212,30 @@ static void test_matmul(tp_backend *b) {
     test_matmul_one(b, 1, 200, 64, 1, 0, 1);
     test_matmul_one(b, 5, 1001, 48, 1, 0, 1);
     test_matmul_one(b, 3, 50, 20, 0, 0, 1);
+}
+
+/* The rows kernel (T = 2..16) on every tier this CPU runs, forced through TPGEN_CPU_ISA (c, avx2,
+ * avx512: kernels/cpu/cpu_isa.h), against the double reference; kernel_name names the tier. */
+static void test_matmul_tiers(int nt) {
+    const cpu_features *f = cpu_features_get();
+    static const char *const tiers[] = {"c", "avx2", "avx512"};
+    const int have[] = {1, f->avx2_fma, f->avx512};
+    for (int i = 0; i < 3; i++) {
+        if (!have[i]) { printf("matmul tier %s: SKIPPED (not on this CPU)\n", tiers[i]); continue; }
+        setenv("TPGEN_CPU_ISA", tiers[i], 1);
+        tp_backend *b = tp_backend_cpu_create(nt);
+        test_matmul(b);
+        char want[32];
+        snprintf(want, sizeof want, "rows-f32-%s", tiers[i]);
+        const char *k = b->kernel_name(b, TP_OP_MATMUL, 4, 64);
+        g_checks++;
+        if (strcmp(k, want) != 0) {
+            g_fail++;
+            printf("FAIL: TPGEN_CPU_ISA=%s: the rows kernel is %s, not %s\n", tiers[i], k, want);
+        }
+        b->destroy(b);
+        unsetenv("TPGEN_CPU_ISA");
+    }
 }
 
 /* ---- layernorm, gelu_new, add, embed, gather_rows ---- */
@@ -652,6 +677,7 @@ int main(int argc, char **argv) {
     test_memory(b);
     test_upload(b);
     test_matmul(b);
+    test_matmul_tiers(nt);
     test_layernorm_one(b, 1, 8, 0.0f, 0);
     test_layernorm_one(b, 5, 64, 3.0f, 0);
     test_layernorm_one(b, 33, 1000, 100.0f, 0);
