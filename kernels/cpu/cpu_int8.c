@@ -537,6 +537,13 @@ static int isa_pick(i8_isa *isa, int *forced, unsigned *cands, char *err, size_t
     return 0;
 }
 
+/* matrix_fill_random: element (r, c) = the f32 backend's fill_random draw r * cols + c
+ * (kernels/common/tp_rng.h), quantized, so bench --random-weights runs the quantized f32 model. */
+static void fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std) {
+    const cpu_i8_draws d = {tp_rng_key(seed), mean, std};
+    cpu_int8_quantize_matrix(b, dst, rows, cols, cpu_int8_random_rows(), &d, NULL);
+}
+
 int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_size) {
     if (b->act != TP_F32) {
         snprintf(err, err_size, "--weights int8 on the CPU runs with f32 activations: it cannot be combined with "
@@ -590,7 +597,7 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     b->matrix_bytes = i8_matrix_bytes;
     b->matrix_upload = i8_matrix_upload;
     b->matrix_upload_rowmax = i8_matrix_upload_rowmax;
-    b->matrix_fill_random = cpu_int8_fill_random;
+    b->matrix_fill_random = fill_random;
     b->matmul = i8_matmul;
     b->matmul_f32out = i8_matmul_f32out;
     b->matmul_gelu = i8_matmul_gelu;

@@ -118,7 +118,12 @@ size_t cpu_int8_q_bytes(int N, int K); /* bytes of q [N, K] before the row scale
 typedef void cpu_i8_row_fn(float *row, int r, int cols, const void *ctx);
 void cpu_int8_quantize_matrix(tp_backend *b, void *dst, int rows, int cols, cpu_i8_row_fn *row_of, const void *ctx,
                               const float *row_absmax);
-void cpu_int8_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std);
+/* the row function of matrix_fill_random (cpu_int8_random.c): ctx is a cpu_i8_draws */
+typedef struct {
+    uint64_t key; /* tp_rng_key(seed) */
+    float mean, std;
+} cpu_i8_draws;
+cpu_i8_row_fn *cpu_int8_random_rows(void);
 
 /* cpu_random.c */
 void cpu_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std);
