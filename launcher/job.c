@@ -121,7 +121,12 @@ void tp_job_config(tp_job *j, tp_comm *mpi, const tp_args *a) {
     char err[4096];
     const char *path = a->model ? a->model : a->config;
     if (tp_config_load(path, &m->cfg, err, sizeof err)) tp_die_all("%s", err);
-    if (tp_checkpoint_qkv_groups(path, m->cfg.n_head, a->qkv_groups, &m->cfg.qkv_groups, err, sizeof err)) tp_die_all("%s", err);
+    if (m->cfg.arch->names.qkv) { /* a fused qkv_proj in mp_num groups (CodeGen) */
+        if (tp_checkpoint_qkv_groups(path, m->cfg.n_head, a->qkv_groups, &m->cfg.qkv_groups, err, sizeof err))
+            tp_die_all("%s", err);
+    } else if (a->qkv_groups > 0)
+        tp_die_all("--qkv-groups is for CodeGen's fused qkv_proj; %s has separate q/k/v projections",
+                   m->cfg.arch->hf_class);
     if (tp_shard_plan(&m->cfg, mpi->size, mpi->rank, &m->sh, err, sizeof err)) tp_die_all("%s", err);
 }
 

@@ -135,8 +135,9 @@ const char *cpu_attention_kernel(int T, int D) {
 
 void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                    const tp_step *st, const tp_attn_shape *as) {
-    const int Hl = as->n_heads, D = as->head_dim;
-    if (as->n_kv_heads != Hl) tp_die("cpu attention: grouped-query attention (%d KV heads for %d heads) is not implemented yet", as->n_kv_heads, Hl);
-    const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .D = D, .kv_bf16 = 0};
+    const int Hl = as->n_heads, Hkl = as->n_kv_heads, D = as->head_dim;
+    if (Hkl < 1 || Hl % Hkl) tp_die("cpu attention: %d query heads are not a multiple of %d KV heads", Hl, Hkl);
+    const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .Hkl = Hkl, .D = D,
+                        .kv_bf16 = 0};
     cpu_attn_run(cpu_attn_isa_pick(), &a, cpu_threads(b));
 }
