@@ -62,3 +62,20 @@ llama_error(kv_heads_shape
 llama_error(missing_layer "missing tensor model\\.layers\\.2\\.input_layernorm\\.weight in the checkpoint" extra_layer)
 llama_error(qkv_groups_flag "--qkv-groups is for CodeGen's fused qkv_proj. LlamaForCausalLM has separate q/k/v"
             kv_heads_changed --qkv-groups 4)
+
+# `tpgen bench --random-weights` on a LLaMA shape, f32 / int8 / bf16, KV bytes by KV heads
+# (label bench): TP 1, 2 (KV heads split) and 4 (replicated)
+foreach(np 1 2 4)
+  add_test(NAME llama_bench_random_tp${np}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama/bench_random.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} ${np}
+                   ${LLAMA_GQA}/config.json)
+  set_tests_properties(llama_bench_random_tp${np} PROPERTIES LABELS "bench;mpi;llama" TIMEOUT 120)
+endforeach()
+add_test(NAME llama_bench_random_int8_tp4
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama/bench_random.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 4
+                 ${LLAMA_GQA}/config.json --weights int8)
+add_test(NAME llama_bench_random_bf16_tp2
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/llama/bench_random.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 2
+                 ${LLAMA_GQA}/config.json --dtype bf16)
+set_tests_properties(llama_bench_random_int8_tp4 llama_bench_random_bf16_tp2 PROPERTIES LABELS "bench;mpi;llama"
+                     TIMEOUT 120)
