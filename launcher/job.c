@@ -153,8 +153,9 @@ void tp_job_load(tp_job *j, const tp_args *a) {
     m->comm = j->comm;
     m->use_graphs = !a->no_cuda_graphs;
     m->no_prefix_cache = a->no_prefix_cache;
-    tp_log0("tpgen: %s, %d layers, E=%d, H=%d, V=%d; TP=%d, backend %s (%s%s), comm %s\n",
-            a->model ? a->model : a->config, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head, m->cfg.vocab_size,
+    tp_log0("tpgen: %s, %s, %d layers, E=%d, H=%d (%d KV), V=%d; TP=%d, backend %s (%s%s), comm %s\n",
+            a->model ? a->model : a->config, m->cfg.arch->hf_class, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head,
+            m->cfg.n_kv_head, m->cfg.vocab_size,
             mpi->size, j->b->name, tp_dtype_name(j->b->act), j->b->weights ? ", int8 weights" : "", j->comm->name);
     job_plan(j, a, 0, 0); /* refuse before loading weights what cannot fit */
     tp_model_load_weights(m, a->model, a->random_weights, a->seed + 12345);
