@@ -11,6 +11,8 @@
  *    the ends, NaN).
  *  - gelu_new (tp_act.h): the CPU backend's vector loop bit for bit, HF's tanh form in double
  *    to a bound, edge values.
+ *  - silu (tp_silu.h, LLaMA's MLP gate): the CPU backend's silu_mul bit for bit, z / (1 + e^-z)
+ *    in double within 3 ulp, edge values.
  *  - rotary (tp_rotary.h): the CPU backend's rotary_kv_write bit for bit; sin/cos of the angle
  *    within 1 ulp of double.
  *  - logits statistics (tp_logits.h): the CPU backend's logits_stats against a full sort, and
@@ -30,6 +32,7 @@
 #include "kernels/common/tp_rng.h"
 #include "kernels/common/tp_rotary.h"
 #include "kernels/common/tp_round.h"
+#include "kernels/common/tp_silu.h"
 
 /* The compiler's IEEE half for the reference conversions. clang before 15 has no _Float16 on
  * x86; its __fp16 is the same format as a storage type, converted with the same rounding. */
@@ -306,6 +309,47 @@ static void test_expf(void) {
     report("exp", "edges: +-0, +-inf, +-1e30, 89, -104, NaN, subnormal", edge_bad == 0, "%d wrong", edge_bad);
 }
 
+/* ---------------- silu ---------------- */
+
+static void test_silu(tp_backend *b) {
+    enum { N = 100000 };
+    float *gu = malloc(2 * N * 4), *y = malloc(N * 4);
+    const float edge[] = {0.0f, -0.0f, 1e-40f, 1.0f, -1.0f, 20.0f, -20.0f, -87.0f, -90.0f, -100.0f, 100.0f, 1e30f,
+                          -1e30f, INFINITY, -INFINITY, NAN};
+    const int ne = (int)(sizeof edge / sizeof edge[0]);
+    for (int i = 0; i < N; i++) {
+        gu[i] = i < ne ? edge[i] : i < N / 2 ? (float)(((double)(rnd() >> 11) / 9007199254740992.0 * 2 - 1) * 30)
+                                             : bitsf((uint32_t)rnd() & 0xbfffffffu);
+        gu[N + i] = 1.0f; /* up = 1: y is silu(gate) itself */
+    }
+    b->silu_mul(b, y, gu, 1, N);
+    double w_cpu = 0, w_ref = 0;
+    for (int i = 0; i < N; i++) {
+        const float h = tp_silu(gu[i]);
+        if (isnan(h) || isnan(y[i])) {
+            if (isnan(h) != isnan(y[i])) w_cpu = 1e9;
+        } else if (fbits(h) != fbits(y[i])) w_cpu = fmax(w_cpu, fmax(ulp_err(y[i], h), 1e-3));
+        if (!isfinite(gu[i]) || !isfinite(h)) continue;
+        const double z = gu[i], ref = z / (1.0 + exp(-z));
+        /* 3 ulp: the exp (1.05 ulp), 1 + e and the division; + 2^-120: below z = -88.7 the f32
+         * exp overflows and the result is -0 instead of a value under 1e-36 */
+        const double tol = 3 * ulp_f32(ref) + 0x1p-120;
+        if (fabs(h - ref) > tol) w_ref = fmax(w_ref, fabs(h - ref) / tol);
+    }
+    int edge_bad = 0;
+    edge_bad += !(tp_silu(0.0f) == 0.0f);
+    edge_bad += !(tp_silu(100.0f) == 100.0f);
+    edge_bad += !(tp_silu(-100.0f) == 0.0f && signbit(tp_silu(-100.0f)));
+    edge_bad += !(tp_silu(INFINITY) == INFINITY);
+    edge_bad += !isnan(tp_silu(-INFINITY)); /* -inf * sigmoid(-inf) = -inf * 0, as torch */
+    edge_bad += !isnan(tp_silu(NAN));
+    report("silu", "CPU backend silu_mul (up = 1) == header, bits", w_cpu == 0, "max %.3f ulp over %d values", w_cpu, N);
+    report("silu", "header vs z / (1 + e^-z) in double (3 ulp)", w_ref == 0, "worst %.2f x the bound", w_ref);
+    report("silu", "edges: 0, 100, -100->-0, +inf, -inf->NaN, NaN", edge_bad == 0, "%d wrong", edge_bad);
+    free(gu);
+    free(y);
+}
+
 /* ---------------- gelu_new ---------------- */
 
 static void test_gelu(tp_backend *b) {
@@ -562,6 +606,7 @@ int main(void) {
     test_round();
     test_expf();
     test_gelu(b);
+    test_silu(b);
     test_rotary(b);
     test_logits(b);
     b->destroy(b);
