@@ -146,7 +146,8 @@ static int model_info(const char *model, const char *revision, double memory, co
     printf("\nmodel: %s%s%s\n", model, strcmp(dir, model) ? " -> " : "", strcmp(dir, model) ? dir : "");
     printf("architecture: %s (%s, %s MLP, %s rotary, %s residual)\n", c.arch->hf_class,
            c.arch->norm == TP_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
-           c.arch->mlp == TP_MLP_SILU_GATED ? "SiLU-gated" : "GELU", c.arch->rope == TP_ROPE_NEOX ? "rotate-half" : "GPT-J",
+           c.arch->mlp == TP_MLP_SILU_GATED ? "SiLU-gated" : "GELU",
+           c.arch->rope == TP_ROPE_NEOX ? "rotate-half" : "GPT-J",
            c.arch->residual == TP_RESIDUAL_SEQUENTIAL ? "sequential" : "parallel");
     printf("config: %d layers, n_embd %d, %d heads of %d (%d KV heads, rotary_dim %d, rope_theta %g), MLP width %d, "
            "vocab %d, n_positions %d\n",
@@ -218,8 +219,9 @@ static int model_info(const char *model, const char *revision, double memory, co
     for (int tp = 1; tp <= 8; tp *= 2) {
         tp_shard s;
         if (tp_shard_plan(&c, tp, 0, &s, err, sizeof err)) {
-            printf("  %-3d %s\n", tp, c.n_head % tp ? "not valid: n_head is not a multiple of it"
-                                                     : "not valid: it neither divides nor is a multiple of the KV heads");
+            printf("  %-3d %s\n", tp,
+                   c.n_head % tp ? "not valid: n_head is not a multiple of it"
+                                 : "not valid: it neither divides nor is a multiple of the KV heads");
             continue;
         }
         int64_t most = 0;

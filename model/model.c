@@ -116,19 +116,21 @@ static void norm(const tp_model *m, void *x, const void *h, const void *g, const
     else b->layernorm(b, x, h, g, beta, T, c->n_embd, c->norm_eps);
 }
 
-/* part (= or +=, accumulate) [T, E] = this rank's attention partial sum of x [T, E]:
+/* part [T, E] = this rank's attention partial sum of x = a->ln [T, E]:
  * qkv [T, (Hl+2Hkl)D] -> rotary + cache write -> att [T, Hl*D] -> o_proj (+ its bias on rank 0). */
 static void attn_partial(tp_model *m, const tp_layer *L, int l, const tp_step *st, const tp_attn_shape *as, int T) {
     tp_backend *b = m->b;
     tp_acts *a = &m->a;
-    const int E = m->cfg.n_embd, HlD = as->n_heads * as->head_dim, QKV = (as->n_heads + 2 * as->n_kv_heads) * as->head_dim;
+    const int E = m->cfg.n_embd, HlD = as->n_heads * as->head_dim;
+    const int QKV = (as->n_heads + 2 * as->n_kv_heads) * as->head_dim;
     b->matmul(b, a->qkv, a->ln, L->qkv, L->qkv_b, T, QKV, E, 0);
     b->rotary_kv_write(b, a->qkv, m->kv.k[l], m->kv.v[l], st, as);
     b->attention(b, a->att, a->qkv, m->kv.k[l], m->kv.v[l], st, as);
     b->matmul(b, a->part, a->att, L->out, m->sh.rank == 0 ? L->out_b : NULL, T, E, HlD, 0);
 }
 
-/* part += this rank's MLP partial sum of x [T, E] (+ the output bias once, on rank 0):
+/* part (+= when accumulate, else =) this rank's MLP partial sum of x = a->ln [T, E] (+ the output
+ * bias once, on rank 0):
  * GELU: mlp [T, Il] = gelu(fc_in x + b); SILU_GATED: gu [T, 2 Il] = [gate x | up x],
  * mlp = silu(gate) * up. */
 static void mlp_partial(tp_model *m, const tp_layer *L, int T, int accumulate) {
