@@ -26,8 +26,8 @@
 typedef enum { ATT_ISA_C = 0, ATT_ISA_AVX2 = 1, ATT_ISA_AVX512 = 2 } att_isa;
 
 /* Grouped-query attention: query head h reads KV head h / (Hl / Hkl) (Hkl == Hl: one each). A work
- * item is one query head, so the Hl / Hkl query heads of a KV head read the same K/V rows, and
- * those items are adjacent in the schedule (cpu_attention.c): the rows are still in L2. */
+ * item is one query head; the Hl / Hkl query heads of a KV head on the same tokens read the same
+ * K/V rows, and their items follow each other in the schedule (cpu_attention.c). */
 typedef struct {
     const void *qkv;     /* [T, (Hl + 2 Hkl) D]: q heads, k heads, v heads; f32 or bf16 (kv_bf16) */
     const void *kc, *vc; /* [n_blocks, bs, Hkl, D], same dtype */
