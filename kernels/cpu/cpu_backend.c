@@ -135,6 +135,8 @@ tp_backend *tp_backend_cpu_create(int n_threads) {
     b->matmul_f32out = cpu_matmul_f32out;
     b->matmul_gelu = cpu_matmul_gelu;
     b->gelu_new = cpu_gelu_new;
+    b->rmsnorm = cpu_rmsnorm;
+    b->silu_mul = cpu_silu_mul;
     b->add = cpu_add;
     b->gather_rows = cpu_gather_rows;
     b->rotary_kv_write = cpu_rotary_kv_write;

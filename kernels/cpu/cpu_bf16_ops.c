@@ -89,6 +89,40 @@ CPU_SIMD_CLONES static void bf16_layernorm(tp_backend *b, void *y, const void *x
     }
 }
 
+/* HF LlamaRMSNorm in bf16: x * rsqrt(mean(x^2) + eps) in f32 (the mean of squares summed in
+ * double), rounded to bf16 (`hidden_states.to(input_dtype)`), then weight * that, rounded again --
+ * HF's two roundings, so the bits match its bf16 run. */
+CPU_SIMD_CLONES static void bf16_rmsnorm(tp_backend *b, void *y, const void *x, const void *g, int T, int E,
+                                         float eps) {
+    bf16 *yo = y;
+    const bf16 *xi = x, *gg = g;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * E >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        const bf16 *xr = xi + (size_t)t * E;
+        bf16 *yr = yo + (size_t)t * E;
+        double s = 0.0;
+        for (int e = 0; e < E; e++) {
+            const double v = b2f(xr[e]);
+            s += v * v;
+        }
+        const float r = (float)(1.0 / sqrt(s / E + (double)eps));
+        for (int e = 0; e < E; e++) yr[e] = f2b(b2f(gg[e]) * b2f(f2b(b2f(xr[e]) * r)));
+    }
+}
+
+/* HF's act_fn(gate) * up in bf16: silu in f32 (kernels/common/tp_act.h) rounded to bf16, then the
+ * product rounded again (two bf16 tensors, two roundings, as torch runs them). */
+CPU_SIMD_CLONES static void bf16_silu_mul(tp_backend *b, void *y, const void *gu, int T, int N) {
+    bf16 *yo = y;
+    const bf16 *in = gu;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * N >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        const bf16 *gr = in + (size_t)t * 2 * N, *ur = gr + N;
+        bf16 *yr = yo + (size_t)t * N;
+        for (int i = 0; i < N; i++) yr[i] = f2b(b2f(f2b(tp_silu(b2f(gr[i])))) * b2f(ur[i]));
+    }
+}
+
 CPU_SIMD_CLONES static void bf16_gelu_new(tp_backend *b, void *x, size_t n) {
     bf16 *v = x;
     #pragma omp parallel for simd schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
@@ -153,14 +187,15 @@ static void bf16_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *
  * P.V sum in f32, the output rounded once. */
 static void bf16_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                            const tp_step *st, const tp_attn_shape *as) {
-    const int Hl = as->n_heads, D = as->head_dim;
-    if (as->n_kv_heads != Hl) tp_die("cpu attention: grouped-query attention (%d KV heads for %d heads) is not implemented yet", as->n_kv_heads, Hl);
+    const int Hl = as->n_heads, Hkl = as->n_kv_heads, D = as->head_dim;
+    if (Hkl < 1 || Hl % Hkl) tp_die("cpu attention: %d query heads are not a multiple of %d KV heads", Hl, Hkl);
     const att_isa isa = cpu_attn_isa_pick();
     const int q_max = st->n_tokens < cpu_attn_tile(isa) ? st->n_tokens : cpu_attn_tile(isa);
     char path[96];
     snprintf(path, sizeof path, "%s (bf16 K/V, f32 scores and online softmax)", cpu_attn_kernel_name(isa, 1, q_max));
     bf16_report(b, 16 + (q_max >= 3 ? 3 : 0) + (unsigned)isa, "attention", path);
-    const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .D = D, .kv_bf16 = 1};
+    const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .Hkl = Hkl, .D = D,
+                        .kv_bf16 = 1};
     cpu_attn_run(isa, &a, cpu_threads(b));
 }
 
@@ -261,6 +296,8 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     b->matmul_f32out = bf16_matmul_f32out;
     b->matmul_gelu = bf16_matmul_gelu;
     b->gelu_new = bf16_gelu_new;
+    b->rmsnorm = bf16_rmsnorm;
+    b->silu_mul = bf16_silu_mul;
     b->add = bf16_add;
     b->gather_rows = bf16_gather_rows;
     b->rotary_kv_write = bf16_rotary_kv_write;

@@ -97,6 +97,8 @@ void cpu_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int 
 void cpu_layernorm(tp_backend *b, void *y, const void *x, const void *g, const void *beta, int T, int E,
                    float eps);
 void cpu_gelu_new(tp_backend *b, void *x, size_t n);
+void cpu_rmsnorm(tp_backend *b, void *y, const void *x, const void *g, int T, int E, float eps);
+void cpu_silu_mul(tp_backend *b, void *y, const void *gu, int T, int N);
 void cpu_add(tp_backend *b, void *y, const void *x, size_t n);
 void cpu_gather_rows(tp_backend *b, void *dst, const void *src, const int32_t *rows_host, int n, int E);
 
