@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "util/log.h"
 
 /* GEMV kernel tiers: each shape's chosen by measurement at load among those this CPU runs
  * (cpu_tune.h); TPGEN_CPU_ISA caps the tier instead (cpu_isa.h; tests run each in turn). */
@@ -59,7 +60,12 @@ typedef struct {
 
 static inline tp_cpu_bf16 *bf16_impl(tp_backend *b) { return (tp_cpu_bf16 *)b->impl; }
 /* --verbose: one line the first time an op takes a path (bit: a distinct id per op and path). */
-void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path);
+static inline void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path) {
+    tp_cpu_bf16 *c = bf16_impl(b);
+    if (!c->verbose || (c->printed & (1u << bit))) return;
+    c->printed |= 1u << bit;
+    tp_log0("cpu bf16: %s -> %s\n", op, path);
+}
 
 const char *bf16_isa_name(bf16_isa isa);
 /* Scratch slot (above) of at least n floats; contents are not kept when it grows. */

@@ -162,6 +162,17 @@ CPU_SIMD_CLONES static void widen_bf16(float *dst, const bf16 *src, size_t n) {
     for (; i < n; i++) dst[i] = tp_bf16_to_f32(src[i]);
 }
 
+float *bf16_scratch(tp_cpu_bf16 *c, int slot, size_t n) {
+    if (slot < 0 || slot >= c->n_scratch)
+        tp_die("cpu bf16: scratch slot %d out of range (%d slots for %d threads)", slot, c->n_scratch, c->n_threads);
+    if (c->scratch_cap[slot] < n) {
+        free(c->scratch[slot]);
+        c->scratch[slot] = tp_malloc((n ? n : 1) * sizeof(float) + 64);
+        c->scratch_cap[slot] = n;
+    }
+    return c->scratch[slot];
+}
+
 /* x [T, K] bf16 -> f32 [T, bf16_ldx(K)] (the panel kernels' x: a zero at k = K when K is odd). */
 static float *widen_x(tp_cpu_bf16 *c, const bf16 *x, int T, int K) {
     const size_t ldx = bf16_ldx(K);

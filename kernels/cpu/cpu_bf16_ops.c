@@ -20,13 +20,6 @@ typedef uint16_t bf16;
 static inline float b2f(bf16 h) { return tp_bf16_to_f32(h); }
 static inline bf16 f2b(float f) { return tp_f32_to_bf16(f); }
 
-void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path) {
-    tp_cpu_bf16 *c = bf16_impl(b);
-    if (!c->verbose || (c->printed & (1u << bit))) return;
-    c->printed |= 1u << bit;
-    tp_log0("cpu bf16: %s -> %s\n", op, path);
-}
-
 /* n elements of st -> bf16 (f16 and f32 through f32, which holds both exactly); src_host may
  * sit at any byte offset (a tensor of a .bin file): loads through kernels/dtype.h. */
 static void bf16_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, size_t n) {
@@ -204,17 +197,6 @@ static const char *bf16_kernel_name(tp_backend *b, tp_op_class op, int T, int D)
     if (op != TP_OP_ATTENTION) return bf16_gemm_kernel(b, T);
     const att_isa isa = cpu_attn_isa_pick();
     return cpu_attn_kernel_name(isa, 1, T < cpu_attn_tile(isa) ? T : cpu_attn_tile(isa));
-}
-
-float *bf16_scratch(tp_cpu_bf16 *c, int slot, size_t n) {
-    if (slot < 0 || slot >= c->n_scratch)
-        tp_die("cpu bf16: scratch slot %d out of range (%d slots for %d threads)", slot, c->n_scratch, c->n_threads);
-    if (c->scratch_cap[slot] < n) {
-        free(c->scratch[slot]);
-        c->scratch[slot] = tp_malloc((n ? n : 1) * sizeof(float) + 64);
-        c->scratch_cap[slot] = n;
-    }
-    return c->scratch[slot];
 }
 
 static void bf16_destroy(tp_backend *b) {
