@@ -161,9 +161,12 @@ struct tp_backend {
     void (*attention)(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                       const tp_step *st, const tp_attn_shape *a);
     /* LLaMA's ops (NULL on a backend without them; model/arch.c refuses such a model there).
-     * rmsnorm: y = x / sqrt(mean(x^2) + eps) * g per row, in f32, rounded once; y may equal x. [T, E]
-     * silu_mul: y[t, i] = silu(gu[t, i]) * gu[t, N + i], silu(z) = z / (1 + exp(-z)), in f32;
-     * gu: [T, 2N] (gate_proj's outputs, then up_proj's, one GEMM), y: [T, N]. */
+     * rmsnorm: y = g * act(x / sqrt(mean(x^2) + eps)) per row, statistics in f32 or better; y may
+     * equal x. [T, E]. act(): rounded to act, as HF LlamaRMSNorm's `.to(input_dtype)` before the
+     * weight (a no-op in f32; the CPU bf16 backend rounds there and after the product).
+     * silu_mul: y[t, i] = act(silu(gu[t, i])) * gu[t, N + i], silu(z) = z / (1 + exp(-z)) in f32
+     * (tp_silu in kernels/common/tp_act.h; act() as HF's bf16 act_fn output); gu: [T, 2N] (gate_proj's
+     * outputs, then up_proj's, one GEMM), y: [T, N]. */
     void (*rmsnorm)(tp_backend *b, void *y, const void *x, const void *g, int T, int E, float eps);
     void (*silu_mul)(tp_backend *b, void *y, const void *gu, int T, int N);
 

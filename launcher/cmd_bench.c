@@ -15,7 +15,8 @@
  *
  * Prefill of an L-token prompt (--prefill, capped at n_positions) runs the way generate runs it:
  * chunks of --max-batch-tokens, logits for the last token only; median of --prefill-runs. Its
- * FLOPs per rank are the layers' GEMMs (2 T E (4 Hl D + 2 Il)), the causal attention
+ * FLOPs per rank are the layers' GEMMs (2 T times their elements, tp_arch_layer_matrix_elems:
+ * CodeGen E (4 Hl D + 2 Il), LLaMA E (2 (Hl + Hkl) D + 3 Il)), the causal attention
  * (4 Hl D per token and attended position) and one lm_head row, against the backend's GEMM rate
  * on this rank's fc_in shape at the chunk size. On the CPU backends (whose ops run on the calling
  * thread) prefill rows also give attention's share: rank 0's attention op is wrapped to add up
@@ -117,8 +118,9 @@ static void timed_attention(tp_backend *b, void *out, const void *qkv, const voi
 
 /* FLOPs this rank spends on an L-token prefill (see the file comment). */
 static double prefill_flops(const tp_model *m, int L) {
-    double E = m->cfg.n_embd, HD = (double)m->sh.n_heads * m->cfg.head_dim, Il = m->sh.n_inner;
-    double per_layer = 2.0 * L * E * (4 * HD + 2 * Il) + 4.0 * HD * ((double)L * (L + 1) / 2);
+    double E = m->cfg.n_embd, HD = (double)m->sh.n_heads * m->cfg.head_dim;
+    double gemm = (double)tp_arch_layer_matrix_elems(&m->cfg, m->sh.n_heads, m->sh.n_kv_heads, m->sh.n_inner, NULL);
+    double per_layer = 2.0 * L * gemm + 4.0 * HD * ((double)L * (L + 1) / 2);
     return m->cfg.n_layer * per_layer + 2.0 * E * m->sh.n_vocab;
 }
 

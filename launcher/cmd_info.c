@@ -34,42 +34,50 @@ static int info_error(int status, const char *fmt, ...) {
     return status;
 }
 
-/* Elements of every weight of the model as weights.c loads it (HF CodeGen names):
- * wte [V, E]; per layer ln_1 [E] x2, qkv_proj [3E, E], out_proj [E, E], fc_in [I, E] + [I],
- * fc_out [E, I] + [E]; ln_f [E] x2; lm_head [V, E] + [V]. */
-static int64_t param_count(const tp_config *c) {
-    int64_t V = c->vocab_size, E = c->n_embd, I = c->n_inner, L = c->n_layer;
-    return 2 * V * E + V + 2 * E + L * (4 * E * E + 2 * E * I + I + 3 * E);
-}
-
-/* The same for one rank's shard (its heads, MLP slice and padded vocab slice). */
+/* The same for one rank's shard: the replicated embedding and norms, its heads' and MLP rows'
+ * matrices and biases (model/arch.h counts the matrices), and its padded vocab slice. */
 static int64_t rank_elements(const tp_config *c, const tp_shard *s) {
+    const tp_arch *a = c->arch;
     int64_t V = c->vocab_size, E = c->n_embd, D = c->head_dim, L = c->n_layer;
-    int64_t Hl = s->n_heads, Il = s->n_inner, Vl = s->n_vocab;
-    return V * E + L * (2 * E + 3 * Hl * D * E + E * Hl * D + Il * E + Il + E * Il + E) + 2 * E + Vl * E + Vl;
+    int64_t Hl = s->n_heads, Hkl = s->n_kv_heads, Il = s->n_inner, Vl = s->n_vocab;
+    int64_t norms = (a->residual == TP_RESIDUAL_SEQUENTIAL ? 2 : 1) * E * (a->norm_bias ? 2 : 1);
+    int64_t in_rows = a->mlp == TP_MLP_SILU_GATED ? 2 * Il : Il;
+    int64_t biases = (c->qkv_bias ? (Hl + 2 * Hkl) * D : 0) + (c->o_bias ? E : 0) + (c->mlp_in_bias ? in_rows : 0) +
+                     (c->mlp_out_bias ? E : 0);
+    return V * E + L * (tp_arch_layer_matrix_elems(c, (int)Hl, (int)Hkl, (int)Il, NULL) + norms + biases) +
+           E * (a->norm_bias ? 2 : 1) + Vl * E + (c->lm_head_bias ? Vl : 0);
 }
 
-/* The GEMM matrices of one rank's shard: elements and rows (qkv, out_proj, fc_in, fc_out of every
- * layer, lm_head). A decode step reads each once, so their bytes are the weight bytes per token
- * at batch 1. */
+/* The GEMM matrices of one rank's shard: elements and rows (q/k/v, o, the MLP's of every layer,
+ * lm_head). A decode step reads each once, so their bytes are the weight bytes per token at
+ * batch 1. */
 static void rank_matrices(const tp_config *c, const tp_shard *s, int64_t *elements, int64_t *rows) {
-    int64_t E = c->n_embd, D = c->head_dim, L = c->n_layer, Hl = s->n_heads, Il = s->n_inner, Vl = s->n_vocab;
-    *elements = L * (3 * Hl * D * E + E * Hl * D + Il * E + E * Il) + Vl * E;
-    *rows = L * (3 * Hl * D + E + Il + E) + Vl;
+    long long lr = 0;
+    const int64_t le = tp_arch_layer_matrix_elems(c, s->n_heads, s->n_kv_heads, s->n_inner, &lr);
+    *elements = c->n_layer * le + (int64_t)s->n_vocab * c->n_embd;
+    *rows = c->n_layer * (int64_t)lr + s->n_vocab;
 }
 
-/* 1 when name is a weight weights.c loads (the rest, like attn.causal_mask, is not counted). */
-static int model_tensor(const char *name, int n_layer) {
-    static const char *top[] = {"transformer.wte.weight", "transformer.ln_f.weight", "transformer.ln_f.bias",
-                                "lm_head.weight", "lm_head.bias"};
-    static const char *layer[] = {"ln_1.weight",      "ln_1.bias",      "attn.qkv_proj.weight", "attn.out_proj.weight",
-                                  "mlp.fc_in.weight", "mlp.fc_in.bias", "mlp.fc_out.weight",    "mlp.fc_out.bias"};
-    for (size_t i = 0; i < sizeof top / sizeof *top; i++)
-        if (!strcmp(name, top[i])) return 1;
-    int l, off = 0;
-    if (sscanf(name, "transformer.h.%d.%n", &l, &off) != 1 || !off || l < 0 || l >= n_layer) return 0;
-    for (size_t i = 0; i < sizeof layer / sizeof *layer; i++)
-        if (!strcmp(name + off, layer[i])) return 1;
+/* 1 when name is a weight weights.c loads for this architecture (the rest, like CodeGen's
+ * attn.causal_mask or LLaMA's rotary_emb.inv_freq, is not counted). */
+static int model_tensor(const tp_config *c, const char *name) {
+    const tp_arch_names *N = &c->arch->names;
+    const char *top[] = {N->embed, N->norm_f, N->lm_head};
+    const char *layer[] = {N->norm1, N->norm2, N->qkv, N->q, N->k, N->v, N->o, N->mlp_in, N->mlp_up, N->mlp_out};
+    const char *sfx[] = {".weight", ".bias"};
+    char buf[160];
+    for (int j = 0; j < 2; j++) {
+        for (size_t i = 0; i < sizeof top / sizeof *top; i++) {
+            tp_arch_tensor(buf, sizeof buf, top[i], -1, sfx[j]);
+            if (!strcmp(name, buf)) return 1;
+        }
+        for (int l = 0; l < c->n_layer && l < 100000; l++)
+            for (size_t i = 0; i < sizeof layer / sizeof *layer; i++) {
+                if (!layer[i]) continue;
+                tp_arch_tensor(buf, sizeof buf, layer[i], l, sfx[j]);
+                if (!strcmp(name, buf)) return 1;
+            }
+    }
     return 0;
 }
 
@@ -133,13 +141,21 @@ static int model_info(const char *model, const char *revision, double memory, co
         return info_error(1, "%s", err);
     }
     char gerr[2048];
-    const int groups_ok = tp_checkpoint_qkv_groups(dir, c.n_head, 0, &c.qkv_groups, gerr, sizeof gerr) == 0;
+    const int fused = c.arch->names.qkv != NULL; /* CodeGen's qkv_proj in mp_num groups */
+    const int groups_ok = fused && tp_checkpoint_qkv_groups(dir, c.n_head, 0, &c.qkv_groups, gerr, sizeof gerr) == 0;
     printf("\nmodel: %s%s%s\n", model, strcmp(dir, model) ? " -> " : "", strcmp(dir, model) ? dir : "");
-    printf("config: %d layers, n_embd %d, %d heads of %d (rotary_dim %d), n_inner %d, vocab %d, n_positions %d\n",
-           c.n_layer, c.n_embd, c.n_head, c.head_dim, c.rotary_dim, c.n_inner, c.vocab_size, c.n_positions);
+    printf("architecture: %s (%s, %s MLP, %s rotary, %s residual)\n", c.arch->hf_class,
+           c.arch->norm == TP_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+           c.arch->mlp == TP_MLP_SILU_GATED ? "SiLU-gated" : "GELU",
+           c.arch->rope == TP_ROPE_NEOX ? "rotate-half" : "GPT-J",
+           c.arch->residual == TP_RESIDUAL_SEQUENTIAL ? "sequential" : "parallel");
+    printf("config: %d layers, n_embd %d, %d heads of %d (%d KV heads, rotary_dim %d, rope_theta %g), MLP width %d, "
+           "vocab %d, n_positions %d\n",
+           c.n_layer, c.n_embd, c.n_head, c.head_dim, c.n_kv_head, c.rotary_dim, (double)c.rope_theta, c.n_inner,
+           c.vocab_size, c.n_positions);
     if (groups_ok) printf("qkv_proj: %d groups (mp_num)\n", c.qkv_groups);
-    else printf("qkv_proj: unknown layout: %s\n", gerr);
-    int64_t params = param_count(&c);
+    else if (fused) printf("qkv_proj: unknown layout: %s\n", gerr);
+    int64_t params = tp_arch_param_count(&c);
     printf("parameters: %" PRId64 " (%.2f %s)\n", params, params >= 1e9 ? params / 1e9 : params / 1e6,
            params >= 1e9 ? "B" : "M");
 
@@ -165,7 +181,7 @@ static int model_info(const char *model, const char *revision, double memory, co
             const tp_st_tensor *t = tp_ckpt_at(ck, i);
             count[t->dtype]++;
             elems += tp_st_numel(t);
-            if (model_tensor(t->name, c.n_layer)) used += tp_st_numel(t);
+            if (model_tensor(&c, t->name)) used += tp_st_numel(t);
         }
         printf("checkpoint: %s\n", tp_ckpt_describe(ck));
         printf("  %zu file%s, %zu tensors, %" PRId64 " elements, %s stored as", tp_ckpt_file_count(ck),
@@ -194,7 +210,7 @@ static int model_info(const char *model, const char *revision, double memory, co
                       : "the CPU backend",
            human(memory, b1, sizeof b1), why);
     const int int8 = weights_flag != NULL;
-    if (int8) printf("GEMM weights (qkv, out_proj, fc_in, fc_out, lm_head) in int8 with an f32 scale per row "
+    if (int8) printf("GEMM weights (attention, MLP, lm_head) in int8 with an f32 scale per row "
                      "(--weights int8); embedding, norms and biases in %s\n", dt);
     printf("  %-3s %16s %20s %22s\n", "TP", "weights/rank", "KV bytes/token/rank", "KV tokens that fit");
     char gemm_line[256];
@@ -203,7 +219,9 @@ static int model_info(const char *model, const char *revision, double memory, co
     for (int tp = 1; tp <= 8; tp *= 2) {
         tp_shard s;
         if (tp_shard_plan(&c, tp, 0, &s, err, sizeof err)) {
-            printf("  %-3d %s\n", tp, "not valid: n_head is not a multiple of it");
+            printf("  %-3d %s\n", tp,
+                   c.n_head % tp ? "not valid: n_head is not a multiple of it"
+                                 : "not valid: it neither divides nor is a multiple of the KV heads");
             continue;
         }
         int64_t most = 0;
@@ -217,7 +235,7 @@ static int model_info(const char *model, const char *revision, double memory, co
         rank_matrices(&c, &s, &mel, &mrows);
         const double gemm = int8 ? (double)mel + 4.0 * (double)mrows : (double)mel * es; /* read per decode step */
         double w = (double)most * es - (int8 ? (double)mel * es - gemm : 0.0);
-        double kv = 2.0 * c.n_layer * (double)(c.n_head / tp) * c.head_dim * es; /* K and V of every layer */
+        double kv = 2.0 * c.n_layer * (double)s.n_kv_heads * c.head_dim * es; /* K and V of every layer, its KV heads */
         char b3[64];
         if (gl < sizeof gemm_line)
             gl += (size_t)snprintf(gemm_line + gl, sizeof gemm_line - gl, "%s TP %d %s", tp > 1 ? "," : "", tp,

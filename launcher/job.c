@@ -121,7 +121,12 @@ void tp_job_config(tp_job *j, tp_comm *mpi, const tp_args *a) {
     char err[4096];
     const char *path = a->model ? a->model : a->config;
     if (tp_config_load(path, &m->cfg, err, sizeof err)) tp_die_all("%s", err);
-    if (tp_checkpoint_qkv_groups(path, m->cfg.n_head, a->qkv_groups, &m->cfg.qkv_groups, err, sizeof err)) tp_die_all("%s", err);
+    if (m->cfg.arch->names.qkv) { /* a fused qkv_proj in mp_num groups (CodeGen) */
+        if (tp_checkpoint_qkv_groups(path, m->cfg.n_head, a->qkv_groups, &m->cfg.qkv_groups, err, sizeof err))
+            tp_die_all("%s", err);
+    } else if (a->qkv_groups > 0)
+        tp_die_all("--qkv-groups is for CodeGen's fused qkv_proj; %s has separate q/k/v projections",
+                   m->cfg.arch->hf_class);
     if (tp_shard_plan(&m->cfg, mpi->size, mpi->rank, &m->sh, err, sizeof err)) tp_die_all("%s", err);
 }
 
@@ -148,8 +153,9 @@ void tp_job_load(tp_job *j, const tp_args *a) {
     m->comm = j->comm;
     m->use_graphs = !a->no_cuda_graphs;
     m->no_prefix_cache = a->no_prefix_cache;
-    tp_log0("tpgen: %s, %d layers, E=%d, H=%d, V=%d; TP=%d, backend %s (%s%s), comm %s\n",
-            a->model ? a->model : a->config, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head, m->cfg.vocab_size,
+    tp_log0("tpgen: %s, %s, %d layers, E=%d, H=%d (%d KV), V=%d; TP=%d, backend %s (%s%s), comm %s\n",
+            a->model ? a->model : a->config, m->cfg.arch->hf_class, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head,
+            m->cfg.n_kv_head, m->cfg.vocab_size,
             mpi->size, j->b->name, tp_dtype_name(j->b->act), j->b->weights ? ", int8 weights" : "", j->comm->name);
     job_plan(j, a, 0, 0); /* refuse before loading weights what cannot fit */
     tp_model_load_weights(m, a->model, a->random_weights, a->seed + 12345);

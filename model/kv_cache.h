@@ -1,4 +1,5 @@
-/* The paged KV cache of one rank: K and V of this rank's heads for every layer, in fixed-size
+/* The paged KV cache of one rank: K and V of this rank's KV heads (grouped-query attention: fewer
+ * than its query heads; model/shard.h) for every layer, in fixed-size
  * blocks carved from one device allocation made once at start. A sequence owns a list of blocks
  * (its block table); token p of a sequence lives in block table[p / block_size] at offset
  * p % block_size. Rank 0 decides which blocks a sequence gets (prefix_cache.h runs there)
@@ -13,9 +14,9 @@
 #include "kernels/backend.h"
 
 typedef struct {
-    int n_layer, n_blocks, block_size, n_heads, head_dim; /* n_heads: this rank's heads */
+    int n_layer, n_blocks, block_size, n_heads, head_dim; /* n_heads: this rank's KV heads (Hkl) */
     size_t bytes_per_token;                               /* K+V, all layers, this rank */
-    void *arena;                                          /* device: [L][2][n_blocks, bs, Hl, D] */
+    void *arena;                                          /* device: [L][2][n_blocks, bs, Hkl, D] */
     void **k, **v;                                        /* [L] device pointers into the arena */
 } tp_kv_cache;
 

@@ -23,14 +23,15 @@ long tp_model_plan(const tp_model *m, const tp_plan_args *pa, size_t avail, tp_m
     const tp_config *c = &m->cfg;
     memset(p, 0, sizeof *p);
     const size_t wb = m->w.arena ? m->w.arena_bytes : tp_model_weights_bytes(m);
-    tp_mem_plan_add(p, "weights", wb, m->w.arena ? TP_MEM_HELD : TP_MEM_DEVICE, "%d layers, %d heads, %d MLP rows, %d vocab rows%s",
-                    c->n_layer, m->sh.n_heads, m->sh.n_inner, m->sh.n_vocab,
+    tp_mem_plan_add(p, "weights", wb, m->w.arena ? TP_MEM_HELD : TP_MEM_DEVICE,
+                    "%d layers, %d heads (%d KV), %d MLP rows, %d vocab rows%s",
+                    c->n_layer, m->sh.n_heads, m->sh.n_kv_heads, m->sh.n_inner, m->sh.n_vocab,
                     b->weights ? "; GEMMs int8 + f32 row scales" : "");
     /* The block table (in the activations) is sized by the KV blocks, which are known only after
      * the activations are: plan with an upper bound of the blocks, then shrink the entry to the
      * blocks taken (what tp_model_alloc asks for). */
     const int bs = pa->block_size;
-    const size_t per_block = tp_kv_bytes_per_token(b, c->n_layer, m->sh.n_heads, c->head_dim) * (size_t)bs;
+    const size_t per_block = tp_kv_bytes_per_token(b, c->n_layer, m->sh.n_kv_heads, c->head_dim) * (size_t)bs;
     long kv_bound = pa->kv_tokens > 0 ? (pa->kv_tokens + bs - 1) / bs : (long)(avail / per_block) + 1;
     if (kv_bound > 2000000000L) kv_bound = 2000000000L;
     tp_mem_plan_add(p, "activations",

@@ -1,6 +1,7 @@
-/* The CodeGen model on one rank: its shard of the weights, its KV cache, its activation
- * buffers, and the forward pass. Every rank runs tp_model_forward on the same step; the one
- * all-reduce per layer goes through the communicator. Nothing here knows the backend. */
+/* The model on one rank: its shard of the weights, its KV cache, its activation buffers, and the
+ * forward pass, for every architecture of model/arch.h. Every rank runs tp_model_forward on the
+ * same step; the all-reduces (one per layer for CodeGen, two for LLaMA) go through the
+ * communicator. Nothing here knows the backend. */
 #ifndef TPGEN_MODEL_H
 #define TPGEN_MODEL_H
 
@@ -13,24 +14,28 @@
 #include "kv_cache.h"
 #include "shard.h"
 
-/* One layer's weights on this rank (device memory, act dtype). Hl = this rank's heads,
- * Il = this rank's MLP rows. Matrices are in the backend's matrix_upload layout. */
+/* One layer's weights on this rank (device memory, act dtype); NULL where the architecture or
+ * the config has no such tensor (model/arch.h). Hl = this rank's query heads, Hkl = its KV heads,
+ * Il = its MLP rows, D = head_dim. Matrices are in the backend's matrix_upload layout. */
 typedef struct {
-    void *ln1_g, *ln1_b; /* [E] each, replicated */
-    void *qkv;           /* matrix [3 * Hl * D, E]: this rank's q heads, then k heads, then v heads */
-    void *out;           /* matrix [E, Hl * D]: out_proj columns of this rank's heads */
-    void *fc_in;         /* matrix [Il, E]: fc_in rows of this rank */
-    void *fc_in_b;       /* [Il] */
-    void *fc_out;        /* matrix [E, Il]: fc_out columns of this rank */
-    void *fc_out_b;      /* [E], replicated; added on rank 0 only, so the all-reduce counts it once */
+    void *norm1_g, *norm1_b; /* [E] each, replicated: ln_1 / input_layernorm (RMSNorm: no bias) */
+    void *norm2_g, *norm2_b; /* [E]: post_attention_layernorm (sequential residual only) */
+    void *qkv;           /* matrix [(Hl + 2 Hkl) D, E]: this rank's q heads, then its KV heads' k, then v */
+    void *qkv_b;         /* [(Hl + 2 Hkl) D] (attention_bias) */
+    void *out;           /* matrix [E, Hl * D]: out_proj / o_proj columns of this rank's heads */
+    void *out_b;         /* [E], replicated; added on rank 0 only, so the all-reduce counts it once */
+    void *mlp_in;        /* matrix [Il, E] fc_in rows, or [2 Il, E]: gate_proj rows then up_proj rows */
+    void *mlp_in_b;      /* [Il] or [2 Il] */
+    void *mlp_out;       /* matrix [E, Il]: fc_out / down_proj columns of this rank */
+    void *mlp_out_b;     /* [E], replicated; added on rank 0 only */
 } tp_layer;
 
 typedef struct {
     void *wte;           /* [V, E], replicated */
     tp_layer *layers;    /* [L] */
-    void *lnf_g, *lnf_b; /* [E] */
+    void *normf_g, *normf_b; /* [E] (RMSNorm: no bias) */
     void *lm_head;       /* matrix [Vloc, E]: vocab rows [vocab0, vocab0 + Vloc), zero past V */
-    void *lm_head_b;     /* [Vloc] */
+    void *lm_head_b;     /* [Vloc] or NULL */
     void *arena;         /* the one device allocation all of the above live in */
     size_t arena_bytes;
     size_t matrix_bytes;      /* bytes the GEMM matrices occupy in the arena (padding, oneDNN copies) */
@@ -42,11 +47,12 @@ typedef struct {
     int max_tokens, max_rows, max_seqs, max_blocks;
     void *arena;
     void *h;        /* [T, E] residual stream */
-    void *ln;       /* [T, E] layer-norm output feeding both branches */
-    void *qkv;      /* [T, 3 * Hl * D] */
+    void *ln;       /* [T, E] norm output feeding the attention and MLP branches */
+    void *qkv;      /* [T, (Hl + 2 Hkl) D] */
     void *att;      /* [T, Hl * D] attention output of this rank's heads */
-    void *mlp;      /* [T, Il] */
-    void *part;     /* [T, E] this rank's attention + MLP partial sum, all-reduced */
+    void *mlp;      /* [T, Il] the MLP's inner activations */
+    void *gu;       /* [T, 2 Il] gate_proj then up_proj outputs (SiLU-gated MLP only, else NULL) */
+    void *part;     /* [T, E] this rank's partial sum of a branch (or both), all-reduced */
     void *rows;     /* [max_rows, E] final-norm rows whose logits are wanted */
     float *logits;  /* [max_rows, Vloc] f32 */
     int32_t *ids, *pos, *seq; /* [T] device */

@@ -10,6 +10,15 @@ int tp_shard_plan(const tp_config *c, int tp, int rank, tp_shard *s, char *err, 
                  c->n_head, valid);
         return -1;
     }
+    if (!tp_config_tp_ok(c, tp)) {
+        char valid[256];
+        tp_config_valid_tp(c, valid, sizeof valid);
+        snprintf(err, err_size,
+                 "TP=%d (the number of ranks) neither divides nor is a multiple of num_key_value_heads=%d: a rank "
+                 "must hold whole KV heads, or one KV head replicated; valid TP sizes: %s",
+                 tp, c->n_kv_head, valid);
+        return -1;
+    }
     if (tp > c->vocab_size || tp > c->n_inner) {
         snprintf(err, err_size, "TP=%d is larger than vocab_size=%d or the MLP width %d", tp, c->vocab_size,
                  c->n_inner);
@@ -19,6 +28,9 @@ int tp_shard_plan(const tp_config *c, int tp, int rank, tp_shard *s, char *err, 
     s->rank = rank;
     s->n_heads = c->n_head / tp;
     s->head0 = rank * s->n_heads;
+    const int group = c->n_head / c->n_kv_head; /* query heads per KV head */
+    s->kv_head0 = s->head0 / group;
+    s->n_kv_heads = c->n_kv_head % tp == 0 ? c->n_kv_head / tp : 1; /* else replicated: one per rank */
     s->inner0 = (int)((long)rank * c->n_inner / tp);
     s->n_inner = (int)((long)(rank + 1) * c->n_inner / tp) - s->inner0;
     s->n_vocab = (c->vocab_size + tp - 1) / tp;

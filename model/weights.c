@@ -15,22 +15,32 @@
 #include "model.h"
 #include "checkpoint/checkpoint.h"
 #include "kernels/common/tp_quant.h" /* tp_q8_absmax: row scales of column slices (--weights int8) */
+#include "arch.h"
 
 #define ARENA_ALIGN 256
 
 typedef enum { SLICE_ALL, SLICE_ROWS, SLICE_COLS, SLICE_QKV } slice_kind;
 
-/* One tensor to load: where it goes, which part of the file tensor this rank takes. */
+/* One file tensor an item reads, and the part of it this rank takes. */
 typedef struct {
-    char name[96];
+    char name[112];
+    int64_t rows, cols;   /* full shape in the file (cols = 1 for vectors) */
+    int64_t first, count; /* rows or columns taken; SLICE_QKV: heads */
+    const tp_st_tensor *t; /* the checkpoint's tensor (NULL with random weights) */
+} load_part;
+
+/* One device tensor to load: where it goes, and the file tensors it is made of -- one, or for
+ * SLICE_ROWS up to three whose row slices are stacked (LLaMA's q/k/v_proj into one qkv matrix,
+ * gate_proj and up_proj into one). */
+typedef struct {
+    load_part part[3];
+    int n_parts;
     void **dst;        /* where the device pointer is stored */
     int is_matrix;
-    int64_t rows, cols; /* full shape in the file (cols = 1 for vectors) */
     slice_kind slice;
-    int64_t first, count; /* rows or columns taken; SLICE_QKV: heads */
-    int64_t out_rows;   /* rows of the device tensor (>= count for padded lm_head) */
+    int64_t out_rows;  /* rows of the device tensor (>= the rows taken for padded lm_head) */
     float rand_mean;
-    size_t offset;      /* in the arena */
+    size_t offset;     /* in the arena */
 } load_item;
 
 typedef struct {
@@ -38,26 +48,33 @@ typedef struct {
     int n, cap;
 } load_list;
 
-static load_item *add_item(load_list *l, const char *name, void **dst, int is_matrix, int64_t rows, int64_t cols,
-                           slice_kind slice, int64_t first, int64_t count, int64_t out_rows, float mean) {
+static load_item *add_item(load_list *l, void **dst, int is_matrix, slice_kind slice, int64_t out_rows, float mean) {
     if (l->n == l->cap) l->items = tp_realloc(l->items, (l->cap = l->cap ? l->cap * 2 : 64) * sizeof *l->items);
     load_item *it = &l->items[l->n++];
     memset(it, 0, sizeof *it);
-    snprintf(it->name, sizeof it->name, "%s", name);
     it->dst = dst;
     it->is_matrix = is_matrix;
-    it->rows = rows;
-    it->cols = cols;
     it->slice = slice;
-    it->first = first;
-    it->count = count;
     it->out_rows = out_rows;
     it->rand_mean = mean;
     return it;
 }
 
+/* Adds a file tensor fmt(layer) + suffix of [rows, cols] to it, taking [first, first + count). */
+static void add_part(load_item *it, const char *fmt, int layer, const char *suffix, int64_t rows, int64_t cols,
+                     int64_t first, int64_t count) {
+    load_part *p = &it->part[it->n_parts++];
+    tp_arch_tensor(p->name, sizeof p->name, fmt, layer, suffix);
+    p->rows = rows;
+    p->cols = cols;
+    p->first = first;
+    p->count = count;
+}
+
 /* Device shape of an item: [out_rows, out_cols]. */
-static int64_t item_out_cols(const load_item *it) { return it->slice == SLICE_COLS ? it->count : it->cols; }
+static int64_t item_out_cols(const load_item *it) {
+    return it->slice == SLICE_COLS ? it->part[0].count : it->part[0].cols;
+}
 
 static size_t item_bytes(tp_backend *b, const load_item *it) {
     int64_t r = it->out_rows, c = item_out_cols(it);
@@ -65,31 +82,74 @@ static size_t item_bytes(tp_backend *b, const load_item *it) {
     return (size_t)(r * c) * tp_dtype_size(b->act);
 }
 
+/* A whole replicated tensor (norms, the embedding, row-parallel biases). */
+static void add_all(load_list *l, void **dst, const char *fmt, int layer, const char *suffix, int64_t rows,
+                    int64_t cols, float mean) {
+    add_part(add_item(l, dst, 0, SLICE_ALL, rows, mean), fmt, layer, suffix, rows, cols, 0, rows);
+}
+
+/* A norm's weight (mean 1 for random weights) and, when the architecture has one, its bias. */
+static void add_norm(load_list *l, const tp_arch *A, void **g, void **bias, const char *fmt, int layer, int64_t E) {
+    add_all(l, g, fmt, layer, ".weight", E, 1, 1);
+    if (A->norm_bias) add_all(l, bias, fmt, layer, ".bias", E, 1, 0);
+}
+
+/* This rank's q, k and v rows ([(Hl + 2 Hkl) D, E], or the bias [(Hl + 2 Hkl) D] when is_bias). */
+static void add_qkv(load_list *l, const tp_config *c, const tp_shard *s, void **dst, int layer, int is_bias) {
+    const tp_arch_names *N = &c->arch->names;
+    const int64_t E = c->n_embd, D = c->head_dim, H = c->n_head, Hk = c->n_kv_head;
+    const int64_t Hl = s->n_heads, Hkl = s->n_kv_heads, out = (Hl + 2 * Hkl) * D, cols = is_bias ? 1 : E;
+    const char *sfx = is_bias ? ".bias" : ".weight";
+    if (N->qkv) { /* CodeGen's fused qkv_proj in mp_num groups (no bias) */
+        add_part(add_item(l, dst, !is_bias, SLICE_QKV, out, 0), N->qkv, layer, sfx, 3 * H * D, cols, s->head0, Hl);
+        return;
+    }
+    load_item *it = add_item(l, dst, !is_bias, SLICE_ROWS, out, 0);
+    add_part(it, N->q, layer, sfx, H * D, cols, s->head0 * D, Hl * D);
+    add_part(it, N->k, layer, sfx, Hk * D, cols, s->kv_head0 * D, Hkl * D);
+    add_part(it, N->v, layer, sfx, Hk * D, cols, s->kv_head0 * D, Hkl * D);
+}
+
+/* This rank's MLP input rows: fc_in [Il, E], or gate_proj then up_proj [2 Il, E] (or the bias). */
+static void add_mlp_in(load_list *l, const tp_config *c, const tp_shard *s, void **dst, int layer, int is_bias) {
+    const tp_arch_names *N = &c->arch->names;
+    const int64_t I = c->n_inner, Il = s->n_inner, cols = is_bias ? 1 : c->n_embd;
+    const char *sfx = is_bias ? ".bias" : ".weight";
+    load_item *it = add_item(l, dst, !is_bias, SLICE_ROWS, N->mlp_up ? 2 * Il : Il, 0);
+    add_part(it, N->mlp_in, layer, sfx, I, cols, s->inner0, Il);
+    if (N->mlp_up) add_part(it, N->mlp_up, layer, sfx, I, cols, s->inner0, Il);
+}
+
+/* Every tensor this rank loads, by the architecture's names (model/arch.h) and the shard plan. */
 static void build_list(tp_model *m, load_list *l) {
     const tp_config *c = &m->cfg;
+    const tp_arch *A = c->arch;
+    const tp_arch_names *N = &A->names;
     const tp_shard *s = &m->sh;
-    int64_t E = c->n_embd, I = c->n_inner, D = c->head_dim, V = c->vocab_size;
-    char name[96];
+    int64_t E = c->n_embd, I = c->n_inner, D = c->head_dim, V = c->vocab_size, HD = (int64_t)c->n_head * D;
     m->w.layers = tp_calloc(c->n_layer, sizeof *m->w.layers);
-    add_item(l, "transformer.wte.weight", &m->w.wte, 0, V, E, SLICE_ALL, 0, V, V, 0);
+    add_all(l, &m->w.wte, N->embed, -1, ".weight", V, E, 0);
     for (int i = 0; i < c->n_layer; i++) {
         tp_layer *L = &m->w.layers[i];
-#define NAME(suffix) (snprintf(name, sizeof name, "transformer.h.%d.%s", i, suffix), name)
-        add_item(l, NAME("ln_1.weight"), &L->ln1_g, 0, E, 1, SLICE_ALL, 0, E, E, 1);
-        add_item(l, NAME("ln_1.bias"), &L->ln1_b, 0, E, 1, SLICE_ALL, 0, E, E, 0);
-        add_item(l, NAME("attn.qkv_proj.weight"), &L->qkv, 1, 3 * E, E, SLICE_QKV, s->head0, s->n_heads,
-                 3 * s->n_heads * D, 0);
-        add_item(l, NAME("attn.out_proj.weight"), &L->out, 1, E, E, SLICE_COLS, s->head0 * D, s->n_heads * D, E, 0);
-        add_item(l, NAME("mlp.fc_in.weight"), &L->fc_in, 1, I, E, SLICE_ROWS, s->inner0, s->n_inner, s->n_inner, 0);
-        add_item(l, NAME("mlp.fc_in.bias"), &L->fc_in_b, 0, I, 1, SLICE_ROWS, s->inner0, s->n_inner, s->n_inner, 0);
-        add_item(l, NAME("mlp.fc_out.weight"), &L->fc_out, 1, E, I, SLICE_COLS, s->inner0, s->n_inner, E, 0);
-        add_item(l, NAME("mlp.fc_out.bias"), &L->fc_out_b, 0, E, 1, SLICE_ALL, 0, E, E, 0);
-#undef NAME
+        add_norm(l, A, &L->norm1_g, &L->norm1_b, N->norm1, i, E);
+        add_qkv(l, c, s, &L->qkv, i, 0);
+        if (c->qkv_bias) add_qkv(l, c, s, &L->qkv_b, i, 1);
+        add_part(add_item(l, &L->out, 1, SLICE_COLS, E, 0), N->o, i, ".weight", E, HD, s->head0 * D,
+                 s->n_heads * D);
+        if (c->o_bias) add_all(l, &L->out_b, N->o, i, ".bias", E, 1, 0);
+        if (N->norm2) add_norm(l, A, &L->norm2_g, &L->norm2_b, N->norm2, i, E);
+        add_mlp_in(l, c, s, &L->mlp_in, i, 0);
+        if (c->mlp_in_bias) add_mlp_in(l, c, s, &L->mlp_in_b, i, 1);
+        add_part(add_item(l, &L->mlp_out, 1, SLICE_COLS, E, 0), N->mlp_out, i, ".weight", E, I, s->inner0,
+                 s->n_inner);
+        if (c->mlp_out_bias) add_all(l, &L->mlp_out_b, N->mlp_out, i, ".bias", E, 1, 0);
     }
-    add_item(l, "transformer.ln_f.weight", &m->w.lnf_g, 0, E, 1, SLICE_ALL, 0, E, E, 1);
-    add_item(l, "transformer.ln_f.bias", &m->w.lnf_b, 0, E, 1, SLICE_ALL, 0, E, E, 0);
-    add_item(l, "lm_head.weight", &m->w.lm_head, 1, V, E, SLICE_ROWS, s->vocab0, s->n_vocab_valid, s->n_vocab, 0);
-    add_item(l, "lm_head.bias", &m->w.lm_head_b, 0, V, 1, SLICE_ROWS, s->vocab0, s->n_vocab_valid, s->n_vocab, 0);
+    add_norm(l, A, &m->w.normf_g, &m->w.normf_b, N->norm_f, -1, E);
+    add_part(add_item(l, &m->w.lm_head, 1, SLICE_ROWS, s->n_vocab, 0), N->lm_head, -1, ".weight", V, E, s->vocab0,
+             s->n_vocab_valid);
+    if (c->lm_head_bias)
+        add_part(add_item(l, &m->w.lm_head_b, 0, SLICE_ROWS, s->n_vocab, 0), N->lm_head, -1, ".bias", V, 1, s->vocab0,
+                 s->n_vocab_valid);
 }
 
 static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
@@ -98,44 +158,61 @@ static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
     if (u < size) snprintf(buf + u, size - u, "]");
 }
 
-/* Source tensor of an item; the checks every rank makes identically. */
-static const tp_st_tensor *check_tensor(const tp_ckpt *st, const char *dir, const tp_config *c,
-                                        const load_item *it) {
-    const tp_st_tensor *t = tp_ckpt_find(st, it->name);
-    if (!t && c->tie_word_embeddings && strcmp(it->name, "lm_head.weight") == 0)
-        t = tp_ckpt_find(st, "transformer.wte.weight");
-    if (!t && tp_ckpt_unsupported(st, it->name))
-        tp_die_all("tensor %s in the checkpoint %s: %s", it->name, dir, tp_ckpt_unsupported(st, it->name));
-    if (!t) tp_die_all("missing tensor %s in the checkpoint %s", it->name, dir);
-    int64_t want[2] = {it->rows, it->cols};
-    int want_nd = it->cols == 1 && !it->is_matrix ? 1 : 2;
-    int ok = t->ndim == want_nd;
-    for (int i = 0; ok && i < want_nd; i++) ok = t->shape[i] == want[i];
-    if (!ok) {
-        char found[128], expect[128];
-        shape_str(found, sizeof found, t->shape, t->ndim);
-        shape_str(expect, sizeof expect, want, want_nd);
-        tp_die_all("tensor %s in %s has shape %s, expected %s (from config.json)", it->name, t->file, found, expect);
+/* Source tensors of an item; the checks every rank makes identically. */
+static void check_item(const tp_ckpt *st, const char *dir, const tp_config *c, load_item *it) {
+    char embed[112], lm[112]; /* tie_word_embeddings: lm_head.weight is the embedding, often not stored */
+    tp_arch_tensor(embed, sizeof embed, c->arch->names.embed, -1, ".weight");
+    tp_arch_tensor(lm, sizeof lm, c->arch->names.lm_head, -1, ".weight");
+    for (int i = 0; i < it->n_parts; i++) {
+        load_part *p = &it->part[i];
+        const tp_st_tensor *t = tp_ckpt_find(st, p->name);
+        if (!t && c->tie_word_embeddings && strcmp(p->name, lm) == 0) t = tp_ckpt_find(st, embed);
+        if (!t && tp_ckpt_unsupported(st, p->name))
+            tp_die_all("tensor %s in the checkpoint %s: %s", p->name, dir, tp_ckpt_unsupported(st, p->name));
+        if (!t) tp_die_all("missing tensor %s in the checkpoint %s", p->name, dir);
+        int64_t want[2] = {p->rows, p->cols};
+        int want_nd = p->cols == 1 && !it->is_matrix ? 1 : 2;
+        int ok = t->ndim == want_nd;
+        for (int d = 0; ok && d < want_nd; d++) ok = t->shape[d] == want[d];
+        if (!ok) {
+            char found[128], expect[128];
+            shape_str(found, sizeof found, t->shape, t->ndim);
+            shape_str(expect, sizeof expect, want, want_nd);
+            tp_die_all("tensor %s in %s has shape %s, expected %s (from config.json)", p->name, t->file, found, expect);
+        }
+        if (i > 0 && t->dtype != it->part[0].t->dtype)
+            tp_die_all("tensors %s and %s in the checkpoint %s have different dtypes (%s, %s); tpgen loads them into "
+                       "one matrix",
+                       it->part[0].name, p->name, dir, tp_dtype_name(it->part[0].t->dtype), tp_dtype_name(t->dtype));
+        p->t = t;
     }
-    return t;
 }
 
-/* Copies this rank's part of t into staging (file dtype), laid out [out_rows, out_cols]. */
-static void stage_slice(const load_item *it, const tp_st_tensor *t, const tp_config *c, uint8_t *staging) {
-    size_t es = tp_dtype_size(t->dtype);
-    int64_t cols = it->cols, oc = item_out_cols(it);
-    const uint8_t *src = t->data;
+/* Copies this rank's part of the file tensors into staging (file dtype), laid out
+ * [out_rows, out_cols]. */
+static void stage_slice(const load_item *it, const tp_config *c, uint8_t *staging) {
+    const load_part *p0 = &it->part[0];
+    size_t es = tp_dtype_size(p0->t->dtype);
+    int64_t cols = p0->cols, oc = item_out_cols(it);
+    const uint8_t *src = p0->t->data;
     memset(staging, 0, (size_t)(it->out_rows * oc) * es); /* padding rows stay zero */
     switch (it->slice) {
     case SLICE_ALL:
-        memcpy(staging, src, (size_t)(it->rows * cols) * es);
+        memcpy(staging, src, (size_t)(p0->rows * cols) * es);
         break;
-    case SLICE_ROWS:
-        memcpy(staging, src + (size_t)(it->first * cols) * es, (size_t)(it->count * cols) * es);
+    case SLICE_ROWS: {
+        size_t at = 0; /* parts' row slices stacked */
+        for (int i = 0; i < it->n_parts; i++) {
+            const load_part *p = &it->part[i];
+            const size_t bytes = (size_t)(p->count * cols) * es;
+            memcpy(staging + at, (const uint8_t *)p->t->data + (size_t)(p->first * cols) * es, bytes);
+            at += bytes;
+        }
         break;
+    }
     case SLICE_COLS:
-        for (int64_t r = 0; r < it->rows; r++)
-            memcpy(staging + (size_t)(r * oc) * es, src + (size_t)(r * cols + it->first) * es, (size_t)oc * es);
+        for (int64_t r = 0; r < p0->rows; r++)
+            memcpy(staging + (size_t)(r * oc) * es, src + (size_t)(r * cols + p0->first) * es, (size_t)oc * es);
         break;
     case SLICE_QKV: {
         /* qkv_proj rows come in G groups (mp_num: 4 for CodeGen, 8 for CodeGen2; remote_code.h),
@@ -144,11 +221,11 @@ static void stage_slice(const load_item *it, const tp_st_tensor *t, const tp_con
         const int64_t G = c->qkv_groups;
         if (G < 1 || c->n_head % G) tp_die("qkv_proj: %d groups for %d heads (tp_checkpoint_qkv_groups not applied)",
                                            (int)G, c->n_head);
-        int64_t E = c->n_embd, D = c->head_dim, per_group = c->n_head / G, Hl = it->count;
+        int64_t E = c->n_embd, D = c->head_dim, per_group = c->n_head / G, Hl = p0->count;
         static const int part_of[3] = {0, 2, 1}; /* q, k, v -> offset in group: Q=0, V=1, K=2 */
         for (int which = 0; which < 3; which++)
             for (int64_t hl = 0; hl < Hl; hl++) {
-                int64_t h = it->first + hl, grp = h / per_group, j = h % per_group;
+                int64_t h = p0->first + hl, grp = h / per_group, j = h % per_group;
                 int64_t src_row = grp * (3 * E / G) + part_of[which] * (E / G) + j * D;
                 int64_t dst_row = (which * Hl + hl) * D;
                 memcpy(staging + (size_t)(dst_row * cols) * es, src + (size_t)(src_row * cols) * es,
@@ -161,21 +238,23 @@ static void stage_slice(const load_item *it, const tp_st_tensor *t, const tp_con
 
 /* max |w| of each of the file tensor's rows over its full width (--weights int8 with a column
  * slice: the scales every TP size agrees on; kernels/common/tp_quant.h). */
-static float *full_row_absmax(const load_item *it, const tp_st_tensor *t) {
+static float *full_row_absmax(const load_part *p) {
+    const tp_st_tensor *t = p->t;
     const size_t es = tp_dtype_size(t->dtype);
-    float *mx = tp_malloc((size_t)it->rows * sizeof(float)), *row = tp_malloc((size_t)it->cols * sizeof(float));
-    for (int64_t r = 0; r < it->rows; r++) {
-        tp_convert_to_f32(row, (const uint8_t *)t->data + (size_t)(r * it->cols) * es, t->dtype, (size_t)it->cols);
-        mx[r] = tp_q8_absmax(row, it->cols);
+    float *mx = tp_malloc((size_t)p->rows * sizeof(float)), *row = tp_malloc((size_t)p->cols * sizeof(float));
+    for (int64_t r = 0; r < p->rows; r++) {
+        tp_convert_to_f32(row, (const uint8_t *)t->data + (size_t)(r * p->cols) * es, t->dtype, (size_t)p->cols);
+        mx[r] = tp_q8_absmax(row, p->cols);
     }
     free(row);
     return mx;
 }
 
-static void upload_item(tp_backend *b, const load_item *it, const void *host, tp_dtype dt, const tp_st_tensor *t) {
+static void upload_item(tp_backend *b, const load_item *it, const void *host) {
     int64_t r = it->out_rows, c = item_out_cols(it);
+    const tp_dtype dt = it->part[0].t->dtype;
     if (it->is_matrix && it->slice == SLICE_COLS && b->matrix_upload_rowmax) {
-        float *mx = full_row_absmax(it, t);
+        float *mx = full_row_absmax(&it->part[0]);
         b->matrix_upload_rowmax(b, *it->dst, host, dt, (int)r, (int)c, mx);
         free(mx);
     } else if (it->is_matrix) b->matrix_upload(b, *it->dst, host, dt, (int)r, (int)c);
@@ -206,18 +285,19 @@ size_t tp_model_weights_bytes(const tp_model *m) {
 
 void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed) {
     tp_backend *b = m->b;
+    char aerr[512];
+    if (tp_arch_backend_ok(m->cfg.arch, b, aerr, sizeof aerr)) tp_die_all("%s", aerr);
     load_list l = {0};
     build_list(m, &l);
 
     tp_ckpt *st = NULL;
-    const tp_st_tensor **src = tp_calloc(l.n, sizeof *src);
     if (!random) {
         char err[1024];
         double t_open = tp_now_seconds();
         st = tp_ckpt_open(dir, err, sizeof err);
         if (!st) tp_die_all("%s", err);
         tp_log0("checkpoint: %s, opened in %.1f ms\n", tp_ckpt_describe(st), 1e3 * (tp_now_seconds() - t_open));
-        for (int i = 0; i < l.n; i++) src[i] = check_tensor(st, dir, &m->cfg, &l.items[i]);
+        for (int i = 0; i < l.n; i++) check_item(st, dir, &m->cfg, &l.items[i]);
     }
 
     /* Size table, then one arena. */
@@ -231,8 +311,8 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
             matrices += bytes;
             matrices_read += tp_matrix_read_bytes(b, (int)it->out_rows, (int)item_out_cols(it));
         }
-        if (src[i]) {
-            size_t sb = (size_t)(it->out_rows * item_out_cols(it)) * tp_dtype_size(src[i]->dtype);
+        if (!random) {
+            size_t sb = (size_t)(it->out_rows * item_out_cols(it)) * tp_dtype_size(it->part[0].t->dtype);
             if (sb > staging_max) staging_max = sb;
         }
     }
@@ -251,8 +331,8 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
         load_item *it = &l.items[i];
         if (random) random_item(b, it, seed + (uint64_t)i * 7919u + (uint64_t)m->sh.rank * 104729u);
         else {
-            stage_slice(it, src[i], &m->cfg, staging);
-            upload_item(b, it, staging, src[i]->dtype, src[i]);
+            stage_slice(it, &m->cfg, staging);
+            upload_item(b, it, staging);
         }
         done += item_bytes(b, it);
         double now = tp_now_seconds();
@@ -265,7 +345,6 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     b->sync(b);
     tp_log0("loaded in %.2f s\n", tp_now_seconds() - t0);
     if (staging) b->host_free(b, staging);
-    free(src);
     free(l.items);
     if (st) tp_ckpt_close(st);
 }

@@ -1,6 +1,6 @@
 # torch.save checkpoints (label bin; the reader unit test is also label loader): the reader on
 # files torch wrote, HF parity and byte-identical logits vs safetensors from the .bin copies of
-# the fixtures at TP 1, 2, 4, hub names from an HF cache layout, `tpgen info`, bad inputs.
+# the fixtures (llama-f32: LlamaForCausalLM) at TP 1, 2, 4, hub names from an HF cache layout, `tpgen info`, bad inputs.
 set(BIN_SRC ${CMAKE_CURRENT_SOURCE_DIR}/bin)
 set(BIN_TMP ${CMAKE_CURRENT_BINARY_DIR}/bin_tmp)
 add_executable(test_bin ${BIN_SRC}/test_bin.c)
@@ -8,7 +8,7 @@ target_link_libraries(test_bin PRIVATE tpgen_checkpoint)
 add_test(NAME bin_reader COMMAND test_bin ${BIN_TMP}/reader ${BIN_SRC} ${TPGEN_TEST_DATA})
 set_tests_properties(bin_reader PROPERTIES LABELS "bin;loader" TIMEOUT 120)
 
-foreach(fixture tiny-f32 rot-full-bf16)
+foreach(fixture tiny-f32 rot-full-bf16 llama-f32)
   foreach(np 1 2 4)
     add_test(NAME bin_parity_${fixture}_tp${np}
              COMMAND check_parity --tpgen $<TARGET_FILE:tpgen> --np ${np} --mpiexec ${TPGEN_MPIEXEC}

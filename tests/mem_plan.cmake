@@ -4,6 +4,14 @@ add_executable(test_mem_plan ${CMAKE_CURRENT_SOURCE_DIR}/mem_plan/test_mem_plan.
 target_link_libraries(test_mem_plan PRIVATE tpgen_model tpgen_kernels tpgen_util ${MATH_LIB})
 add_test(NAME mem_plan COMMAND test_mem_plan ${CMAKE_SOURCE_DIR}/configs/codegen-16B.json)
 set_tests_properties(mem_plan PROPERTIES LABELS unit TIMEOUT 120)
+# LLaMA: CodeGen2.5-7B, and the same with 4 KV heads (grouped-query attention; TP 8 replicates
+# each KV head on 2 ranks): the KV cache and scratch planned by KV heads equal what is allocated
+file(READ ${CMAKE_SOURCE_DIR}/configs/codegen25-7B.json cg25)
+string(REPLACE "\"num_attention_heads\": 32," "\"num_attention_heads\": 32, \"num_key_value_heads\": 4," cg25_gqa "${cg25}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/mem_plan_gqa/config.json "${cg25_gqa}")
+add_test(NAME mem_plan_codegen25 COMMAND test_mem_plan ${CMAKE_SOURCE_DIR}/configs/codegen25-7B.json)
+add_test(NAME mem_plan_llama_gqa COMMAND test_mem_plan ${CMAKE_CURRENT_BINARY_DIR}/mem_plan_gqa/config.json)
+set_tests_properties(mem_plan_codegen25 mem_plan_llama_gqa PROPERTIES LABELS "unit;llama" TIMEOUT 120)
 
 # The plan at the command line (error_test: tests/errors.cmake, included before this file): a KV
 # budget no machine holds is refused at start with the plan, once, on every rank; a bad

@@ -61,10 +61,12 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
 /* ---- attention: the schedule (kernels in cpu_attn_kernels.c, cpu_attn.h) ----
  * Tokens sorted by (sequence, position) and cut into tiles of up to cpu_attn_tile(isa) tokens of
  * one sequence, so each K and V block read serves every query of the tile. A work item is a
- * group of tiles of one sequence and one head (decode: one token and one head); items of one
- * head are adjacent (their K/V rows are then still in this core's L2), longest context first. */
+ * group of tiles of one sequence and one query head (decode: one token and one head); items of
+ * one KV head are adjacent (their K/V rows are then still in this core's L2), longest context
+ * first, and under grouped-query attention the query heads of one KV head on the same tokens
+ * follow each other (they read the same K/V rows). */
 typedef struct {
-    int first, n, max_pos, h;
+    int first, n, max_pos, h, g; /* g: the KV head query head h reads */
 } att_item;
 
 typedef struct {
@@ -77,8 +79,10 @@ static int cmp_tok(const void *x, const void *y) {
 }
 static int cmp_item(const void *x, const void *y) {
     const att_item *a = x, *b = y;
-    if (a->h != b->h) return a->h < b->h ? -1 : 1;
-    return a->max_pos > b->max_pos ? -1 : a->max_pos < b->max_pos;
+    if (a->g != b->g) return a->g < b->g ? -1 : 1;
+    if (a->max_pos != b->max_pos) return a->max_pos > b->max_pos ? -1 : 1;
+    if (a->first != b->first) return a->first < b->first ? -1 : 1;
+    return a->h < b->h ? -1 : a->h > b->h;
 }
 
 void cpu_attn_run(att_isa isa, const att_args *a, int n_threads) {
@@ -110,7 +114,8 @@ void cpu_attn_run(att_isa isa, const att_args *a, int n_threads) {
         int n = 1;
         while (t + n < T && n < max_q && st->seq[order[t + n]] == st->seq[order[t]]) n++;
         if (n < 3) n = 1; /* 1-2 queries: one item each (the dot kernel) */
-        for (int h = 0; h < Hl; h++) items[n_items++] = (att_item){t, n, st->pos[order[t + n - 1]], h};
+        for (int h = 0; h < Hl; h++)
+            items[n_items++] = (att_item){t, n, st->pos[order[t + n - 1]], h, att_kv_head(a, h)};
         t += n;
     }
     qsort(items, n_items, sizeof(att_item), cmp_item);
@@ -135,8 +140,9 @@ const char *cpu_attention_kernel(int T, int D) {
 
 void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                    const tp_step *st, const tp_attn_shape *as) {
-    const int Hl = as->n_heads, D = as->head_dim;
-    if (as->n_kv_heads != Hl) tp_die("cpu attention: grouped-query attention (%d KV heads for %d heads) is not implemented yet", as->n_kv_heads, Hl);
-    const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .D = D, .kv_bf16 = 0};
+    const int Hl = as->n_heads, Hkl = as->n_kv_heads, D = as->head_dim;
+    if (Hkl < 1 || Hl % Hkl) tp_die("cpu attention: %d query heads are not a multiple of %d KV heads", Hl, Hkl);
+    const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .Hkl = Hkl, .D = D,
+                        .kv_bf16 = 0};
     cpu_attn_run(cpu_attn_isa_pick(), &a, cpu_threads(b));
 }

@@ -25,13 +25,19 @@
 
 typedef enum { ATT_ISA_C = 0, ATT_ISA_AVX2 = 1, ATT_ISA_AVX512 = 2 } att_isa;
 
+/* Grouped-query attention: query head h reads KV head h / (Hl / Hkl) (Hkl == Hl: one each). A work
+ * item is one query head; the Hl / Hkl query heads of a KV head on the same tokens read the same
+ * K/V rows, and their items follow each other in the schedule (cpu_attention.c). */
 typedef struct {
-    const void *qkv;     /* [T, 3, Hl, D] f32 or bf16 (kv_bf16) */
-    const void *kc, *vc; /* [n_blocks, bs, Hl, D], same dtype */
+    const void *qkv;     /* [T, (Hl + 2 Hkl) D]: q heads, k heads, v heads; f32 or bf16 (kv_bf16) */
+    const void *kc, *vc; /* [n_blocks, bs, Hkl, D], same dtype */
     void *out;           /* [T, Hl, D], same dtype */
     const tp_step *st;   /* host pointers (the CPU backends' "device" memory is host memory) */
-    int Hl, D, kv_bf16;
+    int Hl, Hkl, D, kv_bf16;
 } att_args;
+
+/* The KV head query head h reads. */
+static inline int att_kv_head(const att_args *a, int h) { return h / (a->Hl / a->Hkl); }
 
 /* The best build this CPU runs (CPUID), then TPGEN_CPU_ATTN if set (dies naming the variable when
  * the value is unknown or the CPU lacks it). */

@@ -10,23 +10,23 @@
 
 /* q of token tok, head h, as f32 into q [D]. */
 static inline void att_load_q(const att_args *a, int tok, int h, float *q) {
-    const size_t off = (size_t)tok * 3 * a->Hl * a->D + (size_t)h * a->D;
+    const size_t off = (size_t)tok * (a->Hl + 2 * a->Hkl) * a->D + (size_t)h * a->D;
     if (a->kv_bf16)
         for (int d = 0; d < a->D; d++) q[d] = tp_bf16_to_f32(((const uint16_t *)a->qkv)[off + d]);
     else memcpy(q, (const float *)a->qkv + off, (size_t)a->D * sizeof(float));
 }
 
-/* K/V element (pos p of the sequence whose block-table row is bt, head h, dim d) as f32. */
-static inline float att_kv(const att_args *a, const void *cache, const int32_t *bt, int p, int h, int d) {
+/* K/V element (pos p of the sequence whose block-table row is bt, KV head g, dim d) as f32. */
+static inline float att_kv(const att_args *a, const void *cache, const int32_t *bt, int p, int g, int d) {
     const int bs = a->st->block_size;
-    const size_t i = ((size_t)bt[p / bs] * bs + (size_t)(p % bs)) * a->Hl * a->D + (size_t)h * a->D + (size_t)d;
+    const size_t i = ((size_t)bt[p / bs] * bs + (size_t)(p % bs)) * a->Hkl * a->D + (size_t)g * a->D + (size_t)d;
     return a->kv_bf16 ? tp_bf16_to_f32(((const uint16_t *)cache)[i]) : ((const float *)cache)[i];
 }
 
 /* ---- the plain-C twin: the same blocked online softmax, one query at a time, scalar loops.
  * scr: q [D], s [bs], acc [D]. */
 static void att_item_c(const att_args *a, const int *toks, int nq, int h, float *scr) {
-    const int D = a->D, bs = a->st->block_size;
+    const int D = a->D, bs = a->st->block_size, g = att_kv_head(a, h);
     const float scale = sqrtf((float)D);
     float *q = scr, *s = q + D, *acc = s + bs;
     for (int i = 0; i < nq; i++) {
@@ -40,7 +40,7 @@ static void att_item_c(const att_args *a, const int *toks, int nq, int h, float 
             float mb = -INFINITY;
             for (int j = 0; j < n; j++) {
                 float dot = 0.0f;
-                for (int d = 0; d < D; d++) dot += q[d] * att_kv(a, a->kc, bt, p0 + j, h, d);
+                for (int d = 0; d < D; d++) dot += q[d] * att_kv(a, a->kc, bt, p0 + j, g, d);
                 s[j] = dot / scale;
                 mb = s[j] > mb ? s[j] : mb;
             }
@@ -51,7 +51,7 @@ static void att_item_c(const att_args *a, const int *toks, int nq, int h, float 
             m = mn;
             for (int d = 0; d < D; d++) {
                 float o = acc[d] * corr;
-                for (int j = 0; j < n; j++) o += s[j] * att_kv(a, a->vc, bt, p0 + j, h, d);
+                for (int j = 0; j < n; j++) o += s[j] * att_kv(a, a->vc, bt, p0 + j, g, d);
                 acc[d] = o;
             }
         }

@@ -53,10 +53,11 @@ AI VF AF(vexp)(VF x) {
     return y * (VF)((ni + 127) << 23);
 }
 
-/* Rows of a block as f32: the cache itself (f32: stride HD) or Kf/Vf (bf16 widened: stride D). */
+/* Rows of a block of KV head h as f32: the cache itself (f32: stride HD) or Kf/Vf (bf16 widened:
+ * stride D). */
 AI const float *AF(stage)(const att_args *a, const void *cache, int blk, int n, int h, float *dst, size_t *stride) {
     const int D = a->D, bs = a->st->block_size;
-    const size_t HD = (size_t)a->Hl * D, row0 = (size_t)blk * bs;
+    const size_t HD = (size_t)a->Hkl * D, row0 = (size_t)blk * bs;
     if (!a->kv_bf16) {
         *stride = HD;
         return (const float *)cache + row0 * HD + (size_t)h * D;
@@ -73,12 +74,12 @@ AI const float *AF(stage)(const att_args *a, const void *cache, int blk, int n, 
     return dst;
 }
 
-/* The next block's rows of head h (K and V) into L2 while this one is computed: rows are HD
+/* The next block's rows of KV head h (K and V) into L2 while this one is computed: rows are HD
  * apart, which the hardware prefetcher does not follow. */
 AI void AF(prefetch)(const att_args *a, const int32_t *bt, int p0, int P, int h) {
     const int bs = a->st->block_size;
     if (p0 >= P) return;
-    const size_t es = a->kv_bf16 ? 2 : 4, HD = (size_t)a->Hl * a->D, row_bytes = (size_t)a->D * es;
+    const size_t es = a->kv_bf16 ? 2 : 4, HD = (size_t)a->Hkl * a->D, row_bytes = (size_t)a->D * es;
     const char *kb = (const char *)a->kc + ((size_t)bt[p0 / bs] * bs * HD + (size_t)h * a->D) * es;
     const char *vb = (const char *)a->vc + ((size_t)bt[p0 / bs] * bs * HD + (size_t)h * a->D) * es;
     const int n = P - p0 < bs ? P - p0 : bs;
@@ -116,7 +117,7 @@ AI void AF(store_out)(const att_args *a, int tok, int h, const float *acc, float
 
 /* One query (decode): lanes along D. */
 AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
-    const int D = a->D, bs = a->st->block_size, P = a->st->pos[tok] + 1;
+    const int D = a->D, bs = a->st->block_size, P = a->st->pos[tok] + 1, g = att_kv_head(a, h);
     const float scale = sqrtf((float)D);
     const int32_t *bt = a->st->block_table + (size_t)a->st->seq[tok] * a->st->max_blocks;
     float *q = scr, *S = q + (size_t)D * ATT_Q, *Kf = S + (size_t)bs * ATT_Q, *Vf = Kf + (size_t)bs * D,
@@ -126,9 +127,9 @@ AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
     float m = -INFINITY, l = 0.0f;
     for (int p0 = 0; p0 < P; p0 += bs) {
         const int n = P - p0 < bs ? P - p0 : bs;
-        AF(prefetch)(a, bt, p0 + bs, P, h);
+        AF(prefetch)(a, bt, p0 + bs, P, g);
         size_t ks, vs;
-        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, h, Kf, &ks);
+        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, g, Kf, &ks);
         float mb = -INFINITY;
         for (int j = 0; j < n; j++) {
             const float *k = K + (size_t)j * ks;
@@ -155,7 +156,7 @@ AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
         for (; j < n; j++) sum += S[j] = expf(S[j] - mn);
         l = l * corr + sum;
         m = mn;
-        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, h, Vf, &vs);
+        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, g, Vf, &vs);
         AF(pv_row)(acc, corr, S, 1, V, vs, n, D);
     }
     AF(store_out)(a, tok, h, acc, l);
@@ -278,7 +279,7 @@ AI void AF(tile_block)(AF(tstate) *ts, const float *qT, float *acc, const float 
  * tiles' states (qT [D][ATT_Q], acc [ATT_Q][D] each) stay in L2. Padding lanes repeat a tile's
  * last query and are never stored. */
 AI void AF(group)(const att_args *a, const int *toks, int nq, int h, float *scr) {
-    const int D = a->D, bs = a->st->block_size, nt = (nq + ATT_Q - 1) / ATT_Q;
+    const int D = a->D, bs = a->st->block_size, nt = (nq + ATT_Q - 1) / ATT_Q, kvh = att_kv_head(a, h);
     const float scale = sqrtf((float)D);
     const int32_t *bt = a->st->block_table + (size_t)a->st->seq[toks[0]] * a->st->max_blocks;
     const size_t tile_floats = 2 * (size_t)D * ATT_Q; /* qT then acc */
@@ -303,10 +304,10 @@ AI void AF(group)(const att_args *a, const int *toks, int nq, int h, float *scr)
     const int P = ts[nt - 1].P;
     for (int p0 = 0; p0 < P; p0 += bs) {
         const int n = P - p0 < bs ? P - p0 : bs;
-        AF(prefetch)(a, bt, p0 + bs, P, h);
+        AF(prefetch)(a, bt, p0 + bs, P, kvh);
         size_t ks, vs;
-        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, h, Kf, &ks);
-        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, h, Vf, &vs);
+        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, kvh, Kf, &ks);
+        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, kvh, Vf, &vs);
         for (int t = 0; t < nt; t++) {
             if (ts[t].P <= p0) continue; /* an earlier tile: done */
             const int nt_keys = ts[t].P - p0 < n ? ts[t].P - p0 : n;

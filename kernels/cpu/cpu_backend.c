@@ -95,8 +95,7 @@ static void cpu_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp
 }
 
 const char *cpu_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
-    (void)b;
-    return op == TP_OP_ATTENTION ? cpu_attention_kernel(T, D) : cpu_matmul_kernel(T);
+    return op == TP_OP_ATTENTION ? cpu_attention_kernel(T, D) : cpu_matmul_kernel(b, T);
 }
 
 static void cpu_destroy(tp_backend *b) {
@@ -136,11 +135,15 @@ tp_backend *tp_backend_cpu_create(int n_threads) {
     b->matmul_f32out = cpu_matmul_f32out;
     b->matmul_gelu = cpu_matmul_gelu;
     b->gelu_new = cpu_gelu_new;
+    b->rmsnorm = cpu_rmsnorm;
+    b->silu_mul = cpu_silu_mul;
     b->add = cpu_add;
     b->gather_rows = cpu_gather_rows;
     b->rotary_kv_write = cpu_rotary_kv_write;
     b->attention = cpu_attention;
     (void)cpu_attn_isa_pick(); /* a bad TPGEN_CPU_ATTN ends the run here, before any step */
+    char isa_err[256];
+    if (cpu_matmul_check_env(isa_err, sizeof isa_err)) tp_die_all("%s", isa_err); /* TPGEN_CPU_ISA, likewise */
     b->logits_stats = cpu_logits_stats;
     b->graph_launch = NULL;
     b->graph_begin = NULL;

@@ -7,12 +7,12 @@
  * GELU (its fused f32 epilogue), layer norm output, the residual add, rotary q/k, the attention
  * output (scores, softmax and the P.V sum stay f32). Logits stay f32.
  *
- * Linear weights, by GEMV ISA (bf16_panels below): with avx2 or c, panels of BF16_NR = 8 rows,
- * [K2][8][2] bf16 each (K2 = ceil(K / 2): rows interleaved by k pairs, one 32-byte vector per
- * pair, zero past N and K; the layout every kernel of those ISAs reads, written once at
- * matrix_upload); with avx512bf16, [N, K] bf16 (HF layout, K contiguous), which its vdpbf16ps
- * GEMV streams. Either is followed, when oneDNN is in use, by oneDNN's own blocked copy of W^T
- * (reordered once, at matrix_upload or matrix_fill_random), which the batched GEMMs read. */
+ * Linear weights: panels of BF16_NR = 8 rows, [K2][8][2] bf16 each (K2 = ceil(K / 2): rows
+ * interleaved by k pairs, one 32-byte vector per pair, zero past N and K; the layout every GEMV
+ * tier reads -- avx512bf16's vdpbf16ps takes a pair vector as it is -- so the tier can be chosen
+ * per shape after the matrix is stored), followed, when oneDNN is in use, by oneDNN's own
+ * blocked copy of W^T (reordered once, at matrix_upload or matrix_fill_random), which the
+ * batched GEMMs read. */
 #ifndef TPGEN_CPU_BF16_H
 #define TPGEN_CPU_BF16_H
 
@@ -20,22 +20,36 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "util/log.h"
 
-/* GEMV kernel families, chosen by CPUID at creation; TPGEN_CPU_ISA=avx512bf16|avx2|c forces one
- * (tests run each in turn). */
+/* GEMV kernel tiers: each shape's chosen by measurement at load among those this CPU runs
+ * (cpu_tune.h); TPGEN_CPU_ISA caps the tier instead (cpu_isa.h; tests run each in turn). */
 typedef enum { BF16_ISA_C = 0, BF16_ISA_AVX2 = 1, BF16_ISA_AVX512BF16 = 2 } bf16_isa;
+#define BF16_N_ISA 3
+#define BF16_MAX_SHAPES 16
+typedef struct {
+    int N, K;
+    bf16_isa isa;
+    char how[512]; /* measured (times), cached, ... */
+} bf16_shape;
 
 typedef struct tp_dnnl tp_dnnl; /* cpu_dnnl.c; NULL when oneDNN is not used */
 
 typedef struct {
     int n_threads; /* first member: cpu_threads() of cpu_internal.h reads it */
     int verbose;
-    bf16_isa isa;
+    bf16_isa isa;     /* the highest GEMV tier allowed here (CPUID, capped by TPGEN_CPU_ISA) */
+    int isa_forced;   /* TPGEN_CPU_ISA set: isa for every shape, nothing measured */
+    unsigned isa_cands; /* bit per tier this CPU runs at or below isa: the candidates */
+    bf16_shape shapes[BF16_MAX_SHAPES]; /* the GEMV tier measured or cached per shape */
+    int n_shapes;
+    unsigned isa_used; /* bit per tier the GEMV ran (kernel_name) */
     int few_tokens;   /* T <= this: the GEMV kernels (W streamed once per step) */
     tp_dnnl *dnnl;    /* batched GEMMs (T > few_tokens) when set; else fma_gemm's or OpenBLAS's */
     int fma_gemm;     /* no dnnl: 1 = the FMA GEMM of cpu_gemm_bf16w.c (AVX2, panels), 0 = OpenBLAS on f32 blocks */
     unsigned printed; /* bit per (op, path) already reported under --verbose */
     char dnnl_name[160]; /* kernel_name of the oneDNN path, made at its first query */
+    char gemv_name[64];  /* kernel_name of the GEMV path */
     /* f32 scratch kept between GEMMs (a fresh malloc of MiBs per call came back as new pages to
      * fault in and clear, ~5% of a prefill): slot 0 x widened, 1 + 2 i and 2 + 2 i thread i's
      * f32 block of W and tile (blas path). n_scratch = 1 + 2 n_threads. */
@@ -45,16 +59,22 @@ typedef struct {
 } tp_cpu_bf16;
 
 static inline tp_cpu_bf16 *bf16_impl(tp_backend *b) { return (tp_cpu_bf16 *)b->impl; }
-/* Matrices in the panel layout (above): the GEMV ISA is avx2 or c. */
-static inline int bf16_panels(const tp_cpu_bf16 *c) { return c->isa != BF16_ISA_AVX512BF16; }
 /* --verbose: one line the first time an op takes a path (bit: a distinct id per op and path). */
-void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path);
+static inline void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path) {
+    tp_cpu_bf16 *c = bf16_impl(b);
+    if (!c->verbose || (c->printed & (1u << bit))) return;
+    c->printed |= 1u << bit;
+    tp_log0("cpu bf16: %s -> %s\n", op, path);
+}
 
 const char *bf16_isa_name(bf16_isa isa);
 /* Scratch slot (above) of at least n floats; contents are not kept when it grows. */
 float *bf16_scratch(tp_cpu_bf16 *c, int slot, size_t n);
-/* The best ISA this CPU runs (CPUID), then TPGEN_CPU_ISA if set (dies when the CPU lacks it). */
-bf16_isa bf16_isa_pick(void);
+/* The highest tier this CPU runs, capped by TPGEN_CPU_ISA if set (dies on a bad value or a tier
+ * the CPU lacks); *forced: TPGEN_CPU_ISA set; *cands: bit per tier this CPU runs up to the cap. */
+bf16_isa bf16_isa_pick(int *forced, unsigned *cands);
+/* The GEMV tier chosen for a [N, K] matrix and how (tests, --verbose); NULL if b is not bf16. */
+const char *cpu_bf16_gemv_choice(tp_backend *b, int N, int K, const char **how);
 
 /* The panel layout (file comment). Element (n, k) of W [N, K] sits at
  * bf16_panel(W, K, n / 8)[(k / 2) * 16 + (n % 8) * 2 + k % 2]. */

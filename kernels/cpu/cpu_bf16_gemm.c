@@ -24,6 +24,8 @@
 #include "kernels/common/tp_act.h"
 #include "kernels/cpu/cpu_bf16.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/cpu_tune.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -36,26 +38,24 @@ const char *bf16_isa_name(bf16_isa isa) {
                                                                                       : "c (portable fallback)";
 }
 
-static bf16_isa isa_detect(void) {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw")) return BF16_ISA_AVX512BF16;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return BF16_ISA_AVX2;
-#endif
-    return BF16_ISA_C;
-}
+static const char *const g_isa_short[BF16_N_ISA] = {"c", "avx2", "avx512bf16"};
 
-bf16_isa bf16_isa_pick(void) {
-    const bf16_isa best = isa_detect();
-    const char *e = getenv("TPGEN_CPU_ISA");
-    if (!e || !*e) return best;
-    bf16_isa want;
-    if (strcmp(e, "avx512bf16") == 0) want = BF16_ISA_AVX512BF16;
-    else if (strcmp(e, "avx2") == 0) want = BF16_ISA_AVX2;
-    else if (strcmp(e, "c") == 0) want = BF16_ISA_C;
-    else tp_die_all("TPGEN_CPU_ISA=%s: expected avx512bf16, avx2 or c", e);
-    if (want > best) tp_die_all("TPGEN_CPU_ISA=%s: this CPU does not support it (best here: %s)", e, bf16_isa_name(best));
-    return want;
+bf16_isa bf16_isa_pick(int *forced, unsigned *cands) {
+    char err[256];
+    cpu_tier cap;
+    if (cpu_tier_forced(&cap, forced, err, sizeof err)) tp_die_all("%s", err);
+    const cpu_features *f = cpu_features_get();
+    /* the cpu_tier each needs: c, avx2, avx512 (with AVX512-BF16) */
+    const int have[BF16_N_ISA] = {1, f->avx2_fma, f->avx512bf16};
+    const cpu_tier need[BF16_N_ISA] = {CPU_TIER_C, CPU_TIER_AVX2, CPU_TIER_AVX512};
+    bf16_isa isa = BF16_ISA_C;
+    *cands = 0;
+    for (int i = 0; i < BF16_N_ISA; i++)
+        if (have[i] && need[i] <= cap) {
+            *cands |= 1u << i;
+            isa = (bf16_isa)i;
+        }
+    return isa;
 }
 
 /* ---- epilogue ---- */
@@ -90,38 +90,68 @@ typedef uint32_t v8u32 __attribute__((vector_size(32)));
     f8_; })
 
 #if defined(__x86_64__)
-/* vdpbf16ps: each lane sums two bf16 products into f32. x and W stay bf16; the K tail (K % 32)
- * is a masked load (zeros contribute nothing). */
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) static void rows_avx512bf16(const bf16 *x, const bf16 *W,
-                                                                                   int T, int K, int n0, int n1,
-                                                                                   const epi *e) {
-    for (int n = n0; n < n1; n += 2) {
-        const int two = n + 1 < n1;
-        const bf16 *w0 = W + (size_t)n * K, *w1 = two ? w0 + K : w0;
-        for (int t0 = 0; t0 < T; t0 += 4) {
-            const int m = T - t0 < 4 ? T - t0 : 4;
-            const bf16 *x0 = x + (size_t)t0 * K;
-            const bf16 *xs[4] = {x0, m > 1 ? x0 + K : x0, m > 2 ? x0 + 2 * (size_t)K : x0,
-                                 m > 3 ? x0 + 3 * (size_t)K : x0};
-            __m512 a[4], c[4];
-            for (int i = 0; i < 4; i++) a[i] = c[i] = _mm512_setzero_ps();
-            for (int k = 0; k < K; k += 32) {
-                const __mmask32 mk = K - k >= 32 ? 0xffffffffu : (__mmask32)((1u << (K - k)) - 1);
-                const __m512bh wa = (__m512bh)_mm512_maskz_loadu_epi16(mk, w0 + k);
-                const __m512bh wb = (__m512bh)_mm512_maskz_loadu_epi16(mk, w1 + k);
-                for (int i = 0; i < 4; i++) {
-                    const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(mk, xs[i] + k);
-                    a[i] = _mm512_dpbf16_ps(a[i], xv, wa);
-                    c[i] = _mm512_dpbf16_ps(c[i], xv, wb);
-                }
-            }
-            for (int i = 0; i < m; i++) {
-                epi_store(e, t0 + i, n, _mm512_reduce_add_ps(a[i]));
-                if (two) epi_store(e, t0 + i, n + 1, _mm512_reduce_add_ps(c[i]));
+/* avx512bf16 on the panels: a k pair of a panel's 8 rows is one 32-byte vector of bf16 pairs,
+ * and vdpbf16ps (ymm, AVX512-VL) adds each lane's two bf16 products to an f32 lane, against x's
+ * pair broadcast (bf16 x, never widened): 16 products an instruction, where the avx2 kernel
+ * widens W (2 ops) and runs 2 FMAs. Tiles of MT tokens (<= 8) x 2 panels; with <= 4 tokens the
+ * even and odd pairs go to separate accumulators (4+ chains at T = 1). On odd K the last pair
+ * takes x[K - 1] alone (the panel is zero at K, and x[K] is another row or past the buffer).
+ * vdpbf16ps flushes subnormal inputs and outputs to zero (the c and avx2 kernels do not). */
+#define ZB_MR 8
+#define ZB_FN static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512bf16")))
+ZB_FN uint32_t x_pair_bf16(const bf16 *x, int K, long j) {
+    uint32_t v;
+    if (2 * j + 1 < K) memcpy(&v, x + 2 * j, sizeof v);
+    else v = x[2 * j]; /* odd K: the last element, zero above it */
+    return v;
+}
+ZB_FN void zb_tile(const bf16 *x, int K, const bf16 *bp, size_t pe, long j0, long j1, const int MT, const int NP,
+                   const int S, float o[ZB_MR][2 * BF16_NR]) {
+    __m256 a[2][ZB_MR][2];
+    _Pragma("GCC unroll 8") for (int s = 0; s < S; s++) _Pragma("GCC unroll 8") for (int t = 0; t < MT; t++)
+        _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++) a[s][t][p] = _mm256_setzero_ps();
+    long j = j0;
+    const long jm = j1 < K / 2 ? j1 : K / 2; /* whole pairs of x: one 32-bit read each */
+    for (; j + S <= jm; j += S)
+        _Pragma("GCC unroll 2") for (int s = 0; s < S; s++) {
+            __m256bh w[2];
+            _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++)
+                w[p] = (__m256bh)_mm256_loadu_si256((const __m256i *)(bp + p * pe + (size_t)(j + s) * 2 * BF16_NR));
+            _Pragma("GCC unroll 8") for (int t = 0; t < MT; t++) {
+                int32_t xp;
+                memcpy(&xp, x + (size_t)t * K + 2 * (j + s), sizeof xp);
+                const __m256bh xv = (__m256bh)_mm256_set1_epi32(xp);
+                _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++) a[s][t][p] = _mm256_dpbf16_ps(a[s][t][p], w[p], xv);
             }
         }
+    for (; j < j1; j++) { /* the pairs left, and odd K's last one (x_pair_bf16) */
+        __m256bh w[2];
+        _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++)
+            w[p] = (__m256bh)_mm256_loadu_si256((const __m256i *)(bp + p * pe + (size_t)j * 2 * BF16_NR));
+        _Pragma("GCC unroll 8") for (int t = 0; t < MT; t++) {
+            const __m256bh xv = (__m256bh)_mm256_set1_epi32((int)x_pair_bf16(x + (size_t)t * K, K, j));
+            _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++) a[0][t][p] = _mm256_dpbf16_ps(a[0][t][p], w[p], xv);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < MT; t++) _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++) {
+        __m256 v = a[0][t][p];
+        if (S == 2) v = _mm256_add_ps(v, a[1][t][p]);
+        _mm256_storeu_ps(o[t] + BF16_NR * p, v);
     }
 }
+typedef void zb_tile_fn(const bf16 *x, int K, const bf16 *bp, size_t pe, long j0, long j1, float o[ZB_MR][2 * BF16_NR]);
+#define ZB_TILE(M, NP, S)                                                                                              \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), noinline)) static void zb_tile_##M##_##NP(       \
+        const bf16 *x, int K, const bf16 *bp, size_t pe, long j0, long j1, float o[ZB_MR][2 * BF16_NR]) {             \
+        zb_tile(x, K, bp, pe, j0, j1, M, NP, S, o);                                                                    \
+    }
+ZB_TILE(1, 1, 2) ZB_TILE(2, 1, 2) ZB_TILE(3, 1, 2) ZB_TILE(4, 1, 2)
+ZB_TILE(5, 1, 1) ZB_TILE(6, 1, 1) ZB_TILE(7, 1, 1) ZB_TILE(8, 1, 1)
+ZB_TILE(1, 2, 2) ZB_TILE(2, 2, 2) ZB_TILE(3, 2, 2) ZB_TILE(4, 2, 2)
+ZB_TILE(5, 2, 1) ZB_TILE(6, 2, 1) ZB_TILE(7, 2, 1) ZB_TILE(8, 2, 1)
+static zb_tile_fn *const g_zb_tiles[2][ZB_MR + 1] = {
+    {NULL, zb_tile_1_1, zb_tile_2_1, zb_tile_3_1, zb_tile_4_1, zb_tile_5_1, zb_tile_6_1, zb_tile_7_1, zb_tile_8_1},
+    {NULL, zb_tile_1_2, zb_tile_2_2, zb_tile_3_2, zb_tile_4_2, zb_tile_5_2, zb_tile_6_2, zb_tile_7_2, zb_tile_8_2}};
 #endif
 
 /* Written with 8-lane vectors: GCC's -O2 left the plain loop scalar (a third of a batch-32
@@ -130,6 +160,17 @@ CPU_SIMD_CLONES static void widen_bf16(float *dst, const bf16 *src, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) v8_store(dst + i, v8_bf16(src + i));
     for (; i < n; i++) dst[i] = tp_bf16_to_f32(src[i]);
+}
+
+float *bf16_scratch(tp_cpu_bf16 *c, int slot, size_t n) {
+    if (slot < 0 || slot >= c->n_scratch)
+        tp_die("cpu bf16: scratch slot %d out of range (%d slots for %d threads)", slot, c->n_scratch, c->n_threads);
+    if (c->scratch_cap[slot] < n) {
+        free(c->scratch[slot]);
+        c->scratch[slot] = tp_malloc((n ? n : 1) * sizeof(float) + 64);
+        c->scratch_cap[slot] = n;
+    }
+    return c->scratch[slot];
 }
 
 /* x [T, K] bf16 -> f32 [T, bf16_ldx(K)] (the panel kernels' x: a zero at k = K when K is odd). */
@@ -215,22 +256,43 @@ static void panels_epi(const void *ctx, const float *tile, int ld, int t0, int m
     epi_tile(ctx, tile, ld, t0, m, n0, nn);
 }
 
-/* Threads take contiguous ranges of panels (avx2, c) or of 16-row blocks (avx512bf16). */
-static void gemv_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
+#if defined(__x86_64__)
+/* The avx512bf16 kernel on panels [P0, P1), two at a time, 8 tokens a tile, bf16 x [T, K]. */
+static void panels_avx512bf16(const bf16 *x, const bf16 *W, int T, int N, int K, int P0, int P1, const epi *e) {
+    const size_t pe = bf16_panel_elems(K);
+    const long K2 = bf16_k2(K);
+    for (int P = P0; P < P1; P += 2) {
+        const int np = P1 - P < 2 ? P1 - P : 2;
+        const int n0 = P * BF16_NR, nn = N - n0 < np * BF16_NR ? N - n0 : np * BF16_NR;
+        for (int t0 = 0; t0 < T; t0 += ZB_MR) {
+            const int m = T - t0 < ZB_MR ? T - t0 : ZB_MR;
+            float o[ZB_MR][2 * BF16_NR];
+            g_zb_tiles[np - 1][m](x + (size_t)t0 * K, K, bf16_panel(W, K, P), pe, 0, K2, o);
+            epi_tile(e, &o[0][0], 2 * BF16_NR, t0, m, n0, nn);
+        }
+    }
+}
+#endif
+
+/* The GEMV of a tier on panels [P0, P1), on the calling thread; xf: widen_x's (avx2, c). */
+static void gemv_panels(bf16_isa isa, const bf16 *x, const float *xf, const bf16 *W, int T, int N, int K, int P0,
+                        int P1, const epi *e) {
+#if defined(__x86_64__)
+    if (isa == BF16_ISA_AVX512BF16) panels_avx512bf16(x, W, T, N, K, P0, P1, e);
+    else if (isa == BF16_ISA_AVX2) cpu_bf16_panels_avx2(xf, W, T, N, K, P0, P1, panels_epi, e);
+    else
+#endif
+        panels_c(xf, W, T, N, K, P0, P1, e);
+}
+
+/* Threads take contiguous ranges of panels. */
+static void gemv_path(tp_backend *b, bf16_isa isa, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
     tp_cpu_bf16 *c = bf16_impl(b);
     const int nt = c->n_threads;
-    const float *xf = bf16_panels(c) ? widen_x(c, x, T, K) : NULL;
-    const int np = bf16_panels(c) ? bf16_n_panels(N) : (N + 15) / 16, per = (np + nt - 1) / nt;
+    const float *xf = isa != BF16_ISA_AVX512BF16 ? widen_x(c, x, T, K) : NULL;
+    const int np = bf16_n_panels(N), per = (np + nt - 1) / nt;
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
-    for (int P0 = 0; P0 < np; P0 += per) {
-        const int P1 = np - P0 < per ? np : P0 + per;
-#if defined(__x86_64__)
-        if (c->isa == BF16_ISA_AVX512BF16) rows_avx512bf16(x, W, T, K, 16 * P0, 16 * P1 < N ? 16 * P1 : N, e);
-        else if (c->isa == BF16_ISA_AVX2) cpu_bf16_panels_avx2(xf, W, T, N, K, P0, P1, panels_epi, e);
-        else
-#endif
-            panels_c(xf, W, T, N, K, P0, P1, e);
-    }
+    for (int P0 = 0; P0 < np; P0 += per) gemv_panels(isa, x, xf, W, T, N, K, P0, np - P0 < per ? np : P0 + per, e);
 }
 
 /* No oneDNN: per thread, blocks of PANEL rows of W widened to f32, then sgemm into an f32 tile
@@ -248,13 +310,11 @@ static void blas_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N,
         #pragma omp for schedule(dynamic, 1)
         for (int n0 = 0; n0 < N; n0 += P) {
             const int nn = N - n0 < P ? N - n0 : P;
-            if (bf16_panels(c)) { /* the pairs of each row, widened from its panel */
-                for (int r = 0; r < nn; r++) {
-                    const bf16 *s = bf16_panel(W, K, (n0 + r) / BF16_NR) + 2 * ((n0 + r) % BF16_NR);
-                    float *o = wf + (size_t)r * K;
-                    for (int k = 0; k < K; k++) o[k] = tp_bf16_to_f32(s[(size_t)(k / 2) * 2 * BF16_NR + (k & 1)]);
-                }
-            } else widen_bf16(wf, W + (size_t)n0 * K, (size_t)nn * K);
+            for (int r = 0; r < nn; r++) { /* the pairs of each row, widened from its panel */
+                const bf16 *s = bf16_panel(W, K, (n0 + r) / BF16_NR) + 2 * ((n0 + r) % BF16_NR);
+                float *o = wf + (size_t)r * K;
+                for (int k = 0; k < K; k++) o[k] = tp_bf16_to_f32(s[(size_t)(k / 2) * 2 * BF16_NR + (k & 1)]);
+            }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xf, (int)bf16_ldx(K), wf, K, 0.0f, tile, P);
             epi_tile(e, tile, P, 0, T, n0, nn);
         }
@@ -267,10 +327,11 @@ static void fma_path(tp_backend *b, const bf16 *x, const bf16 *W, int T, int N, 
     cpu_gemm_bf16w_avx2(widen_x(c, x, T, K), W, T, N, K, panels_epi, e, c->n_threads);
 }
 
-/* ---- matrix layout: panels or [N, K] (cpu_bf16.h), then (oneDNN) its blocked W^T at a 4 KiB-
- * aligned offset ---- */
+/* ---- matrix layout: panels (cpu_bf16.h), then (oneDNN) its blocked W^T at a 4 KiB-aligned
+ * offset ---- */
 static size_t stored_bytes(const tp_cpu_bf16 *c, int N, int K) {
-    const size_t n = bf16_panels(c) ? (size_t)bf16_n_panels(N) * bf16_panel_elems(K) : (size_t)N * K;
+    (void)c;
+    const size_t n = (size_t)bf16_n_panels(N) * bf16_panel_elems(K);
     return (n * 2 + 4095) & ~(size_t)4095;
 }
 
@@ -294,17 +355,13 @@ static void src_rows(tp_backend *b, const mat_src *s, bf16 *out, int n0, int nn,
     else bf16_fill_random_range(b, out, first, n, s->seed, s->mean, s->std);
 }
 
-/* The matrix at dst: the plain rows or the panels, and oneDNN's copy (reordered from the plain
- * rows). Panels go through a plain bf16 copy of PACK_ROWS rows at a time, or of the whole
- * matrix for the reorder (oneDNN with panels: TPGEN_CPU_ISA=avx2|c on a CPU it runs natively). */
+/* The matrix at dst: the panels, and oneDNN's copy (reordered from the plain rows), through a
+ * plain bf16 copy of PACK_ROWS rows at a time, or of the whole matrix for the reorder. Then the
+ * first matrix of its shape picks the shape's GEMV kernel (tune_shape). */
 #define PACK_ROWS 512
+static void tune_shape(tp_backend *b, const void *W, int N, int K);
 static void store_matrix(tp_backend *b, void *dst, const mat_src *s, int N, int K) {
     tp_cpu_bf16 *c = bf16_impl(b);
-    if (!bf16_panels(c)) {
-        src_rows(b, s, dst, 0, N, K);
-        if (c->dnnl) tp_dnnl_reorder(c->dnnl, (char *)dst + stored_bytes(c, N, K), dst, N, K);
-        return;
-    }
     const int rows = c->dnnl ? N : PACK_ROWS; /* a multiple of 8 unless all of N */
     bf16 *plain = tp_malloc((size_t)(N < rows ? N : rows) * K * 2 + 2);
     for (int n0 = 0; n0 < N; n0 += rows) {
@@ -314,6 +371,7 @@ static void store_matrix(tp_backend *b, void *dst, const mat_src *s, int N, int 
     }
     if (c->dnnl) tp_dnnl_reorder(c->dnnl, (char *)dst + stored_bytes(c, N, K), plain, N, K);
     free(plain);
+    tune_shape(b, dst, N, K);
 }
 
 void bf16_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, int rows, int cols) {
@@ -327,6 +385,73 @@ void bf16_matrix_fill_random(tp_backend *b, void *dst, int rows, int cols, uint6
     store_matrix(b, dst, &s, rows, cols);
 }
 
+/* ---- the GEMV tier per shape (cpu_tune.h): measured at load on the stored matrix at T = 1,
+ * cached, forced (TPGEN_CPU_ISA), or the highest below TUNE_MIN_ELEMS ---- */
+#define BF16_KERNEL_SET "b16k1" /* bump when a bf16 GEMV kernel changes */
+#define TUNE_MIN_ELEMS (1 << 20)
+static bf16_shape *shape_find(tp_cpu_bf16 *c, int N, int K) {
+    for (int i = 0; i < c->n_shapes; i++)
+        if (c->shapes[i].N == N && c->shapes[i].K == K) return &c->shapes[i];
+    return NULL;
+}
+static bf16_isa shape_isa(tp_cpu_bf16 *c, int N, int K) {
+    const bf16_shape *s = shape_find(c, N, K);
+    return s ? s->isa : c->isa;
+}
+
+/* One GEMV at T = 1 per run, on the calling thread alone (cpu_tune.h), into scratch. */
+typedef struct {
+    tp_backend *b;
+    const bf16 *W, *x;
+    bf16 *y;
+    int N, K;
+    bf16_isa isa[BF16_N_ISA];
+} tune_ctx;
+static void tune_run(void *ctx, int cand) {
+    const tune_ctx *t = ctx;
+    const epi e = {t->y, NULL, t->N, 0, 0, 0};
+    const float *xf = t->isa[cand] != BF16_ISA_AVX512BF16 ? widen_x(bf16_impl(t->b), t->x, 1, t->K) : NULL;
+    gemv_panels(t->isa[cand], t->x, xf, t->W, 1, t->N, t->K, 0, bf16_n_panels(t->N), &e);
+}
+
+static void tune_shape(tp_backend *b, const void *W, int N, int K) {
+    tp_cpu_bf16 *c = bf16_impl(b);
+    if (c->isa_forced || (size_t)N * K < TUNE_MIN_ELEMS || shape_find(c, N, K) || c->n_shapes == BF16_MAX_SHAPES)
+        return;
+    tune_ctx t = {.b = b, .W = W, .N = N, .K = K};
+    const char *names[BF16_N_ISA];
+    int n = 0;
+    for (int i = BF16_N_ISA - 1; i >= 0; i--) /* highest first: a tie keeps it */
+        if (c->isa_cands & (1u << i)) {
+            t.isa[n] = (bf16_isa)i;
+            names[n++] = g_isa_short[i];
+        }
+    bf16 *x = tp_malloc((size_t)K * sizeof *x);
+    for (int k = 0; k < K; k++) x[k] = tp_f32_to_bf16((float)((k * 7919) % 2001 - 1000) / 1000.0f);
+    t.x = x;
+    t.y = tp_malloc((size_t)N * sizeof *t.y);
+    const cpu_tune_key key = {"bf16-gemv", BF16_KERNEL_SET, N, K, 1, n, names};
+    bf16_shape *s = &c->shapes[c->n_shapes++];
+    s->N = N;
+    s->K = K;
+    s->isa = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how, sizeof s->how)];
+    free(x);
+    free(t.y);
+    if (c->verbose) tp_log0("cpu bf16: GEMV [%d x %d] -> %s: %s\n", N, K, g_isa_short[s->isa], s->how);
+}
+
+const char *cpu_bf16_gemv_choice(tp_backend *b, int N, int K, const char **how) {
+    if (b->act != TP_BF16 || strcmp(b->name, "cpu") != 0) return NULL;
+    tp_cpu_bf16 *c = bf16_impl(b);
+    const bf16_shape *s = shape_find(c, N, K);
+    if (how)
+        *how = s                               ? s->how
+               : c->isa_forced                 ? "forced by TPGEN_CPU_ISA"
+               : (size_t)N * K < TUNE_MIN_ELEMS ? "the highest tier (below the measured size)"
+                                                : "the highest tier (not measured)";
+    return g_isa_short[s ? s->isa : c->isa];
+}
+
 /* The path by T (the file comment); bf16_gemm_kernel names it. */
 typedef enum { PATH_GEMV, PATH_DNNL, PATH_BLAS, PATH_FMA } gemm_path;
 static gemm_path path_pick(const tp_cpu_bf16 *c, int T) {
@@ -336,9 +461,17 @@ static gemm_path path_pick(const tp_cpu_bf16 *c, int T) {
 const char *bf16_gemm_kernel(tp_backend *b, int T) {
     tp_cpu_bf16 *c = bf16_impl(b);
     switch (path_pick(c, T)) {
-    case PATH_GEMV:
-        return c->isa == BF16_ISA_AVX512BF16 ? "gemv-bf16-avx512bf16" : c->isa == BF16_ISA_AVX2 ? "gemv-bf16-avx2"
-                                                                                                : "gemv-bf16-c";
+    case PATH_GEMV: { /* the tiers the GEMV ran ("+" between them where shapes chose differently) */
+        const unsigned used = c->isa_used ? c->isa_used : 1u << c->isa;
+        snprintf(c->gemv_name, sizeof c->gemv_name, "gemv-bf16-");
+        for (int i = 0, first = 1; i < BF16_N_ISA; i++)
+            if (used & (1u << i)) {
+                snprintf(c->gemv_name + strlen(c->gemv_name), sizeof c->gemv_name - strlen(c->gemv_name), "%s%s",
+                         first ? "" : "+", g_isa_short[i]);
+                first = 0;
+            }
+        return c->gemv_name;
+    }
     case PATH_DNNL:
         if (!c->dnnl_name[0]) snprintf(c->dnnl_name, sizeof c->dnnl_name, "onednn-bf16 (%s)", tp_dnnl_impl(c->dnnl));
         return c->dnnl_name;
@@ -357,14 +490,16 @@ static void gemm(tp_backend *b, void *y, const void *x, const void *W, const voi
     char path[160];
     const gemm_path pk = path_pick(c, T);
     if (pk == PATH_GEMV || K <= 0) {
-        snprintf(path, sizeof path, "GEMV %s (T <= %d)", bf16_isa_name(c->isa), c->few_tokens);
+        const bf16_isa isa = shape_isa(c, N, K);
+        snprintf(path, sizeof path, "GEMV %s (T <= %d)", bf16_isa_name(isa), c->few_tokens);
         bf16_report(b, bit, op, path);
         if (K <= 0) {
             for (int t = 0; t < T; t++)
                 for (int n = 0; n < N; n++) epi_store(&e, t, n, 0.0f);
             return;
         }
-        gemv_path(b, x, W, T, N, K, &e);
+        c->isa_used |= 1u << isa;
+        gemv_path(b, isa, x, W, T, N, K, &e);
     } else if (pk == PATH_DNNL) {
         snprintf(path, sizeof path, "oneDNN matmul %s (T > %d)", tp_dnnl_impl(c->dnnl), c->few_tokens);
         bf16_report(b, bit + 1, op, path);

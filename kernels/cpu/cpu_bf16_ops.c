@@ -20,13 +20,6 @@ typedef uint16_t bf16;
 static inline float b2f(bf16 h) { return tp_bf16_to_f32(h); }
 static inline bf16 f2b(float f) { return tp_f32_to_bf16(f); }
 
-void bf16_report(tp_backend *b, unsigned bit, const char *op, const char *path) {
-    tp_cpu_bf16 *c = bf16_impl(b);
-    if (!c->verbose || (c->printed & (1u << bit))) return;
-    c->printed |= 1u << bit;
-    tp_log0("cpu bf16: %s -> %s\n", op, path);
-}
-
 /* n elements of st -> bf16 (f16 and f32 through f32, which holds both exactly); src_host may
  * sit at any byte offset (a tensor of a .bin file): loads through kernels/dtype.h. */
 static void bf16_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype st, size_t n) {
@@ -86,6 +79,40 @@ CPU_SIMD_CLONES static void bf16_layernorm(tp_backend *b, void *y, const void *x
         }
         const float m = (float)mean, rstd = (float)(1.0 / sqrt(v / E + (double)eps));
         for (int e = 0; e < E; e++) yr[e] = f2b((b2f(xr[e]) - m) * rstd * b2f(gg[e]) + b2f(bb[e]));
+    }
+}
+
+/* HF LlamaRMSNorm in bf16: x * rsqrt(mean(x^2) + eps) in f32 (the mean of squares summed in
+ * double), rounded to bf16 (`hidden_states.to(input_dtype)`), then weight * that, rounded again --
+ * HF's two roundings, so the bits match its bf16 run. */
+CPU_SIMD_CLONES static void bf16_rmsnorm(tp_backend *b, void *y, const void *x, const void *g, int T, int E,
+                                         float eps) {
+    bf16 *yo = y;
+    const bf16 *xi = x, *gg = g;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * E >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        const bf16 *xr = xi + (size_t)t * E;
+        bf16 *yr = yo + (size_t)t * E;
+        double s = 0.0;
+        for (int e = 0; e < E; e++) {
+            const double v = b2f(xr[e]);
+            s += v * v;
+        }
+        const float r = (float)(1.0 / sqrt(s / E + (double)eps));
+        for (int e = 0; e < E; e++) yr[e] = f2b(b2f(gg[e]) * b2f(f2b(b2f(xr[e]) * r)));
+    }
+}
+
+/* HF's act_fn(gate) * up in bf16: silu in f32 (kernels/common/tp_act.h) rounded to bf16, then the
+ * product rounded again (two bf16 tensors, two roundings, as torch runs them). */
+CPU_SIMD_CLONES static void bf16_silu_mul(tp_backend *b, void *y, const void *gu, int T, int N) {
+    bf16 *yo = y;
+    const bf16 *in = gu;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * N >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        const bf16 *gr = in + (size_t)t * 2 * N, *ur = gr + N;
+        bf16 *yr = yo + (size_t)t * N;
+        for (int i = 0; i < N; i++) yr[i] = f2b(b2f(f2b(tp_silu(b2f(gr[i])))) * b2f(ur[i]));
     }
 }
 
@@ -153,14 +180,15 @@ static void bf16_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *
  * P.V sum in f32, the output rounded once. */
 static void bf16_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                            const tp_step *st, const tp_attn_shape *as) {
-    const int Hl = as->n_heads, D = as->head_dim;
-    if (as->n_kv_heads != Hl) tp_die("cpu attention: grouped-query attention (%d KV heads for %d heads) is not implemented yet", as->n_kv_heads, Hl);
+    const int Hl = as->n_heads, Hkl = as->n_kv_heads, D = as->head_dim;
+    if (Hkl < 1 || Hl % Hkl) tp_die("cpu attention: %d query heads are not a multiple of %d KV heads", Hl, Hkl);
     const att_isa isa = cpu_attn_isa_pick();
     const int q_max = st->n_tokens < cpu_attn_tile(isa) ? st->n_tokens : cpu_attn_tile(isa);
     char path[96];
     snprintf(path, sizeof path, "%s (bf16 K/V, f32 scores and online softmax)", cpu_attn_kernel_name(isa, 1, q_max));
     bf16_report(b, 16 + (q_max >= 3 ? 3 : 0) + (unsigned)isa, "attention", path);
-    const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .D = D, .kv_bf16 = 1};
+    const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .Hkl = Hkl, .D = D,
+                        .kv_bf16 = 1};
     cpu_attn_run(isa, &a, cpu_threads(b));
 }
 
@@ -169,17 +197,6 @@ static const char *bf16_kernel_name(tp_backend *b, tp_op_class op, int T, int D)
     if (op != TP_OP_ATTENTION) return bf16_gemm_kernel(b, T);
     const att_isa isa = cpu_attn_isa_pick();
     return cpu_attn_kernel_name(isa, 1, T < cpu_attn_tile(isa) ? T : cpu_attn_tile(isa));
-}
-
-float *bf16_scratch(tp_cpu_bf16 *c, int slot, size_t n) {
-    if (slot < 0 || slot >= c->n_scratch)
-        tp_die("cpu bf16: scratch slot %d out of range (%d slots for %d threads)", slot, c->n_scratch, c->n_threads);
-    if (c->scratch_cap[slot] < n) {
-        free(c->scratch[slot]);
-        c->scratch[slot] = tp_malloc((n ? n : 1) * sizeof(float) + 64);
-        c->scratch_cap[slot] = n;
-    }
-    return c->scratch[slot];
 }
 
 static void bf16_destroy(tp_backend *b) {
@@ -208,7 +225,7 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     free(b->impl);
     b->impl = c;
     c->verbose = verbose;
-    c->isa = bf16_isa_pick();
+    c->isa = bf16_isa_pick(&c->isa_forced, &c->isa_cands);
     const char *ft = getenv("TPGEN_BF16_GEMV_MAX_T"); /* the GEMV / batched-GEMM crossover */
     c->few_tokens = ft && *ft ? atoi(ft) : 16;
     const char *gm = getenv("TPGEN_CPU_GEMM"); /* "dnnl": oneDNN even through its reference code
@@ -221,16 +238,10 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     int avx2 = 0;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && c->isa >= BF16_ISA_AVX2;
 #endif
     if (gm && strcmp(gm, "fma") == 0 && !avx2) {
-        snprintf(err, err_size, "TPGEN_CPU_GEMM=fma: the FMA GEMM needs AVX2 + FMA, which this CPU lacks");
-        bf16_destroy(b);
-        return NULL;
-    }
-    if (gm && strcmp(gm, "fma") == 0 && !bf16_panels(c)) {
-        snprintf(err, err_size, "TPGEN_CPU_GEMM=fma: the FMA GEMM reads the weight panels of the avx2 and c GEMV, "
-                                "not the rows the avx512bf16 GEMV streams (add TPGEN_CPU_ISA=avx2)");
+        snprintf(err, err_size, "TPGEN_CPU_GEMM=fma: the FMA GEMM needs AVX2 + FMA, which this CPU lacks or TPGEN_CPU_ISA excludes");
         bf16_destroy(b);
         return NULL;
     }
@@ -244,9 +255,10 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
             return NULL;
         }
     } else snprintf(why, sizeof why, "TPGEN_CPU_GEMM=blas");
-    c->fma_gemm = !c->dnnl && avx2 && bf16_panels(c) && !(gm && strcmp(gm, "blas") == 0);
+    c->fma_gemm = !c->dnnl && avx2 && !(gm && strcmp(gm, "blas") == 0);
     if (verbose) {
-        tp_log0("cpu bf16: GEMV (T <= %d) -> %s\n", c->few_tokens, bf16_isa_name(c->isa));
+        tp_log0("cpu bf16: GEMV (T <= %d) -> %s%s\n", c->few_tokens, bf16_isa_name(c->isa),
+                c->isa_forced ? " (TPGEN_CPU_ISA)" : " or a lower tier, measured per shape at load");
         if (c->dnnl) tp_log0("cpu bf16: batched GEMM (T > %d) -> oneDNN matmul, %s\n", c->few_tokens,
                              tp_dnnl_impl(c->dnnl));
         else tp_log0("cpu bf16: batched GEMM (T > %d) -> %s (oneDNN not used: %s)\n", c->few_tokens,
@@ -266,6 +278,8 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
     b->matmul_f32out = bf16_matmul_f32out;
     b->matmul_gelu = bf16_matmul_gelu;
     b->gelu_new = bf16_gelu_new;
+    b->rmsnorm = bf16_rmsnorm;
+    b->silu_mul = bf16_silu_mul;
     b->add = bf16_add;
     b->gather_rows = bf16_gather_rows;
     b->rotary_kv_write = bf16_rotary_kv_write;

@@ -4,6 +4,7 @@
  * first use and cached: never created again in the per-token loop. The weights descriptor is
  * format "any", so oneDNN picks its blocked layout; every W is reordered into it once. With
  * AMX, the kernel must grant the process the tile state first (arch_prctl ARCH_REQ_XCOMP_PERM).
+ * TPGEN_CPU_ISA caps oneDNN's ISA as it caps our kernels (cpu_isa.h; max_isa_cap).
  * Built without oneDNN (TPGEN_HAVE_DNNL undefined), the stubs say so and --dtype bf16 is refused. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include "util/log.h"
 #include "kernels/cpu/cpu_bf16.h"
+#include "kernels/cpu/cpu_isa.h"
 
 #ifndef TPGEN_HAVE_DNNL
 int tp_dnnl_compiled(void) { return 0; }
@@ -96,8 +98,33 @@ static const char *pd_impl(dnnl_primitive_desc_t pd) {
     return s;
 }
 
+/* TPGEN_CPU_ISA's cap on oneDNN (process-wide, set before its first kernel): c -> no oneDNN;
+ * avx2, avxvnni -> oneDNN's avx2 / avx2_vnni (no native bf16 there: refused as reference code
+ * unless forced); avx512 -> avx512_core_bf16 (AVX-512 without AMX). -1 with err when oneDNN
+ * cannot be held to it (its ISA was fixed earlier in the process). */
+static int max_isa_cap(char *err, size_t err_size) {
+    cpu_tier cap;
+    int forced;
+    if (cpu_tier_forced(&cap, &forced, err, err_size)) return -1;
+    if (!forced) return 0;
+    if (cap == CPU_TIER_C) {
+        snprintf(err, err_size, "TPGEN_CPU_ISA=c: oneDNN has no plain-C kernels");
+        return -1;
+    }
+    const dnnl_cpu_isa_t want = cap == CPU_TIER_AVX2      ? dnnl_cpu_isa_avx2
+                                : cap == CPU_TIER_AVXVNNI ? dnnl_cpu_isa_avx2_vnni
+                                                          : dnnl_cpu_isa_avx512_core_bf16;
+    if (dnnl_set_max_cpu_isa(want) != dnnl_success && dnnl_get_effective_cpu_isa() != want) {
+        snprintf(err, err_size, "TPGEN_CPU_ISA=%s: oneDNN's ISA was already fixed in this process (0x%x)",
+                 cpu_tier_name(cap), (unsigned)dnnl_get_effective_cpu_isa());
+        return -1;
+    }
+    return 0;
+}
+
 tp_dnnl *tp_dnnl_create(int n_threads, int force, char *err, size_t err_size) {
     (void)n_threads; /* oneDNN (OpenMP build) runs on the OpenMP pool the backend sized */
+    if (max_isa_cap(err, err_size)) return NULL;
     request_amx();
     tp_dnnl *d = tp_calloc(1, sizeof *d);
     DNNL_CHECK(dnnl_engine_create(&d->eng, dnnl_cpu, 0));

@@ -11,18 +11,24 @@
  * GEMMs by T (tokens of the step):
  *  - T <= few_tokens (decode batches): GEMV kernels that read each int8 row once per step for
  *    every token, in exact integer arithmetic on x rounded to int16 per token (see below).
- *    Chosen by CPUID:
- *      avx2: the GEMM's tiles (vpmovsxbw + vpmaddwd + vpaddd, up to 6 tokens x 16 rows) over
- *            one contiguous range of panels per thread;
- *      c:    plain C, any CPU; the same bits (integer sums are exact in any order).
- *    There is no VNNI path: this machine has no AVX-512 or AVX-VNNI to test one on (VNNI's
- *    vpdpwssd would replace the vpmaddwd + vpaddd pair).
- *  - larger T (batches, prefill), AVX2: the int8 GEMM (cpu_int8_gemm.c, docs/KERNELS.md): the
- *    same int16 x and exact integer sums in 6-token x 16-row tiles, so the same bits as the GEMV.
- *  - larger T without AVX2: per thread, panels of up to 1024 rows widened to f32 rows (exact
- *    integers), OpenBLAS sgemm on f32 x into an f32 tile, then the scale and the epilogue (x is
- *    not rounded there); ~0.8x the f32 sgemm (x packed again per panel).
- * TPGEN_INT8_ISA=avx2|c and TPGEN_INT8_GEMM=gemv|gemm|blas force a path (the op tests run each). */
+ *    Tiers (cpu_isa.h), all the same bits (integer sums are exact in any order):
+ *      avx512vnni: vpdpwssd zmm, 8 tokens x 32 rows a tile (cpu_int8_vnni.c);
+ *      avxvnni:    vpdpwssd ymm (VEX), the AVX2 tile's shape (cpu_int8_vnni.c);
+ *      avx2:       the GEMM's tiles (vpmovsxbw + vpmaddwd + vpaddd, up to 6 tokens x 16 rows)
+ *                  over one contiguous range of panels per thread;
+ *      c:          plain C, any CPU.
+ *    Chosen per matrix shape by measurement at load (cpu_tune.h: every tier this CPU runs,
+ *    timed at T = 1 on the uploaded matrix, the choice cached in a file), for matrices of at
+ *    least TUNE_MIN_ELEMS; smaller ones take the highest tier.
+ *  - larger T (batches, prefill), AVX2 or better: the int8 GEMM (cpu_int8_gemm.c, and
+ *    cpu_int8_vnni.c on the VNNI tiers; docs/KERNELS.md): the same int16 x and exact integer
+ *    sums in tiles, so the same bits as the GEMV. Its tier: measured per shape apart from the
+ *    GEMV's (T = 64 on the first 1024 rows; tune_gemm), among avx2 and up.
+ *  - larger T on c: per thread, panels of up to 1024 rows widened to f32 rows (exact integers),
+ *    OpenBLAS sgemm on f32 x into an f32 tile, then the scale and the epilogue (x is not
+ *    rounded there); ~0.8x the f32 sgemm (x packed again per panel).
+ * TPGEN_CPU_ISA=avx512|avxvnni|avx2|c caps the tier (no measurement) and TPGEN_INT8_GEMM=
+ * gemv|gemm|blas forces a path (the op tests run each); TPGEN_INT8_ISA is refused. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,23 +40,50 @@
 #include "kernels/common/tp_quant.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_int8.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/cpu_tune.h"
 
-typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1 } i8_isa;
+/* The int8 tiers, numbered as the cpu_tier each needs (avx512vnni: AVX-512 and its VNNI). */
+typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1, I8_ISA_AVXVNNI = 2, I8_ISA_AVX512VNNI = 3 } i8_isa;
+#define I8_N_ISA 4
+#define I8_KERNEL_SET "i8k1" /* bump when an int8 GEMV kernel changes: cached choices are then measured again */
+#define TUNE_MIN_ELEMS (1 << 20) /* smaller matrices take the highest tier, unmeasured */
+#define I8_MAX_SHAPES 16
+
+/* The GEMV and GEMM tiers chosen for one matrix shape. */
+typedef struct {
+    int N, K;
+    i8_isa isa, gemm; /* gemm: I8_ISA_AVX2 or above, or c->isa when the CPU has no integer GEMM */
+    char how[512], gemm_how[512];
+} i8_shape;
+#define GEMM_TUNE_T 64     /* tokens the integer GEMM's tiers are timed at */
+#define GEMM_TUNE_ROWS 1024 /* on the first rows of the matrix (compute-bound: the time scales with N) */
 typedef enum { I8_GEMM_AUTO = 0, I8_GEMM_GEMV = 1, I8_GEMM_BLAS = 2, I8_GEMM_INT = 3 } i8_gemm;
 
 typedef struct {
     int n_threads; /* first member: cpu_threads() of cpu_internal.h reads it */
     int verbose;
-    i8_isa isa;
+    i8_isa isa;       /* the highest tier allowed here (CPUID, capped by TPGEN_CPU_ISA) */
+    int forced;       /* TPGEN_CPU_ISA set: isa everywhere, nothing measured */
+    unsigned cands;   /* bit per tier this CPU runs, at or below isa: the candidates */
     i8_gemm force;
     int few_tokens;   /* T <= this: the GEMV kernels */
     unsigned printed; /* bit per (op, path) already reported under --verbose */
+    i8_shape shapes[I8_MAX_SHAPES]; /* measured or cached choices, by shape */
+    int n_shapes;
+    unsigned used[2];      /* bit per tier the GEMV ran, for matmul (0) and logits (1): kernel_name */
+    unsigned used_gemm[2]; /* the same for the integer GEMM */
+    char names[2][2][64]; /* kernel_name's strings by [logits][integer GEMM]: each stays valid */
 } tp_cpu_int8;
 
 static tp_cpu_int8 *i8_impl(tp_backend *b) { return (tp_cpu_int8 *)b->impl; }
 
+static const char *const g_isa_short[I8_N_ISA] = {"c", "avx2", "avxvnni", "avx512vnni"};
 static const char *isa_name(i8_isa isa) {
-    return isa == I8_ISA_AVX2 ? "avx2 (vpmaddwd on int8 rows and int16 x)" : "c (portable fallback, same integer sums)";
+    static const char *const names[I8_N_ISA] = {
+        "c (portable fallback, same integer sums)", "avx2 (vpmaddwd on int8 rows and int16 x)",
+        "avxvnni (vpdpwssd ymm on int8 rows and int16 x)", "avx512vnni (vpdpwssd zmm on int8 rows and int16 x)"};
+    return names[isa];
 }
 
 static void report(tp_backend *b, unsigned bit, const char *op, const char *path) {
@@ -88,6 +121,8 @@ static void interleave_panel(int8_t *panel, const int8_t *rows, int K) {
         }
 }
 
+static void tune_shape(tp_backend *b, const void *W, int N, int K);
+
 /* Quantizes rows x cols of f32 rows (row_of(tmp, r) writes row r) into dst: threads take whole
  * panels (no two write a cache line), each row on its own max |w| or row_absmax[r]. */
 void cpu_int8_quantize_matrix(tp_backend *b, void *dst, int rows, int cols, cpu_i8_row_fn *row_of, const void *ctx,
@@ -116,6 +151,7 @@ void cpu_int8_quantize_matrix(tp_backend *b, void *dst, int rows, int cols, cpu_
         free(tmp);
         free(r16);
     }
+    tune_shape(b, dst, rows, cols);
 }
 
 /* Row r of a host matrix -> f32. */
@@ -211,17 +247,32 @@ static void panels_c(const int16_t *xq, const float *sx, const int8_t *q, int T,
     }
 }
 
+/* The GEMV of a tier on panels [P0, P1), on the calling thread. */
+static void gemv_panels(i8_isa isa, const int16_t *xq, const float *sx, const int8_t *W, int T, int N, int K, int P0,
+                        int P1, const cpu_i8_epi *e) {
+    switch (isa) {
+    case I8_ISA_AVX512VNNI: cpu_int8_panels_avx512vnni(xq, sx, W, T, N, K, P0, P1, e); break;
+    case I8_ISA_AVXVNNI: cpu_int8_panels_avxvnni(xq, sx, W, T, N, K, P0, P1, e); break;
+    case I8_ISA_AVX2: cpu_int8_panels_avx2(xq, sx, W, T, N, K, P0, P1, e); break;
+    default: panels_c(xq, sx, W, T, N, K, P0, P1, e);
+    }
+}
+
 /* Each thread one contiguous range of panels: one sequential read of its rows. */
-static void gemv_path(tp_backend *b, const int16_t *xq, const float *sx, const int8_t *W, int T, int N, int K,
-                      const cpu_i8_epi *e) {
+static void gemv_path(tp_backend *b, i8_isa isa, const int16_t *xq, const float *sx, const int8_t *W, int T, int N,
+                      int K, const cpu_i8_epi *e) {
     tp_cpu_int8 *c = i8_impl(b);
     const int nt = c->n_threads, np = cpu_i8_panels(N), per = (np + nt - 1) / nt;
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
-    for (int P0 = 0; P0 < np; P0 += per) {
-        const int P1 = np - P0 < per ? np : P0 + per;
-        if (c->isa == I8_ISA_AVX2) cpu_int8_panels_avx2(xq, sx, W, T, N, K, P0, P1, e);
-        else panels_c(xq, sx, W, T, N, K, P0, P1, e);
-    }
+    for (int P0 = 0; P0 < np; P0 += per) gemv_panels(isa, xq, sx, W, T, N, K, P0, np - P0 < per ? np : P0 + per, e);
+}
+
+/* The integer GEMM of a tier above c. */
+static void gemm_int(i8_isa isa, const int16_t *xq, const float *sx, const int8_t *W, int T, int N, int K,
+                     const cpu_i8_epi *e, int nt) {
+    if (isa == I8_ISA_AVX512VNNI) cpu_int8_gemm_avx512vnni(xq, sx, W, T, N, K, e, nt);
+    else if (isa == I8_ISA_AVXVNNI) cpu_int8_gemm_avxvnni(xq, sx, W, T, N, K, e, nt);
+    else cpu_int8_gemm_avx2(xq, sx, W, T, N, K, e, nt);
 }
 
 CPU_SIMD_CLONES static void widen_int8(float *dst, const int8_t *src, size_t n) {
@@ -271,20 +322,150 @@ static void blas_path(tp_backend *b, const float *x, const int8_t *W, int T, int
     }
 }
 
+/* ---- the tier per shape: measured at load (cpu_tune.h), cached, forced, or the highest ---- */
+static i8_shape *shape_find(tp_cpu_int8 *c, int N, int K) {
+    for (int i = 0; i < c->n_shapes; i++)
+        if (c->shapes[i].N == N && c->shapes[i].K == K) return &c->shapes[i];
+    return NULL;
+}
+static i8_isa shape_isa(tp_cpu_int8 *c, int N, int K) {
+    const i8_shape *s = shape_find(c, N, K);
+    return s ? s->isa : c->isa;
+}
+
+/* One GEMV of the matrix at T = 1 per run, on the given tier, on the calling thread alone (the
+ * threads split the panels the same way for every tier; cpu_tune.h), into scratch. */
+typedef struct {
+    const int8_t *W;
+    int N, K;
+    i8_isa isa[I8_N_ISA];
+    int16_t *xq;
+    float sx, *y;
+    const float *scale;
+} tune_ctx;
+static void tune_run(void *ctx, int cand) {
+    const tune_ctx *t = ctx;
+    const cpu_i8_epi e = {t->y, NULL, t->scale, t->N, 0, 0};
+    gemv_panels(t->isa[cand], t->xq, &t->sx, t->W, 1, t->N, t->K, 0, cpu_i8_panels(t->N), &e);
+}
+
+/* One integer GEMM of GEMM_TUNE_T tokens on the first rows (t->N of them) on one thread. */
+typedef struct {
+    const int8_t *W;
+    int N, K;
+    i8_isa isa[I8_N_ISA];
+    int16_t *xq;
+    float *sx, *y;
+    const float *scale;
+} tune_gemm_ctx;
+static void tune_gemm_run(void *ctx, int cand) {
+    const tune_gemm_ctx *t = ctx;
+    const cpu_i8_epi e = {t->y, NULL, t->scale, t->N, 0, 0};
+    gemm_int(t->isa[cand], t->xq, t->sx, t->W, GEMM_TUNE_T, t->N, t->K, &e, 1);
+}
+
+/* The shape's integer GEMM tier: the tiers from avx2 up this CPU runs, timed (cpu_tune.h). */
+static void tune_gemm(tp_cpu_int8 *c, i8_shape *s, const void *W) {
+    const int K = s->K, Ns = s->N < GEMM_TUNE_ROWS ? s->N : GEMM_TUNE_ROWS;
+    tune_gemm_ctx t = {.W = W, .N = Ns, .K = K, .scale = scales_of(W, s->N, K)};
+    const char *names[I8_N_ISA];
+    int n = 0;
+    for (int i = I8_N_ISA - 1; i >= I8_ISA_AVX2; i--)
+        if (c->cands & (1u << i)) {
+            t.isa[n] = (i8_isa)i;
+            names[n++] = g_isa_short[i];
+        }
+    s->gemm = c->isa;
+    if (!n) {
+        snprintf(s->gemm_how, sizeof s->gemm_how, "no integer GEMM on this CPU");
+        return;
+    }
+    t.xq = tp_malloc(((size_t)GEMM_TUNE_T * K + 32) * sizeof *t.xq);
+    for (size_t k = 0; k < (size_t)GEMM_TUNE_T * K + 32; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383);
+    t.sx = tp_malloc(GEMM_TUNE_T * sizeof *t.sx);
+    for (int i = 0; i < GEMM_TUNE_T; i++) t.sx[i] = 1.0f / XQ_MAX;
+    t.y = tp_malloc((size_t)GEMM_TUNE_T * Ns * sizeof *t.y);
+    const cpu_tune_key key = {"int8-gemm", I8_KERNEL_SET, s->N, K, GEMM_TUNE_T, n, names};
+    s->gemm = t.isa[cpu_tune_pick(&key, tune_gemm_run, &t, s->gemm_how, sizeof s->gemm_how)];
+    free(t.xq);
+    free(t.sx);
+    free(t.y);
+}
+
+/* After a matrix is stored: the first of its shape picks its GEMV tier (file comment). */
+static void tune_shape(tp_backend *b, const void *W, int N, int K) {
+    tp_cpu_int8 *c = i8_impl(b);
+    if (c->forced || (size_t)N * K < TUNE_MIN_ELEMS || shape_find(c, N, K) || c->n_shapes == I8_MAX_SHAPES) return;
+    tune_ctx t = {.W = W, .N = N, .K = K, .sx = 1.0f / XQ_MAX, .scale = scales_of(W, N, K)};
+    const char *names[I8_N_ISA];
+    int n = 0;
+    for (int i = I8_N_ISA - 1; i >= 0; i--) /* highest first: a tie keeps it */
+        if (c->cands & (1u << i)) {
+            t.isa[n] = (i8_isa)i;
+            names[n++] = g_isa_short[i];
+        }
+    t.xq = tp_malloc(((size_t)K + 32) * sizeof *t.xq);
+    for (int k = 0; k < K + 32; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383); /* any x: the time is the same */
+    t.y = tp_malloc((size_t)N * sizeof *t.y);
+    const cpu_tune_key key = {"int8-gemv", I8_KERNEL_SET, N, K, 1, n, names};
+    i8_shape *s = &c->shapes[c->n_shapes++];
+    s->N = N;
+    s->K = K;
+    s->isa = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how, sizeof s->how)];
+    free(t.xq);
+    free(t.y);
+    if (c->verbose) tp_log0("cpu int8: GEMV [%d x %d] -> %s: %s\n", N, K, g_isa_short[s->isa], s->how);
+    tune_gemm(c, s, W);
+    if (c->verbose && s->gemm >= I8_ISA_AVX2)
+        tp_log0("cpu int8: GEMM [%d x %d] -> %s: %s\n", N, K, g_isa_short[s->gemm], s->gemm_how);
+}
+
+const char *cpu_int8_gemv_choice(tp_backend *b, int N, int K, const char **how) {
+    if (!b->weights || strcmp(b->weights, "int8") != 0 || strcmp(b->name, "cpu") != 0) return NULL;
+    tp_cpu_int8 *c = i8_impl(b);
+    const i8_shape *s = shape_find(c, N, K);
+    if (how)
+        *how = s                               ? s->how
+               : c->forced                     ? "forced by TPGEN_CPU_ISA"
+               : (size_t)N * K < TUNE_MIN_ELEMS ? "the highest tier (below the measured size)"
+                                                : "the highest tier (not measured)";
+    return g_isa_short[s ? s->isa : c->isa];
+}
+
 /* The path at T tokens (the file comment); i8_kernel_name names it. */
 static i8_gemm path_pick(const tp_cpu_int8 *c, int T) {
     if (c->force) return c->force;
     if (T <= c->few_tokens) return I8_GEMM_GEMV;
-    return c->isa == I8_ISA_AVX2 ? I8_GEMM_INT : I8_GEMM_BLAS;
+    return c->isa >= I8_ISA_AVX2 ? I8_GEMM_INT : I8_GEMM_BLAS;
+}
+/* The integer GEMM's tier for a shape: measured, or the highest allowed. */
+static i8_isa shape_gemm_isa(tp_cpu_int8 *c, int N, int K) {
+    const i8_shape *s = shape_find(c, N, K);
+    return s ? s->gemm : c->isa;
+}
+
+/* "gemv-int8-avx512vnni", or with tiers joined by '+' where the op's shapes chose differently. */
+static const char *tiers_name(tp_cpu_int8 *c, const char *prefix, unsigned used, char *buf, size_t size) {
+    if (!used) used = 1u << c->isa;
+    snprintf(buf, size, "%s", prefix);
+    int first = 1;
+    for (int i = 0; i < I8_N_ISA; i++)
+        if (used & (1u << i)) {
+            snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", first ? "" : "+", g_isa_short[i]);
+            first = 0;
+        }
+    return buf;
 }
 
 static const char *i8_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
     if (op == TP_OP_ATTENTION) return cpu_kernel_name(b, op, T, D); /* activations and KV stay f32 */
-    const tp_cpu_int8 *c = i8_impl(b);
+    tp_cpu_int8 *c = i8_impl(b);
+    const int lg = op == TP_OP_LOGITS;
+    const unsigned used = c->used[lg];
     switch (path_pick(c, T)) {
     case I8_GEMM_BLAS: return "openblas-sgemm-int8-panels";
-    case I8_GEMM_INT: return "gemm-int8-avx2";
-    default: return c->isa == I8_ISA_AVX2 ? "gemv-int8-avx2" : "gemv-int8-c";
+    case I8_GEMM_INT: return tiers_name(c, "gemm-int8-", c->used_gemm[lg], c->names[lg][1], sizeof c->names[lg][1]);
+    default: return tiers_name(c, "gemv-int8-", used, c->names[lg][0], sizeof c->names[lg][0]);
     }
 }
 
@@ -300,10 +481,13 @@ static void gemm(tp_backend *b, float *y, const float *x, const void *W, const f
         return;
     }
     const i8_gemm pk = path_pick(c, T);
+    const i8_isa gv = shape_isa(c, N, K), gi = shape_gemm_isa(c, N, K);
+    if (pk == I8_GEMM_GEMV) c->used[bit == 2] |= 1u << gv;
+    if (pk == I8_GEMM_INT) c->used_gemm[bit == 2] |= 1u << gi;
     if (pk == I8_GEMM_GEMV || pk == I8_GEMM_INT) {
         const char *how = pk == I8_GEMM_GEMV ? "gemv" : "gemm";
-        if (pk == I8_GEMM_GEMV) snprintf(path, sizeof path, "GEMV %s", isa_name(c->isa));
-        else snprintf(path, sizeof path, "GEMM avx2 (vpmaddwd, 6 tokens x 16 rows a tile, the GEMV's bits)");
+        if (pk == I8_GEMM_GEMV) snprintf(path, sizeof path, "GEMV %s", isa_name(gv));
+        else snprintf(path, sizeof path, "GEMM %s (tiles of the GEMV's bits)", isa_name(gi));
         if (c->force) snprintf(path + strlen(path), sizeof path - strlen(path), " (TPGEN_INT8_GEMM=%s)", how);
         else snprintf(path + strlen(path), sizeof path - strlen(path), " (T %s %d)", pk == I8_GEMM_GEMV ? "<=" : ">",
                       c->few_tokens);
@@ -311,8 +495,8 @@ static void gemm(tp_backend *b, float *y, const float *x, const void *W, const f
         int16_t *xq = tp_malloc((size_t)T * K * sizeof *xq + 64); /* + 64: the GEMM's 32-bit reads past K */
         float *sx = tp_malloc((size_t)T * sizeof *sx);
         cpu_int8_quantize_x(xq, sx, x, T, K, c->n_threads);
-        if (pk == I8_GEMM_GEMV) gemv_path(b, xq, sx, W, T, N, K, &e);
-        else cpu_int8_gemm_avx2(xq, sx, W, T, N, K, &e, c->n_threads);
+        if (pk == I8_GEMM_GEMV) gemv_path(b, gv, xq, sx, W, T, N, K, &e);
+        else gemm_int(gi, xq, sx, W, T, N, K, &e, c->n_threads);
         free(xq);
         free(sx);
     } else {
@@ -336,26 +520,28 @@ static void i8_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W,
     gemm(b, y, x, W, bias, T, N, K, 0, 1, 4, "matmul_gelu (fc_in)");
 }
 
-static i8_isa isa_pick(char *err, size_t err_size) {
-    i8_isa best = I8_ISA_C;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = I8_ISA_AVX2;
-#endif
-    const char *e = getenv("TPGEN_INT8_ISA");
-    if (!e || !*e) return best;
-    i8_isa want;
-    if (strcmp(e, "avx2") == 0) want = I8_ISA_AVX2;
-    else if (strcmp(e, "c") == 0) want = I8_ISA_C;
-    else {
-        snprintf(err, err_size, "TPGEN_INT8_ISA=%s: expected avx2 or c", e);
-        return (i8_isa)-1;
-    }
-    if (want > best) {
-        snprintf(err, err_size, "TPGEN_INT8_ISA=%s: this CPU does not support it (best here: %s)", e, isa_name(best));
-        return (i8_isa)-1;
-    }
-    return want;
+/* The tiers this CPU runs (bit per i8_isa) and the highest allowed: TPGEN_CPU_ISA's cap or all. */
+static int isa_pick(i8_isa *isa, int *forced, unsigned *cands, char *err, size_t err_size) {
+    if (cpu_isa_old_env_check(err, err_size)) return -1;
+    cpu_tier cap;
+    if (cpu_tier_forced(&cap, forced, err, err_size)) return -1;
+    const cpu_features *f = cpu_features_get();
+    const int have[I8_N_ISA] = {1, f->avx2_fma, f->avxvnni, f->avx512vnni};
+    *cands = 0;
+    *isa = I8_ISA_C;
+    for (int i = 0; i < I8_N_ISA; i++)
+        if (have[i] && i <= (int)cap) {
+            *cands |= 1u << i;
+            *isa = (i8_isa)i;
+        }
+    return 0;
+}
+
+/* matrix_fill_random: element (r, c) = the f32 backend's fill_random draw r * cols + c
+ * (kernels/common/tp_rng.h), quantized, so bench --random-weights runs the quantized f32 model. */
+static void fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std) {
+    const cpu_i8_draws d = {tp_rng_key(seed), mean, std};
+    cpu_int8_quantize_matrix(b, dst, rows, cols, cpu_int8_random_rows(), &d, NULL);
 }
 
 int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_size) {
@@ -364,8 +550,10 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
                                 "--dtype %s (drop --dtype, or use --dtype f32)", b->act == TP_BF16 ? "bf16" : "f16");
         return -1;
     }
-    const i8_isa isa = isa_pick(err, err_size);
-    if ((int)isa < 0) return -1;
+    i8_isa isa;
+    int forced;
+    unsigned cands;
+    if (isa_pick(&isa, &forced, &cands, err, err_size)) return -1;
     i8_gemm force = I8_GEMM_AUTO;
     const char *g = getenv("TPGEN_INT8_GEMM");
     if (g && *g) {
@@ -376,8 +564,8 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
             snprintf(err, err_size, "TPGEN_INT8_GEMM=%s: expected gemv, gemm or blas", g);
             return -1;
         }
-        if (force == I8_GEMM_INT && isa != I8_ISA_AVX2) {
-            snprintf(err, err_size, "TPGEN_INT8_GEMM=gemm: the int8 GEMM kernel needs AVX2 (the ISA here is %s)",
+        if (force == I8_GEMM_INT && isa < I8_ISA_AVX2) {
+            snprintf(err, err_size, "TPGEN_INT8_GEMM=gemm: the int8 GEMM kernel needs AVX2 or better (the ISA here is %s)",
                      isa_name(isa));
             return -1;
         }
@@ -386,18 +574,22 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     c->n_threads = cpu_threads(b);
     c->verbose = verbose;
     c->isa = isa;
+    c->forced = forced;
+    c->cands = cands;
     c->force = force;
     const char *ft = getenv("TPGEN_INT8_GEMV_MAX_T"); /* the GEMV / panel-GEMM crossover */
     /* Zen 3, bench_int8_gemm: avx2, the GEMV and the GEMM level from T = 8 to 32 (the same tiles);
      * c, the plain-C GEMV's time grows with T (9.3 ms at T = 1, 73 at 8) and OpenBLAS on widened
      * panels barely does (45 at T = 1, 47 at 8): the panels from T = 5 on */
-    c->few_tokens = ft && *ft ? atoi(ft) : isa == I8_ISA_AVX2 ? 16 : 4;
+    c->few_tokens = ft && *ft ? atoi(ft) : isa >= I8_ISA_AVX2 ? 16 : 4;
     free(b->impl);
     b->impl = c;
+    char list[96];
     if (verbose)
-        tp_log0("cpu int8: weights int8 with f32 row scales; GEMV (T <= %d) -> %s; batched (T > %d) -> %s%s\n",
-                c->few_tokens, isa_name(isa), c->few_tokens,
-                isa == I8_ISA_AVX2 ? "the int8 GEMM (vpmaddwd)" : "OpenBLAS sgemm on widened panels",
+        tp_log0("cpu int8: weights int8 with f32 row scales; GEMV (T <= %d) -> %s%s; batched (T > %d) -> %s%s\n",
+                c->few_tokens, forced ? isa_name(isa) : "measured per shape among ",
+                forced ? " (TPGEN_CPU_ISA)" : tiers_name(c, "", cands, list, sizeof list),
+                c->few_tokens, isa >= I8_ISA_AVX2 ? "the int8 GEMM of the shape's tier" : "OpenBLAS sgemm on widened panels",
                 force == I8_GEMM_GEMV   ? " (TPGEN_INT8_GEMM=gemv: GEMV for every T)"
                 : force == I8_GEMM_INT  ? " (TPGEN_INT8_GEMM=gemm: the int8 GEMM for every T)"
                 : force == I8_GEMM_BLAS ? " (TPGEN_INT8_GEMM=blas: panels for every T)" : "");
@@ -405,7 +597,7 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     b->matrix_bytes = i8_matrix_bytes;
     b->matrix_upload = i8_matrix_upload;
     b->matrix_upload_rowmax = i8_matrix_upload_rowmax;
-    b->matrix_fill_random = cpu_int8_fill_random;
+    b->matrix_fill_random = fill_random;
     b->matmul = i8_matmul;
     b->matmul_f32out = i8_matmul_f32out;
     b->matmul_gelu = i8_matmul_gelu;

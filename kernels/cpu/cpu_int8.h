@@ -86,4 +86,20 @@ void cpu_int8_gemm_avx2(const int16_t *xq, const float *sx, const int8_t *q, int
 void cpu_int8_panels_avx2(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, int P0, int P1,
                           const cpu_i8_epi *e);
 
+/* cpu_int8_vnni.c: the same, on AVX512-VNNI (zmm) and AVX-VNNI (ymm) vpdpwssd: the same bits. */
+void cpu_int8_gemm_avx512vnni(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K,
+                              const cpu_i8_epi *e, int n_threads);
+void cpu_int8_panels_avx512vnni(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, int P0,
+                                int P1, const cpu_i8_epi *e);
+void cpu_int8_gemm_avxvnni(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K,
+                           const cpu_i8_epi *e, int n_threads);
+void cpu_int8_panels_avxvnni(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, int P0,
+                             int P1, const cpu_i8_epi *e);
+
+/* cpu_int8.c: the GEMV kernel the backend chose for a [N, K] matrix ("c", "avx2", "avxvnni",
+ * "avx512vnni") and how (measured, cached, forced by TPGEN_CPU_ISA, or the only one / below the
+ * measured size): for tests and --verbose. NULL when b is not an int8 backend. */
+struct tp_backend;
+const char *cpu_int8_gemv_choice(struct tp_backend *b, int N, int K, const char **how);
+
 #endif

@@ -12,8 +12,17 @@
 
 #include "kernels/backend.h"
 
+/* The f32 rows kernel's tiers (cpu_matmul.c, cpu_isa.h). */
+typedef enum { F32_TIER_C = 0, F32_TIER_AVX2 = 1, F32_TIER_AVX512 = 2 } f32_tier;
+#define F32_N_TIER 3
+#define CPU_ROWS_SHAPES 16
+
 typedef struct {
     int n_threads; /* OpenMP threads for every op (OpenBLAS runs single-threaded inside them) */
+    struct { int N, K, tier; } rows_shapes[CPU_ROWS_SHAPES]; /* the rows kernel's tier per shape (cpu_matmul.c) */
+    int n_rows_shapes;
+    unsigned rows_used;  /* bit per tier the rows kernel ran (kernel_name) */
+    char rows_name[40];  /* kernel_name's string for it */
 } tp_cpu;
 
 static inline int cpu_threads(const tp_backend *b) { return ((const tp_cpu *)b->impl)->n_threads; }
@@ -79,7 +88,8 @@ void cpu_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W, const
 
 /* The f32 backend's kernel_name (tp_backend; the int8 backend asks it for attention). */
 const char *cpu_kernel_name(tp_backend *b, tp_op_class op, int T, int D);
-const char *cpu_matmul_kernel(int T);           /* cpu_matmul.c: the GEMM path at T tokens */
+const char *cpu_matmul_kernel(tp_backend *b, int T); /* cpu_matmul.c: the GEMM path at T tokens */
+int cpu_matmul_check_env(char *err, size_t err_size); /* cpu_matmul.c: -1 on a bad TPGEN_CPU_ISA */
 const char *cpu_attention_kernel(int T, int D); /* cpu_attention.c: T queries of one sequence */
 
 /* cpu_norm_act.c */
@@ -87,6 +97,8 @@ void cpu_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int 
 void cpu_layernorm(tp_backend *b, void *y, const void *x, const void *g, const void *beta, int T, int E,
                    float eps);
 void cpu_gelu_new(tp_backend *b, void *x, size_t n);
+void cpu_rmsnorm(tp_backend *b, void *y, const void *x, const void *g, int T, int E, float eps);
+void cpu_silu_mul(tp_backend *b, void *y, const void *gu, int T, int N);
 void cpu_add(tp_backend *b, void *y, const void *x, size_t n);
 void cpu_gather_rows(tp_backend *b, void *dst, const void *src, const int32_t *rows_host, int n, int E);
 
@@ -108,7 +120,12 @@ size_t cpu_int8_q_bytes(int N, int K); /* bytes of q [N, K] before the row scale
 typedef void cpu_i8_row_fn(float *row, int r, int cols, const void *ctx);
 void cpu_int8_quantize_matrix(tp_backend *b, void *dst, int rows, int cols, cpu_i8_row_fn *row_of, const void *ctx,
                               const float *row_absmax);
-void cpu_int8_fill_random(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std);
+/* the row function of matrix_fill_random (cpu_int8_random.c): ctx is a cpu_i8_draws */
+typedef struct {
+    uint64_t key; /* tp_rng_key(seed) */
+    float mean, std;
+} cpu_i8_draws;
+cpu_i8_row_fn *cpu_int8_random_rows(void);
 
 /* cpu_random.c */
 void cpu_fill_random(tp_backend *b, void *dst, size_t n, uint64_t seed, float mean, float std);

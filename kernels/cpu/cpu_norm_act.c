@@ -1,4 +1,5 @@
-/* Element-wise and per-row ops: embedding gather, layer norm, gelu_new, add, row gather. */
+/* Element-wise and per-row ops: embedding gather, layer norm, RMS norm, gelu_new, SiLU-gated
+ * product, add, row gather. */
 #include <math.h>
 #include <string.h>
 
@@ -35,6 +36,37 @@ void cpu_layernorm(tp_backend *b, void *y, const void *x, const void *g, const v
         const float m = (float)mean, rstd = (float)(1.0 / sqrt(v / E + (double)eps));
         #pragma omp simd
         for (int e = 0; e < E; e++) yr[e] = (xr[e] - m) * rstd * gg[e] + bb[e];
+    }
+}
+
+/* HF LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) in f32, then weight * that (in f32 both products
+ * round to f32 as HF's do). The mean of squares summed in double, as the layer norm's statistics. */
+void cpu_rmsnorm(tp_backend *b, void *y, const void *x, const void *g, int T, int E, float eps) {
+    float *yo = (float *)y;
+    const float *xi = (const float *)x, *gg = (const float *)g;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * E >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        const float *xr = xi + (size_t)t * E;
+        float *yr = yo + (size_t)t * E;
+        double s = 0.0;
+        #pragma omp simd reduction(+ : s)
+        for (int e = 0; e < E; e++) s += (double)xr[e] * xr[e];
+        const float r = (float)(1.0 / sqrt(s / E + (double)eps));
+        #pragma omp simd
+        for (int e = 0; e < E; e++) yr[e] = gg[e] * (xr[e] * r);
+    }
+}
+
+/* y[t, i] = silu(gu[t, i]) * gu[t, N + i] (tp_silu_mul, kernels/common/tp_act.h). */
+CPU_SIMD_CLONES void cpu_silu_mul(tp_backend *b, void *y, const void *gu, int T, int N) {
+    float *yo = (float *)y;
+    const float *in = (const float *)gu;
+    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if ((size_t)T * N >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        const float *gr = in + (size_t)t * 2 * N, *ur = gr + N;
+        float *yr = yo + (size_t)t * N;
+        #pragma omp simd
+        for (int i = 0; i < N; i++) yr[i] = tp_silu_mul(gr[i], ur[i]);
     }
 }
 

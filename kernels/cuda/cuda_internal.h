@@ -122,6 +122,8 @@ template <> __device__ __forceinline__ __half tpc_from<__half>(float x) { return
 template <> __device__ __forceinline__ __nv_bfloat16 tpc_from<__nv_bfloat16>(float x) {
     return __ushort_as_bfloat16(tp_f32_to_bf16(x));
 }
+/* x rounded to T and back: the rounding a value takes where HF holds it in the model's dtype */
+template <typename T> __device__ __forceinline__ float tpc_act(float x) { return tpc_f(tpc_from<T>(x)); }
 
 /* 8 elements packed in 16 bytes -> 8 floats. */
 __device__ __forceinline__ void tpc_unpack8(const uint4 &u, float *f, __half) {

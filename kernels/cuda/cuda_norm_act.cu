@@ -130,7 +130,8 @@ void tpc_layernorm(tp_backend *b, void *y, const void *x, const void *g, const v
 }
 
 /* ---- RMSNorm (LLaMA): one block per row; the sum of squares in f32 (tp_sumsq_add, one fma per
- * element), then y = x * inv * g through kernels/common/tp_norm.h, rounded once. y may equal x, as
+ * element), then y = act(x * inv) * g through kernels/common/tp_norm.h, act() the rounding to T
+ * HF's LlamaRMSNorm makes before the weight (backend.h), and y rounded. y may equal x, as
  * in layernorm_kernel: the block sum's barriers separate the reads of pass 1 from the writes. ---- */
 template <typename T, bool VEC>
 __global__ void rmsnorm_kernel(T *y, const T *x, const T *g, int E, float eps) {
@@ -156,12 +157,12 @@ __global__ void rmsnorm_kernel(T *y, const T *x, const T *g, int E, float eps) {
             tpc_unpack8(reinterpret_cast<const uint4 *>(xr)[i], f, T());
             tpc_unpack8(reinterpret_cast<const uint4 *>(g)[i], gg, T());
 #pragma unroll
-            for (int j = 0; j < 8; j++) f[j] = tp_rms_apply(f[j], inv, gg[j]);
+            for (int j = 0; j < 8; j++) f[j] = tp_rms_weight(tpc_act<T>(tp_rms_norm(f[j], inv)), gg[j]);
             reinterpret_cast<uint4 *>(yr)[i] = tpc_pack8<T>(f);
         }
     } else {
         for (int i = threadIdx.x; i < E; i += blockDim.x)
-            yr[i] = tpc_from<T>(tp_rms_apply(tpc_f(xr[i]), inv, tpc_f(g[i])));
+            yr[i] = tpc_from<T>(tp_rms_weight(tpc_act<T>(tp_rms_norm(tpc_f(xr[i]), inv)), tpc_f(g[i])));
     }
 }
 
@@ -182,7 +183,8 @@ void tpc_rmsnorm(tp_backend *b, void *y, const void *x, const void *g, int T, in
     else rmsnorm_t<__nv_bfloat16>(tpc(b), y, x, g, T, E, eps);
 }
 
-/* ---- silu_mul (LLaMA's gated MLP): y[t, i] = tp_silu_mul(gu[t, i], gu[t, N + i]) (tp_act.h),
+/* ---- silu_mul (LLaMA's gated MLP): y[t, i] = act(tp_silu(gu[t, i])) * gu[t, N + i] (tp_act.h;
+ * act() rounds to T as HF's act_fn output is, backend.h),
  * gu [T, 2N] (gate, then up), y [T, N]; y must not overlap gu (row t of y would be gu's row t/2).
  * Flat over T*N outputs, 8 at a time when N % 8 == 0 and the pointers are 16-byte aligned (a
  * vector then never straddles two rows, and its gate and up halves are aligned too). ---- */
@@ -196,7 +198,7 @@ __global__ void silu_mul_vec_kernel(T *y, const T *gu, int N, size_t n8) {
         tpc_unpack8(gr[j], a, T());
         tpc_unpack8(gr[N8 + j], u, T());
 #pragma unroll
-        for (int k = 0; k < 8; k++) a[k] = tp_silu_mul(a[k], u[k]);
+        for (int k = 0; k < 8; k++) a[k] = TP_MUL(tpc_act<T>(tp_silu(a[k])), u[k]);
         reinterpret_cast<uint4 *>(y)[v] = tpc_pack8<T>(a); /* y row t, vector j: t * N8 + j == v */
     }
 }
@@ -205,7 +207,7 @@ __global__ void silu_mul_scalar_kernel(T *y, const T *gu, int N, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const size_t t = i / (size_t)N, j = i % (size_t)N;
         const T *gr = gu + t * 2 * (size_t)N;
-        y[i] = tpc_from<T>(tp_silu_mul(tpc_f(gr[j]), tpc_f(gr[N + j])));
+        y[i] = tpc_from<T>(TP_MUL(tpc_act<T>(tp_silu(tpc_f(gr[j]))), tpc_f(gr[N + j])));
     }
 }
 

@@ -11,7 +11,7 @@ usage: bench_names.py TPGEN MPIEXEC FIXTURE MODE [ARGS]
                    (sgemv at 1, our rows kernel at 2..16 in the build this CPU runs, sgemm above),
                    decode attention "dot", prefill "tile", a shorter last prefill chunk named
                    apart; then each env override that forces a path (TPGEN_CPU_ISA=c,
-                   TPGEN_CPU_GEMM=blas, TPGEN_BF16_GEMV_MAX_T, TPGEN_INT8_ISA=c,
+                   TPGEN_CPU_GEMM=blas, TPGEN_BF16_GEMV_MAX_T, TPGEN_CPU_ISA=c for int8,
                    TPGEN_INT8_GEMM=gemv|blas) changes exactly the names it should, and --verbose
                    reports the same int8 / bf16 path.
   defaults         no --context / --steps on a model with a small n_positions: the rows run at
@@ -89,6 +89,13 @@ elif mode == "names":
     isa = "avx2" if v3 else "c"  # the build CPU_SIMD_CLONES resolves to (x86-64-v3 or baseline)
     # attention's build by CPUID (kernels/cpu/cpu_attn.h): AVX-512F, AVX2 + FMA, or plain C
     att = "avx512" if {"avx2", "fma", "avx512f"} <= cpu_flags else "avx2" if {"avx2", "fma"} <= cpu_flags else "c"
+    # int8's highest tier (kernels/cpu/cpu_isa.h): the tiny model's matrices are below the size
+    # measured at load (cpu_tune.h), so they run it
+    avx2 = {"avx2", "fma"} <= cpu_flags
+    # the f32 rows kernel's highest tier (kernels/cpu/cpu_matmul.c; the tiny model: unmeasured)
+    f32t = "avx512" if avx2 and {"avx512f", "avx512bw", "avx512vl"} <= cpu_flags else "avx2" if avx2 else "c"
+    i8 = ("avx512vnni" if avx2 and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= cpu_flags
+          else "avxvnni" if avx2 and "avx_vnni" in cpu_flags else "avx2" if avx2 else "c")
 
     def kernels(rows, kind, key, value):
         return [r["kernels"] for r in rows if r["kind"] == kind and r[key] == value][0]
@@ -97,7 +104,7 @@ elif mode == "names":
     rows, _ = bench(1, *flags("1,3,20"), "--prefill", "96,100", "--max-batch-tokens", "48")
     assert kernels(rows, "decode", "batch", 1) == {"matmul": "openblas-sgemv-f32", "logits": "openblas-sgemv-f32",
                                                    "attention": "dot-f32-" + att}, rows
-    assert kernels(rows, "decode", "batch", 3) == {"matmul": "rows-f32-" + isa, "logits": "rows-f32-" + isa,
+    assert kernels(rows, "decode", "batch", 3) == {"matmul": "rows-f32-" + f32t, "logits": "rows-f32-" + f32t,
                                                    "attention": "dot-f32-" + att}, rows
     assert kernels(rows, "decode", "batch", 20) == {"matmul": "openblas-sgemm-f32", "logits": "openblas-sgemm-f32",
                                                     "attention": "dot-f32-" + att}, rows
@@ -105,14 +112,14 @@ elif mode == "names":
         "matmul": "openblas-sgemm-f32", "logits": "openblas-sgemv-f32", "attention": "tile-f32-" + att}, rows
     assert kernels(rows, "prefill", "prefill_tokens", 100) == {
         "matmul": "openblas-sgemm-f32", "logits": "openblas-sgemv-f32", "attention": "tile-f32-" + att,
-        "matmul_last_chunk": "rows-f32-" + isa}, rows
+        "matmul_last_chunk": "rows-f32-" + f32t}, rows
     # the GEMM probe runs at the largest prefill chunk (48 tokens): sgemm
     assert all(r["gemm_kernel"] == "openblas-sgemm-f32" for r in rows if r["kind"] == "prefill"), rows
-    print("f32 names by T (%s build): ok" % isa)
+    print("f32 names by T (rows kernel tier %s): ok" % f32t)
 
     # int8: the GEMV up to 16 tokens by default (4 on the plain-C path); each override moves every
     # GEMM, attention stays f32
-    rows, err = bench(1, *flags("1,5"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_ISA": "c"},
+    rows, err = bench(1, *flags("1,5"), "--prefill", "100", "--weights", "int8", env={"TPGEN_CPU_ISA": "c"},
                       verbose=True)
     assert kernels(rows, "decode", "batch", 1) == {"matmul": "gemv-int8-c", "logits": "gemv-int8-c",
                                                    "attention": "dot-f32-" + att}, rows
@@ -125,16 +132,20 @@ elif mode == "names":
     assert kernels(rows, "decode", "batch", 1)["logits"] == "openblas-sgemm-int8-panels", rows
     assert "GEMV" not in err.replace("GEMV (T <=", ""), err
     rows, _ = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_GEMM": "gemv"})
-    assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "gemv-int8-" + isa, rows
-    if isa == "avx2":  # the int8 GEMM above 16 tokens by default, or for every T when forced
+    assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "gemv-int8-" + i8, rows
+    if avx2:  # the int8 GEMM above 16 tokens by default, or for every T when forced
         rows, err = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", verbose=True)
+        assert kernels(rows, "decode", "batch", 1)["matmul"] == "gemv-int8-" + i8, rows
+        assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "gemm-int8-" + i8, rows
+        assert "matmul -> GEMM " + i8 + " (" in err, err
+        rows, _ = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_GEMM": "gemm"})
+        assert kernels(rows, "decode", "batch", 1) == {"matmul": "gemm-int8-" + i8, "logits": "gemm-int8-" + i8,
+                                                       "attention": "dot-f32-" + att}, rows
+        # TPGEN_CPU_ISA=avx2 caps int8 at its AVX2 kernels
+        rows, _ = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_CPU_ISA": "avx2"})
         assert kernels(rows, "decode", "batch", 1)["matmul"] == "gemv-int8-avx2", rows
         assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "gemm-int8-avx2", rows
-        assert "matmul -> GEMM avx2 (vpmaddwd" in err, err
-        rows, _ = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_GEMM": "gemm"})
-        assert kernels(rows, "decode", "batch", 1) == {"matmul": "gemm-int8-avx2", "logits": "gemm-int8-avx2",
-                                                       "attention": "dot-f32-" + att}, rows
-    print("int8 names under TPGEN_INT8_ISA / TPGEN_INT8_GEMM: ok")
+    print("int8 names under TPGEN_CPU_ISA / TPGEN_INT8_GEMM: ok")
 
     # bf16: the plain-C GEMV, batched GEMMs on OpenBLAS panels, the crossover moved
     env = {"TPGEN_CPU_ISA": "c", "TPGEN_CPU_GEMM": "blas", "TPGEN_CPU_ATTN": "c"}

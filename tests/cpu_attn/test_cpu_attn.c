@@ -14,8 +14,9 @@
  * Cases (prefills of 13+ tokens give items of several tiles: groups, and tiles of two lane
  * vectors): decode (one query per sequence), prefill and chunked prefill (causal, several sequences
  * of different lengths, lengths not multiples of 8/16, partial last blocks), two queries of one
- * sequence, head_dim 64, 80, 256 and 12, block sizes 16 and 5, and keys whose scores grow with
- * position by ~20 nats over the context (the running max moves: the rescaling is exercised). */
+ * sequence, head_dim 64, 80, 256 and 12, block sizes 16 and 5, keys whose scores grow with
+ * position by ~20 nats over the context (the running max moves: the rescaling is exercised), and
+ * grouped-query attention (Hkl < Hl KV heads: query head h reads KV head h / (Hl / Hkl)). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@ static int g_threads;
 static double g_worst_ref, g_worst_twin; /* largest error / tolerance seen */
 
 typedef struct {
-    int Hl, D, bs, S, kv_bf16;
+    int Hl, Hkl, D, bs, S, kv_bf16;
     const int *before, *n_new; /* [S]: context already cached, queries this step */
 } att_case;
 
@@ -45,8 +46,8 @@ static void put(void *p, size_t i, int bf16, double v) {
 }
 
 static void run_case(const att_case *c, const char *label) {
-    const int Hl = c->Hl, D = c->D, bs = c->bs, S = c->S, bf = c->kv_bf16;
-    const size_t HD = (size_t)Hl * D, es = bf ? 2 : 4;
+    const int Hl = c->Hl, Hkl = c->Hkl, D = c->D, bs = c->bs, S = c->S, bf = c->kv_bf16;
+    const size_t HD = (size_t)Hl * D, KD = (size_t)Hkl * D, QKV = HD + 2 * KD, es = bf ? 2 : 4;
     int T = 0, max_len = 0, max_pos = 0;
     for (int s = 0; s < S; s++) {
         T += c->n_new[s];
@@ -64,7 +65,7 @@ static void run_case(const att_case *c, const char *label) {
         perm[j] = x;
     }
     for (int i = 0; i < S * max_blocks; i++) table[i] = perm[i];
-    const size_t cache_n = (size_t)n_blocks * bs * HD;
+    const size_t cache_n = (size_t)n_blocks * bs * KD;
     void *kc = malloc(cache_n * es), *vc = malloc(cache_n * es);
     for (size_t i = 0; i < cache_n; i++) put(kc, i, bf, NAN), put(vc, i, bf, NAN);
     double *vmax = calloc(S, sizeof(double));
@@ -72,8 +73,8 @@ static void run_case(const att_case *c, const char *label) {
     for (int s = 0; s < S; s++) {
         const int len = c->before[s] + c->n_new[s];
         for (int p = 0; p < len; p++) {
-            const size_t row = ((size_t)table[(size_t)s * max_blocks + p / bs] * bs + p % bs) * HD;
-            for (size_t i = 0; i < HD; i++) {
+            const size_t row = ((size_t)table[(size_t)s * max_blocks + p / bs] * bs + p % bs) * KD;
+            for (size_t i = 0; i < KD; i++) {
                 put(kc, row + i, bf, 2 * urand() - 1 + drift * p / (max_len > 1 ? max_len - 1 : 1));
                 put(vc, row + i, bf, 2 * urand() - 1);
                 const double v = fabs(elem(vc, row + i, bf));
@@ -99,14 +100,15 @@ static void run_case(const att_case *c, const char *label) {
         seq[i] = seq[j];
         seq[j] = x;
     }
-    void *qkv = malloc((size_t)T * 3 * HD * es);
+    void *qkv = malloc((size_t)T * QKV * es);
     for (t = 0; t < T; t++)
-        for (size_t i = 0; i < 3 * HD; i++) put(qkv, (size_t)t * 3 * HD + i, bf, i < HD ? 2 * urand() - 0.5 : NAN);
+        for (size_t i = 0; i < QKV; i++) put(qkv, (size_t)t * QKV + i, bf, i < HD ? 2 * urand() - 0.5 : NAN);
     tp_step st = {.n_tokens = T, .n_seqs = S, .block_size = bs, .max_blocks = max_blocks, .max_pos = max_pos,
                   .pos = pos, .seq = seq, .block_table = table};
     void *out = malloc((size_t)T * HD * es), *twin = malloc((size_t)T * HD * es);
     for (size_t i = 0; i < (size_t)T * HD; i++) put(out, i, bf, NAN), put(twin, i, bf, NAN);
-    att_args a = {.qkv = qkv, .kc = kc, .vc = vc, .out = out, .st = &st, .Hl = Hl, .D = D, .kv_bf16 = bf};
+    att_args a = {.qkv = qkv, .kc = kc, .vc = vc, .out = out, .st = &st, .Hl = Hl, .Hkl = Hkl, .D = D,
+                  .kv_bf16 = bf};
     cpu_attn_run(g_isa, &a, g_threads);
     a.out = twin;
     if (g_isa != ATT_ISA_C) cpu_attn_run(ATT_ISA_C, &a, g_threads);
@@ -114,21 +116,21 @@ static void run_case(const att_case *c, const char *label) {
     double *sc = malloc((size_t)(max_pos + 1) * sizeof(double)), *ref = malloc(D * sizeof(double));
     for (t = 0; t < T; t++)
         for (int h = 0; h < Hl; h++) {
-            const int s = seq[t];
+            const int s = seq[t], g = h / (Hl / Hkl);
             const double vm = vmax[s];
             double mx = -INFINITY, sum = 0;
             for (int p = 0; p <= pos[t]; p++) {
-                const size_t row = ((size_t)table[(size_t)s * max_blocks + p / bs] * bs + p % bs) * HD + (size_t)h * D;
+                const size_t row = ((size_t)table[(size_t)s * max_blocks + p / bs] * bs + p % bs) * KD + (size_t)g * D;
                 double dot = 0;
                 for (int d = 0; d < D; d++)
-                    dot += elem(qkv, (size_t)t * 3 * HD + (size_t)h * D + d, bf) * elem(kc, row + d, bf);
+                    dot += elem(qkv, (size_t)t * QKV + (size_t)h * D + d, bf) * elem(kc, row + d, bf);
                 sc[p] = dot / sqrt((double)D);
                 mx = sc[p] > mx ? sc[p] : mx;
             }
             for (int p = 0; p <= pos[t]; p++) sum += sc[p] = exp(sc[p] - mx);
             for (int d = 0; d < D; d++) ref[d] = 0;
             for (int p = 0; p <= pos[t]; p++) {
-                const size_t row = ((size_t)table[(size_t)s * max_blocks + p / bs] * bs + p % bs) * HD + (size_t)h * D;
+                const size_t row = ((size_t)table[(size_t)s * max_blocks + p / bs] * bs + p % bs) * KD + (size_t)g * D;
                 for (int d = 0; d < D; d++) ref[d] += sc[p] / sum * elem(vc, row + d, bf);
             }
             for (int d = 0; d < D; d++) {
@@ -148,8 +150,8 @@ static void run_case(const att_case *c, const char *label) {
                       cpu_attn_isa_name(g_isa), label, t, s, pos[t], h, d, got, tw);
             }
         }
-    printf("%-6s %-34s %s K/V Hl=%d D=%d bs=%d T=%d max_pos=%d: %s\n", cpu_attn_isa_name(g_isa), label,
-           bf ? "bf16" : "f32 ", Hl, D, bs, T, max_pos, g_fail ? "FAIL" : "ok");
+    printf("%-6s %-34s %s K/V Hl=%d Hkl=%d D=%d bs=%d T=%d max_pos=%d: %s\n", cpu_attn_isa_name(g_isa), label,
+           bf ? "bf16" : "f32 ", Hl, Hkl, D, bs, T, max_pos, g_fail ? "FAIL" : "ok");
     free(table); free(perm); free(kc); free(vc); free(vmax); free(pos); free(seq); free(qkv); free(out);
     free(twin); free(sc); free(ref);
 }
@@ -177,7 +179,9 @@ int main(int argc, char **argv) {
     }
     for (int bf = 0; bf <= 1; bf++) {
 #define CASE(Hl, D, bs, S, before, n_new, label) \
-    run_case(&(att_case){Hl, D, bs, S, bf, (const int[])before, (const int[])n_new}, label)
+    run_case(&(att_case){Hl, Hl, D, bs, S, bf, (const int[])before, (const int[])n_new}, label)
+#define GQA(Hl, Hkl, D, bs, S, before, n_new, label) \
+    run_case(&(att_case){Hl, Hkl, D, bs, S, bf, (const int[])before, (const int[])n_new}, label)
 #define L(...) {__VA_ARGS__}
         /* CodeGen-350M heads (D 64), block size 16 */
         CASE(4, 64, 16, 3, L(0, 0, 0), L(37, 16, 5), "prefill, 3 sequences");
@@ -192,7 +196,14 @@ int main(int argc, char **argv) {
         /* D 12 (a tail in every vector loop), block size 5 */
         CASE(2, 12, 5, 2, L(0, 11), L(13, 2), "prefill + 2 queries");
         CASE(2, 12, 5, 2, L(23, 8), L(1, 1), "decode");
+        /* grouped-query attention: 4 query heads per KV head (LLaMA-style D 64), every query head
+         * on one KV head (multi-query), and 2 per KV head with D 12 and block size 5 */
+        GQA(8, 2, 64, 16, 3, L(0, 40, 9), L(37, 1, 5), "GQA 8/2: prefill + decode");
+        GQA(8, 2, 64, 16, 2, L(99, 250), L(1, 1), "GQA 8/2: decode");
+        GQA(4, 1, 80, 16, 2, L(0, 30), L(19, 2), "GQA 4/1: prefill + 2 queries");
+        GQA(6, 3, 12, 5, 2, L(0, 11), L(13, 1), "GQA 6/3: prefill + decode");
 #undef CASE
+#undef GQA
 #undef L
     }
     printf("%s: %d checks, %d failed; worst error/tolerance: %.3g vs reference, %.3g vs the C twin\n", argv[2],

@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
         bk[v] = tp_backend_cpu_create(threads);
         if (tp_backend_use_int8(bk[v], 0, err, sizeof err)) {
             if (strcmp(gm[v], "gemm") != 0) { fprintf(stderr, "%s\n", err); return 1; }
-            fprintf(stderr, "bench_int8_gemm: no \"%s\" column: %s\n", name[v], err); /* TPGEN_INT8_ISA=c */
+            fprintf(stderr, "bench_int8_gemm: no \"%s\" column: %s\n", name[v], err); /* TPGEN_CPU_ISA=c */
             bk[v]->destroy(bk[v]);
             bk[v] = NULL;
         }

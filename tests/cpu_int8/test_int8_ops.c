@@ -3,9 +3,10 @@
  * clamp to +-127).
  *
  * usage: test_int8_ops THREADS ISA GEMM
- *   ISA: c | avx2 (the GEMV kernels, forced through TPGEN_INT8_ISA)
+ *   ISA: c | avx2 | avxvnni | avx512 (the tier, forced through TPGEN_CPU_ISA; avx512 runs
+ *        avx512vnni)
  *   GEMM: gemv | gemm | blas | auto (TPGEN_INT8_GEMM: every T through one path, or by T as in a
- *         job; gemm, the AVX2 int8 GEMM, SKIPs with ISA c)
+ *         job; gemm, the integer GEMM, SKIPs with ISA c)
  * Exits 77 (ctest SKIPPED) when this CPU cannot run the requested ISA.
  *
  * Checks:
@@ -18,8 +19,8 @@
  *    |got - ref| <= (2K + 4) 2^-24 sum_k |x_k wd_k| (f32 summation in any order, the scale and
  *    the epilogue's roundings) + max|x| / 16383 / 2 * sum_k |wd_k| (the GEMV path's int16 grid
  *    for x) + 1e-6 (GELU's expf). y's old contents are NaN where not read.
- *  - the avx2 and c GEMVs and the avx2 GEMM give the same bits (exact integer sums), T from 1 to
- *    131 (the GEMM's widened panels from 128 on).
+ *  - every tier's GEMV and GEMM this CPU runs (avx2, avxvnni, avx512vnni) gives the c GEMV's
+ *    bits (exact integer sums), T from 1 to 131 (the AVX2 GEMM's widened panels from 128 on).
  *  - a NaN or inf in a token's x makes all its outputs non-finite, a zero token gives the bias,
  *    and neither moves the other tokens' outputs. */
 #include <math.h>
@@ -29,6 +30,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_int8.h" /* the panel layout, for check_padding */
+#include "kernels/cpu/cpu_isa.h"  /* which tiers this CPU runs */
 #include "tests/common/check.h"
 
 
@@ -179,22 +181,39 @@ static void test_matmul(tp_backend *b, int T, int N, int K, int bias_on, int acc
     free(x); free(w); free(bias); free(y0); free(y); free(wd);
 }
 
-/* The c GEMV, the avx2 GEMV and the avx2 GEMM: the same bits (exact integer sums; K past the
- * GEMV's 4096-element and the GEMM's 1024-element int32 chunks, odd K, T and N off the 6 x 16
- * tiles), with bias, accumulation and GELU in the same epilogue. */
+/* Whether this CPU runs the tier (TPGEN_CPU_ISA's name) and, for int8, its kernel there. */
+static int have_tier(const char *isa) {
+    const cpu_features *f = cpu_features_get(); /* CPUID (kernels/cpu/cpu_isa.c) */
+    if (strcmp(isa, "avx2") == 0) return f->avx2_fma;
+    if (strcmp(isa, "avxvnni") == 0) return f->avxvnni;
+    if (strcmp(isa, "avx512") == 0) return f->avx512vnni;
+    return strcmp(isa, "c") == 0;
+}
+
+/* The c GEMV against every other tier's GEMV and GEMM this CPU runs: the same bits (exact
+ * integer sums; K past the kernels' 1024-element int32 blocks, odd K, T and N off every tile),
+ * with bias, accumulation and GELU in the same epilogue. */
 static void test_isa_bits(int threads) {
-#if defined(__x86_64__)
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return;
     char err[256];
-    enum { NB = 3 };
+    enum { NB = 7 };
     tp_backend *bk[NB];
-    const char *isa[NB] = {"c", "avx2", "avx2"}, *path[NB] = {"gemv", "gemv", "gemm"};
+    const char *isa[NB] = {"c", "avx2", "avx2", "avxvnni", "avxvnni", "avx512", "avx512"};
+    const char *path[NB] = {"gemv", "gemv", "gemm", "gemv", "gemm", "gemv", "gemm"};
+    const char *kern[NB] = {"c", "avx2", "avx2", "avxvnni", "avxvnni", "avx512vnni", "avx512vnni"};
+    int on[NB], n_on = 0;
     for (int i = 0; i < NB; i++) {
-        setenv("TPGEN_INT8_ISA", isa[i], 1);
+        on[i] = have_tier(isa[i]);
+        if (!on[i]) { printf("test_isa_bits: %s %s SKIPPED (not on this CPU)\n", isa[i], path[i]); continue; }
+        n_on++;
+        setenv("TPGEN_CPU_ISA", isa[i], 1);
         setenv("TPGEN_INT8_GEMM", path[i], 1);
         bk[i] = tp_backend_cpu_create(threads);
         if (tp_backend_use_int8(bk[i], 0, err, sizeof err)) { CHECK(0, "%s", err); return; }
+        const char *how, *k = cpu_int8_gemv_choice(bk[i], 64, 64, &how);
+        CHECK(k && strcmp(k, kern[i]) == 0, "TPGEN_CPU_ISA=%s: the int8 GEMV is %s, not %s", isa[i], k ? k : "(none)",
+              kern[i]);
     }
+    if (n_on < 2) return;
     /* T >= 128: the GEMM on its int16 copy of the panels (cpu_int8_gemm.c, WIDEN_T) */
     static const int shapes[][3] = {{1, 130, 8200}, {5, 67, 100}, {3, 9, 4097}, {16, 33, 257},
                                     {13, 35, 2049}, {40, 50, 1024}, {7, 16, 2}, {12, 17, 1},
@@ -203,8 +222,9 @@ static void test_isa_bits(int threads) {
         for (int epi = 0; epi < 3; epi++) { /* plain; bias + accumulate; bias + GELU */
             const int T = shapes[j][0], N = shapes[j][1], K = shapes[j][2];
             float *x = rand_f32((size_t)T * K, 3.0), *w = rand_f32((size_t)N * K, 0.5), *bias = rand_f32(N, 0.3);
-            float *y0 = rand_f32((size_t)T * N, 1.0), *y[NB];
+            float *y0 = rand_f32((size_t)T * N, 1.0), *y[NB] = {NULL};
             for (int i = 0; i < NB; i++) {
+                if (!on[i]) continue;
                 void *W = bk[i]->alloc(bk[i], bk[i]->matrix_bytes(bk[i], N, K), "W");
                 bk[i]->matrix_upload(bk[i], W, w, TP_F32, N, K);
                 y[i] = malloc((size_t)T * N * 4);
@@ -215,15 +235,13 @@ static void test_isa_bits(int threads) {
                 bk[i]->free(bk[i], W);
             }
             for (int i = 1; i < NB; i++)
-                CHECK(memcmp(y[0], y[i], (size_t)T * N * 4) == 0, "%s %s and the c GEMV differ at T=%d N=%d K=%d epilogue %d",
+                if (on[i]) CHECK(memcmp(y[0], y[i], (size_t)T * N * 4) == 0, "%s %s and the c GEMV differ at T=%d N=%d K=%d epilogue %d",
                       path[i], isa[i], T, N, K, epi);
             free(x); free(w); free(bias); free(y0);
             for (int i = 0; i < NB; i++) free(y[i]);
         }
-    for (int i = 0; i < NB; i++) bk[i]->destroy(bk[i]);
-#else
-    (void)threads;
-#endif
+    for (int i = 0; i < NB; i++)
+        if (on[i]) bk[i]->destroy(bk[i]);
 }
 
 /* A token with a NaN anywhere in x gives NaN in every output, one with +-inf a non-finite output
@@ -262,25 +280,20 @@ static void test_nonfinite(tp_backend *b) {
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: test_int8_ops THREADS c|avx2 gemv|gemm|blas|auto\n");
+        fprintf(stderr, "usage: test_int8_ops THREADS c|avx2|avxvnni|avx512 gemv|gemm|blas|auto\n");
         return 2;
     }
     const int threads = atoi(argv[1]);
     const char *isa = argv[2], *gemm = argv[3];
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (strcmp(isa, "avx2") == 0 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
-        printf("SKIPPED: this CPU has no AVX2 + FMA\n");
+    if (!have_tier(isa)) {
+        printf("SKIPPED: this CPU does not run the int8 %s tier\n", isa);
         return 77;
     }
-#else
-    if (strcmp(isa, "avx2") == 0) { printf("SKIPPED: not x86-64\n"); return 77; }
-#endif
-    if (strcmp(gemm, "gemm") == 0 && strcmp(isa, "avx2") != 0) {
-        printf("SKIPPED: the int8 GEMM kernel is AVX2 only\n");
+    if (strcmp(gemm, "gemm") == 0 && strcmp(isa, "c") == 0) {
+        printf("SKIPPED: the int8 GEMM kernels need AVX2 or better\n");
         return 77;
     }
-    setenv("TPGEN_INT8_ISA", isa, 1);
+    setenv("TPGEN_CPU_ISA", isa, 1);
     if (strcmp(gemm, "auto") == 0) unsetenv("TPGEN_INT8_GEMM");
     else setenv("TPGEN_INT8_GEMM", gemm, 1);
     tp_backend *b = tp_backend_cpu_create(threads);

@@ -17,6 +17,7 @@
 
 #include "util/log.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_isa.h"
 
 /* fp32 ops against double: rounding of O(sqrt(K)) f32 operations gives NMSE ~1e-13; 1e-10 leaves
  * room for longer sums while any indexing or formula error lands near 1. */
@@ -213,6 +214,30 @@ static void test_matmul(tp_backend *b) {
     test_matmul_one(b, 3, 50, 20, 0, 0, 1);
 }
 
+/* The rows kernel (T = 2..16) on every tier this CPU runs, forced through TPGEN_CPU_ISA (c, avx2,
+ * avx512: kernels/cpu/cpu_isa.h), against the double reference; kernel_name names the tier. */
+static void test_matmul_tiers(int nt) {
+    const cpu_features *f = cpu_features_get();
+    static const char *const tiers[] = {"c", "avx2", "avx512"};
+    const int have[] = {1, f->avx2_fma, f->avx512};
+    for (int i = 0; i < 3; i++) {
+        if (!have[i]) { printf("matmul tier %s: SKIPPED (not on this CPU)\n", tiers[i]); continue; }
+        setenv("TPGEN_CPU_ISA", tiers[i], 1);
+        tp_backend *b = tp_backend_cpu_create(nt);
+        test_matmul(b);
+        char want[32];
+        snprintf(want, sizeof want, "rows-f32-%s", tiers[i]);
+        const char *k = b->kernel_name(b, TP_OP_MATMUL, 4, 64);
+        g_checks++;
+        if (strcmp(k, want) != 0) {
+            g_fail++;
+            printf("FAIL: TPGEN_CPU_ISA=%s: the rows kernel is %s, not %s\n", tiers[i], k, want);
+        }
+        b->destroy(b);
+        unsetenv("TPGEN_CPU_ISA");
+    }
+}
+
 /* ---- layernorm, gelu_new, add, embed, gather_rows ---- */
 static void test_layernorm_one(tp_backend *b, int T, int E, float offset, int in_place) {
     const float eps = 1e-5f;
@@ -245,6 +270,64 @@ static void test_layernorm_one(tp_backend *b, int T, int E, float offset, int in
     b->free(b, dx); b->free(b, dg); b->free(b, db);
     if (!in_place) b->free(b, dy);
     free(x); free(g); free(be); free(y);
+}
+
+/* HF LlamaRMSNorm: x / sqrt(mean(x^2) + eps) * g (in f32 the rounding to act before g is none). */
+static void test_rmsnorm_one(tp_backend *b, int T, int E, float offset, float eps, int in_place) {
+    size_t n = (size_t)T * E;
+    float *x = malloc(n * 4), *g = malloc(E * 4), *y = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) x[i] = offset + rng_sym(2.0f);
+    fill_sym(g, E, 1.5f);
+    float *dx = b->alloc(b, n * 4, "x"), *dg = b->alloc(b, E * 4, "g");
+    float *dy = in_place ? dx : b->alloc(b, n * 4, "y");
+    b->upload(b, dx, x, TP_F32, n);
+    b->upload(b, dg, g, TP_F32, E);
+    if (!in_place) poison(dy, n);
+    b->rmsnorm(b, dy, dx, dg, T, E, eps);
+    b->to_host(b, y, dy, n * 4);
+    errstat e = {0};
+    for (int t = 0; t < T; t++) {
+        const float *xr = x + (size_t)t * E;
+        double ss = 0;
+        for (int i = 0; i < E; i++) ss += (double)xr[i] * xr[i];
+        const double r = 1.0 / sqrt(ss / E + eps);
+        for (int i = 0; i < E; i++) err_add(&e, y[(size_t)t * E + i], xr[i] * r * g[i]);
+    }
+    char s[96];
+    snprintf(s, sizeof s, "T=%d E=%d offset=%g eps=%g%s", T, E, offset, eps, in_place ? " in-place" : "");
+    report("rmsnorm", s, &e, TOL_F32);
+    b->free(b, dx); b->free(b, dg);
+    if (!in_place) b->free(b, dy);
+    free(x); free(g); free(y);
+}
+
+/* y = silu(gate) * up, gu = [T, 2N] (gate then up per row), against double; |x| up to 30 and 100
+ * (exp overflowing to inf: silu(-100) = -0, silu(100) = 100). */
+static void test_silu_mul(tp_backend *b) {
+    const int shapes[][2] = {{1, 8}, {3, 1000}, {17, 2752}, {2, 33}};
+    const float ranges[] = {8.0f, 8.0f, 30.0f, 100.0f};
+    for (int si = 0; si < 4; si++) {
+        const int T = shapes[si][0], N = shapes[si][1];
+        const size_t n = (size_t)T * N;
+        float *gu = malloc(2 * n * 4), *y = malloc(n * 4);
+        fill_sym(gu, 2 * n, ranges[si]);
+        float *dgu = b->alloc(b, 2 * n * 4, "gu"), *dy = b->alloc(b, n * 4, "y");
+        b->upload(b, dgu, gu, TP_F32, 2 * n);
+        poison(dy, n);
+        b->silu_mul(b, dy, dgu, T, N);
+        b->to_host(b, y, dy, n * 4);
+        errstat e = {0};
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < N; i++) {
+                const double z = gu[(size_t)t * 2 * N + i], u = gu[(size_t)t * 2 * N + N + i];
+                err_add(&e, y[(size_t)t * N + i], z / (1.0 + exp(-z)) * u);
+            }
+        char s[96];
+        snprintf(s, sizeof s, "T=%d N=%d x in (-%g,%g)", T, N, ranges[si], ranges[si]);
+        report("silu_mul", s, &e, TOL_F32);
+        b->free(b, dgu); b->free(b, dy);
+        free(gu); free(y);
+    }
 }
 
 static void test_gelu_add(tp_backend *b) {
@@ -326,30 +409,36 @@ static void test_embed_gather(tp_backend *b) {
  * The reference keeps every sequence's rotated K and V by logical position in double; the
  * backend's cache is physical blocks in a scattered order, NaN wherever nothing was written. */
 typedef struct {
-    int Hl, D, R, bs, S, max_blocks, n_blocks;
+    int Hl, Hkl, D, R, bs, S, max_blocks, n_blocks; /* Hkl < Hl: grouped-query attention */
+    tp_rope_style style;
+    float theta;
     int32_t *block_table; /* [S, max_blocks] */
     int *len;             /* [S] tokens written so far */
-    double *refk, *refv;  /* [S, max_blocks*bs, Hl, D] */
-    float *kc, *vc;       /* backend caches [n_blocks, bs, Hl, D] */
+    double *refk, *refv;  /* [S, max_blocks*bs, Hkl, D] */
+    float *kc, *vc;       /* backend caches [n_blocks, bs, Hkl, D] */
 } attn_case;
 
-/* Rotary as the spec defines it: inv_freq and the angle are f32 quantities (as HF's sinusoid
- * table), the rotation itself in double. */
-static void ref_rotate(double *x, const float *src, int D, int R, int pos) {
+/* Rotary as the spec defines it: inv_freq = theta^(-2i/R) and the angle are f32 quantities (as
+ * HF's sinusoid tables), the rotation itself in double, of the pairs (2i, 2i+1) (GPT-J, CodeGen)
+ * or (i, i + R/2) (NeoX rotate-half, LLaMA). */
+static void ref_rotate(double *x, const float *src, int D, int R, int pos, tp_rope_style style, float theta) {
     for (int d = 0; d < D; d++) x[d] = src[d];
     for (int i = 0; i < R / 2; i++) {
-        float inv = 1.0f / (float)pow(10000.0, (double)((float)(2 * i) / (float)R));
+        float inv = 1.0f / (float)pow((double)theta, (double)((float)(2 * i) / (float)R));
         float ang = (float)pos * inv;
         double c = cos((double)ang), s = sin((double)ang);
-        double a = src[2 * i], bb = src[2 * i + 1];
-        x[2 * i] = a * c - bb * s;
-        x[2 * i + 1] = bb * c + a * s;
+        const int ia = style == TP_ROPE_NEOX ? i : 2 * i, ib = style == TP_ROPE_NEOX ? i + R / 2 : 2 * i + 1;
+        double a = src[ia], bb = src[ib];
+        x[ia] = a * c - bb * s;
+        x[ib] = bb * c + a * s;
     }
 }
 
-static void attn_case_init(tp_backend *b, attn_case *c, int Hl, int D, int R, int bs, int S, int max_len) {
+static void attn_case_init(attn_case *c, int Hl, int D, int R, int bs, int S, int max_len) {
     memset(c, 0, sizeof *c);
-    c->Hl = Hl; c->D = D; c->R = R; c->bs = bs; c->S = S;
+    c->Hl = Hl; c->Hkl = Hl; c->D = D; c->R = R; c->bs = bs; c->S = S;
+    c->style = TP_ROPE_GPTJ;
+    c->theta = 10000.0f;
     c->max_blocks = (max_len + bs - 1) / bs;
     c->n_blocks = S * c->max_blocks + 3; /* a few blocks nobody owns */
     c->block_table = malloc((size_t)S * c->max_blocks * sizeof(int32_t));
@@ -364,10 +453,20 @@ static void attn_case_init(tp_backend *b, attn_case *c, int Hl, int D, int R, in
     for (int i = 0; i < S * c->max_blocks; i++) c->block_table[i] = perm[i];
     free(perm);
     c->len = calloc(S, sizeof(int));
-    size_t per_seq = (size_t)c->max_blocks * bs * Hl * D;
+    c->refk = c->refv = NULL;
+    c->kc = c->vc = NULL;
+}
+
+/* The case's KV heads (Hkl), rotary style and base; allocates the caches. */
+static void attn_case_kv(tp_backend *b, attn_case *c, int Hkl, tp_rope_style style, float theta) {
+    c->Hkl = Hkl;
+    c->style = style;
+    c->theta = theta;
+    const int bs = c->bs, S = c->S;
+    size_t per_seq = (size_t)c->max_blocks * bs * Hkl * c->D;
     c->refk = calloc(S * per_seq, sizeof(double));
     c->refv = calloc(S * per_seq, sizeof(double));
-    size_t cache_n = (size_t)c->n_blocks * bs * Hl * D;
+    size_t cache_n = (size_t)c->n_blocks * bs * Hkl * c->D;
     c->kc = b->alloc(b, cache_n * 4, "k cache");
     c->vc = b->alloc(b, cache_n * 4, "v cache");
     poison(c->kc, cache_n);
@@ -382,8 +481,10 @@ static void attn_case_free(tp_backend *b, attn_case *c) {
 /* One step: n_new[s] new tokens for each sequence s (0 = not in this step), tokens of the
  * sequences interleaved in the step order given by a shuffle. */
 static void attn_step(tp_backend *b, attn_case *c, const int *n_new, const char *label) {
-    const int Hl = c->Hl, D = c->D, S = c->S;
-    const size_t HD = (size_t)Hl * D, per_seq = (size_t)c->max_blocks * c->bs * HD;
+    const int Hl = c->Hl, Hkl = c->Hkl, D = c->D, S = c->S, grp = Hl / Hkl;
+    const size_t HD = (size_t)Hl * D, KD = (size_t)Hkl * D, QKV = HD + 2 * KD;
+    const size_t per_seq = (size_t)c->max_blocks * c->bs * KD;
+    const tp_attn_shape shape = {Hl, Hkl, D, c->R, c->style, c->theta};
     int T = 0;
     for (int s = 0; s < S; s++) T += n_new[s];
     int32_t *pos = malloc(T * sizeof(int32_t)), *seq = malloc(T * sizeof(int32_t));
@@ -401,57 +502,60 @@ static void attn_step(tp_backend *b, attn_case *c, const int *n_new, const char 
         pos[i] = pos[j]; seq[i] = seq[j];
         pos[j] = a; seq[j] = bb;
     }
-    float *qkv = malloc((size_t)T * 3 * HD * 4), *out = malloc((size_t)T * HD * 4);
-    float *qkv_after = malloc((size_t)T * 3 * HD * 4);
-    fill_sym(qkv, (size_t)T * 3 * HD, 1.5f);
+    float *qkv = malloc((size_t)T * QKV * 4), *out = malloc((size_t)T * HD * 4);
+    float *qkv_after = malloc((size_t)T * QKV * 4);
+    fill_sym(qkv, (size_t)T * QKV, 1.5f);
 
-    float *dqkv = b->alloc(b, (size_t)T * 3 * HD * 4, "qkv"), *dout = b->alloc(b, (size_t)T * HD * 4, "att out");
+    float *dqkv = b->alloc(b, (size_t)T * QKV * 4, "qkv"), *dout = b->alloc(b, (size_t)T * HD * 4, "att out");
     int32_t *dpos = b->alloc(b, T * 4, "pos"), *dseq = b->alloc(b, T * 4, "seq");
     int32_t *dbt = b->alloc(b, (size_t)S * c->max_blocks * 4, "block table");
-    b->upload(b, dqkv, qkv, TP_F32, (size_t)T * 3 * HD);
+    b->upload(b, dqkv, qkv, TP_F32, (size_t)T * QKV);
     b->to_device(b, dpos, pos, T * 4);
     b->to_device(b, dseq, seq, T * 4);
     b->to_device(b, dbt, c->block_table, (size_t)S * c->max_blocks * 4);
     tp_step st = {.n_tokens = T, .n_seqs = S, .block_size = c->bs, .max_blocks = c->max_blocks,
                   .max_pos = max_pos, .pos = dpos, .seq = dseq, .block_table = dbt};
 
-    b->rotary_kv_write(b, dqkv, c->kc, c->vc, &st, &(tp_attn_shape){Hl, Hl, D, c->R, TP_ROPE_GPTJ, 10000.0f});
-    b->to_host(b, qkv_after, dqkv, (size_t)T * 3 * HD * 4);
+    b->rotary_kv_write(b, dqkv, c->kc, c->vc, &st, &shape);
+    b->to_host(b, qkv_after, dqkv, (size_t)T * QKV * 4);
 
     /* reference rotary; record rotated k and v into the reference history */
     double *rq = malloc((size_t)T * HD * sizeof(double));
     errstat eq = {0}, ev = {0}, ecache = {0};
     for (t = 0; t < T; t++) {
-        const float *q = qkv + (size_t)t * 3 * HD, *k = q + HD, *v = k + HD;
-        const float *qa = qkv_after + (size_t)t * 3 * HD;
-        double *hk = c->refk + seq[t] * per_seq + (size_t)pos[t] * HD;
-        double *hv = c->refv + seq[t] * per_seq + (size_t)pos[t] * HD;
+        const float *q = qkv + (size_t)t * QKV, *k = q + HD, *v = k + KD;
+        const float *qa = qkv_after + (size_t)t * QKV;
+        double *hk = c->refk + seq[t] * per_seq + (size_t)pos[t] * KD;
+        double *hv = c->refv + seq[t] * per_seq + (size_t)pos[t] * KD;
         for (int h = 0; h < Hl; h++) {
-            ref_rotate(rq + (size_t)t * HD + (size_t)h * D, q + (size_t)h * D, D, c->R, pos[t]);
-            ref_rotate(hk + (size_t)h * D, k + (size_t)h * D, D, c->R, pos[t]);
+            ref_rotate(rq + (size_t)t * HD + (size_t)h * D, q + (size_t)h * D, D, c->R, pos[t], c->style, c->theta);
+            for (int d = 0; d < D; d++) err_add(&eq, qa[(size_t)h * D + d], rq[(size_t)t * HD + (size_t)h * D + d]);
+        }
+        for (int h = 0; h < Hkl; h++) {
+            ref_rotate(hk + (size_t)h * D, k + (size_t)h * D, D, c->R, pos[t], c->style, c->theta);
             for (int d = 0; d < D; d++) {
                 hv[(size_t)h * D + d] = v[(size_t)h * D + d];
-                err_add(&eq, qa[(size_t)h * D + d], rq[(size_t)t * HD + (size_t)h * D + d]);
                 err_add(&eq, qa[HD + (size_t)h * D + d], hk[(size_t)h * D + d]);
-                err_add(&ev, qa[2 * HD + (size_t)h * D + d], v[(size_t)h * D + d]);
+                err_add(&ev, qa[HD + KD + (size_t)h * D + d], v[(size_t)h * D + d]);
             }
         }
         /* the cache slot of this token holds its rotated k and its v */
         size_t slot = (size_t)c->block_table[(size_t)seq[t] * c->max_blocks + pos[t] / c->bs] * c->bs + pos[t] % c->bs;
-        for (size_t i = 0; i < HD; i++) {
-            err_add(&ecache, c->kc[slot * HD + i], hk[i]);
-            err_add(&ecache, c->vc[slot * HD + i], hv[i]);
+        for (size_t i = 0; i < KD; i++) {
+            err_add(&ecache, c->kc[slot * KD + i], hk[i]);
+            err_add(&ecache, c->vc[slot * KD + i], hv[i]);
         }
     }
     for (int s = 0; s < S; s++) c->len[s] += n_new[s];
     char sh[128];
-    snprintf(sh, sizeof sh, "%s T=%d Hl=%d D=%d R=%d bs=%d", label, T, Hl, D, c->R, c->bs);
+    snprintf(sh, sizeof sh, "%s T=%d Hl=%d/%d D=%d R=%d bs=%d%s", label, T, Hl, Hkl, D, c->R, c->bs,
+             c->style == TP_ROPE_NEOX ? " neox" : "");
     report("rotary q,k", sh, &eq, TOL_F32);
     report("rotary v same", sh, &ev, 0.0);
     report("kv_write", sh, &ecache, TOL_F32);
 
     poison(dout, (size_t)T * HD);
-    b->attention(b, dout, dqkv, c->kc, c->vc, &st, &(tp_attn_shape){Hl, Hl, D, 0, TP_ROPE_GPTJ, 10000.0f});
+    b->attention(b, dout, dqkv, c->kc, c->vc, &st, &shape);
     b->to_host(b, out, dout, (size_t)T * HD * 4);
 
     errstat ea = {0};
@@ -459,22 +563,23 @@ static void attn_step(tp_backend *b, attn_case *c, const int *n_new, const char 
     for (t = 0; t < T; t++)
         for (int h = 0; h < Hl; h++) {
             const double *q = rq + (size_t)t * HD + (size_t)h * D;
-            const double *hk = c->refk + seq[t] * per_seq, *hv = c->refv + seq[t] * per_seq;
+            const int g = h / grp; /* the KV head query head h reads */
+            const double *hk = c->refk + seq[t] * per_seq + (size_t)g * D, *hv = c->refv + seq[t] * per_seq + (size_t)g * D;
             double mx = -INFINITY, sum = 0;
             for (int p = 0; p <= pos[t]; p++) {
                 double s = 0;
-                for (int d = 0; d < D; d++) s += q[d] * hk[(size_t)p * HD + (size_t)h * D + d];
+                for (int d = 0; d < D; d++) s += q[d] * hk[(size_t)p * KD + d];
                 sc[p] = s / sqrt((double)D);
                 if (sc[p] > mx) mx = sc[p];
             }
             for (int p = 0; p <= pos[t]; p++) sum += sc[p] = exp(sc[p] - mx);
             for (int d = 0; d < D; d++) {
                 double o = 0;
-                for (int p = 0; p <= pos[t]; p++) o += sc[p] / sum * hv[(size_t)p * HD + (size_t)h * D + d];
+                for (int p = 0; p <= pos[t]; p++) o += sc[p] / sum * hv[(size_t)p * KD + d];
                 err_add(&ea, out[(size_t)t * HD + (size_t)h * D + d], o);
             }
         }
-    snprintf(sh, sizeof sh, "%s T=%d Hl=%d D=%d bs=%d max_pos=%d", label, T, Hl, D, c->bs, max_pos);
+    snprintf(sh, sizeof sh, "%s T=%d Hl=%d/%d D=%d bs=%d max_pos=%d", label, T, Hl, Hkl, D, c->bs, max_pos);
     report("attention", sh, &ea, TOL_F32);
 
     b->free(b, dqkv); b->free(b, dout); b->free(b, dpos); b->free(b, dseq); b->free(b, dbt);
@@ -484,7 +589,8 @@ static void attn_step(tp_backend *b, attn_case *c, const int *n_new, const char 
 static void test_attention(tp_backend *b) {
     attn_case c;
     /* several sequences, block size 4, R < D: prefills, then a mixed step, then decodes */
-    attn_case_init(b, &c, 3, 16, 8, 4, 3, 40);
+    attn_case_init(&c, 3, 16, 8, 4, 3, 40);
+    attn_case_kv(b, &c, c.Hl, TP_ROPE_GPTJ, 10000.0f);
     attn_step(b, &c, (int[]){5, 9, 0}, "prefill");
     attn_step(b, &c, (int[]){1, 1, 7}, "mixed");
     attn_step(b, &c, (int[]){1, 1, 1}, "decode");
@@ -492,36 +598,61 @@ static void test_attention(tp_backend *b) {
     attn_case_free(b, &c);
 
     /* one head, D = R = 8, block size 16 */
-    attn_case_init(b, &c, 1, 8, 8, 16, 2, 64);
+    attn_case_init(&c, 1, 8, 8, 16, 2, 64);
+    attn_case_kv(b, &c, c.Hl, TP_ROPE_GPTJ, 10000.0f);
     attn_step(b, &c, (int[]){1, 0}, "T=1 prefill");
     attn_step(b, &c, (int[]){1, 33}, "mixed");
     attn_step(b, &c, (int[]){1, 1}, "decode");
     attn_case_free(b, &c);
 
     /* six heads, D = 64, R = 32, block size 16, four sequences of different lengths */
-    attn_case_init(b, &c, 6, 64, 32, 16, 4, 80);
+    attn_case_init(&c, 6, 64, 32, 16, 4, 80);
+    attn_case_kv(b, &c, c.Hl, TP_ROPE_GPTJ, 10000.0f);
     attn_step(b, &c, (int[]){17, 3, 40, 1}, "prefill");
     attn_step(b, &c, (int[]){1, 1, 1, 30}, "mixed");
     attn_case_free(b, &c);
 
     /* Hl * D = 2560 floats per cache row: decode items split the heads into groups (<= 2048) */
-    attn_case_init(b, &c, 5, 512, 64, 16, 2, 40);
+    attn_case_init(&c, 5, 512, 64, 16, 2, 40);
+    attn_case_kv(b, &c, c.Hl, TP_ROPE_GPTJ, 10000.0f);
     attn_step(b, &c, (int[]){9, 2}, "prefill");
     attn_step(b, &c, (int[]){1, 1}, "decode");
     attn_case_free(b, &c);
 
     /* D = 12 (not a multiple of 8: the scalar kernel), R = 4 */
-    attn_case_init(b, &c, 2, 12, 4, 4, 2, 24);
+    attn_case_init(&c, 2, 12, 4, 4, 2, 24);
+    attn_case_kv(b, &c, c.Hl, TP_ROPE_GPTJ, 10000.0f);
     attn_step(b, &c, (int[]){7, 2}, "prefill");
     attn_step(b, &c, (int[]){1, 5}, "mixed");
     attn_step(b, &c, (int[]){1, 1}, "decode");
     attn_case_free(b, &c);
 
     /* long context: positions up to 2100 (large rotary angles), block size 16 */
-    attn_case_init(b, &c, 2, 16, 16, 16, 1, 2112);
+    attn_case_init(&c, 2, 16, 16, 16, 1, 2112);
+    attn_case_kv(b, &c, c.Hl, TP_ROPE_GPTJ, 10000.0f);
     attn_step(b, &c, (int[]){2048}, "long prefill");
     attn_step(b, &c, (int[]){1}, "long decode");
     attn_step(b, &c, (int[]){50}, "long chunk");
+    attn_case_free(b, &c);
+
+    /* LLaMA: rotate-half rotary on all of D, base 500000, grouped-query attention (8 query heads
+     * on 2 KV heads, and 4 on 1), over prefill, mixed and decode steps */
+    attn_case_init(&c, 8, 16, 16, 4, 3, 48);
+    attn_case_kv(b, &c, 2, TP_ROPE_NEOX, 500000.0f);
+    attn_step(b, &c, (int[]){5, 9, 0}, "gqa prefill");
+    attn_step(b, &c, (int[]){1, 1, 7}, "gqa mixed");
+    attn_step(b, &c, (int[]){1, 1, 1}, "gqa decode");
+    attn_case_free(b, &c);
+    attn_case_init(&c, 4, 64, 64, 16, 2, 300);
+    attn_case_kv(b, &c, 1, TP_ROPE_NEOX, 10000.0f);
+    attn_step(b, &c, (int[]){260, 3}, "mqa prefill");
+    attn_step(b, &c, (int[]){1, 1}, "mqa decode");
+    attn_case_free(b, &c);
+    /* rotate-half on part of D (R < D), Hkl = Hl */
+    attn_case_init(&c, 3, 16, 8, 4, 2, 24);
+    attn_case_kv(b, &c, 3, TP_ROPE_NEOX, 10000.0f);
+    attn_step(b, &c, (int[]){7, 2}, "neox R<D prefill");
+    attn_step(b, &c, (int[]){1, 1}, "neox R<D decode");
     attn_case_free(b, &c);
 }
 
@@ -652,10 +783,17 @@ int main(int argc, char **argv) {
     test_memory(b);
     test_upload(b);
     test_matmul(b);
+    test_matmul_tiers(nt);
     test_layernorm_one(b, 1, 8, 0.0f, 0);
     test_layernorm_one(b, 5, 64, 3.0f, 0);
     test_layernorm_one(b, 33, 1000, 100.0f, 0);
     test_layernorm_one(b, 40, 1024, -1.0f, 1);
+    test_rmsnorm_one(b, 1, 8, 0.0f, 1e-6f, 0);
+    test_rmsnorm_one(b, 5, 64, 3.0f, 1e-5f, 0);
+    test_rmsnorm_one(b, 33, 4096, 0.0f, 1e-6f, 0);
+    test_rmsnorm_one(b, 40, 1000, -1.0f, 1e-6f, 1);
+    test_rmsnorm_one(b, 2, 64, 0.0f, 0.5f, 0); /* eps large against mean(x^2): an ignored eps shows */
+    test_silu_mul(b);
     test_gelu_add(b);
     test_embed_gather(b);
     test_attention(b);

@@ -1,0 +1,253 @@
+/* Kernel selection by measurement and its cache file (cpu_tune.h).
+ *
+ * A line of the file: 6 tab-separated fields
+ *   CPU brand, family, NxK, candidates@kernel_set, chosen, times (ms, as measured)
+ * after the header line CACHE_HEADER. */
+#include "kernels/cpu/cpu_tune.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "util/log.h"
+
+#define CACHE_HEADER "# tpgen CPU kernel choices, measured at load (docs/KERNELS.md); delete this file to measure again"
+#define TUNE_BUDGET_S 0.030
+#define TUNE_MIN_ROUNDS 2
+#define TUNE_MAX_ROUNDS 8
+#define TUNE_DROP 4.0 /* a first timed run slower than this times the fastest: out of the rounds */
+#define TUNE_MARGIN 0.02 /* a later (lower) candidate wins only when faster by more than this */
+
+/* CPU time of the calling thread (file comment of cpu_tune.h: preemption does not count). */
+static double thread_seconds(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return tp_now_seconds();
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The CPU's brand string (CPUID 0x80000002-4), spaces trimmed; "unknown-cpu" elsewhere. */
+static void cpu_brand(char *out, size_t size) {
+    snprintf(out, size, "unknown-cpu");
+#if defined(__x86_64__)
+    unsigned r[12];
+    if ((unsigned)__get_cpuid_max(0x80000000u, NULL) < 0x80000004u) return;
+    for (unsigned i = 0; i < 3; i++) __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+    char s[49];
+    memcpy(s, r, 48);
+    s[48] = 0;
+    char *p = s;
+    while (*p == ' ') p++;
+    size_t n = strlen(p);
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) p[--n] = 0;
+    for (char *q = p; *q; q++)
+        if (*q == '\t' || *q == '\n') *q = ' ';
+    if (n) snprintf(out, size, "%s", p);
+#endif
+}
+
+void cpu_tune_cache_path(char *path, size_t size) {
+    const char *e = getenv("TPGEN_KERNEL_CACHE");
+    path[0] = 0;
+    if (e && *e) {
+        if (strcmp(e, "off") != 0) snprintf(path, size, "%s", e);
+        return;
+    }
+    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    if (x && *x) snprintf(path, size, "%s/tpgen/cpu-kernels.tsv", x);
+    else if (h && *h) snprintf(path, size, "%s/.cache/tpgen/cpu-kernels.tsv", h);
+}
+
+/* "candidates@kernel_set" and the line's key (fields 1-5 joined by tabs). */
+static void make_key(const cpu_tune_key *k, char *key, size_t size) {
+    char brand[64], cands[256] = "";
+    cpu_brand(brand, sizeof brand);
+    for (int i = 0; i < k->n_cand; i++)
+        snprintf(cands + strlen(cands), sizeof cands - strlen(cands), "%s%s", i ? "," : "", k->names[i]);
+    snprintf(key, size, "%s\t%s\t%dx%d\t%s@%s", brand, k->family, k->N, k->K, cands, k->kernel_set);
+}
+
+/* Whether line (no newline) is a well-formed choice; its chosen field's start and length. */
+static int line_ok(const char *line, const char **chosen, size_t *chosen_len) {
+    const char *f[7];
+    size_t len[7];
+    int n = 0;
+    const char *p = line;
+    while (n < 7) {
+        const char *t = strchr(p, '\t');
+        f[n] = p;
+        len[n] = t ? (size_t)(t - p) : strlen(p);
+        n++;
+        if (!t) break;
+        p = t + 1;
+    }
+    if (n != 6) return 0;
+    int N, K;
+    char rest;
+    char buf[64];
+    if (len[2] >= sizeof buf || len[4] == 0) return 0;
+    memcpy(buf, f[2], len[2]), buf[len[2]] = 0;
+    if (sscanf(buf, "%dx%d%c", &N, &K, &rest) != 2 || N < 1 || K < 1) return 0;
+    const char *at = memchr(f[3], '@', len[3]);
+    if (!at) return 0;
+    /* the chosen name is one of the candidates */
+    for (const char *c = f[3]; c < at;) {
+        const char *e = memchr(c, ',', (size_t)(at - c));
+        const size_t cl = e ? (size_t)(e - c) : (size_t)(at - c);
+        if (cl == len[4] && memcmp(c, f[4], cl) == 0) {
+            *chosen = f[4];
+            *chosen_len = len[4];
+            return 1;
+        }
+        c += cl + 1;
+    }
+    return 0;
+}
+
+/* Reads the cache: the chosen index for key (-1 if none) and, in keep (caller frees), the
+ * file's well-formed lines other than key's, for a rewrite. Warns once per bad line. */
+static int cache_read(const char *path, const char *key, const cpu_tune_key *k, char **keep) {
+    *keep = tp_strdup("");
+    size_t len;
+    char *txt = tp_read_file(path, &len); /* NULL: none yet, or unreadable (the write will say) */
+    if (!txt) return -1;
+    int found = -1, lineno = 0, bad = 0;
+    size_t keep_len = 0;
+    for (char *s = txt; s && *s;) {
+        char *nl = strchr(s, '\n');
+        if (nl) *nl = 0;
+        lineno++;
+        if (lineno == 1) {
+            if (strcmp(s, CACHE_HEADER) != 0) {
+                tp_log0("cpu kernels: warning: %s is not a tpgen kernel cache (its first line is not the header): "
+                        "ignored, and rewritten with the choices measured now\n", path);
+                free(txt);
+                return -1;
+            }
+        } else if (*s && *s != '#') {
+            const char *ch;
+            size_t chl;
+            if (!line_ok(s, &ch, &chl)) {
+                if (!bad++)
+                    tp_log0("cpu kernels: warning: %s line %d is not a kernel choice: ignored (delete the file to "
+                            "measure everything again)\n", path, lineno);
+            } else if (strncmp(s, key, strlen(key)) == 0 && s[strlen(key)] == '\t') {
+                for (int i = 0; i < k->n_cand; i++)
+                    if (strlen(k->names[i]) == chl && memcmp(k->names[i], ch, chl) == 0) found = i;
+            } else {
+                const size_t l = strlen(s);
+                *keep = tp_realloc(*keep, keep_len + l + 2);
+                memcpy(*keep + keep_len, s, l);
+                keep_len += l;
+                (*keep)[keep_len++] = '\n';
+                (*keep)[keep_len] = 0;
+            }
+        }
+        s = nl ? nl + 1 : NULL;
+    }
+    free(txt);
+    return found;
+}
+
+/* mkdir -p of path's directory (best effort: the write reports what fails). */
+static void make_dirs(const char *path) {
+    char d[1024];
+    snprintf(d, sizeof d, "%s", path);
+    char *slash = strrchr(d, '/');
+    if (!slash || slash == d) return;
+    *slash = 0;
+    for (char *p = d + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(d, 0755);
+            *p = '/';
+        }
+    mkdir(d, 0755);
+}
+
+/* The header, the kept lines and the new one, through a temporary file renamed over path (two
+ * processes writing at once: one's line is lost and measured again next time, never torn). */
+static int cache_write(const char *path, const char *keep, const char *line) {
+    make_dirs(path);
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) return -1;
+    int ok = fprintf(fp, "%s\n%s%s\n", CACHE_HEADER, keep, line) > 0;
+    ok = (fclose(fp) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *how, size_t how_size) {
+    if (k->n_cand <= 1) {
+        snprintf(how, how_size, "the only kernel this CPU runs");
+        return 0;
+    }
+    char path[1024], key[512];
+    cpu_tune_cache_path(path, sizeof path);
+    make_key(k, key, sizeof key);
+    char *keep = NULL;
+    if (path[0]) {
+        const int c = cache_read(path, key, k, &keep);
+        if (c >= 0) {
+            free(keep);
+            snprintf(how, how_size, "cached in %s", path);
+            return c;
+        }
+    }
+    /* warm-up, then rounds (file comment) */
+    double best[CPU_TUNE_MAX_CAND], warm_min = 1e30;
+    int live[CPU_TUNE_MAX_CAND];
+    const int nc = k->n_cand < CPU_TUNE_MAX_CAND ? k->n_cand : CPU_TUNE_MAX_CAND;
+    for (int i = 0; i < nc; i++) run(ctx, i); /* untimed: caches, page tables, the AVX-512 units woken */
+    for (int i = 0; i < nc; i++) {
+        const double t0 = thread_seconds();
+        run(ctx, i);
+        best[i] = thread_seconds() - t0;
+        warm_min = best[i] < warm_min ? best[i] : warm_min;
+    }
+    for (int i = 0; i < nc; i++) live[i] = best[i] <= TUNE_DROP * warm_min;
+    const double start = thread_seconds();
+    for (int r = 0; r < TUNE_MAX_ROUNDS; r++) {
+        if (r >= TUNE_MIN_ROUNDS && thread_seconds() - start > TUNE_BUDGET_S) break;
+        for (int j = 0; j < nc; j++) {
+            const int i = (j + r) % nc;
+            if (!live[i]) continue;
+            const double t0 = thread_seconds();
+            run(ctx, i);
+            const double dt = thread_seconds() - t0;
+            best[i] = dt < best[i] ? dt : best[i];
+        }
+    }
+    int pick = 0;
+    for (int i = 1; i < nc; i++)
+        if (best[i] < best[pick] * (1.0 - TUNE_MARGIN)) pick = i;
+    char times[256] = "";
+    for (int i = 0; i < nc; i++)
+        snprintf(times + strlen(times), sizeof times - strlen(times), "%s%s %.3f%s", i ? ", " : "", k->names[i],
+                 best[i] * 1e3, live[i] ? "" : " (dropped: over 4x the fastest)");
+    if (path[0]) {
+        char line[1024];
+        snprintf(line, sizeof line, "%s\t%s\t%s", key, k->names[pick], times);
+        if (cache_write(path, keep ? keep : "", line) == 0)
+            snprintf(how, how_size, "measured at T = %d (ms: %s), saved to %s", k->T, times, path);
+        else
+            snprintf(how, how_size, "measured at T = %d (ms: %s), not saved: %s: %s", k->T, times, path,
+                     strerror(errno));
+    } else {
+        snprintf(how, how_size, "measured at T = %d (ms: %s), not cached (TPGEN_KERNEL_CACHE=off)", k->T, times);
+    }
+    free(keep);
+    return pick;
+}
