@@ -5,7 +5,7 @@
  * TPGEN_SANITIZE=address build, every access of the kernels against its buffer; not the device's
  * arithmetic, scheduling or memory model (that is test_cuda_ops on a GPU).
  *
- * usage: test_cuda_emu [SEED]    (default: a fresh seed, printed)
+ * usage: test_cuda_emu [SEED]    (default: a fresh seed, printed; ctest passes a fixed one)
  *        test_cuda_emu --bad kv-heads|rotary-dim|rope-style   (one op on a shape the backend
  *                                  must refuse: it dies with the message, ctest cuda_emu_refuses_*)
  * The element-wise ops run in F16 and BF16; attention, rotary and the decode graphs in BF16 only
