@@ -21,9 +21,11 @@ tokenized by the reference tiktoken 0.4.0 encoding (tools/make_codegen25_fixture
 <mask_1>, its ids and HF's greedy ids) and "weights_sha256". A prompt with a near-tie (top-2 logits
 closer than 1e-3, or neighbours among the 6 best log-probs closer than 1e-4) is refused: pick another.
 
-Scales (docs/FIXTURES.md): matrices ~ N(0, 1.2/sqrt(E)) as the LLaMA fixtures, the embedding ~ N(0, 1),
-RMSNorm weights ~ 1 + N(0, 0.1); lm_head ~ N(0, 2.5/sqrt(E)), larger than the other matrices so that
-the best logit of 51,200 stands out from the rest by more than int8/bf16 rounding moves it.
+Scales (docs/FIXTURES.md): every matrix, lm_head included, ~ N(0, 1.2/sqrt(E)) as in the LLaMA fixtures,
+the embedding ~ N(0, 1), RMSNorm weights ~ 1 + N(0, 0.1). Greedy is not degenerate (no token repeats in a
+prompt's 12-16 steps). A larger lm_head (2.5/sqrt(E)) widened the logit gaps but let tpgen's bf16 move
+a log-probability by 0.098 from HF's f32 (mean 0.026), over the bf16 bounds (0.08, mean 0.02); with 1.2
+the measures are 0.051 / 0.013 for bf16 and 0.041 / 0.015 for int8 (its bounds 0.15 / 0.05).
 """
 import argparse
 import hashlib
@@ -41,7 +43,7 @@ except ImportError:
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 FIXTURE = os.path.join(ROOT, "tests", "data", "codegen25-tiny")
 SEED = 2525
-LM_HEAD_STD = 2.5
+LM_HEAD_STD = 1.2
 
 # text prompts (greedy through `tpgen generate --prompt`) and the infill prompt (prefix, suffix)
 TEXTS = [("def fibonacci(n):\n    ", 16), ("import numpy as np\n\nclass Model:\n", 14),
