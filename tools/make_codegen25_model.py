@@ -17,7 +17,8 @@ hf_expected.json is copied to OUTDIR/expected.json, where tests/parity/check_par
 --reference: runs HF transformers' LlamaForCausalLM (f32, eager attention) on exactly the weights written,
 and writes hf_expected.json: check_parity's schema ("generate": greedy ids and log-probs of text prompts
 tokenized by the reference tiktoken 0.4.0 encoding (tools/make_codegen25_fixtures.py), each with its
-"text"; "score"), plus "fim" (CodeGen2.5's infill prompt prefix <mask_1> suffix <|endoftext|> <sep>
+"text" and HF's decode of the ids, "completion"; "score", with its "text"), "speculate" (ids of a
+prompt whose greedy continuation prompt lookup drafts and partly accepts, and HF's greedy ids), "fim" (CodeGen2.5's infill prompt prefix <mask_1> suffix <|endoftext|> <sep>
 <mask_1>, its ids and HF's greedy ids) and "weights_sha256". A prompt with a near-tie (top-2 logits
 closer than 1e-3, or neighbours among the 6 best log-probs closer than 1e-4) is refused: pick another.
 
@@ -54,6 +55,10 @@ SCORE_TEXT = "def hello():\n    print('hello, world')\n    return 0\n"
 
 def die(msg):
     sys.exit(f"make_codegen25_model.py: error: {msg}")
+
+
+class NearTie(Exception):
+    pass
 
 
 def read_config():
@@ -128,7 +133,7 @@ def reference(out, sha):
     def top(row, what):
         vals, idx = torch.topk(row, 6)
         if min((vals[:-1] - vals[1:]).tolist()) < 1e-4:
-            die(f"{what}: two of the 6 best log-probs are closer than 1e-4: choose another prompt")
+            raise NearTie(f"{what}: two of the 6 best log-probs are closer than 1e-4: choose another prompt")
         return [[int(i), float(v)] for i, v in zip(idx[:5].tolist(), vals[:5].tolist())]
 
     def greedy(prompt, n, what):
@@ -137,7 +142,7 @@ def reference(out, sha):
             lp, logits = logprobs(seq)
             t2 = torch.topk(logits[-1], 2).values
             if float(t2[0] - t2[1]) < 1e-3:
-                die(f"{what}: greedy near-tie at step {len(ids)}: choose another prompt")
+                raise NearTie(f"{what}: greedy near-tie at step {len(ids)}: choose another prompt")
             nxt = int(torch.argmax(logits[-1]))
             tops.append(top(lp[-1], what))
             ids.append(nxt)
@@ -148,23 +153,56 @@ def reference(out, sha):
     gens = []
     for text, n in TEXTS:
         g = greedy(enc.encode(text, allowed_special="all"), n, repr(text))
-        gens.append(dict(g, text=text))
+        gens.append(dict(g, text=text, completion=enc.decode(g["ids"])))
     pre, suf, n = FIM
     fim_text = pre + "<mask_1>" + suf + "<|endoftext|>" + "<sep>" + "<mask_1>"
-    fim = dict(greedy(enc.encode(fim_text, allowed_special="all"), n, "fim"), prefix=pre, suffix=suf)
+    fim = greedy(enc.encode(fim_text, allowed_special="all"), n, "fim")
+    fim.update(prefix=pre, suffix=suf, completion=enc.decode(fim["ids"]))
+    spec = speculation_prompt(gens, lambda p, n: greedy(p, n, "speculate"))
     ids = enc.encode(SCORE_TEXT, allowed_special="all")
     lp, _ = logprobs(ids)
-    score = {"ids": ids, "logprobs": [None] + [float(lp[t - 1, ids[t]]) for t in range(1, len(ids))],
+    score = {"text": SCORE_TEXT, "ids": ids, "logprobs": [None] + [float(lp[t - 1, ids[t]]) for t in range(1, len(ids))],
              "top_logprobs": [None] + [top(lp[t - 1], "score") for t in range(1, len(ids))]}
     cfg = read_config()
     exp = {"transformers_version": transformers.__version__, "torch_version": torch.__version__,
            "name": "codegen25-tiny", "dtype": "F32", "valid_tp": [1, 2, 4], "eos_token_id": cfg["eos_token_id"],
            "seed": SEED, "numpy_version": np.__version__, "weights_sha256": sha,
-           "generate": gens, "score": score, "fim": fim}
+           "generate": gens, "score": score, "fim": fim, "speculate": spec}
     with open(os.path.join(FIXTURE, "hf_expected.json"), "w") as f:
         json.dump(exp, f, indent=1)
         f.write("\n")
     print("wrote", os.path.join(FIXTURE, "hf_expected.json"))
+
+
+def drafts_accepted(prompt, ids, n_max=3):
+    """Steps of ids where prompt lookup (docs/USAGE.md: the last N <= n_max tokens' most recent earlier
+    occurrence) proposes the token greedy then picks."""
+    hits = 0
+    for j in range(len(ids) - 1):
+        seq = prompt + ids[:j + 1]
+        for n in range(n_max, 0, -1):
+            tail = seq[-n:]
+            at = [i for i in range(len(seq) - n) if seq[i:i + n] == tail]
+            if at:
+                hits += seq[at[-1] + n] == ids[j + 1]
+                break
+    return hits
+
+
+def speculation_prompt(gens, greedy):
+    """A prompt A + x + A whose greedy continuation repeats part of itself, so that --speculate ngram
+    drafts tokens and the model accepts some: x is iterated as the continuation of A + x + A."""
+    for g in gens:
+        a, x = g["prompt_ids"], g["ids"][:4]
+        for _ in range(8):
+            try:
+                r = greedy(a + x + a, 12)
+            except NearTie:
+                break
+            if drafts_accepted(a + x + a, r["ids"]):
+                return r
+            x = r["ids"][:4]
+    die("no prompt A + x + A whose greedy continuation prompt lookup drafts")
 
 
 def main():
@@ -175,7 +213,10 @@ def main():
     a = ap.parse_args()
     sha = write_checkpoint(a.out)
     if a.reference:
-        reference(a.out, sha)
+        try:
+            reference(a.out, sha)
+        except NearTie as e:
+            die(str(e))
     if a.check:
         exp_path = os.path.join(FIXTURE, "hf_expected.json")
         with open(exp_path) as f:

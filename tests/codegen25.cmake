@@ -1,0 +1,44 @@
+# CodeGen2.5 as published (label codegen25): a checkpoint directory with config.json
+# (LlamaForCausalLM, vocab 51200), tokenizer_config.json naming CodeGen25Tokenizer and
+# model.safetensors, tiny (docs/FIXTURES.md "codegen25-tiny"). Its weights (26 MB: the 51,200-row
+# embedding and lm_head) are not committed: the setup test redraws them with numpy from a fixed seed
+# (tools/make_codegen25_model.py --check) into the build tree, holds their sha256 to the one the HF
+# references of tests/data/codegen25-tiny/hf_expected.json were made from, and copies those in as
+# expected.json. Every test below reads that one directory, against HF's ids and log-probs:
+#   parity (check_parity, ids in) at TP 1, 2, 4; `generate --prompt TEXT` (text in, text out) at
+#   TP 1, 2, 4; `generate --suffix` (FIM, no fim.json); --speculate ngram; `tokenize`; `info`;
+#   --weights int8 and --dtype bf16 within the bounds of their parity tests; `serve` at TP 2
+#   (streaming, logprobs, prefix cache, KV on demand with preemption, suffix).
+# Triton and Slurm cases are in tests/triton.cmake and tests/slurm.cmake (CG25_MODEL, this fixture).
+set(CG25_MODEL ${CMAKE_CURRENT_BINARY_DIR}/codegen25-tiny)
+set(CG25_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/codegen25)
+add_test(NAME codegen25_model COMMAND python3 ${CMAKE_SOURCE_DIR}/tools/make_codegen25_model.py ${CG25_MODEL} --check)
+set_tests_properties(codegen25_model PROPERTIES LABELS "codegen25" TIMEOUT 120 FIXTURES_SETUP codegen25_model)
+
+# cg25_test(NAME LABELS TIMEOUT COMMAND...): a test on the regenerated checkpoint
+function(cg25_test name labels timeout)
+  add_test(NAME codegen25_${name} COMMAND ${ARGN})
+  set_tests_properties(codegen25_${name} PROPERTIES LABELS "codegen25;${labels}" TIMEOUT ${timeout}
+                       FIXTURES_REQUIRED codegen25_model SKIP_RETURN_CODE 77)
+endfunction()
+
+set(CG25_CLI python3 ${CG25_TESTS}/cli_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC})
+foreach(np 1 2 4)
+  cg25_test(parity_tp${np} "parity;mpi" 120
+            check_parity --tpgen $<TARGET_FILE:tpgen> --np ${np} --mpiexec ${TPGEN_MPIEXEC} --fixture ${CG25_MODEL}
+            -- --backend cpu --threads 1)
+  cg25_test(text_tp${np} "mpi;tokenizer" 120 ${CG25_CLI} ${np} ${CG25_MODEL} text)
+endforeach()
+cg25_test(fim_tp2 "fim;mpi" 60 ${CG25_CLI} 2 ${CG25_MODEL} fim)
+cg25_test(speculate_tp2 "speculate;mpi" 120 ${CG25_CLI} 2 ${CG25_MODEL} speculate)
+cg25_test(tokenize "tokenizer" 60 ${CG25_CLI} 1 ${CG25_MODEL} tokenize)
+cg25_test(info "" 30 $<TARGET_FILE:tpgen> info --model ${CG25_MODEL})
+set_tests_properties(codegen25_info PROPERTIES PASS_REGULAR_EXPRESSION
+  "architecture: LlamaForCausalLM .*vocab 51200, n_positions 256.*parameters: 6652736 .*  4 +15\\.7 MiB +256 ")
+cg25_test(int8_tp1_tp2 "parity;mpi;int8" 200
+          ${CMAKE_CURRENT_SOURCE_DIR}/cpu_int8/parity_int8.sh --np 1,2 --build ${CMAKE_BINARY_DIR} --fixtures ${CG25_MODEL})
+cg25_test(bf16_tp2 "parity;mpi;bf16" 200
+          ${CMAKE_CURRENT_SOURCE_DIR}/parity/hf_parity.sh --backend cpu --dtype bf16 --threads 1 --np 2 --tol 0.08
+          --mean-tol 0.02 --timeout 120 --build ${CMAKE_BINARY_DIR} --fixtures ${CG25_MODEL})
+cg25_test(serve_tp2 "server;prefix;fim;mpi" 240
+          python3 ${CG25_TESTS}/serve_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 2 ${CG25_MODEL})
