@@ -51,10 +51,10 @@ def generate(extra, ref, what, text=True):
              % (np_, what, ref["prompt_ids"], js.get("prompt_ids")))
     sh.check(js.get("ids") == ref["ids"], "TP %d %s: greedy ids == HF's %s (got %s)" % (np_, what, ref["ids"], js.get("ids")))
     sh.check(close(js.get("logprobs", []), ref["logprobs"]), "TP %d %s: log-probs within %g of HF's" % (np_, what, TOL))
-    return js
     if text:
         sh.check(js.get("text") == ref["completion"], "TP %d %s: text %r == HF's decode %r"
                  % (np_, what, js.get("text"), ref["completion"]))
+    return js
 
 
 if mode == "text":
