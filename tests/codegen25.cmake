@@ -14,6 +14,15 @@ set(CG25_MODEL ${CMAKE_CURRENT_BINARY_DIR}/codegen25-tiny)
 set(CG25_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/codegen25)
 add_test(NAME codegen25_model COMMAND python3 ${CMAKE_SOURCE_DIR}/tools/make_codegen25_model.py ${CG25_MODEL} --check)
 set_tests_properties(codegen25_model PROPERTIES LABELS "codegen25" TIMEOUT 120 FIXTURES_SETUP codegen25_model)
+# weights that are not the ones the references were made from: refused, naming both numpy versions
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/codegen25-other-sha.json
+     "{\"weights_sha256\": \"0000\", \"numpy_version\": \"0.0\"}\n")
+add_test(NAME codegen25_model_sha_mismatch
+         COMMAND sh -c "python3 \"$0\" \"$1\" --check --expected \"$2\" 2>&1; echo \"exit status $?\""
+                 ${CMAKE_SOURCE_DIR}/tools/make_codegen25_model.py ${CMAKE_CURRENT_BINARY_DIR}/codegen25-other
+                 ${CMAKE_CURRENT_BINARY_DIR}/codegen25-other-sha.json)
+set_tests_properties(codegen25_model_sha_mismatch PROPERTIES LABELS "codegen25;errors" TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "error: .*codegen25-other/model\\.safetensors has sha256 [0-9a-f]+, .*codegen25-other-sha\\.json was made from 0000: numpy [0-9.]+ draws other values from default_rng\\(2525\\) than numpy 0\\.0 did\nexit status 1")
 
 # cg25_test(NAME LABELS TIMEOUT COMMAND...): a test on the regenerated checkpoint
 function(cg25_test name labels timeout)

@@ -210,6 +210,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--check", action="store_true", help="hold the sha256 of hf_expected.json, copy it in")
     ap.add_argument("--reference", action="store_true", help="run HF (torch) and write hf_expected.json")
+    ap.add_argument("--expected", default=os.path.join(FIXTURE, "hf_expected.json"),
+                    help="the references --check holds the weights to (default: %(default)s)")
     a = ap.parse_args()
     sha = write_checkpoint(a.out)
     if a.reference:
@@ -218,13 +220,16 @@ def main():
         except NearTie as e:
             die(str(e))
     if a.check:
-        exp_path = os.path.join(FIXTURE, "hf_expected.json")
-        with open(exp_path) as f:
-            want = json.load(f)["weights_sha256"]
+        exp_path = a.expected
+        try:
+            with open(exp_path) as f:
+                exp = json.load(f)
+            want, made_by = exp["weights_sha256"], exp["numpy_version"]
+        except (OSError, ValueError, KeyError) as e:
+            die(f"cannot read weights_sha256 and numpy_version from {exp_path}: {e!r}")
         if sha != want:
             die(f"{a.out}/model.safetensors has sha256 {sha}, {exp_path} was made from {want}: numpy "
-                f"{np.__version__} draws other values from default_rng({SEED}) than numpy "
-                f"{json.load(open(exp_path))['numpy_version']} did")
+                f"{np.__version__} draws other values from default_rng({SEED}) than numpy {made_by} did")
         shutil.copyfile(exp_path, os.path.join(a.out, "expected.json"))
     print(f"{a.out}: CodeGen2.5-shaped checkpoint, model.safetensors sha256 {sha}")
 
