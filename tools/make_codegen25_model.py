@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A CodeGen2.5-shaped tiny checkpoint, drawn with numpy from a fixed seed (no torch needed).
 
-    python3 tools/make_codegen25_model.py OUTDIR [--check]     # the test fixture step (numpy only)
+    python3 tools/make_codegen25_model.py OUTDIR [--check] [--bin BINDIR]   # the test fixture step (numpy only)
     /work/fxenv/bin/python tools/make_codegen25_model.py OUTDIR --reference   # writes the HF references
 
 The checkpoint is a directory as Salesforce publishes CodeGen2.5 (config.json of LlamaForCausalLM with
@@ -14,6 +14,8 @@ state_dict order, f32 safetensors written by hand (the writer of tools/make_rand
 --check: the sha256 of model.safetensors must equal "weights_sha256" of tests/data/codegen25-tiny/
 hf_expected.json (so a numpy whose stream changed fails here, naming it, rather than in parity), and
 hf_expected.json is copied to OUTDIR/expected.json, where tests/parity/check_parity.c reads it.
+--bin BINDIR: the same weights also as BINDIR/pytorch_model.bin in torch.save's zip format (written with
+the stdlib; torch.load reads it back equal to the safetensors file), with the config files.
 --reference: runs HF transformers' LlamaForCausalLM (f32, eager attention) on exactly the weights written,
 and writes hf_expected.json: check_parity's schema ("generate": greedy ids and log-probs of text prompts
 tokenized by the reference tiktoken 0.4.0 encoding (tools/make_codegen25_fixtures.py), each with its
@@ -109,11 +111,81 @@ def write_safetensors(path, arrays):
     return h.hexdigest()
 
 
-def write_checkpoint(out):
+def write_torch_bin(path, arrays):
+    """pytorch_model.bin as torch.save writes it (zip, uncompressed, records 64-byte aligned; data.pkl
+    pickles {name: torch._utils._rebuild_tensor_v2(storage, 0, shape, stride, False, OrderedDict())}
+    with each storage a persistent id ('storage', torch.FloatStorage, key, 'cpu', numel)), made with
+    the stdlib: the pickle's two torch globals come from stand-in modules, as names only."""
+    import collections
+    import io
+    import pickle
+    import types
+    import zipfile
+    fake = {"torch": types.ModuleType("torch"), "torch._utils": types.ModuleType("torch._utils")}
+
+    class FloatStorage:
+        pass
+
+    def _rebuild_tensor_v2(*args):
+        raise RuntimeError("a name for the pickle only")
+    FloatStorage.__module__, _rebuild_tensor_v2.__module__ = "torch", "torch._utils"
+    FloatStorage.__qualname__, _rebuild_tensor_v2.__qualname__ = "FloatStorage", "_rebuild_tensor_v2"
+    fake["torch"].FloatStorage, fake["torch._utils"]._rebuild_tensor_v2 = FloatStorage, _rebuild_tensor_v2
+    fake["torch"]._utils = fake["torch._utils"]
+
+    class Storage:
+        def __init__(self, key, numel):
+            self.key, self.numel = key, numel
+
+    class Tensor:
+        def __init__(self, storage, shape):
+            self.args = (storage, 0, tuple(shape), tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape))),
+                         False, collections.OrderedDict())
+
+        def __reduce__(self):
+            return _rebuild_tensor_v2, self.args
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            if isinstance(obj, Storage):
+                return ("storage", FloatStorage, obj.key, "cpu", obj.numel)
+            return None
+
+    saved = {k: sys.modules.get(k) for k in fake}
+    sys.modules.update(fake)
+    try:
+        buf = io.BytesIO()
+        Pickler(buf, protocol=2).dump({name: Tensor(Storage(str(i), x.size), x.shape)
+                                       for i, (name, x) in enumerate(arrays)})
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                del sys.modules[k]
+            else:
+                sys.modules[k] = v
+    records = [("data.pkl", buf.getvalue()), (".format_version", b"1"), (".storage_alignment", b"64"),
+               ("byteorder", b"little")] + [(f"data/{i}", x.tobytes()) for i, (_, x) in enumerate(arrays)] + \
+              [("version", b"3\n")]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, data in records:
+            info = zipfile.ZipInfo("pytorch_model/" + name, date_time=(1980, 1, 1, 0, 0, 0))
+            start = z.fp.tell() + 30 + len(info.filename)  # where the data begins without padding
+            pad = -(start + 4) % 64
+            info.extra = b"FB" + struct.pack("<H", pad) + b"Z" * pad  # torch's alignment record
+            z.writestr(info, data)
+
+
+def write_checkpoint(out, bin_dir=None):
     os.makedirs(out, exist_ok=True)
     for n in ("config.json", "tokenizer_config.json"):
         shutil.copyfile(os.path.join(FIXTURE, n), os.path.join(out, n))
-    return write_safetensors(os.path.join(out, "model.safetensors"), draw(read_config()))
+    arrays = draw(read_config())
+    if bin_dir:
+        os.makedirs(bin_dir, exist_ok=True)
+        for n in ("config.json", "tokenizer_config.json"):
+            shutil.copyfile(os.path.join(FIXTURE, n), os.path.join(bin_dir, n))
+        write_torch_bin(os.path.join(bin_dir, "pytorch_model.bin"), arrays)
+    return write_safetensors(os.path.join(out, "model.safetensors"), arrays)
 
 
 def reference(out, sha):
@@ -212,8 +284,10 @@ def main():
     ap.add_argument("--reference", action="store_true", help="run HF (torch) and write hf_expected.json")
     ap.add_argument("--expected", default=os.path.join(FIXTURE, "hf_expected.json"),
                     help="the references --check holds the weights to (default: %(default)s)")
+    ap.add_argument("--bin", metavar="DIR", help="also DIR: the same checkpoint as pytorch_model.bin (torch.save's "
+                    "format, written with the stdlib; --check copies expected.json there too)")
     a = ap.parse_args()
-    sha = write_checkpoint(a.out)
+    sha = write_checkpoint(a.out, a.bin)
     if a.reference:
         try:
             reference(a.out, sha)
@@ -230,7 +304,8 @@ def main():
         if sha != want:
             die(f"{a.out}/model.safetensors has sha256 {sha}, {exp_path} was made from {want}: numpy "
                 f"{np.__version__} draws other values from default_rng({SEED}) than numpy {made_by} did")
-        shutil.copyfile(exp_path, os.path.join(a.out, "expected.json"))
+        for d in [a.out] + ([a.bin] if a.bin else []):
+            shutil.copyfile(exp_path, os.path.join(d, "expected.json"))
     print(f"{a.out}: CodeGen2.5-shaped checkpoint, model.safetensors sha256 {sha}")
 
 
