@@ -53,7 +53,8 @@ cg25_test(info "" 30 $<TARGET_FILE:tpgen> info --model ${CG25_MODEL})
 set_tests_properties(codegen25_info PROPERTIES PASS_REGULAR_EXPRESSION
   "architecture: LlamaForCausalLM .*vocab 51200, n_positions 256.*parameters: 6652736 .*  4 +15\\.7 MiB +256 ")
 cg25_test(int8_tp1_tp2 "parity;mpi;int8" 200
-          ${CMAKE_CURRENT_SOURCE_DIR}/cpu_int8/parity_int8.sh --np 1,2 --build ${CMAKE_BINARY_DIR} --fixtures ${CG25_MODEL})
+          ${CMAKE_CURRENT_SOURCE_DIR}/cpu_int8/parity_int8.sh --np 1,2 --build ${CMAKE_BINARY_DIR}
+          --fixtures ${CG25_MODEL})
 cg25_test(bf16_tp2 "parity;mpi;bf16" 200
           ${CMAKE_CURRENT_SOURCE_DIR}/parity/hf_parity.sh --backend cpu --dtype bf16 --threads 1 --np 2 --tol 0.08
           --mean-tol 0.02 --timeout 120 --build ${CMAKE_BINARY_DIR} --fixtures ${CG25_MODEL})

@@ -20,7 +20,8 @@ the stdlib; torch.load reads it back equal to the safetensors file), with the co
 and writes hf_expected.json: check_parity's schema ("generate": greedy ids and log-probs of text prompts
 tokenized by the reference tiktoken 0.4.0 encoding (tools/make_codegen25_fixtures.py), each with its
 "text" and HF's decode of the ids, "completion"; "score", with its "text"), "speculate" (ids of a
-prompt whose greedy continuation prompt lookup drafts and partly accepts, and HF's greedy ids), "fim" (CodeGen2.5's infill prompt prefix <mask_1> suffix <|endoftext|> <sep>
+prompt whose greedy continuation prompt lookup drafts and partly accepts, and HF's greedy ids), "fim"
+(CodeGen2.5's infill prompt prefix <mask_1> suffix <|endoftext|> <sep>
 <mask_1>, its ids and HF's greedy ids) and "weights_sha256". A prompt with a near-tie (top-2 logits
 closer than 1e-3, or neighbours among the 6 best log-probs closer than 1e-4) is refused: pick another.
 
@@ -233,7 +234,8 @@ def reference(out, sha):
     spec = speculation_prompt(gens, lambda p, n: greedy(p, n, "speculate"))
     ids = enc.encode(SCORE_TEXT, allowed_special="all")
     lp, _ = logprobs(ids)
-    score = {"text": SCORE_TEXT, "ids": ids, "logprobs": [None] + [float(lp[t - 1, ids[t]]) for t in range(1, len(ids))],
+    score = {"text": SCORE_TEXT, "ids": ids,
+             "logprobs": [None] + [float(lp[t - 1, ids[t]]) for t in range(1, len(ids))],
              "top_logprobs": [None] + [top(lp[t - 1], "score") for t in range(1, len(ids))]}
     cfg = read_config()
     exp = {"transformers_version": transformers.__version__, "torch_version": torch.__version__,

@@ -49,7 +49,8 @@ def generate(extra, ref, what, text=True):
         return None
     sh.check(js.get("prompt_ids") == ref["prompt_ids"], "TP %d %s: prompt ids %s (got %s)"
              % (np_, what, ref["prompt_ids"], js.get("prompt_ids")))
-    sh.check(js.get("ids") == ref["ids"], "TP %d %s: greedy ids == HF's %s (got %s)" % (np_, what, ref["ids"], js.get("ids")))
+    sh.check(js.get("ids") == ref["ids"], "TP %d %s: greedy ids == HF's %s (got %s)"
+             % (np_, what, ref["ids"], js.get("ids")))
     sh.check(close(js.get("logprobs", []), ref["logprobs"]), "TP %d %s: log-probs within %g of HF's" % (np_, what, TOL))
     if text:
         sh.check(js.get("text") == ref["completion"], "TP %d %s: text %r == HF's decode %r"
@@ -77,7 +78,8 @@ elif mode == "speculate":
                     "TP %d --speculate %s: drafted %s, accepted %s (both > 0)" % (np_, spec, sp.get("drafted"),
                                                                                   sp.get("accepted")))
 elif mode == "tokenize":
-    for t, ids in [(g["text"], g["prompt_ids"]) for g in exp["generate"]] + [(exp["score"]["text"], exp["score"]["ids"])]:
+    texts = [(g["text"], g["prompt_ids"]) for g in exp["generate"]] + [(exp["score"]["text"], exp["score"]["ids"])]
+    for t, ids in texts:
         js = run(["tokenize", "--model", model, "--text", t, "--json"], np=1)
         sh.check(js is not None and js.get("ids") == ids, "tokenize %r: %s (got %s)" % (t, ids, js and js.get("ids")))
 else:

@@ -47,7 +47,8 @@ def check_choice(st, js, raw, ref, what, text=True):
     sh.check(close(lps, ref["logprobs"]), "%s: logprobs within %g of HF's" % (what, TOL))
     sh.check(c.get("finish_reason") == "length", "%s: finish_reason length (got %s)" % (what, c.get("finish_reason")))
     if text:
-        sh.check(c.get("text") == ref["completion"], "%s: text %r == HF's %r" % (what, c.get("text"), ref["completion"]))
+        sh.check(c.get("text") == ref["completion"], "%s: text %r == HF's %r"
+                 % (what, c.get("text"), ref["completion"]))
     return c
 
 

@@ -157,7 +157,8 @@ def main():
     if CG25:
         for g, h in zip(greedy, HF):
             n = h["max_new_tokens"]
-            check(g["ids"][:n] == h["ids"], "tpgen generate %r: HF's greedy ids %s (got %s)" % (h["text"], h["ids"], g["ids"]))
+            check(g["ids"][:n] == h["ids"], "tpgen generate %r: HF's greedy ids %s (got %s)"
+                  % (h["text"], h["ids"], g["ids"]))
     repo, cfg = make_repo(model)
     t0 = time.time()
     tr = Triton(repo, os.path.join(WORK, "tritonserver.log"))
