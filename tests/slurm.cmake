@@ -13,7 +13,7 @@ find_program(TPGEN_SLURMCTLD slurmctld PATHS /usr/sbin /sbin)
 find_program(TPGEN_MUNGED munged PATHS /usr/sbin /sbin)
 find_program(TPGEN_SBATCH sbatch)
 execute_process(COMMAND id -u OUTPUT_VARIABLE TPGEN_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
-set(TPGEN_SLURM_CASES slurm_sbatch_generate slurm_bad_model slurm_cancel)
+set(TPGEN_SLURM_CASES slurm_sbatch_generate slurm_bad_model slurm_cancel slurm_codegen25)
 if(NOT TPGEN_SLURMCTLD OR NOT TPGEN_MUNGED OR NOT TPGEN_SBATCH OR NOT TPGEN_UID STREQUAL "0")
   foreach(t ${TPGEN_SLURM_CASES})
     add_test(NAME ${t} COMMAND sh -c "echo 'SKIPPED: needs root and slurm-wlm + munge (bash tools/install-deps.sh), then reconfigure'; exit 77")
@@ -32,7 +32,12 @@ else()
   add_test(NAME slurm_cancel
            COMMAND bash ${TPGEN_SLURM_TESTS}/cancel.sh $<TARGET_FILE:tpgen> ${TPGEN_TEST_DATA}/tiny-f32
                    ${TPGEN_TEST_DATA}/tokenizer/codegen ${w}/cancel)
+  # CodeGen2.5's checkpoint directory as it is (tests/codegen25.cmake regenerates it): HF's ids
+  add_test(NAME slurm_codegen25 COMMAND bash ${TPGEN_SLURM_TESTS}/sbatch_codegen25.sh $<TARGET_FILE:tpgen> ${CG25_MODEL}
+                                        ${w}/codegen25)
   set_tests_properties(${TPGEN_SLURM_CASES} PROPERTIES
                        LABELS "slurm;mpi" TIMEOUT 120 FIXTURES_REQUIRED slurm_cluster RESOURCE_LOCK slurm_cluster
                        ENVIRONMENT "SLURM_CONF=${TPGEN_SLURM_DIR}/etc/slurm.conf")
+  set_tests_properties(slurm_codegen25 PROPERTIES LABELS "slurm;mpi;codegen25"
+                       FIXTURES_REQUIRED "slurm_cluster;codegen25_model")
 endif()

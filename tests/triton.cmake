@@ -10,6 +10,14 @@ add_test(NAME triton_serve_tp2
                  $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 2 ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen
                  ${CMAKE_CURRENT_BINARY_DIR}/triton/tp2 ${TPGEN_TRITON_VENV})
 set_tests_properties(triton_serve_tp2 PROPERTIES LABELS "triton;mpi" TIMEOUT 240 FIXTURES_REQUIRED triton_venv)
+# CodeGen2.5's checkpoint directory as it is (tests/codegen25.cmake regenerates it): load, greedy
+# generate / generate_stream == tpgen generate (held to HF's ids), logprobs, unload; the short part
+add_test(NAME triton_codegen25_tp2
+         COMMAND ${TPGEN_TRITON_VENV}/bin/python ${CMAKE_CURRENT_SOURCE_DIR}/triton/triton_test.py
+                 $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 2 ${CG25_MODEL} ${CG25_MODEL}
+                 ${CMAKE_CURRENT_BINARY_DIR}/triton/codegen25 ${TPGEN_TRITON_VENV} codegen25)
+set_tests_properties(triton_codegen25_tp2 PROPERTIES LABELS "triton;mpi;codegen25" TIMEOUT 180
+                     FIXTURES_REQUIRED "triton_venv;codegen25_model")
 
 # launcher/tpgen-triton.sbatch on the one-node test Slurm cluster of tests/slurm.cmake (its fixture
 # and lock); reported SKIPPED where that cluster cannot run (no root, no slurm-wlm).

@@ -8,6 +8,7 @@
 # usage: tests/parity/hf_parity.sh [--backend cuda|cpu] [--np N] [--dtype bf16|f16|f32]
 #                                  [--comm mpi|nccl] [--ref hf-f32|hf-bf16] [--build DIR]
 #                                  [--timeout SECONDS] [--tol T] [--mean-tol M] [--threads N]
+#                                  [--fixtures DIR...]  (default: every tests/data/*/ with the reference)
 #   defaults: --backend cuda --np 1 --dtype bf16 (cpu: f32) --comm mpi --ref hf-f32 --build build
 #             --timeout 120; T the dtype's tolerance (bf16 0.08, f16 0.015, f32 2e-4)
 # With --comm mpi several ranks may share one GPU: that is how TP = 2 runs on a one-GPU machine.
@@ -39,6 +40,7 @@ ap.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
 ap.add_argument("--ref", choices=["hf-f32", "hf-bf16"], default="hf-f32")
 ap.add_argument("--mean-tol", type=float, default=None)
 ap.add_argument("--threads", type=int, default=None)
+ap.add_argument("--fixtures", nargs="*", default=None)
 a = ap.parse_args()
 if a.dtype is None:
     a.dtype = "bf16" if a.backend == "cuda" else "f32"
@@ -95,7 +97,8 @@ def top_check(what, exp_top, got_top):
             errs.append("%s: HF top id %d (%.5f) missing from tpgen's top 5" % (what, i, lp))
     return errs, worst
 
-for path in sorted(glob.glob("tests/data/*/" + exp_name)):
+for path in ([os.path.join(d, exp_name) for d in a.fixtures] if a.fixtures
+             else sorted(glob.glob("tests/data/*/" + exp_name))):
     fx = os.path.dirname(path)
     name = os.path.basename(fx)
     exp = json.load(open(path))

@@ -3,7 +3,7 @@
 backend) with launcher/triton/model_repository/tpgen, tpgen at TP = NP on the tiny fixture with
 the CodeGen tokenizer. Run with the venv of tools/install-triton.sh (tritonclient).
 
-usage: triton_test.py TPGEN MPIEXEC NP FIXTURE TOKENIZER_DIR WORKDIR VENV
+usage: triton_test.py TPGEN MPIEXEC NP FIXTURE TOKENIZER_DIR WORKDIR VENV [codegen25]
 Checks: a bad `model` fails the load (repository API) with tpgen's error in Triton's log, no hang;
 HTTP generate and generate_stream greedy text == `tpgen generate` (streamed deltas concatenated,
 and with the prompt when exclude_input_in_output is false); logprobs; 16 concurrent gRPC streams
@@ -11,6 +11,10 @@ and with the prompt when exclude_input_in_output is false); logprobs; 16 concurr
 client => tpgen cancels it and tpgen_kv_blocks_free returns to the total; bad sampling_parameters
 (not JSON, temperature < 0, unknown model) => a Triton error with tpgen's message, then a good
 request works; unload (explicit model control) and SIGTERM to tritonserver each leave no tpgen rank.
+codegen25 (FIXTURE = TOKENIZER_DIR = the CodeGen2.5 checkpoint directory of tests/codegen25.cmake, with
+its expected.json): the directory as it is (tokenizer_config.json naming CodeGen25Tokenizer), its text
+prompts, `tpgen generate` first held to HF's ids, then parts 2, 3 and the logprobs of the above,
+and an unload that leaves no tpgen rank; the rest is the same code on either model.
 """
 import json
 import os
@@ -29,12 +33,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import serve_harness as sh  # noqa: E402
 
 TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, VENV = sys.argv[1:8]
+CG25 = sys.argv[8:9] == ["codegen25"]
 NP = int(NP)
 SCALE = int(os.environ.get("TPGEN_TIMEOUT_SCALE", "1"))  # x4 in a sanitizer build (tests/sanitize.cmake)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 check, ok, FAILS = sh.check, sh.ok, sh.FAILS
 EVENTS = []  # responses per stream: tpgen sends a chunk per token unless tokens come faster than read
 PROMPTS = ["a b c d e", "d e f", "x y", "h e l l o"]
+if CG25:  # HF's greedy texts of 20 tokens are not in expected.json: held to HF over its max_new_tokens
+    HF = json.load(open(os.path.join(FIXTURE, "expected.json")))["generate"]
+    PROMPTS = [g["text"] for g in HF]
 
 
 def tpgen_ranks():
@@ -137,9 +145,20 @@ def make_repo(model):
 def main():
     os.makedirs(WORK, exist_ok=True)
     sh.become_subreaper()  # see tpgen_ranks()
-    model = sh.with_tokenizer(FIXTURE, TOKDIR, os.path.join(WORK, "tiny-with-tokenizer"))
+    if CG25:  # CodeGen2.5's tokenizer is its tokenizer_config.json alone
+        model = os.path.join(WORK, "tiny-with-tokenizer")
+        os.makedirs(model, exist_ok=True)
+        for f in ["config.json", "model.safetensors", "tokenizer_config.json"]:
+            shutil.copy(os.path.join(FIXTURE if f != "tokenizer_config.json" else TOKDIR, f), model)
+    else:
+        model = sh.with_tokenizer(FIXTURE, TOKDIR, os.path.join(WORK, "tiny-with-tokenizer"))
     check(not tpgen_ranks(), "no tpgen rank of this test runs before it")
     greedy = generate(model, PROMPTS, ["--max-new-tokens", "20", "--ignore-eos", "--logprobs", "1"])
+    if CG25:
+        for g, h in zip(greedy, HF):
+            n = h["max_new_tokens"]
+            check(g["ids"][:n] == h["ids"], "tpgen generate %r: HF's greedy ids %s (got %s)"
+                  % (h["text"], h["ids"], g["ids"]))
     repo, cfg = make_repo(model)
     t0 = time.time()
     tr = Triton(repo, os.path.join(WORK, "tritonserver.log"))
@@ -157,8 +176,7 @@ def main():
     print("PASSED")
 
 
-def run(tr, model, greedy, cfg):
-    """Each numbered part depends on the ones before (one tritonserver, loads and unloads)."""
+def run_bad_loads(tr, model):
     # 1. a load that fails: tpgen's own error in Triton's answer and log; the load returns (bounded)
     params = dict(VALUES, model=os.path.join(WORK, "no-such-model"))
     bad = {"backend": "python", "model_transaction_policy": {"decoupled": True},
@@ -177,6 +195,12 @@ def run(tr, model, greedy, cfg):
     check(st == 400 and "not ready after load_timeout_s=0.05" in text, "load timeout: %d %s" % (st, text))
     check(wait_for(lambda: not tpgen_ranks(), 10), "no tpgen rank left after the load timed out")
     ok("load_timeout_s: the load fails in time, no rank left")
+
+
+def run(tr, model, greedy, cfg):
+    """Each numbered part depends on the ones before (one tritonserver, loads and unloads)."""
+    if not CG25:  # the model-independent part 1 once, on the tiny model
+        run_bad_loads(tr, model)
 
     # 2. load the real one
     t = time.time()
@@ -219,6 +243,13 @@ def run(tr, model, greedy, cfg):
     check(len(lp) == 20 and all(abs(a - b) < 1e-4 for a, b in zip(lp, greedy[0]["logprobs"])),
           "output_log_probs == generate's: %s vs %s" % (lp, greedy[0]["logprobs"]))
     ok("output_log_probs == tpgen generate --logprobs")
+    if CG25:
+        t = time.time()
+        st, text = tr.post("/v2/repository/models/tpgen/unload", {})
+        check(st == 200, "unload: %d %s" % (st, text))
+        check(wait_for(lambda: not tpgen_ranks(), 30), "tpgen ranks left after unload: %s" % tpgen_ranks())
+        ok("unload stops every tpgen rank (%.1f s)" % (time.time() - t))
+        return
 
     # 4. gRPC streaming, 16 concurrent streams == each alone
     def inputs(prompt, max_tokens, sp_json, stream=True):
