@@ -278,6 +278,7 @@ int tp_cmd_generate(int argc, char **argv) {
     tp_job_alloc(&job, &a, kv_need);
 
     if (mpi->rank == 0) {
+        tp_job_use_tokenizer_eos(m, g.tok);
         for (int i = 0; i < g.n; i++) {
             int need = tp_request_blocks(m, &g.reqs[i]);
             if (need > m->kv.n_blocks) {

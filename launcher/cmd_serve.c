@@ -65,6 +65,7 @@ int tp_cmd_serve(int argc, char **argv) {
     /* room for --max-batch sequences of full length, unless --kv-cache-* says otherwise */
     tp_job_alloc(&job, &a, (long)a.max_batch * m->cfg.n_positions);
     if (mpi->rank == 0) {
+        tp_job_use_tokenizer_eos(m, tok);
         tp_server_run(srv, m);
         tp_step_stop(m);
         tp_server_free(srv);

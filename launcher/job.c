@@ -186,3 +186,11 @@ void tp_job_close(tp_job *j) {
     tp_comm_mpi_set_backend(j->mpi, NULL);
     j->b->destroy(j->b);
 }
+
+void tp_job_use_tokenizer_eos(tp_model *m, const tp_tokenizer *tok) {
+    const int32_t eos = tok ? tp_tokenizer_eos_id(tok) : -1;
+    if (eos < 0 || eos >= m->cfg.vocab_size || eos == m->cfg.eos_token_id) return; /* a test model's small vocab */
+    tp_log0("tpgen: the tokenizer's eos token (id %d) ends a sequence, not config.json's eos_token_id %d\n", eos,
+            m->cfg.eos_token_id);
+    m->cfg.eos_token_id = eos;
+}

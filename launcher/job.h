@@ -5,6 +5,7 @@
 #include "args.h"
 #include "comm/comm.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct {
     tp_comm *mpi;  /* host collectives, always */
@@ -36,5 +37,10 @@ void tp_job_agree(tp_comm *c, int ok);
 
 /* Logits rows a step may ask for (--max-batch, more with --speculate). */
 int tp_job_max_rows(const tp_args *a);
+/* Rank 0, its tokenizer loaded: the id that ends a sequence is the tokenizer's eos token when it
+ * has one (vLLM's choice), config.json's eos_token_id otherwise. They agree for CodeGen 1 and 2;
+ * a CodeGen2.5 config.json may carry LLaMA's default eos_token_id 2, which in its vocabulary is
+ * "#" (a comment would end every completion). Says so once when the two differ. */
+void tp_job_use_tokenizer_eos(tp_model *m, const tp_tokenizer *tok);
 
 #endif

@@ -60,3 +60,7 @@ cg25_test(bf16_tp2 "parity;mpi;bf16" 200
           --mean-tol 0.02 --timeout 120 --build ${CMAKE_BINARY_DIR} --fixtures ${CG25_MODEL})
 cg25_test(serve_tp2 "server;prefix;fim;mpi" 240
           python3 ${CG25_TESTS}/serve_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 2 ${CG25_MODEL})
+
+# config.json's eos_token_id 2 (LLaMA's default, "#" here): the tokenizer's <|endoftext|> ends a sequence
+cg25_test(eos_from_tokenizer "errors" 60
+          bash ${CG25_TESTS}/eos_from_tokenizer.sh $<TARGET_FILE:tpgen> ${CG25_MODEL} ${CMAKE_CURRENT_BINARY_DIR}/codegen25-eos2)
