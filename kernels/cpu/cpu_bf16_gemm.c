@@ -387,7 +387,7 @@ void bf16_matrix_fill_random(tp_backend *b, void *dst, int rows, int cols, uint6
 
 /* ---- the GEMV tier per shape (cpu_tune.h): measured at load on the stored matrix at T = 1,
  * cached, forced (TPGEN_CPU_ISA), or the highest below TUNE_MIN_ELEMS ---- */
-#define BF16_KERNEL_SET "b16k1" /* bump when a bf16 GEMV kernel changes */
+#define BF16_KERNEL_SET "b16k2" /* bump when a bf16 GEMV kernel or its timed run changes */
 #define TUNE_MIN_ELEMS (1 << 20)
 static bf16_shape *shape_find(tp_cpu_bf16 *c, int N, int K) {
     for (int i = 0; i < c->n_shapes; i++)
@@ -399,7 +399,11 @@ static bf16_isa shape_isa(tp_cpu_bf16 *c, int N, int K) {
     return s ? s->isa : c->isa;
 }
 
-/* One GEMV at T = 1 per run, on the calling thread alone (cpu_tune.h), into scratch. */
+/* One timed run: the GEMV at T = 1 and at T = TUNE_T2 (decode batches take the GEMV up to
+ * few_tokens, and a tier that wins at one token can lose at eight: avx512bf16 against avx2 on an
+ * AMX Xeon, 28.4 vs 27.7 ms at batch 1 but 63.6 vs 54.6 at batch 8), on the calling thread alone
+ * (cpu_tune.h), into scratch; the tier with the least sum is kept. */
+#define TUNE_T2 8
 typedef struct {
     tp_backend *b;
     const bf16 *W, *x;
@@ -410,8 +414,10 @@ typedef struct {
 static void tune_run(void *ctx, int cand) {
     const tune_ctx *t = ctx;
     const epi e = {t->y, NULL, t->N, 0, 0, 0};
-    const float *xf = t->isa[cand] != BF16_ISA_AVX512BF16 ? widen_x(bf16_impl(t->b), t->x, 1, t->K) : NULL;
-    gemv_panels(t->isa[cand], t->x, xf, t->W, 1, t->N, t->K, 0, bf16_n_panels(t->N), &e);
+    for (int T = 1; T <= TUNE_T2; T += TUNE_T2 - 1) {
+        const float *xf = t->isa[cand] != BF16_ISA_AVX512BF16 ? widen_x(bf16_impl(t->b), t->x, T, t->K) : NULL;
+        gemv_panels(t->isa[cand], t->x, xf, t->W, T, t->N, t->K, 0, bf16_n_panels(t->N), &e);
+    }
 }
 
 static void tune_shape(tp_backend *b, const void *W, int N, int K) {
@@ -426,11 +432,12 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
             t.isa[n] = (bf16_isa)i;
             names[n++] = g_isa_short[i];
         }
-    bf16 *x = tp_malloc((size_t)K * sizeof *x);
-    for (int k = 0; k < K; k++) x[k] = tp_f32_to_bf16((float)((k * 7919) % 2001 - 1000) / 1000.0f);
+    bf16 *x = tp_malloc((size_t)TUNE_T2 * K * sizeof *x); /* [TUNE_T2, K] */
+    for (size_t k = 0; k < (size_t)TUNE_T2 * K; k++)
+        x[k] = tp_f32_to_bf16((float)((long)(k * 7919) % 2001 - 1000) / 1000.0f);
     t.x = x;
-    t.y = tp_malloc((size_t)N * sizeof *t.y);
-    const cpu_tune_key key = {"bf16-gemv", BF16_KERNEL_SET, N, K, 1, n, names};
+    t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
+    const cpu_tune_key key = {"bf16-gemv", BF16_KERNEL_SET, N, K, 1 + TUNE_T2, n, names};
     bf16_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;
