@@ -5,6 +5,8 @@ make_codegen2_fixtures.py uses it as the reference at 8), the engine's valid TP 
 ids and the fixtures' JSON layout."""
 
 import json
+import os
+import shutil
 
 import numpy as np
 
@@ -76,6 +78,17 @@ def numpy_logits(w, cfg, ids, groups=4):
         h = att + mlp + h
     h = ln(h, "transformer.ln_f")
     return h @ w["lm_head.weight"].T + w["lm_head.bias"]
+
+
+def save_pretrained_clean(model, d, max_shard_size=None):
+    """An HF model saved into a fresh folder d (sharded when max_shard_size is given), without the
+    generation_config.json tpgen does not read, so a fixture holds what tpgen reads."""
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    model.save_pretrained(d, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
+    gen_cfg = os.path.join(d, "generation_config.json")
+    if os.path.exists(gen_cfg):
+        os.remove(gen_cfg)
 
 
 def score_entry(ids, lp, top_k_entry):

@@ -38,7 +38,7 @@ from transformers import CodeGenConfig, CodeGenForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_random_model import tensor_specs  # noqa: E402  (names and shapes of the state_dict)
-from codegen_ref import dump_json, edge_ids, numpy_logits, score_entry, valid_tp  # noqa: E402  (torch-free, shared)
+from codegen_ref import dump_json, edge_ids, numpy_logits, save_pretrained_clean, score_entry, valid_tp  # noqa: E402  (torch-free, shared)
 
 # Shapes chosen to exercise the engine: heads 4..24, rotary_dim < D and = D, n_inner set,
 # vocab sizes not divisible by 2, 3 or 4 (vocab-parallel padding), F32/BF16/F16, an index
@@ -228,14 +228,8 @@ def check_files(d, fx, cfg):
 
 def make_fixture(fx, out_dir):
     d = os.path.join(out_dir, fx["name"])
-    if os.path.isdir(d):
-        shutil.rmtree(d)
     model = build_model(fx)
-    kw = {"max_shard_size": fx["max_shard_size"]} if fx.get("max_shard_size") else {}
-    model.save_pretrained(d, **kw)
-    gen_cfg = os.path.join(d, "generation_config.json")
-    if os.path.exists(gen_cfg):
-        os.remove(gen_cfg)            # not used by tpgen; keep the fixture to what it reads
+    save_pretrained_clean(model, d, fx.get("max_shard_size"))
     check_files(d, fx, model.config)
 
     # Reference: the saved (rounded) weights, loaded back in fp32, eager attention.

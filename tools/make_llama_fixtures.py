@@ -36,7 +36,7 @@ from safetensors import safe_open
 from transformers import LlamaConfig, LlamaForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from codegen_ref import dump_json, edge_ids  # noqa: E402  (torch-free, shared)
+from codegen_ref import dump_json, edge_ids, save_pretrained_clean, score_entry  # noqa: E402  (torch-free, shared)
 
 FIXTURES = [
     # CodeGen2.5's keys (legacy rope_theta / rope_scaling: null), MHA, one .bin copy
@@ -161,14 +161,7 @@ def greedy(model, prompt, max_new):
 
 def score(model, ids):
     lp, _ = forward_logprobs(model, ids)
-    lps, tops = [None], [None]
-    for t in range(1, len(ids)):
-        top, ok = top_k_entry(lp[t - 1])
-        if not ok:
-            return None
-        lps.append(float(lp[t - 1, ids[t]]))
-        tops.append(top)
-    return {"ids": list(ids), "logprobs": lps, "top_logprobs": tops}
+    return score_entry(ids, lp, top_k_entry)
 
 
 def draw_prompt(rng, vocab, length, forced):
@@ -279,14 +272,8 @@ def make_fixture(fx, out_dir):
 
 def make_fixture_seed(fx, out_dir):
     d = os.path.join(out_dir, fx["name"])
-    if os.path.isdir(d):
-        shutil.rmtree(d)
     model = build_model(fx)
-    kw = {"max_shard_size": fx["max_shard_size"]} if fx.get("max_shard_size") else {}
-    model.save_pretrained(d, **kw)
-    gen_cfg = os.path.join(d, "generation_config.json")
-    if os.path.exists(gen_cfg):
-        os.remove(gen_cfg)
+    save_pretrained_clean(model, d, fx.get("max_shard_size"))
     if fx.get("legacy_config"):
         legacy_config(d, fx)
     check_files(d, fx, model)
