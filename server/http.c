@@ -610,6 +610,7 @@ static enum MHD_Result on_headers(tp_server *s, struct MHD_Connection *c, const 
     if (what == R_METRICS) {
         jbuf b = {0};
         pthread_mutex_lock(&s->mu);
+        s->met.detok_held = (long)s->detok_held;
         srv_metrics_render(&s->met, &b);
         pthread_mutex_unlock(&s->mu);
         return send_body(s, c, rc, 200, "text/plain; version=0.0.4", &b, 0, has_body);

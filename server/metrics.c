@@ -61,6 +61,8 @@ void srv_metrics_render(const srv_metrics *m, jbuf *b) {
            "Prompt tokens served from the prefix cache.", m->prefix_hit_tokens);
     metric(b, "tpgen_preemptions_total", "counter",
            "Sequences preempted when the KV cache ran out (they resume).", m->preemptions);
+    metric(b, "tpgen_detokenize_bytes_held", "gauge",
+           "Bytes of the /detokenize memory budget (256 MiB) the requests in flight hold.", m->detok_held);
     hist(b, "tpgen_time_to_first_token_seconds", "From arrival to the first generated token.", &m->ttft);
     hist(b, "tpgen_time_per_output_token_seconds", "Mean time between output tokens of a request.", &m->tpot);
     hist(b, "tpgen_e2e_request_latency_seconds", "From arrival to the last token.", &m->e2e);

@@ -22,6 +22,7 @@ typedef struct {
     long prefix_query_tokens, prefix_hit_tokens; /* prompt tokens looked up in the prefix cache, found */
     long preemptions;               /* sequences preempted for KV blocks (they resume) */
     int running, waiting, kv_total, kv_free, kv_cached; /* KV blocks: all, free, cached (evictable) */
+    long detok_held;                /* bytes the /detokenize requests in flight hold of their budget */
     srv_hist ttft, tpot, e2e;
 } srv_metrics;
 

@@ -389,30 +389,38 @@ def part_detok():
           "four of 65536 ids: %s, +%.1f MiB" % (statuses, grow / 2**20))
     ok("/detokenize memory bounded")
 
-    # the budget: 7 announced bodies of 1 MiB hold 7 x (1 + 33) MiB; the 8th does not fit 256 MiB
-    hold = []
+    # the budget: 7 announced bodies of 1 MiB hold 7 x (1 + 33) MiB; the 8th does not fit 256 MiB.
+    # The server's gauge says what is held: the bodies above are released first (a reservation ends
+    # after its answer is sent, a moment after the client has it), each hold is counted before the next.
+    def held_until(want, what):
+        t0, held = time.time(), None
+        while time.time() - t0 < 20:
+            held = srv.metrics().get("tpgen_detokenize_bytes_held")
+            if want(held):
+                return held
+            time.sleep(0.05)
+        check(False, "tpgen_detokenize_bytes_held %s within 20 s: %s" % (what, held))
+        return held
+    held_until(lambda h: h == 0, "falls to 0 once the requests above ended")
+    hold, need = [], None
     for i in range(7):
         c = socket.create_connection(("127.0.0.1", port), timeout=10)
         c.sendall(b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (1 << 20))
         hold.append(c)
-    # The 8th is refused once the server has read the 7 headers and reserved their budget: until
-    # then it is taken, and closed after wait=3 (its reservation released), so try again.
-    for _ in range(5):
-        data, closed = exchange(port, b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
-                                % (1 << 20), wait=3)
-        status, hdrs, rbody, _ = parse_one(data)
-        if status == 503:
-            break
+        if need is None:
+            need = held_until(lambda h: h and h > 0, "counts the first announced body")
+        else:
+            held_until(lambda h, n=i + 1: h == n * need, "reaches %d x %s" % (i + 1, need))
+    check(need and (1 << 20) < need and 7 * need <= (256 << 20) < 8 * need, "one announced MiB holds %s bytes" % need)
+    data, closed = exchange(port, b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                            % (1 << 20), wait=10)
+    status, hdrs, rbody, _ = parse_one(data)
     check(status == 503 and hdrs.get("retry-after") == "1" and b"budget of 256 MiB" in rbody,
           "an 8th request of 1 MiB: %s %r" % (status, rbody[:200]))
     for c in hold:
         c.close()
-    t0 = time.time()  # the server releases their reservations as it sees them close
-    while True:
-        status, text = detok(3)
-        if status == 200 or time.time() - t0 > 10:
-            break
-        time.sleep(0.1)
+    held_until(lambda h: h == 0, "falls to 0 once the 7 closed")
+    status, text = detok(3)
     check(status == 200, "after the 7 closed, a request is served: %d %s" % (status, text[:200]))
     ok("/detokenize memory held against one budget: 503 past it, released when requests end")
     stop(srv)
