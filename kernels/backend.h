@@ -11,9 +11,9 @@
  * Shapes: T tokens in the step, E = n_embd, Hl = this rank's heads, D = head_dim,
  * R = rotary_dim, N/K GEMM dims. Row-major throughout.
  *
- * Paged KV cache. Each layer has a K cache and a V cache of [n_blocks, block_size, Hl, D]
- * (act), this rank's heads only. A sequence's token at position p lives in physical block
- * block_table[seq][p / block_size] at offset p % block_size. A step writes the K/V of its new
+ * Paged KV cache. Each layer has a K cache and a V cache of [n_blocks, Hkl, block_size, D]
+ * (act), this rank's KV heads only, head-contiguous (kernels/common/tp_kv.h). A sequence's token
+ * at position p lives in physical block block_table[seq][p / block_size] at slot p % block_size. A step writes the K/V of its new
  * tokens first, then each token attends over positions 0..pos[t] of its own sequence, so a
  * prefill chunk, a decode token and a mix of both all take the same path.
  */

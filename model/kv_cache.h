@@ -16,7 +16,7 @@
 typedef struct {
     int n_layer, n_blocks, block_size, n_heads, head_dim; /* n_heads: this rank's KV heads (Hkl) */
     size_t bytes_per_token;                               /* K+V, all layers, this rank */
-    void *arena;                                          /* device: [L][2][n_blocks, bs, Hkl, D] */
+    void *arena;                                          /* device: [L][2][n_blocks, Hkl, bs, D] (tp_kv.h) */
     void **k, **v;                                        /* [L] device pointers into the arena */
 } tp_kv_cache;
 

@@ -2,8 +2,8 @@
  *
  * qkv [T, (Hl + 2 Hkl) D] (tp_attn_shape, kernels/backend.h): token t's q heads at
  * qkv + t*(Hl + 2 Hkl)*D + h*D, its k heads after the Hl*D q values, its v heads after the k. The
- * caches are [n_blocks, bs, Hkl, D]: token position p of sequence s sits in slot
- * block_table[s*max_blocks + p/bs]*bs + p%bs, and a slot holds all Hkl KV heads.
+ * caches are [n_blocks, Hkl, bs, D] (head-contiguous, kernels/common/tp_kv.h): token position p of
+ * sequence s, KV head g, sits at tp_kv_pos_row(block_table + s*max_blocks, p, g, ...).
  *
  * Numerics follow HF CodeGen in f32: the rotary angles and the pair rotation are
  * kernels/common/tp_rotary.h (shared with the CUDA backend); scores divided (not multiplied) by
@@ -13,13 +13,20 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "kernels/common/tp_kv.h"
 #include "kernels/common/tp_rotary.h"
 #include "kernels/cpu/cpu_attn.h"
 #include "kernels/cpu/cpu_internal.h"
 
-static inline size_t cache_slot(const tp_step *st, int seq, int pos) {
-    const int32_t blk = st->block_table[(size_t)seq * st->max_blocks + pos / st->block_size];
-    return (size_t)blk * st->block_size + (size_t)(pos % st->block_size);
+void cpu_kv_store(void *kc, void *vc, const void *k, const void *v, const tp_step *st, int t, int Hkl, int D,
+                  size_t es) {
+    const int32_t *bt = st->block_table + (size_t)st->seq[t] * st->max_blocks;
+    const size_t row = (size_t)D * es;
+    for (int g = 0; g < Hkl; g++) {
+        const size_t at = tp_kv_pos_row(bt, st->pos[t], g, Hkl, st->block_size, D) * es;
+        memcpy((char *)kc + at, (const char *)k + (size_t)g * row, row);
+        memcpy((char *)vc + at, (const char *)v + (size_t)g * row, row);
+    }
 }
 
 /* The pairs i < R/2 of one head (the style's, tp_rotary.h) rotated by the angles whose cos/sin are
@@ -34,7 +41,7 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
     const int T = st->n_tokens, Hl = as->n_heads, Hkl = as->n_kv_heads, D = as->head_dim, R = as->rotary_dim;
     const int half = R / 2;
     const size_t QD = (size_t)Hl * D, KD = (size_t)Hkl * D, row = QD + 2 * KD;
-    float *base = (float *)qkv, *kc = (float *)k_cache, *vc = (float *)v_cache;
+    float *base = (float *)qkv;
     float *inv_freq = tp_malloc((size_t)(half > 0 ? half : 1) * sizeof(float));
     for (int i = 0; i < half; i++) inv_freq[i] = tp_rope_inv_freq(i, R, as->rope_theta);
 
@@ -49,9 +56,7 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
             }
             float *q = base + (size_t)t * row, *k = q + QD, *v = k + KD;
             for (int h = 0; h < Hl + Hkl; h++) rotate_head(q + (size_t)h * D, cs, sn, R, as->rope_style); /* q, then k */
-            const size_t slot = cache_slot(st, st->seq[t], pos);
-            memcpy(kc + slot * KD, k, KD * sizeof(float));
-            memcpy(vc + slot * KD, v, KD * sizeof(float));
+            cpu_kv_store(k_cache, v_cache, k, v, st, t, Hkl, D, sizeof(float));
         }
         free(cs);
     }

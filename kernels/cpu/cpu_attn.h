@@ -30,7 +30,7 @@ typedef enum { ATT_ISA_C = 0, ATT_ISA_AVX2 = 1, ATT_ISA_AVX512 = 2 } att_isa;
  * K/V rows, and their items follow each other in the schedule (cpu_attention.c). */
 typedef struct {
     const void *qkv;     /* [T, (Hl + 2 Hkl) D]: q heads, k heads, v heads; f32 or bf16 (kv_bf16) */
-    const void *kc, *vc; /* [n_blocks, bs, Hkl, D], same dtype */
+    const void *kc, *vc; /* [n_blocks, Hkl, bs, D] (kernels/common/tp_kv.h), same dtype */
     void *out;           /* [T, Hl, D], same dtype */
     const tp_step *st;   /* host pointers (the CPU backends' "device" memory is host memory) */
     int Hl, Hkl, D, kv_bf16;
@@ -56,6 +56,11 @@ size_t cpu_attn_scratch_floats(att_isa isa, int D, int block_size);
 /* One item: queries toks[0..nq) (token indices, one sequence, ascending positions, nq <=
  * CPU_ATTN_GROUP * cpu_attn_tile(isa)), head h. */
 void cpu_attn_item(att_isa isa, const att_args *a, const int *toks, int nq, int h, float *scr);
+
+/* Token t's k and v ([Hkl, D] each, es bytes per element) into its cache slot, one row per KV head
+ * (the head-contiguous layout, kernels/common/tp_kv.h). Both CPU backends' rotary_kv_write. */
+void cpu_kv_store(void *kc, void *vc, const void *k, const void *v, const tp_step *st, int t, int Hkl, int D,
+                  size_t es);
 
 /* The whole op: items (tiles x heads) over n_threads OpenMP threads. */
 void cpu_attn_run(att_isa isa, const att_args *a, int n_threads);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "kernels/common/tp_kv.h"
 #include "kernels/common/tp_round.h"
 #include "kernels/cpu/cpu_attn.h"
 
@@ -18,8 +19,7 @@ static inline void att_load_q(const att_args *a, int tok, int h, float *q) {
 
 /* K/V element (pos p of the sequence whose block-table row is bt, KV head g, dim d) as f32. */
 static inline float att_kv(const att_args *a, const void *cache, const int32_t *bt, int p, int g, int d) {
-    const int bs = a->st->block_size;
-    const size_t i = ((size_t)bt[p / bs] * bs + (size_t)(p % bs)) * a->Hkl * a->D + (size_t)g * a->D + (size_t)d;
+    const size_t i = tp_kv_pos_row(bt, p, g, a->Hkl, a->st->block_size, a->D) + (size_t)d;
     return a->kv_bf16 ? tp_bf16_to_f32(((const uint16_t *)cache)[i]) : ((const float *)cache)[i];
 }
 

@@ -53,41 +53,34 @@ AI VF AF(vexp)(VF x) {
     return y * (VF)((ni + 127) << 23);
 }
 
-/* Rows of a block of KV head h as f32: the cache itself (f32: stride HD) or Kf/Vf (bf16 widened:
- * stride D). */
-AI const float *AF(stage)(const att_args *a, const void *cache, int blk, int n, int h, float *dst, size_t *stride) {
-    const int D = a->D, bs = a->st->block_size;
-    const size_t HD = (size_t)a->Hkl * D, row0 = (size_t)blk * bs;
-    if (!a->kv_bf16) {
-        *stride = HD;
-        return (const float *)cache + row0 * HD + (size_t)h * D;
-    }
-    const uint16_t *src = (const uint16_t *)cache + row0 * HD + (size_t)h * D;
-    for (int j = 0; j < n; j++) {
-        const uint16_t *s = src + (size_t)j * HD;
-        float *d = dst + (size_t)j * D;
-        int c = 0;
-        for (; c + ATT_W <= D; c += ATT_W) ST(d + c, AF(widen)(s + c));
-        for (; c < D; c++) d[c] = tp_bf16_to_f32(s[c]);
-    }
-    *stride = (size_t)D;
+/* Rows of a block of KV head h as f32, stride D: the cache itself (f32: the head's bs rows are
+ * contiguous, kernels/common/tp_kv.h) or Kf/Vf (bf16 widened). */
+AI const float *AF(stage)(const att_args *a, const void *cache, int blk, int n, int h, float *dst) {
+    const int D = a->D;
+    const size_t at = tp_kv_row(blk, h, 0, a->Hkl, a->st->block_size, D);
+    if (!a->kv_bf16) return (const float *)cache + at;
+    const uint16_t *src = (const uint16_t *)cache + at;
+    const size_t nD = (size_t)n * D;
+    size_t c = 0;
+    for (; c + ATT_W <= nD; c += ATT_W) ST(dst + c, AF(widen)(src + c));
+    for (; c < nD; c++) dst[c] = tp_bf16_to_f32(src[c]);
     return dst;
 }
 
-/* The next block's rows of KV head h (K and V) into L2 while this one is computed: rows are HD
- * apart, which the hardware prefetcher does not follow. */
+/* The next block's rows of KV head h (K and V: one contiguous run each) into L2 while this one
+ * is computed: the blocks of a sequence are scattered, so the hardware prefetcher cannot guess
+ * the next one. */
 AI void AF(prefetch)(const att_args *a, const int32_t *bt, int p0, int P, int h) {
     const int bs = a->st->block_size;
     if (p0 >= P) return;
-    const size_t es = a->kv_bf16 ? 2 : 4, HD = (size_t)a->Hkl * a->D, row_bytes = (size_t)a->D * es;
-    const char *kb = (const char *)a->kc + ((size_t)bt[p0 / bs] * bs * HD + (size_t)h * a->D) * es;
-    const char *vb = (const char *)a->vc + ((size_t)bt[p0 / bs] * bs * HD + (size_t)h * a->D) * es;
+    const size_t es = a->kv_bf16 ? 2 : 4, at = tp_kv_pos_row(bt, p0, h, a->Hkl, bs, a->D) * es;
     const int n = P - p0 < bs ? P - p0 : bs;
-    for (int j = 0; j < n; j++)
-        for (size_t o = 0; o < row_bytes; o += 64) {
-            __builtin_prefetch(kb + (size_t)j * HD * es + o, 0, 2);
-            __builtin_prefetch(vb + (size_t)j * HD * es + o, 0, 2);
-        }
+    const size_t bytes = (size_t)n * a->D * es;
+    const char *kb = (const char *)a->kc + at, *vb = (const char *)a->vc + at;
+    for (size_t o = 0; o < bytes; o += 64) {
+        __builtin_prefetch(kb + o, 0, 2);
+        __builtin_prefetch(vb + o, 0, 2);
+    }
 }
 
 /* acc[0..D) = acc * corr + sum_j w[j * ws] v_j, rows v_j = v + j * vs. */
@@ -128,8 +121,8 @@ AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
     for (int p0 = 0; p0 < P; p0 += bs) {
         const int n = P - p0 < bs ? P - p0 : bs;
         AF(prefetch)(a, bt, p0 + bs, P, g);
-        size_t ks, vs;
-        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, g, Kf, &ks);
+        const size_t ks = (size_t)D, vs = (size_t)D;
+        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, g, Kf);
         float mb = -INFINITY;
         for (int j = 0; j < n; j++) {
             const float *k = K + (size_t)j * ks;
@@ -156,7 +149,7 @@ AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
         for (; j < n; j++) sum += S[j] = expf(S[j] - mn);
         l = l * corr + sum;
         m = mn;
-        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, g, Vf, &vs);
+        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, g, Vf);
         AF(pv_row)(acc, corr, S, 1, V, vs, n, D);
     }
     AF(store_out)(a, tok, h, acc, l);
@@ -305,9 +298,9 @@ AI void AF(group)(const att_args *a, const int *toks, int nq, int h, float *scr)
     for (int p0 = 0; p0 < P; p0 += bs) {
         const int n = P - p0 < bs ? P - p0 : bs;
         AF(prefetch)(a, bt, p0 + bs, P, kvh);
-        size_t ks, vs;
-        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, kvh, Kf, &ks);
-        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, kvh, Vf, &vs);
+        const size_t ks = (size_t)D, vs = (size_t)D;
+        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, kvh, Kf);
+        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, kvh, Vf);
         for (int t = 0; t < nt; t++) {
             if (ts[t].P <= p0) continue; /* an earlier tile: done */
             const int nt_keys = ts[t].P - p0 < n ? ts[t].P - p0 : n;

@@ -139,11 +139,6 @@ static void bf16_gather_rows(tp_backend *b, void *dst, const void *src, const in
         if (d != s || rows_host[i] != i) memmove(d + (size_t)i * E, s + (size_t)rows_host[i] * E, row);
 }
 
-static inline size_t cache_slot(const tp_step *st, int seq, int pos) {
-    const int32_t blk = st->block_table[(size_t)seq * st->max_blocks + pos / st->block_size];
-    return (size_t)blk * st->block_size + (size_t)(pos % st->block_size);
-}
-
 /* q and k rotated in f32 (kernels/common/tp_rotary.h) and rounded back; k and v into the cache. */
 static void bf16_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st,
                                  const tp_attn_shape *as) {
@@ -170,9 +165,7 @@ static void bf16_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *
                 x[ib] = f2b(x1);
             }
         }
-        const size_t slot = cache_slot(st, st->seq[t], pos);
-        memcpy(kc + slot * KD, k, KD * 2);
-        memcpy(vc + slot * KD, v, KD * 2);
+        cpu_kv_store(kc, vc, k, v, st, t, Hkl, D, sizeof(bf16));
     }
 }
 

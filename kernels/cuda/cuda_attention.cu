@@ -1,6 +1,7 @@
 /* Rotary + KV-cache write, and attention over the paged KV cache (layout in kernels/backend.h,
- * tp_attn_shape: qkv rows [Hl*D q | Hkl*D k | Hkl*D v]; caches [n_blocks, bs, Hkl, D]; position p
- * of sequence s in slot block_table[s][p / bs] * bs + p % bs; query head h reads KV head
+ * tp_attn_shape: qkv rows [Hl*D q | Hkl*D k | Hkl*D v]; caches [n_blocks, Hkl, bs, D], head-
+ * contiguous: position p of sequence s, KV head g at tp_kv_pos_row(block_table[s], p, g, ...),
+ * kernels/common/tp_kv.h, the CPU backend's index too; query head h reads KV head
  * h / (Hl / Hkl), so Hkl == Hl is CodeGen's multi-head attention and Hkl < Hl grouped-query).
  *
  * Numerics as HF in f32: the rotary table, angles and pair rotation (GPT-J pairs or LLaMA's
@@ -64,11 +65,11 @@ __global__ void rotary_kv_kernel(T *qkv, T *kc, T *vc, const int32_t *pos, const
         x[b] = tpc_from<T>(x1);
     }
     __syncthreads(); /* k rotated by other threads of the block, now visible */
-    const size_t slot = (size_t)bt[(size_t)seq[t] * max_blocks + p / bs] * bs + p % bs;
-    T *kd = kc + slot * KD, *vd = vc + slot * KD;
+    const int32_t *btr = bt + (size_t)seq[t] * max_blocks;
     for (size_t e = threadIdx.x; e < KD; e += blockDim.x) {
-        kd[e] = k[e];
-        vd[e] = v[e];
+        const size_t at = tp_kv_pos_row(btr, p, (int)(e / D), Hkl, bs, D) + e % D;
+        kc[at] = k[e];
+        vc[at] = v[e];
     }
 }
 
@@ -153,7 +154,8 @@ attn_decode_kernel(T *out, float *part, const T *qkv, const T *kc, const T *vc, 
     const int end = min(start + chunk, P), n = end - start;
     const int NG = ATT_THREADS / G, g = threadIdx.x / G, li = threadIdx.x % G, nvec = D / VEC;
     const int32_t *btr = bt + (size_t)seq[t] * max_blocks;
-    const size_t hoff = (size_t)h * D, kvoff = (size_t)(h / (Hl / Hkl)) * D;
+    const size_t hoff = (size_t)h * D;
+    const int kvh = h / (Hl / Hkl);
 
     float q[NV][VEC];
     const T *qp = qkv + (size_t)t * QROW + hoff;
@@ -171,7 +173,7 @@ attn_decode_kernel(T *out, float *part, const T *qkv, const T *kc, const T *vc, 
         for (int u = 0; u < ATT_U; u++) {
             const int p = p0 + u * NG + g;
             const T *kp = NULL;
-            if (p < end) kp = kc + ((size_t)btr[p / bs] * bs + p % bs) * KD + kvoff;
+            if (p < end) kp = kc + tp_kv_pos_row(btr, p, kvh, Hkl, bs, D);
 #pragma unroll
             for (int v = 0; v < NV; v++) {
                 const int vi = li + v * G;
@@ -216,7 +218,7 @@ attn_decode_kernel(T *out, float *part, const T *qkv, const T *kc, const T *vc, 
         for (int u = 0; u < ATT_U; u++) {
             const int p = p0 + u * NG + g;
             const T *vp = NULL;
-            if (p < end) vp = vc + ((size_t)btr[p / bs] * bs + p % bs) * KD + kvoff;
+            if (p < end) vp = vc + tp_kv_pos_row(btr, p, kvh, Hkl, bs, D);
 #pragma unroll
             for (int v = 0; v < NV; v++) {
                 const int vi = li + v * G;
@@ -295,7 +297,8 @@ attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_
     __shared__ int cur_seq, cur_max;
     const int t0 = blockIdx.x * PF_QT, h = blockIdx.y, tid = threadIdx.x;
     const size_t HD = (size_t)Hl * D, KD = (size_t)Hkl * D, QROW = HD + 2 * KD;
-    const size_t hoff = (size_t)h * D, kvoff = (size_t)(h / (Hl / Hkl)) * D;
+    const size_t hoff = (size_t)h * D;
+    const int kvh = h / (Hl / Hkl);
 
     if (tid < PF_QT) {
         const int t = t0 + tid;
@@ -333,7 +336,7 @@ attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_
             /* K chunk -> kv_s (rows past cmax are zero; they are masked) */
             for (int r = 0; r < PF_KC; r++) {
                 const int p = kp0 + r;
-                const T *src = p <= cmax ? kc + ((size_t)btr[p / bs] * bs + p % bs) * KD + kvoff : NULL;
+                const T *src = p <= cmax ? kc + tp_kv_pos_row(btr, p, kvh, Hkl, bs, D) : NULL;
                 for (int d = tid; d < D; d += PF_THREADS) kv_s[r * Dp + d] = src ? tpc_f(src[d]) : 0.0f;
             }
             __syncthreads();
@@ -365,7 +368,7 @@ attn_prefill_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_
             /* V chunk -> kv_s */
             for (int r = 0; r < PF_KC; r++) {
                 const int pv = kp0 + r;
-                const T *src = pv <= cmax ? vc + ((size_t)btr[pv / bs] * bs + pv % bs) * KD + kvoff : NULL;
+                const T *src = pv <= cmax ? vc + tp_kv_pos_row(btr, pv, kvh, Hkl, bs, D) : NULL;
                 for (int d = tid; d < D; d += PF_THREADS) kv_s[r * Dp + d] = src ? tpc_f(src[d]) : 0.0f;
             }
             __syncthreads();

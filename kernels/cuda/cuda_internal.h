@@ -18,6 +18,7 @@
 
 /* The math both backends share (before the extern "C" block: these are C++ here). */
 #include "kernels/common/tp_act.h"
+#include "kernels/common/tp_kv.h"
 #include "kernels/common/tp_logits.h"
 #include "kernels/common/tp_norm.h"
 #include "kernels/common/tp_rng.h"

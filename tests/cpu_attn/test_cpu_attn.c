@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/common/tp_kv.h"
 #include "kernels/common/tp_round.h"
 #include "kernels/cpu/cpu_attn.h"
 #include "tests/common/check.h"
@@ -73,11 +74,11 @@ static void run_case(const att_case *c, const char *label) {
     for (int s = 0; s < S; s++) {
         const int len = c->before[s] + c->n_new[s];
         for (int p = 0; p < len; p++) {
-            const size_t row = ((size_t)table[(size_t)s * max_blocks + p / bs] * bs + p % bs) * KD;
-            for (size_t i = 0; i < KD; i++) {
-                put(kc, row + i, bf, 2 * urand() - 1 + drift * p / (max_len > 1 ? max_len - 1 : 1));
-                put(vc, row + i, bf, 2 * urand() - 1);
-                const double v = fabs(elem(vc, row + i, bf));
+            for (size_t i = 0; i < KD; i++) { /* KV head i / D, dim i % D */
+                const size_t at = tp_kv_pos_row(table + (size_t)s * max_blocks, p, (int)(i / D), Hkl, bs, D) + i % D;
+                put(kc, at, bf, 2 * urand() - 1 + drift * p / (max_len > 1 ? max_len - 1 : 1));
+                put(vc, at, bf, 2 * urand() - 1);
+                const double v = fabs(elem(vc, at, bf));
                 vmax[s] = v > vmax[s] ? v : vmax[s];
             }
         }
@@ -120,7 +121,7 @@ static void run_case(const att_case *c, const char *label) {
             const double vm = vmax[s];
             double mx = -INFINITY, sum = 0;
             for (int p = 0; p <= pos[t]; p++) {
-                const size_t row = ((size_t)table[(size_t)s * max_blocks + p / bs] * bs + p % bs) * KD + (size_t)g * D;
+                const size_t row = tp_kv_pos_row(table + (size_t)s * max_blocks, p, g, Hkl, bs, D);
                 double dot = 0;
                 for (int d = 0; d < D; d++)
                     dot += elem(qkv, (size_t)t * QKV + (size_t)h * D + d, bf) * elem(kc, row + d, bf);
@@ -130,7 +131,7 @@ static void run_case(const att_case *c, const char *label) {
             for (int p = 0; p <= pos[t]; p++) sum += sc[p] = exp(sc[p] - mx);
             for (int d = 0; d < D; d++) ref[d] = 0;
             for (int p = 0; p <= pos[t]; p++) {
-                const size_t row = ((size_t)table[(size_t)s * max_blocks + p / bs] * bs + p % bs) * KD + (size_t)g * D;
+                const size_t row = tp_kv_pos_row(table + (size_t)s * max_blocks, p, g, Hkl, bs, D);
                 for (int d = 0; d < D; d++) ref[d] += sc[p] / sum * elem(vc, row + d, bf);
             }
             for (int d = 0; d < D; d++) {

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/common/tp_kv.h"
 #include "kernels/cpu/cpu_bf16.h"
 #include "tests/common/check.h"
 
@@ -294,11 +295,12 @@ static void test_attention(tp_backend *b, int Hl, int Hkl, int D, int R, tp_rope
             }
         }
     /* cache slots hold the rotated k and the v */
-    for (int t = 0; t < T; t++) {
-        const size_t slot = (size_t)bt[seq[t] * max_blocks + pos[t] / bs] * bs + pos[t] % bs;
-        CHECK(!memcmp(kc + slot * KD, qkv + (size_t)t * ROW + HD, KD * 2), "k cache t=%d", t);
-        CHECK(!memcmp(vc + slot * KD, qkv + (size_t)t * ROW + HD + KD, KD * 2), "v cache t=%d", t);
-    }
+    for (int t = 0; t < T; t++)
+        for (int g = 0; g < Hkl; g++) { /* one row per KV head (kernels/common/tp_kv.h) */
+            const size_t at = tp_kv_pos_row(bt + (size_t)seq[t] * max_blocks, pos[t], g, Hkl, bs, D);
+            CHECK(!memcmp(kc + at, qkv + (size_t)t * ROW + HD + g * D, D * 2), "k cache t=%d head %d", t, g);
+            CHECK(!memcmp(vc + at, qkv + (size_t)t * ROW + HD + KD + g * D, D * 2), "v cache t=%d head %d", t, g);
+        }
     uint16_t *out = malloc((size_t)T * HD * 2);
     b->attention(b, out, qkv, kc, vc, &st, &shape);
     double *sc = malloc(sizeof(double) * (max_pos + 1));
@@ -308,7 +310,7 @@ static void test_attention(tp_backend *b, int Hl, int Hkl, int D, int R, tp_rope
             const int g = h / grp; /* its KV head */
             double mx = -INFINITY, sum = 0;
             for (int p = 0; p <= pos[t]; p++) {
-                const uint16_t *k = kc + ((size_t)bt[seq[t] * max_blocks + p / bs] * bs + p % bs) * KD + g * D;
+                const uint16_t *k = kc + tp_kv_pos_row(bt + (size_t)seq[t] * max_blocks, p, g, Hkl, bs, D);
                 double s = 0;
                 for (int d = 0; d < D; d++) s += bd(q[d]) * bd(k[d]);
                 sc[p] = s / sqrt(D);
@@ -318,7 +320,7 @@ static void test_attention(tp_backend *b, int Hl, int Hkl, int D, int R, tp_rope
             for (int d = 0; d < D; d++) {
                 double r = 0;
                 for (int p = 0; p <= pos[t]; p++)
-                    r += sc[p] / sum * bd(vc[((size_t)bt[seq[t] * max_blocks + p / bs] * bs + p % bs) * KD + g * D + d]);
+                    r += sc[p] / sum * bd(vc[tp_kv_pos_row(bt + (size_t)seq[t] * max_blocks, p, g, Hkl, bs, D) + d]);
                 const double got = bd(out[(size_t)t * HD + h * D + d]);
                 CHECK(fabs(got - r) <= U * fabs(r) + 1e-4, "attention Hl=%d Hkl=%d t=%d h=%d d=%d: %g vs %g", Hl, Hkl, t,
                       h, d, got, r);

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "kernels/backend.h"
+#include "kernels/common/tp_kv.h"
 #include "kernels/dtype.h"
 #include "tests/gpu/gpu_test.h"
 
@@ -476,9 +477,9 @@ static void test_rotary(const char *name, kv_case *c, int Hl, int Hkl, int D, in
     }
     float *wk_r = malloc(nc * sizeof(float)), *wk_g = malloc(nc * sizeof(float));
     float *wv_r = malloc(nc * sizeof(float)), *wv_g = malloc(nc * sizeof(float));
-    for (size_t s = 0; s < (size_t)c->n_blocks * c->bs; s++) {
-        for (size_t e = 0; e < HD; e++) {
-            size_t i = s * HD + e;
+    for (size_t s = 0; s < (size_t)c->n_blocks * c->bs; s++) { /* slot s: block s / bs, offset s % bs */
+        for (size_t e = 0; e < HD; e++) { /* KV head e / D, dim e % D (kernels/common/tp_kv.h) */
+            size_t i = tp_kv_row((int32_t)(s / c->bs), (int)(e / D), (int)(s % c->bs), Hkl, c->bs, D) + e % D;
             if (written[s]) {
                 wk_r[nw] = ref_k[i]; wk_g[nw] = got_k[i]; wv_r[nw] = ref_v[i]; wv_g[nw] = got_v[i];
                 nw++;
@@ -527,10 +528,13 @@ static void cpu_attention_ref(void *out, const void *qkv, const void *kc, const 
             memcpy(dst + (size_t)(Hl + h) * D, src + (size_t)(Hl + h / grp) * D, D * 4);              /* k */
             memcpy(dst + (size_t)(2 * Hl + h) * D, src + (size_t)(Hl + Hkl + h / grp) * D, D * 4);    /* v */
         }
-    for (size_t sl = 0; sl < n_slots; sl++)
+    const int bs = st->block_size;
+    for (size_t sl = 0; sl < n_slots; sl++) /* slot sl: block sl / bs, offset sl % bs (tp_kv.h) */
         for (int h = 0; h < Hl; h++) {
-            memcpy(k2 + (sl * Hl + h) * D, k + (sl * Hkl + h / grp) * D, D * 4);
-            memcpy(v2 + (sl * Hl + h) * D, v + (sl * Hkl + h / grp) * D, D * 4);
+            const int32_t blk = (int32_t)(sl / bs);
+            const int j = (int)(sl % bs);
+            memcpy(k2 + tp_kv_row(blk, h, j, Hl, bs, D), k + tp_kv_row(blk, h / grp, j, Hkl, bs, D), D * 4);
+            memcpy(v2 + tp_kv_row(blk, h, j, Hl, bs, D), v + tp_kv_row(blk, h / grp, j, Hkl, bs, D), D * 4);
         }
     void *dq = dev_raw(g_cpu, q2, (size_t)T * row2 * 4), *dk = dev_raw(g_cpu, k2, n_slots * Hl * D * 4);
     void *dv = dev_raw(g_cpu, v2, n_slots * Hl * D * 4);

@@ -31,6 +31,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/tp_act.h"
+#include "kernels/common/tp_kv.h"
 #include "kernels/common/tp_logits.h"
 #include "kernels/common/tp_norm.h"
 #include "kernels/common/tp_rng.h"
@@ -619,6 +620,26 @@ static void test_rotary(tp_backend *b) {
     test_rotary_case(b, 1, TP_ROPE_NEOX, "rotate-half, 1 KV head");
 }
 
+/* ---------------- KV cache index ---------------- */
+
+/* tp_kv_row/tp_kv_pos_row against the layout written out: walking [blk][g][j][d] in order must give
+ * offsets 0, 1, 2, ... (head-contiguous: a head's slots of a block are one run), and position p
+ * of a sequence lands in its table's block p / bs, slot p % bs. */
+static void test_kv_index(void) {
+    const int n_blocks = 5, Hkl = 3, bs = 4, D = 6;
+    size_t want = 0, bad = 0;
+    for (int blk = 0; blk < n_blocks; blk++)
+        for (int g = 0; g < Hkl; g++)
+            for (int j = 0; j < bs; j++, want += D) bad += tp_kv_row(blk, g, j, Hkl, bs, D) != want;
+    report("kv", "tp_kv_row walks [n_blocks][Hkl][bs][D] in order", bad == 0, "%zu rows misplaced", bad);
+    const int32_t bt[] = {3, 0, 4};
+    bad = 0;
+    for (int p = 0; p < 3 * bs; p++)
+        for (int g = 0; g < Hkl; g++)
+            bad += tp_kv_pos_row(bt, p, g, Hkl, bs, D) != (((size_t)bt[p / bs] * Hkl + g) * bs + p % bs) * D;
+    report("kv", "tp_kv_pos_row: block bt[p / bs], slot p % bs", bad == 0, "%zu positions misplaced", bad);
+}
+
 /* ---------------- logits statistics ---------------- */
 
 typedef struct { float v; int c; } vc_t;
@@ -760,6 +781,7 @@ int main(void) {
     test_rmsnorm(b);
     test_silu(b);
     test_rotary(b);
+    test_kv_index();
     test_logits(b);
     b->destroy(b);
     printf("%d checks, %d failed\n", g_checks, g_fail);

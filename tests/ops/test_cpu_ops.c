@@ -17,6 +17,7 @@
 
 #include "util/log.h"
 #include "kernels/backend.h"
+#include "kernels/common/tp_kv.h"
 #include "kernels/cpu/cpu_isa.h"
 
 /* fp32 ops against double: rounding of O(sqrt(K)) f32 operations gives NMSE ~1e-13; 1e-10 leaves
@@ -415,7 +416,7 @@ typedef struct {
     int32_t *block_table; /* [S, max_blocks] */
     int *len;             /* [S] tokens written so far */
     double *refk, *refv;  /* [S, max_blocks*bs, Hkl, D] */
-    float *kc, *vc;       /* backend caches [n_blocks, bs, Hkl, D] */
+    float *kc, *vc;       /* backend caches [n_blocks, Hkl, bs, D] (kernels/common/tp_kv.h) */
 } attn_case;
 
 /* Rotary as the spec defines it: inv_freq = theta^(-2i/R) and the angle are f32 quantities (as
@@ -540,10 +541,11 @@ static void attn_step(tp_backend *b, attn_case *c, const int *n_new, const char 
             }
         }
         /* the cache slot of this token holds its rotated k and its v */
-        size_t slot = (size_t)c->block_table[(size_t)seq[t] * c->max_blocks + pos[t] / c->bs] * c->bs + pos[t] % c->bs;
-        for (size_t i = 0; i < KD; i++) {
-            err_add(&ecache, c->kc[slot * KD + i], hk[i]);
-            err_add(&ecache, c->vc[slot * KD + i], hv[i]);
+        for (size_t i = 0; i < KD; i++) { /* KV head i / D, dim i % D (kernels/common/tp_kv.h) */
+            const size_t at = tp_kv_pos_row(c->block_table + (size_t)seq[t] * c->max_blocks, pos[t], (int)(i / D),
+                                            Hkl, c->bs, D) + i % D;
+            err_add(&ecache, c->kc[at], hk[i]);
+            err_add(&ecache, c->vc[at], hv[i]);
         }
     }
     for (int s = 0; s < S; s++) c->len[s] += n_new[s];
