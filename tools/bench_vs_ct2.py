@@ -418,11 +418,11 @@ def main():
             f.write("\n")
         print(f"{PROG}: wrote {a.out}", file=sys.stderr)
     if a.record:
-        record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags, kline)
+        record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags, kline=kline)
     return 0 if agree else 1
 
 
-def record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags, kline):
+def record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags, kline=None):
     """The table as results/ records: ms per cell; a tpgen cell's ratio is its speed against
     CTranslate2 of the same type (bf16: against tpgen f32, as CTranslate2 refuses bf16 here)."""
     rows = {(r["engine"], r["type"]): r for r in table}
@@ -441,7 +441,8 @@ def record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags, klin
             cells.append(c)
     notes = (f"ms per decode step (context ~{ctx}) and per {a.prefill}-token prefill at batch 1, medians of {a.runs} "
              f"alternating runs; CTranslate2 {ver['ctranslate2']} (default backend); f32 greedy ids of both "
-             f"{'identical' if agree else 'DIFFER'} ({a.check_prompts} prompts x {a.new_tokens} tokens). {kline}")
+             f"{'identical' if agree else 'DIFFER'} ({a.check_prompts} prompts x {a.new_tokens} tokens)."
+             + (f" {kline}" if kline else ""))
     perf_record.record(a.record, "cpu-ct2", "decode-prefill", cells, "python3 tools/bench_vs_ct2.py " + shlex.join(
         sys.argv[1:]), notes=notes, date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
         cpu={"model": cpu_name, "cpus": os.cpu_count(), "flags": flags}, load=f"{load[0][0]:.1f}-{load[-1][0]:.1f}")
