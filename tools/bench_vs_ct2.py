@@ -12,9 +12,19 @@ tokenizer) with tools/make_random_model.py when DIR has none, and CTranslate2's 
 ctranslate2.converters.TransformersConverter (weights kept in the checkpoint's dtype; the compute
 type is chosen at load) in --ct2-dir (default DIR-ct2) when that has none.
 
+Versions: CTranslate2 4.6.3 and later pass from_pretrained(dtype=), which transformers takes only
+since 4.56 (before, "CodeGenForCausalLM.__init__() got an unexpected keyword argument 'dtype'").
+Rather than refuse older transformers, the script converts through the converter's own load_model
+hook with the keyword the installed transformers takes (tools/ct2_compat.py, which says what was
+read where), and logs which keyword it passed. Tested: CTranslate2 4.8.5 with transformers 4.40.2
+and 5.25.0 (the same model.bin). Any other failure of the converter exits 2 naming both versions
+and the pip command for the tested pair.
+
 Per type, CTranslate2 compute type / tpgen flags: f32 = float32 / (none); int8 = int8_float32 /
 --weights int8; bf16 = bfloat16 / --dtype bf16. CTranslate2 runs its default backend (oneDNN on
-this wheel); it refuses bfloat16 on a CPU without native bf16, recorded as "refused".
+this wheel); a compute type it refuses is recorded as "refused" (4.8.5 refuses bfloat16 on the CPU
+even with avx512_bf16 and AMX: get_supported_compute_types("cpu") lists int16, int8, int8_float32
+and float32 on a Xeon with amx_bf16; --out records that list).
 
 Method, the same for both engines where they allow it (every figure a median over --runs):
  - decode ms/step at batch B, CTranslate2: (t(N tokens) - t(1 token)) / (N - 1), greedy
@@ -28,10 +38,13 @@ The engines alternate (CTranslate2 first on even runs, tpgen first on odd ones),
 machine's load hit both alike. Before timing, the f32 greedy ids of --check-prompts prompts
 (--new-tokens each) from CTranslate2 and from `tpgen generate` are compared: any difference is
 reported and makes the exit status 1 (after the table). Prints the Markdown table of
-docs/PERFORMANCE.md with its CPU flags, date and versions; --out writes every run as JSON;
+docs/PERFORMANCE.md, under it the kernels tpgen chose per type and column (matmul / logits /
+attention, as `tpgen bench --json` names them), then its CPU flags, date and versions; --out writes
+every run as JSON (the kernels in "tpgen_kernels": {type: {column: {"matmul", ...}}});
 --record appends the table to results/ (tools/perf_record.py: section cpu-ct2, table
 decode-prefill; each tpgen cell with its speed against CTranslate2 of the same type, bf16 against
-tpgen f32), from which tools/perf_tables.py renders docs/PERFORMANCE.md.
+tpgen f32; the kernels line in its notes), from which tools/perf_tables.py renders
+docs/PERFORMANCE.md.
 """
 import argparse
 import json
@@ -43,10 +56,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import bench_vs_hf  # noqa: E402  (tpgen generate through launcher/tpgen-mpirun)
+import ct2_compat  # noqa: E402  (the converter's dtype keyword against the installed transformers)
 import perf_record  # noqa: E402  (--record)
 
 PROG = "bench_vs_ct2.py"
@@ -94,10 +109,7 @@ def ensure_models(a):
                         "--dtype", "f32", "--tokenizer", os.path.join(ROOT, "tests", "data", "tokenizer", "codegen")],
                        check=True, stdout=sys.stderr)  # stdout: the table only
     if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):
-        from ctranslate2.converters import TransformersConverter
-        t0 = time.time()
-        TransformersConverter(a.model).convert(a.ct2_dir, force=True)
-        print(f"{PROG}: converted {a.model} -> {a.ct2_dir} ({time.time() - t0:.0f} s)", file=sys.stderr)
+        convert(a.model, a.ct2_dir)
     with open(os.path.join(a.model, "config.json")) as f:
         cfg = json.load(f)
     with open(os.path.join(a.ct2_dir, "vocabulary.json")) as f:
@@ -105,6 +117,40 @@ def ensure_models(a):
     if len(vocab) < cfg["vocab_size"]:
         die(f"{a.ct2_dir}/vocabulary.json has {len(vocab)} tokens, the model {cfg['vocab_size']}")
     return cfg, vocab
+
+
+def convert(model, ct2_dir):
+    """CTranslate2's copy of model in ct2_dir, through ct2_compat.bridged_converter: the converter
+    with the dtype keyword from_pretrained takes in the installed transformers (the module doc)."""
+    import ctranslate2
+    try:
+        import torch  # noqa: F401  (the converter's own import of both fails silently)
+        import transformers
+    except ImportError as e:
+        die(f"converting {model} for CTranslate2 needs torch and transformers ({e}): {ct2_compat.FIX} torch")
+    from ctranslate2.converters import TransformersConverter
+    ct2_v, tf_v = ctranslate2.__version__, transformers.__version__
+    try:
+        note = ct2_compat.plan(ct2_v, tf_v)[2]
+        conv = ct2_compat.bridged_converter(TransformersConverter, tf_v)
+    except ValueError as e:
+        die(f"cannot convert with ctranslate2 {ct2_v} and transformers {tf_v}: {e}; tested: {ct2_compat.TESTED}: "
+            f"{ct2_compat.FIX}")
+    print(f"{PROG}: converter: {note}", file=sys.stderr)
+    t0 = time.time()
+    try:
+        conv(model).convert(ct2_dir, force=True)
+    except Exception as e:  # any failure of the converter: say which versions, and which are known to work
+        traceback.print_exc()
+        die(f"CTranslate2 {ct2_v}'s converter failed with transformers {tf_v} on {model}: {type(e).__name__}: {e}\n"
+            f"tested: {ct2_compat.TESTED}; to get those: {ct2_compat.FIX}")
+    print(f"{PROG}: converted {model} -> {ct2_dir} ({time.time() - t0:.0f} s)", file=sys.stderr)
+
+
+def ct2_cpu_types():
+    """The compute types CTranslate2 offers on this CPU, sorted (JSON: "ct2_cpu_compute_types")."""
+    import ctranslate2
+    return sorted(ctranslate2.get_supported_compute_types("cpu"))
 
 
 class CT2:
@@ -164,7 +210,7 @@ def tpgen_run(a, flags):
             out["kernels"][f"batch {r['batch']}"] = r.get("kernels")
         elif r.get("kind") == "prefill":
             out["prefill_ms"] = r["ms"]
-            out["kernels"][f"prefill {r['prefill_tokens']}"] = r.get("kernels")
+            out["kernels"][f"prefill {r['prefill_tokens']} tokens"] = r.get("kernels")
     if sorted(out["decode_ms"]) != sorted(a.batches) or (a.prefill and "prefill_ms" not in out):
         raise RuntimeError(f"tpgen bench gave rows for batches {sorted(out['decode_ms'])} "
                            f"(prefill {'prefill_ms' in out}), asked {a.batches} and prefill {a.prefill}:\n{p.stdout}")
@@ -195,6 +241,48 @@ def check_ids(a, g, prompts):
         details.append({"prompt": i, "equal": first is None, "first_difference": first,
                         "ct2": c, "tpgen": t})
     return all(d.get("equal") for d in details), details
+
+
+def tpgen_kernels(runs, cols):
+    """{type: {column: kernels}}: the kernels tpgen bench named for each row ({"matmul", "logits",
+    "attention"[, "matmul_last_chunk"]}, launcher/cmd_bench.c), or the list of the distinct ones
+    when the runs did not all choose the same."""
+    out = {}
+    for t, r in runs.items():
+        out[t] = {}
+        for col in cols:
+            seen = []
+            for x in r["tpgen"]:
+                k = x["kernels"].get(col)
+                if k not in seen:
+                    seen.append(k)
+            out[t][col] = seen[0] if len(seen) == 1 else seen
+    return out
+
+
+def kernels_text(k):
+    """One row's kernels as `matmul` / `logits` / `attention` (file doc of launcher/cmd_bench.c)."""
+    if isinstance(k, list):
+        return " or ".join(kernels_text(x) for x in k) + " (varied across runs)"
+    if not k:
+        return "not reported"
+    text = " / ".join(f"`{k.get(op, '?')}`" for op in ("matmul", "logits", "attention"))
+    return text + (f" (last chunk's matmul `{k['matmul_last_chunk']}`)" if "matmul_last_chunk" in k else "")
+
+
+def kernels_line(kern):
+    """The line under the table: per type, the columns that share kernels, then those kernels."""
+    parts = []
+    for t, by_col in kern.items():
+        groups = []  # [text, [columns]] in column order, neighbours with the same kernels joined
+        for col, k in by_col.items():
+            text = kernels_text(k)
+            if groups and groups[-1][0] == text:
+                groups[-1][1].append(col)
+            else:
+                groups.append([text, [col]])
+        parts.append(f"{t}: " + "; ".join(", ".join(cs) + " " + text for text, cs in groups))
+    return "tpgen kernels (matmul / logits / attention): " + ". ".join(parts) + "."
 
 
 def med(xs):
@@ -312,25 +400,29 @@ def main():
             f"CTranslate2 {ver['ctranslate2']} (default backend), tpgen {ver['tpgen_git']}. f32 greedy ids "
             f"{'identical' if agree else 'DIFFER'} ({a.check_prompts} prompts x {a.new_tokens}). Load average "
             f"{load[0][0]:.1f} -> {load[-1][0]:.1f}.")
-    print("\n".join(lines) + "\n\n" + foot)
+    kern = tpgen_kernels(runs, cols)
+    kline = kernels_line(kern)
+    print("\n".join(lines) + "\n\n" + kline + "\n\n" + foot)
     if a.out:
         res = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)), "argv": sys.argv[1:],
                "cpu": {"model": cpu_name, "flags": flags, "cpus_online": os.cpu_count()}, "versions": ver,
                "model": os.path.abspath(a.model), "ct2_model": os.path.abspath(a.ct2_dir), "threads": a.threads,
                "batches": a.batches, "prompt_len": a.prompt_len, "new_tokens": a.new_tokens, "prefill": a.prefill,
                "tpgen_context": ctx, "tpgen_steps": TPGEN_STEPS, "runs": a.runs, "loadavg_1_5_15": load,
-               "ids_check": {"agree": agree, "prompts": details}, "ct2_refused": refused, "columns": cols,
-               "table": table, "table_markdown": lines, "per_run": runs}
+               "ids_check": {"agree": agree, "prompts": details}, "ct2_refused": refused,
+               "ct2_cpu_compute_types": ct2_cpu_types(), "columns": cols,
+               "table": table, "table_markdown": lines, "tpgen_kernels": kern, "tpgen_kernels_line": kline,
+               "per_run": runs}
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)
             f.write("\n")
         print(f"{PROG}: wrote {a.out}", file=sys.stderr)
     if a.record:
-        record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags)
+        record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags, kline=kline)
     return 0 if agree else 1
 
 
-def record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags):
+def record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags, kline=None):
     """The table as results/ records: ms per cell; a tpgen cell's ratio is its speed against
     CTranslate2 of the same type (bf16: against tpgen f32, as CTranslate2 refuses bf16 here)."""
     rows = {(r["engine"], r["type"]): r for r in table}
@@ -349,7 +441,8 @@ def record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags):
             cells.append(c)
     notes = (f"ms per decode step (context ~{ctx}) and per {a.prefill}-token prefill at batch 1, medians of {a.runs} "
              f"alternating runs; CTranslate2 {ver['ctranslate2']} (default backend); f32 greedy ids of both "
-             f"{'identical' if agree else 'DIFFER'} ({a.check_prompts} prompts x {a.new_tokens} tokens).")
+             f"{'identical' if agree else 'DIFFER'} ({a.check_prompts} prompts x {a.new_tokens} tokens)."
+             + (f" {kline}" if kline else ""))
     perf_record.record(a.record, "cpu-ct2", "decode-prefill", cells, "python3 tools/bench_vs_ct2.py " + shlex.join(
         sys.argv[1:]), notes=notes, date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
         cpu={"model": cpu_name, "cpus": os.cpu_count(), "flags": flags}, load=f"{load[0][0]:.1f}-{load[-1][0]:.1f}")

@@ -2,7 +2,8 @@
 # tools/bench_vs_ct2.py end to end on a tiny random CodeGen (configs/tiny-demo.json): CTranslate2
 # converts it, both engines run, f32 greedy ids must agree (the script's exit status), and the
 # table has its shape: one column per batch plus the prefill, two rows per type in order,
-# numbers, "refused" only for CTranslate2's bf16. No timing is asserted. SKIPs (77) without
+# numbers, "refused" only for CTranslate2's bf16; under it the line of the kernels tpgen chose, per
+# type and column, as in the JSON. No timing is asserted. SKIPs (77) without
 # ctranslate2, torch or transformers (tools/requirements-fixtures.txt + pip install ctranslate2).
 # usage: ct2_smoke.sh TPGEN WORKDIR
 set -euo pipefail
@@ -23,6 +24,12 @@ if [ "${rc:-0}" -ne 0 ]; then
   exit 1
 fi
 cat "$work/table.md"
+# the converter ran through tools/ct2_compat.py and said which dtype keyword it passed
+if ! grep -q "^bench_vs_ct2.py: converter: CTranslate2 .* passes " "$work/stderr.txt"; then
+  cat "$work/stderr.txt"
+  echo "FAIL: no 'converter:' line (tools/ct2_compat.py's plan) in bench_vs_ct2.py's stderr"
+  exit 1
+fi
 python3 - "$work/out.json" "$work/table.md" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -46,6 +53,22 @@ for t in r["table"]:
 need(md[0] == "| | " + " | ".join(cols) + " |" and md[1] == "| --- |" + " ---: |" * 3, f"header {md[:2]}")
 need(md[2:2 + len(names)] == r["table_markdown"][2:] and len(md[2:2 + len(names)]) == len(names),
      "markdown rows do not match the JSON")
+kern = r["tpgen_kernels"]
+need(sorted(kern) == ["bf16", "f32", "int8"] and all(list(kern[t]) == cols for t in kern),
+     f"tpgen_kernels has types {sorted(kern)}, columns {[list(v) for v in kern.values()]}")
+for t, by_col in kern.items():
+    for col, k in by_col.items():
+        ops = ("matmul", "logits", "attention")
+        need(isinstance(k, dict) and all(isinstance(k.get(op), str) and k[op] for op in ops),
+             f"tpgen_kernels[{t}][{col}] = {k!r}")
+need(r["tpgen_kernels"]["f32"]["batch 1"] == r["per_run"]["f32"]["tpgen"][0]["kernels"]["batch 1"],
+     "tpgen_kernels f32 batch 1 is not what tpgen bench printed")
+kline = r["tpgen_kernels_line"]
+below = md[2 + len(names):4 + len(names)]
+need(below == ["", kline], f"no kernels line under the table: {below}")
+need(kline.startswith("tpgen kernels (matmul / logits / attention): f32: batch 1")
+     and all(f"{t}: " in kline and f"`{kern[t]['batch 1']['matmul']}`" in kline for t in kern),
+     f"kernels line {kline!r}")
 need(all(k in r["cpu"] for k in ("model", "flags")) and r["versions"]["ctranslate2"] and r["date_utc"],
      "CPU, versions or date missing")
 print("ok: ids agree, table", len(names), "x", len(cols))

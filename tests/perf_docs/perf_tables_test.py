@@ -158,8 +158,14 @@ with tempfile.TemporaryDirectory() as d:
              {"row": names["bf16"][3], "type": "bf16", "engine": "tpgen", "values": [44.1, 2509.0]}]
     a = types.SimpleNamespace(record=f, prefill=512, runs=5, check_prompts=4, new_tokens=64)
     bench_vs_ct2.record(a, table, ["batch 1", "prefill 512 tokens"], {"ctranslate2": "4.8.5"}, 96, True,
-                        [(1.0, 1, 1), (2.0, 1, 1)], 0, "Test CPU", ["avx2", "fma"])
+                        [(1.0, 1, 1), (2.0, 1, 1)], 0, "Test CPU", ["avx2", "fma"],
+                        kline=bench_vs_ct2.kernels_line({"f32": {"batch 1": {"matmul": "mm", "logits": "lg",
+                                                                             "attention": "at"},
+                                                                 "prefill 512 tokens": [None, {"matmul": "gm"}]}}))
     got = {(r["row"], r["metric"]): r for r in map(json.loads, open(f))}
+    check(all(r["notes"].endswith(" tpgen kernels (matmul / logits / attention): f32: batch 1 `mm` / `lg` / `at`; "
+                                  "prefill 512 tokens not reported or `gm` / `?` / `?` (varied across runs).")
+              for r in got.values()), "bench_vs_ct2 --record: the kernels line in the notes")
     t = got[(names["f32"][3], "batch 1")]
     check(t["value"] == 97.3 and t["ratio"] == 1.08 and t["reference"]["row"] == names["f32"][2]
           and t["tier"] == "avx2" and t["section"] == "cpu-ct2", "bench_vs_ct2 --record: tpgen against CTranslate2")
