@@ -152,7 +152,7 @@ struct tp_backend {
 
     /* qkv: [T, (Hl + 2 Hkl) D] laid out as tp_attn_shape says. Applies rotary (a->rope_style) to
      * the first R dims of every q and k head at position pos[t], in place, then writes k and v of
-     * every token into its cache slot. k_cache, v_cache: this layer's [n_blocks, bs, Hkl, D]. */
+     * every token into its cache slot. k_cache, v_cache: this layer's [n_blocks, Hkl, bs, D]. */
     void (*rotary_kv_write)(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st,
                             const tp_attn_shape *a);
     /* out[t, h*D + d] = sum_p softmax_p(q_t,h . k_p,g / sqrt(D)) v_p,g[d], g = h / (Hl / Hkl), over

@@ -41,3 +41,9 @@ bench_error_test(prefill_zero "--prefill lengths must be >= 1 \\(or --prefill 0 
                  bench --model ${TPGEN_TEST_DATA}/tiny-f32 --prefill 0,128 ${BENCH_CPU})
 bench_error_test(prefill_runs_zero "--prefill-runs expects an integer in \\[1, 1000\\], got \"0\""
                  bench --model ${TPGEN_TEST_DATA}/tiny-f32 --prefill-runs 0 ${BENCH_CPU})
+
+# tools/bench_context.py (decode against context, builds and variants side by side): its table,
+# records and bad flags on the tiny demo config; no timing asserted.
+add_test(NAME bench_context_smoke COMMAND bash ${BENCH_DIR}/bench_context_smoke.sh ${CMAKE_BINARY_DIR}
+                                          ${CMAKE_CURRENT_BINARY_DIR}/bench_context)
+set_tests_properties(bench_context_smoke PROPERTIES LABELS "bench" TIMEOUT 120)

@@ -10,3 +10,6 @@ set_tests_properties(cpu_ops cpu_ops_3threads PROPERTIES LABELS unit TIMEOUT 120
 
 add_executable(bench_cpu_ops ${CMAKE_CURRENT_SOURCE_DIR}/ops/bench_cpu_ops.c)
 target_link_libraries(bench_cpu_ops PRIVATE tpgen_kernels ${MATH_LIB})
+# decode attention against context, L layers' caches a step (docs/PERFORMANCE.md; built, not a test)
+add_executable(bench_attention ${CMAKE_CURRENT_SOURCE_DIR}/ops/bench_attention.c)
+target_link_libraries(bench_attention PRIVATE tpgen_kernels ${MATH_LIB})

@@ -2,12 +2,14 @@
 """Decode time against context, for one or more tpgen builds side by side (issue 35: attention at
 long context, and the KV cache layout before and after).
 
-    python3 tools/bench_context.py --build LABEL=DIR [--build LABEL=DIR ...]
+    python3 tools/bench_context.py --build LABEL=DIR [--build LABEL=DIR ...] [--env LABEL:VAR=VALUE ...]
         [--config configs/codegen-350M.json] [--dtypes f32,bf16] [--contexts 96,1000,1900,2000]
         [--batch 1] [--steps 16] [--threads N] [--runs 3] [--out FILE.json]
         [--record results/cpu-attention.jsonl]
 
-Each configuration (build x dtype x context) is one `DIR/bin/tpgen bench --config CONFIG
+--env runs every build once per variant with VAR=VALUE in its environment (e.g. --env
+attn-avx2:TPGEN_CPU_ATTN=avx2 --env attn-avx512:TPGEN_CPU_ATTN=avx512: the attention builds side by
+side); the row label is then "BUILD VARIANT". Each configuration (build x variant x dtype x context) is one `DIR/bin/tpgen bench --config CONFIG
 --random-weights --batch B --context C --steps S --prefill 0 --json` (the median of S timed
 decode steps at positions C .. C + S - 1); run r visits the configurations in an order rotated by
 r, so drift on the machine spreads over all of them; every figure is the median over --runs.
@@ -61,12 +63,23 @@ def parse_builds(items):
     return builds
 
 
-def bench_once(tpgen, a, dtype, context):
+def parse_envs(items):
+    envs = []
+    for it in items or []:
+        label, sep, kv = it.partition(":")
+        var, eq, val = kv.partition("=")
+        if not sep or not label or not eq or not var:
+            die(f"--env {it!r}: expected LABEL:VAR=VALUE (e.g. attn-avx2:TPGEN_CPU_ATTN=avx2)")
+        envs.append((label, {var: val}))
+    return envs or [("", {})]
+
+
+def bench_once(tpgen, env, a, dtype, context):
     """ms per decode step and the kernels tpgen reports, from one `tpgen bench --json`."""
     cmd = [tpgen, "bench", "--config", a.config, "--random-weights", "--backend", "cpu", "--threads",
            str(a.threads), *DTYPE_FLAGS[dtype], "--batch", str(a.batch), "--context", str(context),
            "--steps", str(a.steps), "--prefill", "0", "--json"]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
     if p.returncode != 0:
         die(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
     for line in p.stdout.splitlines():
@@ -80,6 +93,7 @@ def bench_once(tpgen, a, dtype, context):
 def main():
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     ap.add_argument("--build", action="append", required=True, help="LABEL=DIR (DIR/bin/tpgen); repeat to compare")
+    ap.add_argument("--env", action="append", help="LABEL:VAR=VALUE; repeat for variants of every build")
     ap.add_argument("--config", default=os.path.join(ROOT, "configs", "codegen-350M.json"))
     ap.add_argument("--dtypes", default="f32,bf16")
     ap.add_argument("--contexts", default="96,1000,1900,2000")
@@ -90,7 +104,7 @@ def main():
     ap.add_argument("--out", help="every run as JSON")
     perf_record.add_argument(ap, "the table")
     a = ap.parse_args()
-    builds = parse_builds(a.build)
+    builds = [(f"{bl} {el}".strip(), t, env) for bl, t in parse_builds(a.build) for el, env in parse_envs(a.env)]
     dtypes = [d for d in a.dtypes.split(",") if d]
     for d in dtypes:
         if d not in DTYPE_FLAGS:
@@ -103,8 +117,8 @@ def main():
     kernels = {}
     for r in range(a.runs):
         for i in range(len(configs)):
-            (label, tpgen), d, c = configs[(i + r) % len(configs)]
-            ms, k = bench_once(tpgen, a, d, c)
+            (label, tpgen, env), d, c = configs[(i + r) % len(configs)]
+            ms, k = bench_once(tpgen, env, a, d, c)
             times[(label, d, c)].append(ms)
             kernels[(label, d)] = k.get("attention", "?")
             print(f"run {r + 1}/{a.runs}: {label} {d} context {c}: {ms:.2f} ms", file=sys.stderr)
@@ -113,7 +127,7 @@ def main():
     head = ["build", "dtype", "attention kernel"] + [f"context {c} ms" for c in contexts] + [f"{cl} / {c0}"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * 3 + " ---: |" * (len(contexts) + 1)]
     rows = []
-    for (label, _), d in [(b, d) for b in builds for d in dtypes]:
+    for (label, _, _), d in [(b, d) for b in builds for d in dtypes]:
         vals = [med[(label, d, c)] for c in contexts]
         lines.append(f"| {label} | {d} | {kernels[(label, d)]} | " + " | ".join(f"{v:.2f}" for v in vals)
                      + f" | {vals[-1] / vals[0]:.2f}x |")
@@ -128,7 +142,8 @@ def main():
     if a.record:
         notes = (f"batch {a.batch}, {a.steps} timed steps from each context, {a.threads} threads, "
                  f"medians of {a.runs} alternating runs; builds: "
-                 + ", ".join(f"{lb} = {os.path.dirname(os.path.dirname(t))}" for lb, t in builds))
+                 + ", ".join(f"{lb} = {os.path.dirname(os.path.dirname(t))}" + "".join(f" {k}={v}" for k, v in e.items())
+                             for lb, t, e in builds))
         perf_record.record_rows(a.record, "cpu-attention", "context", rows, perf_record.command_line(PROG),
                                 row_header="build, dtype", notes=notes)
 

@@ -9,7 +9,7 @@
  * bf16. Scores are q.k divided by sqrtf(D) (as HF CodeGen); causal: query i sees positions
  * <= its own.
  *
- * Three builds of the kernels, chosen by CPUID (or TPGEN_CPU_ATTN=avx512|avx2|c):
+ * Three builds of the kernels (cpu_attn_isa_pick: CPUID, TPGEN_CPU_ISA, or TPGEN_CPU_ATTN=avx512|avx2|c):
  *   avx512: 16 lanes (AVX-512F), avx2: 8 lanes (AVX2 + FMA), c: plain C -- the reference twin the
  *   other two are tested against (tests/cpu_attn). Both vector builds use two layouts:
  *   tile (nq >= 3, up to 2 vectors of lanes: 16 or 32 queries): lanes = queries, a score is D
@@ -39,9 +39,13 @@ typedef struct {
 /* The KV head query head h reads. */
 static inline int att_kv_head(const att_args *a, int h) { return h / (a->Hl / a->Hkl); }
 
-/* The best build this CPU runs (CPUID), then TPGEN_CPU_ATTN if set (dies naming the variable when
- * the value is unknown or the CPU lacks it). */
+/* The build, decided once per process: TPGEN_CPU_ATTN if set (dies naming the variable when the
+ * value is unknown or the CPU lacks it); else under TPGEN_CPU_ISA=TIER the highest build at or below
+ * the tier (c; avx2 for avx2 and avxvnni; avx512); else the widest this CPU runs (CPUID: avx512
+ * was measured never to lose to avx2, docs/KERNELS.md). cpu_attn_isa_why: which of the three, for
+ * --verbose. */
 att_isa cpu_attn_isa_pick(void);
+const char *cpu_attn_isa_why(void);
 int cpu_attn_isa_supported(att_isa isa); /* 1 when this CPU (and build) runs it */
 const char *cpu_attn_isa_name(att_isa isa); /* "avx512", "avx2", "c" */
 /* Queries per tile of a build (two vectors of lanes: avx512 32, avx2 16; c 8). */

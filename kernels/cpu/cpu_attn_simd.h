@@ -5,7 +5,7 @@
  *
  * Scratch (floats, cpu_attn_scratch_floats): per tile of the group qT [D][2W] (lane i = query i)
  * and acc [2W][D]; then S [bs][2W] (scores, then weights), Kf, Vf [bs][D] (a bf16 block
- * widened). dot: q [D], S [bs], Kf, Vf, acc [D] in the same space. */
+ * widened). dot: q [D], S [bs], acc [D] in the same space (it reads K and V in place). */
 #define ATT_CAT2(a, b) a##_##b
 #define ATT_CAT(a, b) ATT_CAT2(a, b)
 #define AF(name) ATT_CAT(name, ATT_SFX)
@@ -30,6 +30,36 @@ AI float AF(hsum)(VF v) {
     for (int i = 0; i < ATT_W; i++) s += v[i];
     return s;
 }
+/* Lane sums of W vectors at once, vector k's sum in lane k: log2(W) levels of a transpose-and-add
+ * (ATT_FOLDB: two shuffles and an add fold each B-lane segment of two vectors into halves side by
+ * side; pairing vector i with i + m/2 of the m left keeps the keys in order), about 3 instructions
+ * a key where W horizontal sums take W each. v[0..W) is overwritten. */
+#if ATT_W == 16
+#define ATT_FOLD16(x, y) (__builtin_shufflevector(x, y, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + __builtin_shufflevector(x, y, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31))
+#define ATT_FOLD8(x, y) (__builtin_shufflevector(x, y, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) + __builtin_shufflevector(x, y, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31))
+#define ATT_FOLD4(x, y) (__builtin_shufflevector(x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) + __builtin_shufflevector(x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31))
+#define ATT_FOLD2(x, y) (__builtin_shufflevector(x, y, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) + __builtin_shufflevector(x, y, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31))
+#elif ATT_W == 8
+#define ATT_FOLD8(x, y) (__builtin_shufflevector(x, y, 0, 1, 2, 3, 8, 9, 10, 11) + __builtin_shufflevector(x, y, 4, 5, 6, 7, 12, 13, 14, 15))
+#define ATT_FOLD4(x, y) (__builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13) + __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15))
+#define ATT_FOLD2(x, y) (__builtin_shufflevector(x, y, 0, 8, 2, 10, 4, 12, 6, 14) + __builtin_shufflevector(x, y, 1, 9, 3, 11, 5, 13, 7, 15))
+#endif
+AI VF AF(lanesum)(VF *v) {
+#if ATT_W == 16
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) v[i] = ATT_FOLD16(v[i], v[i + 8]);
+#endif
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) v[i] = ATT_FOLD8(v[i], v[i + 4]);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) v[i] = ATT_FOLD4(v[i], v[i + 2]);
+    return ATT_FOLD2(v[0], v[1]);
+}
+#undef ATT_FOLD16
+#undef ATT_FOLD8
+#undef ATT_FOLD4
+#undef ATT_FOLD2
+
 /* W bf16 at p -> f32 (a shift into the high half: exact) */
 AI VF AF(widen)(const uint16_t *p) { return (VF)(__builtin_convertvector(*(const AF(vh) *)p, AF(vu)) << 16); }
 
@@ -83,21 +113,6 @@ AI void AF(prefetch)(const att_args *a, const int32_t *bt, int p0, int P, int h)
     }
 }
 
-/* acc[0..D) = acc * corr + sum_j w[j * ws] v_j, rows v_j = v + j * vs. */
-AI void AF(pv_row)(float *acc, float corr, const float *w, int ws, const float *v, size_t vs, int n, int D) {
-    int c = 0;
-    for (; c + ATT_W <= D; c += ATT_W) {
-        VF o = LD(acc + c) * corr;
-        for (int j = 0; j < n; j++) o += w[(size_t)j * ws] * LD(v + (size_t)j * vs + c);
-        ST(acc + c, o);
-    }
-    for (; c < D; c++) {
-        float o = acc[c] * corr;
-        for (int j = 0; j < n; j++) o += w[(size_t)j * ws] * v[(size_t)j * vs + c];
-        acc[c] = o;
-    }
-}
-
 /* Output row: acc / l, f32 or rounded once to bf16. */
 AI void AF(store_out)(const att_args *a, int tok, int h, const float *acc, float l) {
     const size_t off = (size_t)tok * a->Hl * a->D + (size_t)h * a->D;
@@ -108,51 +123,96 @@ AI void AF(store_out)(const att_args *a, int tok, int h, const float *acc, float
         for (int d = 0; d < a->D; d++) ((float *)a->out)[off + d] = acc[d] * inv;
 }
 
-/* One query (decode): lanes along D. */
-AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
+/* K/V element i of a block's rows as f32: W of them (bf16 widened in registers), or one. */
+AI VF AF(ldkv)(const void *p, size_t i, const int bf) {
+    if (bf) return AF(widen)((const uint16_t *)p + i);
+    return LD((const float *)p + i);
+}
+AI float AF(kv1)(const void *p, size_t i, const int bf) {
+    return bf ? tp_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+/* One query (decode): lanes along D. K and V are read in place (a head's rows of a block are one
+ * run, kernels/common/tp_kv.h; bf16 widened in registers, bf a constant after inlining): scores of
+ * W keys at a time into W accumulators and one lanesum, the rest one key at a time. */
+AI void AF(dot_kv)(const att_args *a, int tok, int h, float *scr, const int bf) {
     const int D = a->D, bs = a->st->block_size, P = a->st->pos[tok] + 1, g = att_kv_head(a, h);
     const float scale = sqrtf((float)D);
+    const size_t es = bf ? 2 : 4;
     const int32_t *bt = a->st->block_table + (size_t)a->st->seq[tok] * a->st->max_blocks;
-    float *q = scr, *S = q + (size_t)D * ATT_Q, *Kf = S + (size_t)bs * ATT_Q, *Vf = Kf + (size_t)bs * D,
-          *acc = Vf + (size_t)bs * D;
+    float *q = scr, *S = q + (size_t)D * ATT_Q, *acc = S + (size_t)bs * ATT_Q;
     att_load_q(a, tok, h, q);
     for (int d = 0; d < D; d++) acc[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int p0 = 0; p0 < P; p0 += bs) {
         const int n = P - p0 < bs ? P - p0 : bs;
         AF(prefetch)(a, bt, p0 + bs, P, g);
-        const size_t ks = (size_t)D, vs = (size_t)D;
-        const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, g, Kf);
+        const size_t at = tp_kv_row(bt[p0 / bs], g, 0, a->Hkl, bs, D) * es; /* bytes: the block's rows of head g */
+        const void *K = (const char *)a->kc + at, *V = (const char *)a->vc + at;
         float mb = -INFINITY;
-        for (int j = 0; j < n; j++) {
-            const float *k = K + (size_t)j * ks;
+        int j = 0;
+        for (; j + ATT_W <= n; j += ATT_W) { /* W keys: W accumulators along D, one lanesum */
+            VF s[ATT_W];
+#pragma GCC unroll 16
+            for (int u = 0; u < ATT_W; u++) s[u] = AF(splat)(0.0f);
+            int c = 0;
+            for (; c + ATT_W <= D; c += ATT_W) {
+                const VF qv = LD(q + c);
+#pragma GCC unroll 16
+                for (int u = 0; u < ATT_W; u++) s[u] += qv * AF(ldkv)(K, (size_t)(j + u) * D + c, bf);
+            }
+            VF sv = AF(lanesum)(s);
+            for (int u = 0; c < D && u < ATT_W; u++) { /* D not a multiple of W: the last columns */
+                float t = 0.0f;
+                for (int d = c; d < D; d++) t += q[d] * AF(kv1)(K, (size_t)(j + u) * D + d, bf);
+                sv[u] += t;
+            }
+            sv = sv / scale;
+            ST(S + j, sv);
+            for (int u = 0; u < ATT_W; u++) mb = sv[u] > mb ? sv[u] : mb;
+        }
+        for (; j < n; j++) {
             VF s0 = AF(splat)(0.0f), s1 = s0;
             int c = 0;
             for (; c + 2 * ATT_W <= D; c += 2 * ATT_W) { /* two independent FMA chains */
-                s0 += LD(q + c) * LD(k + c);
-                s1 += LD(q + c + ATT_W) * LD(k + c + ATT_W);
+                s0 += LD(q + c) * AF(ldkv)(K, (size_t)j * D + c, bf);
+                s1 += LD(q + c + ATT_W) * AF(ldkv)(K, (size_t)j * D + c + ATT_W, bf);
             }
-            for (; c + ATT_W <= D; c += ATT_W) s0 += LD(q + c) * LD(k + c);
-            float s = AF(hsum)(s0 + s1);
-            for (; c < D; c++) s += q[c] * k[c];
-            S[j] = s / scale;
+            for (; c + ATT_W <= D; c += ATT_W) s0 += LD(q + c) * AF(ldkv)(K, (size_t)j * D + c, bf);
+            float sc = AF(hsum)(s0 + s1);
+            for (; c < D; c++) sc += q[c] * AF(kv1)(K, (size_t)j * D + c, bf);
+            S[j] = sc / scale;
             mb = S[j] > mb ? S[j] : mb;
         }
         const float mn = m > mb ? m : mb, corr = expf(m - mn); /* exp(-inf) = 0 on the first block */
-        float sum = 0.0f;
-        int j = 0;
+        VF sumv = AF(splat)(0.0f);
+        j = 0;
         for (; j + ATT_W <= n; j += ATT_W) {
             const VF w = AF(vexp)(LD(S + j) - mn);
             ST(S + j, w);
-            sum += AF(hsum)(w);
+            sumv += w;
         }
+        float sum = AF(hsum)(sumv);
         for (; j < n; j++) sum += S[j] = expf(S[j] - mn);
         l = l * corr + sum;
         m = mn;
-        const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, g, Vf);
-        AF(pv_row)(acc, corr, S, 1, V, vs, n, D);
+        int c = 0; /* acc = acc * corr + sum_j S[j] v_j */
+        for (; c + ATT_W <= D; c += ATT_W) {
+            VF o = LD(acc + c) * corr;
+            for (int jj = 0; jj < n; jj++) o += S[jj] * AF(ldkv)(V, (size_t)jj * D + c, bf);
+            ST(acc + c, o);
+        }
+        for (; c < D; c++) {
+            float o = acc[c] * corr;
+            for (int jj = 0; jj < n; jj++) o += S[jj] * AF(kv1)(V, (size_t)jj * D + c, bf);
+            acc[c] = o;
+        }
     }
     AF(store_out)(a, tok, h, acc, l);
+}
+AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
+    if (a->kv_bf16) AF(dot_kv)(a, tok, h, scr, 1);
+    else AF(dot_kv)(a, tok, h, scr, 0);
 }
 
 /* Scores of a block for G (1 or 2, a constant after inlining) vectors of W queries:

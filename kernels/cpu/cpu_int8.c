@@ -38,6 +38,7 @@
 #include "util/log.h"
 #include "kernels/common/tp_act.h"
 #include "kernels/common/tp_quant.h"
+#include "kernels/cpu/cpu_attn.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_int8.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -593,6 +594,7 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
                 force == I8_GEMM_GEMV   ? " (TPGEN_INT8_GEMM=gemv: GEMV for every T)"
                 : force == I8_GEMM_INT  ? " (TPGEN_INT8_GEMM=gemm: the int8 GEMM for every T)"
                 : force == I8_GEMM_BLAS ? " (TPGEN_INT8_GEMM=blas: panels for every T)" : "");
+    if (verbose) tp_log0("cpu attention: %s: %s\n", cpu_attn_isa_name(cpu_attn_isa_pick()), cpu_attn_isa_why());
     b->weights = "int8";
     b->matrix_bytes = i8_matrix_bytes;
     b->matrix_upload = i8_matrix_upload;
