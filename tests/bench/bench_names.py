@@ -118,11 +118,12 @@ elif mode == "names":
     print("f32 names by T (rows kernel tier %s): ok" % f32t)
 
     # int8: the GEMV up to 16 tokens by default (4 on the plain-C path); each override moves every
-    # GEMM, attention stays f32
+    # GEMM, attention stays f32 (TPGEN_CPU_ISA=c caps it at its plain-C build too)
     rows, err = bench(1, *flags("1,5"), "--prefill", "100", "--weights", "int8", env={"TPGEN_CPU_ISA": "c"},
                       verbose=True)
     assert kernels(rows, "decode", "batch", 1) == {"matmul": "gemv-int8-c", "logits": "gemv-int8-c",
-                                                   "attention": "dot-f32-" + att}, rows
+                                                   "attention": "dot-f32-c"}, rows
+    assert "cpu attention: c: capped by TPGEN_CPU_ISA" in err, err
     assert kernels(rows, "decode", "batch", 5)["matmul"] == "openblas-sgemm-int8-panels", rows
     assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "openblas-sgemm-int8-panels", rows
     assert "matmul -> GEMV c (" in err and "matmul -> OpenBLAS sgemm on f32 panels" in err, err
@@ -144,6 +145,7 @@ elif mode == "names":
         # TPGEN_CPU_ISA=avx2 caps int8 at its AVX2 kernels
         rows, _ = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_CPU_ISA": "avx2"})
         assert kernels(rows, "decode", "batch", 1)["matmul"] == "gemv-int8-avx2", rows
+        assert kernels(rows, "decode", "batch", 1)["attention"] == "dot-f32-avx2", rows
         assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "gemm-int8-avx2", rows
     print("int8 names under TPGEN_CPU_ISA / TPGEN_INT8_GEMM: ok")
 
