@@ -4,7 +4,7 @@ long context, and the KV cache layout before and after).
 
     python3 tools/bench_context.py --build LABEL=DIR [--build LABEL=DIR ...] [--env LABEL:VAR=VALUE ...]
         [--config configs/codegen-350M.json] [--dtypes f32,bf16] [--contexts 96,1000,1900,2000]
-        [--batch 1] [--steps 16] [--threads N] [--runs 3] [--out FILE.json]
+        [--batch 1] [--steps 16] [--threads N] [--runs 3] [--attention-only] [--out FILE.json]
         [--record results/cpu-attention.jsonl]
 
 --env runs every build once per variant with VAR=VALUE in its environment (e.g. --env
@@ -13,7 +13,9 @@ side); the row label is then "BUILD VARIANT". Each configuration (build x varian
 --random-weights --batch B --context C --steps S --prefill 0 --json` (the median of S timed
 decode steps at positions C .. C + S - 1); run r visits the configurations in an order rotated by
 r, so drift on the machine spreads over all of them; every figure is the median over --runs.
-Prints a Markdown table: per build and dtype, ms per step at each context and the last context's
+--attention-only times the attention op alone instead (DIR/tests/bench_attention: the config's
+layers, heads and head size, --batch sequences of one new token, each layer its own K/V caches;
+the median of 15 steps): the K/V reads without the weights' around them. Prints a Markdown table: per build and dtype, ms per step at each context and the last context's
 time over the first's (the issue's goal: bf16 batch 1 at context 1,900 within 1.35x of context
 96). --record appends it to results/ (section cpu-attention, table context; tools/perf_record.py)
 for tools/perf_tables.py. Run on a quiet machine: nothing else may run while it times.
@@ -74,8 +76,36 @@ def parse_envs(items):
     return envs or [("", {})]
 
 
+def attention_once(tpgen, env, a, dtype, context):
+    """ms of one step's attention (all layers) from DIR/tests/bench_attention, and its kernel."""
+    exe = os.path.join(os.path.dirname(os.path.dirname(tpgen)), "tests", "bench_attention")
+    if not os.access(exe, os.X_OK):
+        die(f"--attention-only: no executable {exe} (build the tests)")
+    with open(a.config) as f:
+        c = json.load(f)
+    L, H, E = c.get("n_layer", c.get("num_hidden_layers")), c.get("n_head", c.get("num_attention_heads")), \
+        c.get("n_embd", c.get("hidden_size"))
+    if not (L and H and E) or dtype == "int8":
+        die(f"--attention-only: {a.config} needs n_layer, n_head, n_embd; dtypes f32 or bf16")
+    cmd = [exe, dtype, str(a.threads), str(context), str(a.batch), str(L), str(H), str(E // H), "15"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
+    if p.returncode != 0:
+        die(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
+    ms = kern = None
+    for line in p.stdout.splitlines():
+        if "kernel " in line:
+            kern = line.rsplit("kernel ", 1)[1].strip()
+        if line.startswith("context"):
+            ms = float(line.split(":")[1].split()[0])
+    if ms is None:
+        die(f"{' '.join(cmd)}: no 'context' line in its output")
+    return ms, {"attention": kern or "?"}
+
+
 def bench_once(tpgen, env, a, dtype, context):
     """ms per decode step and the kernels tpgen reports, from one `tpgen bench --json`."""
+    if a.attention_only:
+        return attention_once(tpgen, env, a, dtype, context)
     cmd = [tpgen, "bench", "--config", a.config, "--random-weights", "--backend", "cpu", "--threads",
            str(a.threads), *DTYPE_FLAGS[dtype], "--batch", str(a.batch), "--context", str(context),
            "--steps", str(a.steps), "--prefill", "0", "--json"]
@@ -101,6 +131,7 @@ def main():
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--attention-only", action="store_true", help="time the attention op alone (tests/bench_attention)")
     ap.add_argument("--out", help="every run as JSON")
     perf_record.add_argument(ap, "the table")
     a = ap.parse_args()
@@ -144,7 +175,9 @@ def main():
                  f"medians of {a.runs} alternating runs; builds: "
                  + ", ".join(f"{lb} = {os.path.dirname(os.path.dirname(t))}" + "".join(f" {k}={v}" for k, v in e.items())
                              for lb, t, e in builds))
-        perf_record.record_rows(a.record, "cpu-attention", "context", rows, perf_record.command_line(PROG),
+        notes = ("attention alone (tests/bench_attention), " if a.attention_only else "whole decode step, ") + notes
+        perf_record.record_rows(a.record, "cpu-attention", "attention-only" if a.attention_only else "context", rows,
+                                perf_record.command_line(PROG),
                                 row_header="build, dtype", notes=notes)
 
 

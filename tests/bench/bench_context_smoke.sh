@@ -3,7 +3,8 @@
 # (TPGEN_CPU_ATTN=c and the default), two contexts, one run: the table has one row per variant and
 # dtype, one column per context and the ratio, numbers, and the attention kernel the variant ran
 # (dot-f32-c under TPGEN_CPU_ATTN=c); --record writes one cell per row and column. Bad
-# --build / --env / --dtypes are refused naming the flag. No timing is asserted.
+# --build / --env / --dtypes are refused naming the flag; --attention-only gives the same table from
+# tests/bench_attention. No timing is asserted.
 # usage: bench_context_smoke.sh BUILD_DIR WORKDIR
 set -euo pipefail
 build=$1 work=$2
@@ -31,6 +32,12 @@ recs = [json.loads(l) for l in open(sys.argv[2])]
 need(len(recs) == 6 and {r["section"] for r in recs} == {"cpu-attention"}, f"{len(recs)} records")
 print("ok: bench_context.py table and records")
 PY
+# --attention-only: tests/bench_attention of the build, the same table
+python3 "$root/tools/bench_context.py" --build "cur=$build" --config "$root/configs/tiny-demo.json" --dtypes f32,bf16 \
+  --contexts 8,24 --runs 1 --threads 1 --attention-only > "$work/attn.md" 2> "$work/attn.err" || {
+  cat "$work/attn.err"; echo "FAIL: bench_context.py --attention-only exited non-zero"; exit 1; }
+cat "$work/attn.md"
+[ "$(grep -c '^| cur | \(f32\|bf16\) | dot-' "$work/attn.md")" = 2 ] || { echo "FAIL: --attention-only rows"; exit 1; }
 bad() { # message args...
   local msg=$1; shift
   if out=$(python3 "$root/tools/bench_context.py" "$@" 2>&1); then echo "FAIL: accepted $*"; exit 1; fi
