@@ -213,6 +213,14 @@ tp_backend *tp_backend_cpu_create(int n_threads);
 /* The CPU backend in bf16 (kernels/cpu/cpu_bf16.h); NULL + message when this build lacks oneDNN.
  * verbose: print which path each op takes. */
 tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, size_t err_size);
+/* The OPENBLAS_CORETYPE this CPU needs because the loaded OpenBLAS took a generic core for it
+ * (kernels/cpu/cpu_blas_core.c), or NULL: OpenBLAS knows the CPU, the CPU has no AVX2, or the
+ * user set OPENBLAS_CORETYPE. For util/threads.c's re-exec at start (launcher/main.c). */
+const char *tp_cpu_blas_core_override(void);
+/* The kernels OpenBLAS runs (its openblas_get_corename: "Haswell", "SkylakeX", "Prescott", ...). */
+const char *tp_cpu_blas_core_name(void);
+/* The rule, pure for tests: corename is OpenBLAS's choice (openblas_get_corename). */
+const char *tp_blas_core_for(const char *corename, int avx2_fma, int avx512, int avx512bf16);
 /* --weights int8 on a backend just created (f32 CPU, or CUDA in f16/bf16): its matrices become
  * int8 with f32 row scales and its GEMMs read them (kernels/cpu/cpu_int8.c,
  * kernels/cuda/cuda_int8.cu). Returns 0, or -1 with the reason (an incompatible --dtype, a

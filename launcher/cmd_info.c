@@ -292,6 +292,11 @@ int tp_cmd_info(int argc, char **argv) {
     char line[512];
     tp_threads_describe(line, sizeof line, threads, why);
     printf("cpu %s (%d rank%s on this node)\n", line, ranks, ranks > 1 ? "s" : "");
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    printf("cpu blas: OpenBLAS %s kernels (%s%s%s)\n", tp_cpu_blas_core_name(),
+           tp_threads_set_by_tpgen("OPENBLAS_CORETYPE") ? "OPENBLAS_CORETYPE=" : ct && *ct ? "the user's OPENBLAS_CORETYPE=" : "",
+           ct && *ct ? ct : "chosen by the library from CPUID",
+           tp_threads_set_by_tpgen("OPENBLAS_CORETYPE") ? ", set by tpgen: the library did not know this CPU" : "");
     if (tp_backend_cuda_compiled()) printf("cuda devices: %d\n", tp_backend_cuda_device_count());
     return model ? model_info(model, revision, memory, dtype, weights) : 0;
 }

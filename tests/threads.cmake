@@ -10,3 +10,8 @@ add_test(NAME threads_env
                  ${PROJECT_SOURCE_DIR}/launcher/tpgen-mpirun ${TPGEN_TEST_DATA}/tiny-f32)
 set_tests_properties(threads_env PROPERTIES LABELS "threads;launcher;mpi" TIMEOUT 120
                      ENVIRONMENT "TPGEN_BIN=$<TARGET_FILE:tpgen>")
+# OpenBLAS on a CPU newer than the library (kernels/cpu/cpu_blas_core.c): the core tpgen names
+add_executable(test_blas_core ${CMAKE_CURRENT_SOURCE_DIR}/threads/test_blas_core.c)
+target_link_libraries(test_blas_core PRIVATE tpgen_kernels)
+add_test(NAME threads_blas_core COMMAND test_blas_core)
+set_tests_properties(threads_blas_core PROPERTIES LABELS "threads;unit" TIMEOUT 30)

@@ -171,11 +171,11 @@ def main():
                        "runs": {f"{k[0]} {k[1]} {k[2]}": v for k, v in times.items()},
                        "kernels": {f"{k[0]} {k[1]}": v for k, v in kernels.items()}}, f, indent=1)
     if a.record:
-        notes = (f"batch {a.batch}, {a.steps} timed steps from each context, {a.threads} threads, "
-                 f"medians of {a.runs} alternating runs; builds: "
+        what = ("attention alone (tests/bench_attention: the median of 15 steps)" if a.attention_only
+                else f"whole decode step (the median of {a.steps} timed steps from each context)")
+        notes = (f"{what}, batch {a.batch}, {a.threads} threads, medians of {a.runs} alternating runs; builds: "
                  + ", ".join(f"{lb} = {os.path.dirname(os.path.dirname(t))}" + "".join(f" {k}={v}" for k, v in e.items())
-                             for lb, t, e in builds))
-        notes = ("attention alone (tests/bench_attention), " if a.attention_only else "whole decode step, ") + notes
+                             for lb, t, e in builds) + ".")
         perf_record.record_rows(a.record, "cpu-attention", "attention-only" if a.attention_only else "context", rows,
                                 perf_record.command_line(PROG),
                                 row_header="build, dtype", notes=notes)

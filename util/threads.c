@@ -18,7 +18,7 @@ static int set_in_env(const char *name) {
 }
 
 /* name is in TPGEN_THREADS_SET: tpgen set it, not the user. */
-static int set_by_tpgen(const char *name) {
+int tp_threads_set_by_tpgen(const char *name) {
     const char *s = getenv(TP_THREADS_SET_VAR);
     size_t n = strlen(name);
     for (const char *p = s; p && *p;) {
@@ -30,7 +30,7 @@ static int set_by_tpgen(const char *name) {
     return 0;
 }
 
-void tp_threads_env_early(char **argv) {
+void tp_threads_env_early(char **argv, const char *blas_core) {
     /* Open MPI reads this at MPI_Init (no re-exec needed): a rank waiting in a collective (the
      * workers between steps) yields its core to runnable threads instead of only polling. */
     if (!set_in_env("OMPI_MCA_mpi_yield_when_idle")) (void)setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
@@ -45,7 +45,11 @@ void tp_threads_env_early(char **argv) {
         if (setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) return;
         strcat(set, *set ? ",OPENBLAS_NUM_THREADS" : "OPENBLAS_NUM_THREADS");
     }
-    if (!*set) return; /* the user chose both: nothing for the runtimes to re-read */
+    if (blas_core && !set_in_env("OPENBLAS_CORETYPE")) { /* OpenBLAS took a generic core for this CPU */
+        if (setenv("OPENBLAS_CORETYPE", blas_core, 1) != 0) return;
+        strcat(set, *set ? ",OPENBLAS_CORETYPE" : "OPENBLAS_CORETYPE");
+    }
+    if (!*set) return; /* the user chose them all: nothing for the runtimes to re-read */
     if (setenv(TP_THREADS_SET_VAR, set, 1) != 0) return;
     execv("/proc/self/exe", argv);
     /* still here: the runtimes keep the defaults they read before main (spinning waits) */
@@ -54,6 +58,7 @@ void tp_threads_env_early(char **argv) {
     unsetenv(TP_THREADS_SET_VAR); /* and ours: they would read as the user's (tp_threads_user_blas) */
     if (strstr(set, "OMP_WAIT_POLICY")) unsetenv("OMP_WAIT_POLICY");
     if (strstr(set, "OPENBLAS_NUM_THREADS")) unsetenv("OPENBLAS_NUM_THREADS");
+    if (strstr(set, "OPENBLAS_CORETYPE")) unsetenv("OPENBLAS_CORETYPE");
 }
 
 int tp_threads_pick(int flag, const char *omp_env, int online, int allowed, int local_ranks, const char **why) {
@@ -97,14 +102,14 @@ int tp_threads_local_ranks_env(void) {
 }
 
 int tp_threads_user_blas(void) {
-    return (set_in_env("OPENBLAS_NUM_THREADS") && !set_by_tpgen("OPENBLAS_NUM_THREADS")) ||
+    return (set_in_env("OPENBLAS_NUM_THREADS") && !tp_threads_set_by_tpgen("OPENBLAS_NUM_THREADS")) ||
            set_in_env("GOTO_NUM_THREADS");
 }
 
 void tp_threads_describe(char *buf, int size, int threads, const char *why) {
     char wait[160], blas[160];
     const char *pol = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
-    if (set_by_tpgen("OMP_WAIT_POLICY"))
+    if (tp_threads_set_by_tpgen("OMP_WAIT_POLICY"))
         snprintf(wait, sizeof wait, "passive (OMP_WAIT_POLICY=PASSIVE, set by tpgen)");
     else if (set_in_env("OMP_WAIT_POLICY") || set_in_env("GOMP_SPINCOUNT"))
         snprintf(wait, sizeof wait, "the user's (OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s)", pol ? pol : "unset",
@@ -115,7 +120,7 @@ void tp_threads_describe(char *buf, int size, int threads, const char *why) {
         snprintf(blas, sizeof blas, "the user's OPENBLAS_NUM_THREADS=%s / GOTO_NUM_THREADS=%s per call",
                  ob ? ob : "unset", getenv("GOTO_NUM_THREADS") ? getenv("GOTO_NUM_THREADS") : "unset");
     else snprintf(blas, sizeof blas, "1 thread inside tpgen's OpenMP threads%s",
-                  set_by_tpgen("OPENBLAS_NUM_THREADS") ? " (OPENBLAS_NUM_THREADS=1, set by tpgen)" : "");
+                  tp_threads_set_by_tpgen("OPENBLAS_NUM_THREADS") ? " (OPENBLAS_NUM_THREADS=1, set by tpgen)" : "");
     snprintf(buf, (size_t)size, "threads: %d OpenMP per rank (%s); OpenMP waiting: %s; OpenBLAS: %s", threads, why,
              wait, blas);
 }

@@ -18,9 +18,10 @@
 #define TP_THREADS_SET_VAR "TPGEN_THREADS_SET"
 
 /* First thing in main(): when OMP_WAIT_POLICY / OPENBLAS_NUM_THREADS are to be set and are not
- * yet, sets them and execv()s /proc/self/exe with the same argv (does not return then). When
- * the exec fails, warns once and returns (the process runs with the runtimes' defaults). */
-void tp_threads_env_early(char **argv);
+ * yet, or blas_core is not NULL (OPENBLAS_CORETYPE to set: kernels/cpu/cpu_blas_core.c), sets
+ * them and execv()s /proc/self/exe with the same argv (does not return then). When the exec
+ * fails, warns once and returns (the process runs with the runtimes' defaults). */
+void tp_threads_env_early(char **argv, const char *blas_core);
 
 /* The thread-count rule (the header comment), a pure function for tests:
  *   flag: --threads (0 or less: not given); omp_env: OMP_NUM_THREADS or NULL (its first value
@@ -44,3 +45,5 @@ int tp_threads_user_blas(void);
 /* One line describing the model in effect ("threads: 2 per rank (cores 2 / 1 ranks); OpenMP
  * wait: passive (tpgen); OpenBLAS: 1 thread inside OpenMP (tpgen)") into buf. */
 void tp_threads_describe(char *buf, int size, int threads, const char *why);
+/* 1 when the variable was set by tp_threads_env_early (listed in TPGEN_THREADS_SET), not the user. */
+int tp_threads_set_by_tpgen(const char *name);

@@ -3,7 +3,9 @@
 #  1. libgomp itself reports passive waiting (GOMP_SPINCOUNT 0, OMP_DISPLAY_ENV) in the process
 #     that runs: tpgen's variables were set before the runtime read them (the re-exec);
 #  2. the user's OMP_WAIT_POLICY and OMP_NUM_THREADS win, and `tpgen info` says so;
-#  3. under mpirun, 2 ranks on this node: threads per rank x 2 <= cores (generate --verbose).
+#  3. under mpirun, 2 ranks on this node: threads per rank x 2 <= cores (generate --verbose);
+#  4. OpenBLAS runs AVX2 / AVX-512 kernels on a CPU that has them, even one the library does not
+#     know (tpgen sets OPENBLAS_CORETYPE then), and the user's OPENBLAS_CORETYPE wins.
 # usage: threads_env.sh TPGEN MPIEXEC MODEL
 set -euo pipefail
 tpgen=$1 mpiexec=$2 model=$3
@@ -47,3 +49,16 @@ want=$(( cores / 2 > 0 ? cores / 2 : 1 ))
 [ "$n" -eq "$want" ] || fail "2 ranks on $cores cores: $n threads per rank, want $want"
 [ $((n * 2)) -le "$cores" ] || [ "$n" -eq 1 ] || fail "2 ranks x $n threads > $cores cores"
 echo "ok: 2 ranks x $n threads on $cores cores"
+
+# 4. OpenBLAS's kernels (tpgen info's "cpu blas" line)
+flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
+out=$(env -u OPENBLAS_CORETYPE "$tpgen" info | grep '^cpu blas: ' || true)
+[ -n "$out" ] || fail "no 'cpu blas' line from tpgen info"
+if [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]]; then
+  grep -qiE '^cpu blas: OpenBLAS (Haswell|Zen|SkylakeX|Cooperlake|SapphireRapids) kernels' <<< "$out" \
+    || fail "an AVX2 CPU runs OpenBLAS's generic kernels: $out"
+fi
+echo "ok: $out"
+out=$(OPENBLAS_CORETYPE=Haswell "$tpgen" info | grep '^cpu blas: ')
+[ "$out" = "cpu blas: OpenBLAS Haswell kernels (the user's OPENBLAS_CORETYPE=Haswell)" ] || fail "user's core: $out"
+echo "ok: $out"
