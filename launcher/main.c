@@ -1,7 +1,6 @@
 /* tpgen: one program, several subcommands. The MPI ones (generate, score, bench) run as one
  * rank without mpirun, or N-way tensor parallel under `mpirun -np N` / `srun`. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -24,7 +23,7 @@ static const char *USAGE =
 int main(int argc, char **argv) {
     /* before anything else: may re-execute (util/threads.h), also to give OpenBLAS the kernels of
      * a CPU it does not know (kernels/cpu/cpu_blas_core.c) */
-    tp_threads_env_early(argv, getenv(TP_THREADS_SET_VAR) ? NULL : tp_cpu_blas_core_override());
+    tp_threads_env_early(argv, tp_cpu_blas_core_override());
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(USAGE, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -2,24 +2,27 @@
 """Decode time against context, for one or more tpgen builds side by side (issue 35: attention at
 long context, and the KV cache layout before and after).
 
-    python3 tools/bench_context.py --build LABEL=DIR [--build LABEL=DIR ...] [--env LABEL:VAR=VALUE ...]
-        [--config configs/codegen-350M.json] [--dtypes f32,bf16] [--contexts 96,1000,1900,2000]
-        [--batch 1] [--steps 16] [--threads N] [--runs 3] [--attention-only] [--out FILE.json]
-        [--record results/cpu-attention.jsonl]
+    python3 tools/bench_context.py --build LABEL=DIR [--build LABEL=DIR ...]
+        [--env LABEL:VAR=VALUE ...] [--config configs/codegen-350M.json] [--dtypes f32,bf16]
+        [--contexts 96,1000,1900,2000] [--batch 1] [--steps 16] [--threads N] [--runs 3]
+        [--attention-only] [--out FILE.json] [--record results/cpu-attention.jsonl]
 
 --env runs every build once per variant with VAR=VALUE in its environment (e.g. --env
 attn-avx2:TPGEN_CPU_ATTN=avx2 --env attn-avx512:TPGEN_CPU_ATTN=avx512: the attention builds side by
-side); the row label is then "BUILD VARIANT". Each configuration (build x variant x dtype x context) is one `DIR/bin/tpgen bench --config CONFIG
---random-weights --batch B --context C --steps S --prefill 0 --json` (the median of S timed
-decode steps at positions C .. C + S - 1); run r visits the configurations in an order rotated by
-r, so drift on the machine spreads over all of them; every figure is the median over --runs.
---attention-only times the attention op alone instead (DIR/tests/bench_attention: the config's
-layers, heads and head size, --batch sequences of one new token, each layer its own K/V caches;
-the median of 15 steps): the K/V reads without the weights' around them. Prints a Markdown table: per build and dtype, ms per step at each context and the last context's
+side); the row label is then "BUILD VARIANT". Each configuration (build x variant x dtype x
+context) is one `DIR/bin/tpgen bench --config CONFIG --random-weights --batch B --context C
+--steps S --prefill 0 --json` (the median of S timed decode steps at positions C .. C + S - 1);
+run r visits the configurations in an order rotated by r, so drift on the machine spreads over
+all of them; every figure is the median over --runs. --attention-only times the attention op
+alone instead (DIR/tests/bench_attention: the config's layers, heads and head size, --batch
+sequences of one new token, each layer its own K/V caches; the median of 15 steps): the K/V reads
+without the weights around them.
+
+Prints a Markdown table: per build and dtype, ms per step at each context and the last context's
 time over the first's (the issue's goal: bf16 batch 1 at context 1,900 within 1.35x of context
-96). --record appends it to results/ (section cpu-attention, table context; tools/perf_record.py)
-for tools/perf_tables.py. Run on a quiet machine: nothing else may run while it times.
-Stdlib only.
+96). --record appends it to results/ (section cpu-attention, table context or attention-only;
+tools/perf_record.py) for tools/perf_tables.py. Run on a quiet machine: nothing else may run
+while it times. Stdlib only.
 """
 import argparse
 import json
@@ -134,7 +137,7 @@ def main():
     ap.add_argument("--attention-only", action="store_true", help="time the attention op alone (tests/bench_attention)")
     ap.add_argument("--out", help="every run as JSON")
     perf_record.add_argument(ap, "the table")
-    a = ap.parse_args()
+    a = perf_record.parse_args(ap, PROG)  # --record checked before anything runs
     builds = [(f"{bl} {el}".strip(), t, env) for bl, t in parse_builds(a.build) for el, env in parse_envs(a.env)]
     dtypes = [d for d in a.dtypes.split(",") if d]
     for d in dtypes:
@@ -174,8 +177,8 @@ def main():
         what = ("attention alone (tests/bench_attention: the median of 15 steps)" if a.attention_only
                 else f"whole decode step (the median of {a.steps} timed steps from each context)")
         notes = (f"{what}, batch {a.batch}, {a.threads} threads, medians of {a.runs} alternating runs; builds: "
-                 + ", ".join(f"{lb} = {os.path.dirname(os.path.dirname(t))}" + "".join(f" {k}={v}" for k, v in e.items())
-                             for lb, t, e in builds) + ".")
+                 + ", ".join(f"{lb} = {os.path.dirname(os.path.dirname(t))}"
+                             + "".join(f" {k}={v}" for k, v in e.items()) for lb, t, e in builds) + ".")
         perf_record.record_rows(a.record, "cpu-attention", "attention-only" if a.attention_only else "context", rows,
                                 perf_record.command_line(PROG),
                                 row_header="build, dtype", notes=notes)

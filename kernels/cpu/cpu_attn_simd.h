@@ -35,14 +35,28 @@ AI float AF(hsum)(VF v) {
  * side; pairing vector i with i + m/2 of the m left keeps the keys in order), about 3 instructions
  * a key where W horizontal sums take W each. v[0..W) is overwritten. */
 #if ATT_W == 16
-#define ATT_FOLD16(x, y) (__builtin_shufflevector(x, y, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + __builtin_shufflevector(x, y, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31))
-#define ATT_FOLD8(x, y) (__builtin_shufflevector(x, y, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) + __builtin_shufflevector(x, y, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31))
-#define ATT_FOLD4(x, y) (__builtin_shufflevector(x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) + __builtin_shufflevector(x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31))
-#define ATT_FOLD2(x, y) (__builtin_shufflevector(x, y, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) + __builtin_shufflevector(x, y, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31))
+#define ATT_FOLD16(x, y) \
+    (__builtin_shufflevector(x, y, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) \
+    + __builtin_shufflevector(x, y, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31))
+#define ATT_FOLD8(x, y) \
+    (__builtin_shufflevector(x, y, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) \
+    + __builtin_shufflevector(x, y, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31))
+#define ATT_FOLD4(x, y) \
+    (__builtin_shufflevector(x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) \
+    + __builtin_shufflevector(x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31))
+#define ATT_FOLD2(x, y) \
+    (__builtin_shufflevector(x, y, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) \
+    + __builtin_shufflevector(x, y, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31))
 #elif ATT_W == 8
-#define ATT_FOLD8(x, y) (__builtin_shufflevector(x, y, 0, 1, 2, 3, 8, 9, 10, 11) + __builtin_shufflevector(x, y, 4, 5, 6, 7, 12, 13, 14, 15))
-#define ATT_FOLD4(x, y) (__builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13) + __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15))
-#define ATT_FOLD2(x, y) (__builtin_shufflevector(x, y, 0, 8, 2, 10, 4, 12, 6, 14) + __builtin_shufflevector(x, y, 1, 9, 3, 11, 5, 13, 7, 15))
+#define ATT_FOLD8(x, y) \
+    (__builtin_shufflevector(x, y, 0, 1, 2, 3, 8, 9, 10, 11) \
+    + __builtin_shufflevector(x, y, 4, 5, 6, 7, 12, 13, 14, 15))
+#define ATT_FOLD4(x, y) \
+    (__builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13) \
+    + __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15))
+#define ATT_FOLD2(x, y) \
+    (__builtin_shufflevector(x, y, 0, 8, 2, 10, 4, 12, 6, 14) \
+    + __builtin_shufflevector(x, y, 1, 9, 3, 11, 5, 13, 7, 15))
 #endif
 AI VF AF(lanesum)(VF *v) {
 #if ATT_W == 16
@@ -219,10 +233,10 @@ AI void AF(dot)(const att_args *a, int tok, int h, float *scr) {
  * S[j][g W + i] = q_{g W + i} . k_j / scale. 4 keys x G vectors: 4 G independent FMA chains, and
  * each k element broadcast serves G W queries. The g and u loops are unrolled (G is a constant
  * at each call) so the 4 G sums stay in registers. */
-AI void AF(scores)(const float *qT, const float *K, size_t ks, int n, int D, float scale, float *S, const int G) {
+AI void AF(scores)(const float *qT, const float *K, int n, int D, float scale, float *S, const int G) {
     int j = 0;
     for (; j + 4 <= n; j += 4) {
-        const float *k0 = K + (size_t)j * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
+        const float *k0 = K + (size_t)j * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
         VF s[2][4];
 #pragma GCC unroll 4
         for (int g = 0; g < G; g++)
@@ -245,7 +259,7 @@ AI void AF(scores)(const float *qT, const float *K, size_t ks, int n, int D, flo
             for (int u = 0; u < 4; u++) ST(S + (size_t)(j + u) * ATT_Q + g * ATT_W, s[g][u] / scale);
     }
     for (; j < n; j++) {
-        const float *k0 = K + (size_t)j * ks;
+        const float *k0 = K + (size_t)j * D;
         VF s[2];
 #pragma GCC unroll 4
         for (int g = 0; g < G; g++) s[g] = AF(splat)(0.0f);
@@ -266,13 +280,13 @@ typedef struct {
     int nq, G, P;
 } AF(tstate);
 
-/* A tile's share of one block (rows K, V of n keys from p0): scores, causal mask, online-softmax
- * update, P.V into acc [G W][D]. S: [bs][ATT_Q] scratch. */
-AI void AF(tile_block)(AF(tstate) *ts, const float *qT, float *acc, const float *K, size_t ks, const float *V,
-                        size_t vs, int p0, int n, int D, float scale, float *S) {
+/* A tile's share of one block (rows K, V of n keys from p0, D apart): scores, causal mask,
+ * online-softmax update, P.V into acc [G W][D]. S: [bs][ATT_Q] scratch. */
+AI void AF(tile_block)(AF(tstate) *ts, const float *qT, float *acc, const float *K, const float *V, int p0, int n,
+                        int D, float scale, float *S) {
     const int G = ts->G;
-    if (G == 2) AF(scores)(qT, K, ks, n, D, scale, S, 2);
-    else AF(scores)(qT, K, ks, n, D, scale, S, 1);
+    if (G == 2) AF(scores)(qT, K, n, D, scale, S, 2);
+    else AF(scores)(qT, K, n, D, scale, S, 1);
     float corr[ATT_Q];
     for (int g = 0; g < G; g++) {
         float *Sg = S + g * ATT_W;
@@ -307,7 +321,7 @@ AI void AF(tile_block)(AF(tstate) *ts, const float *qT, float *acc, const float 
 #pragma GCC unroll 16
             for (int i = 0; i < ATT_W; i++) o[i] = LD(ag + (size_t)i * D + c) * cg[i];
             for (int j = 0; j < n; j++) {
-                const VF v = LD(V + (size_t)j * vs + c);
+                const VF v = LD(V + (size_t)j * D + c);
                 const float *w = Sg + (size_t)j * ATT_Q;
 #pragma GCC unroll 16
                 for (int i = 0; i < ATT_W; i++) o[i] += w[i] * v;
@@ -320,7 +334,7 @@ AI void AF(tile_block)(AF(tstate) *ts, const float *qT, float *acc, const float 
                 float *ai = ag + (size_t)i * D;
                 for (int d = c; d < D; d++) {
                     float o = ai[d] * cg[i];
-                    for (int j = 0; j < n; j++) o += Sg[(size_t)j * ATT_Q + i] * V[(size_t)j * vs + d];
+                    for (int j = 0; j < n; j++) o += Sg[(size_t)j * ATT_Q + i] * V[(size_t)j * D + d];
                     ai[d] = o;
                 }
             }
@@ -358,14 +372,13 @@ AI void AF(group)(const att_args *a, const int *toks, int nq, int h, float *scr)
     for (int p0 = 0; p0 < P; p0 += bs) {
         const int n = P - p0 < bs ? P - p0 : bs;
         AF(prefetch)(a, bt, p0 + bs, P, kvh);
-        const size_t ks = (size_t)D, vs = (size_t)D;
         const float *K = AF(stage)(a, a->kc, bt[p0 / bs], n, kvh, Kf);
         const float *V = AF(stage)(a, a->vc, bt[p0 / bs], n, kvh, Vf);
         for (int t = 0; t < nt; t++) {
             if (ts[t].P <= p0) continue; /* an earlier tile: done */
             const int nt_keys = ts[t].P - p0 < n ? ts[t].P - p0 : n;
             float *qT = scr + t * tile_floats;
-            AF(tile_block)(&ts[t], qT, qT + (size_t)D * ATT_Q, K, ks, V, vs, p0, nt_keys, D, scale, S);
+            AF(tile_block)(&ts[t], qT, qT + (size_t)D * ATT_Q, K, V, p0, nt_keys, D, scale, S);
         }
     }
     for (int t = 0; t < nt; t++) {

@@ -3,8 +3,8 @@
 # (TPGEN_CPU_ATTN=c and the default), two contexts, one run: the table has one row per variant and
 # dtype, one column per context and the ratio, numbers, and the attention kernel the variant ran
 # (dot-f32-c under TPGEN_CPU_ATTN=c); --record writes one cell per row and column. Bad
-# --build / --env / --dtypes are refused naming the flag; --attention-only gives the same table from
-# tests/bench_attention. No timing is asserted.
+# --build / --env / --dtypes / --record are refused naming the flag, before anything runs;
+# --attention-only gives the same table from tests/bench_attention. No timing is asserted.
 # usage: bench_context_smoke.sh BUILD_DIR WORKDIR
 set -euo pipefail
 build=$1 work=$2
@@ -48,3 +48,4 @@ bad "--build 'nolabel': expected LABEL=DIR" --build nolabel
 bad "no executable /nonexistent/bin/tpgen" --build x=/nonexistent
 bad "--env 'x': expected LABEL:VAR=VALUE" --build "cur=$build" --env x
 bad "--dtypes: 'f64' is not one of f32, bf16, int8" --build "cur=$build" --dtypes f64
+bad "--record out.txt: give a .jsonl file" --build "cur=$build" --record out.txt
