@@ -24,7 +24,7 @@ set(BF16_ERR bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh)
 set(BF16_RUN ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate --model ${TPGEN_TEST_DATA}/tiny-f32
     --prompt-ids 1,2 --max-new-tokens 2 --backend cpu --threads 1)
 # (--dtype f16 on the CPU: errors_dtype_on_cpu in tests/errors.cmake)
-add_test(NAME errors_cpu_bf16_isa COMMAND ${BF16_ERR} "TPGEN_CPU_ISA=sse9: expected avx512, avxvnni, avx2 or c"
+add_test(NAME errors_cpu_bf16_isa COMMAND ${BF16_ERR} "TPGEN_CPU_ISA=sse9: expected amx, avx512, avxvnni, avx2 or c"
          ${BF16_RUN} --dtype bf16)
 set_tests_properties(errors_cpu_bf16_isa PROPERTIES ENVIRONMENT "TPGEN_CPU_ISA=sse9;OMPI_MCA_odls_base_sigkill_timeout=0")
 add_test(NAME errors_cpu_bf16_gemm COMMAND ${BF16_ERR} "TPGEN_CPU_GEMM=fast: expected dnnl, fma or blas"

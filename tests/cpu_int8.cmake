@@ -4,19 +4,21 @@
 # the f32 run (tests/cpu_int8/parity_int8.sh) at TP 1 and 2; bad input (label errors).
 add_executable(test_int8_ops ${CMAKE_CURRENT_SOURCE_DIR}/cpu_int8/test_int8_ops.c)
 target_link_libraries(test_int8_ops PRIVATE tpgen_kernels ${MATH_LIB})
-foreach(isa c avx2 avxvnni avx512)
+foreach(isa c avx2 avxvnni avx512 amx)
   foreach(gemm gemv blas auto)
     add_test(NAME int8_ops_${isa}_${gemm} COMMAND test_int8_ops 2 ${isa} ${gemm})
     set_tests_properties(int8_ops_${isa}_${gemm} PROPERTIES LABELS "unit;int8" SKIP_RETURN_CODE 77 TIMEOUT 120)
   endforeach()
 endforeach()
 # each tier's int8 GEMM for every T (SKIPPED where this CPU lacks the tier), with 2 and 3 threads
-foreach(isa avx2 avxvnni avx512)
+foreach(isa avx2 avxvnni avx512 amx)
   add_test(NAME int8_ops_${isa}_gemm COMMAND test_int8_ops 2 ${isa} gemm)
   set_tests_properties(int8_ops_${isa}_gemm PROPERTIES LABELS "unit;int8" SKIP_RETURN_CODE 77 TIMEOUT 120)
 endforeach()
 add_test(NAME int8_ops_3threads_gemm COMMAND test_int8_ops 3 avx2 gemm)
 set_tests_properties(int8_ops_3threads_gemm PROPERTIES LABELS "unit;int8" SKIP_RETURN_CODE 77 TIMEOUT 120)
+add_test(NAME int8_ops_3threads_amx_gemm COMMAND test_int8_ops 3 amx gemm)
+set_tests_properties(int8_ops_3threads_amx_gemm PROPERTIES LABELS "unit;int8" SKIP_RETURN_CODE 77 TIMEOUT 120)
 add_test(NAME int8_ops_3threads COMMAND test_int8_ops 3 avx2 auto)
 set_tests_properties(int8_ops_3threads PROPERTIES LABELS "unit;int8" SKIP_RETURN_CODE 77 TIMEOUT 120)
 add_test(NAME parity_int8_tp1_tp2
@@ -29,10 +31,10 @@ set(INT8_RUN ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> gene
 add_test(NAME errors_int8_bad_value COMMAND ${INT8_ERR} "--weights must be int8 .*got \"int4\"" ${INT8_RUN} --weights int4)
 add_test(NAME errors_int8_with_bf16 COMMAND ${INT8_ERR} "--weights int8 on the CPU .* cannot be combined with --dtype bf16"
          ${INT8_RUN} --weights int8 --dtype bf16)
-add_test(NAME errors_int8_isa COMMAND ${INT8_ERR} "TPGEN_CPU_ISA=sse9: expected avx512, avxvnni, avx2 or c" ${INT8_RUN}
+add_test(NAME errors_int8_isa COMMAND ${INT8_ERR} "TPGEN_CPU_ISA=sse9: expected amx, avx512, avxvnni, avx2 or c" ${INT8_RUN}
          --weights int8)
 # TPGEN_CPU_ISA is shared by every family: the f32 backend refuses a bad value at creation too
-add_test(NAME errors_cpu_isa_f32 COMMAND ${INT8_ERR} "TPGEN_CPU_ISA=sse9: expected avx512, avxvnni, avx2 or c" ${INT8_RUN})
+add_test(NAME errors_cpu_isa_f32 COMMAND ${INT8_ERR} "TPGEN_CPU_ISA=sse9: expected amx, avx512, avxvnni, avx2 or c" ${INT8_RUN})
 set_tests_properties(errors_cpu_isa_f32 PROPERTIES LABELS "errors;mpi;int8" TIMEOUT 90
                      ENVIRONMENT "TPGEN_CPU_ISA=sse9;OMPI_MCA_odls_base_sigkill_timeout=0")
 add_test(NAME errors_int8_old_isa_env COMMAND ${INT8_ERR} "TPGEN_INT8_ISA=avx2: this variable is gone; TPGEN_CPU_ISA="

@@ -3,7 +3,7 @@
  * One primitive per shape class (N, K, epilogue), M (tokens) a runtime dimension, created at its
  * first use and cached: never created again in the per-token loop. The weights descriptor is
  * format "any", so oneDNN picks its blocked layout; every W is reordered into it once. With
- * AMX, the kernel must grant the process the tile state first (arch_prctl ARCH_REQ_XCOMP_PERM).
+ * AMX, the kernel must grant the process the tile state first (cpu_features_get asks for it).
  * TPGEN_CPU_ISA caps oneDNN's ISA as it caps our kernels (cpu_isa.h; max_isa_cap).
  * Built without oneDNN (TPGEN_HAVE_DNNL undefined), the stubs say so and --dtype bf16 is refused. */
 #include <stdio.h>
@@ -36,8 +36,6 @@ void tp_dnnl_matmul(tp_dnnl *d, void *y, const uint16_t *x, const void *Wb, cons
 }
 #else
 #include <oneapi/dnnl/dnnl.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #define DNNL_CHECK(call)                                                                                  \
     do {                                                                                                  \
@@ -61,14 +59,6 @@ struct tp_dnnl {
 };
 
 int tp_dnnl_compiled(void) { return 1; }
-
-/* AMX tile data needs the kernel's permission per process (Linux >= 5.16); harmless elsewhere. */
-static void request_amx(void) {
-#if defined(__x86_64__) && defined(SYS_arch_prctl)
-    const int ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
-    (void)syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); /* fails without AMX: fine */
-#endif
-}
 
 static dnnl_status_t make_pd(tp_dnnl *d, int N, int K, int flags, dnnl_primitive_desc_t *pd) {
     dnnl_memory_desc_t src, wei, dst, bias;
@@ -100,13 +90,13 @@ static const char *pd_impl(dnnl_primitive_desc_t pd) {
 
 /* TPGEN_CPU_ISA's cap on oneDNN (process-wide, set before its first kernel): c -> no oneDNN;
  * avx2, avxvnni -> oneDNN's avx2 / avx2_vnni (no native bf16 there: refused as reference code
- * unless forced); avx512 -> avx512_core_bf16 (AVX-512 without AMX). -1 with err when oneDNN
- * cannot be held to it (its ISA was fixed earlier in the process). */
+ * unless forced); avx512 -> avx512_core_bf16 (AVX-512 without AMX); amx -> no cap. -1 with err
+ * when oneDNN cannot be held to it (its ISA was fixed earlier in the process). */
 static int max_isa_cap(char *err, size_t err_size) {
     cpu_tier cap;
     int forced;
     if (cpu_tier_forced(&cap, &forced, err, err_size)) return -1;
-    if (!forced) return 0;
+    if (!forced || cap == CPU_TIER_AMX) return 0;
     if (cap == CPU_TIER_C) {
         snprintf(err, err_size, "TPGEN_CPU_ISA=c: oneDNN has no plain-C kernels");
         return -1;
@@ -125,7 +115,7 @@ static int max_isa_cap(char *err, size_t err_size) {
 tp_dnnl *tp_dnnl_create(int n_threads, int force, char *err, size_t err_size) {
     (void)n_threads; /* oneDNN (OpenMP build) runs on the OpenMP pool the backend sized */
     if (max_isa_cap(err, err_size)) return NULL;
-    request_amx();
+    (void)cpu_features_get(); /* asks Linux for the AMX tile data where the CPU has AMX (cpu_isa.c) */
     tp_dnnl *d = tp_calloc(1, sizeof *d);
     DNNL_CHECK(dnnl_engine_create(&d->eng, dnnl_cpu, 0));
     DNNL_CHECK(dnnl_stream_create(&d->stream, d->eng, dnnl_stream_default_flags));

@@ -20,14 +20,15 @@
  *    Chosen per matrix shape by measurement at load (cpu_tune.h: every tier this CPU runs,
  *    timed at T = 1 on the uploaded matrix, the choice cached in a file), for matrices of at
  *    least TUNE_MIN_ELEMS; smaller ones take the highest tier.
- *  - larger T (batches, prefill), AVX2 or better: the int8 GEMM (cpu_int8_gemm.c, and
- *    cpu_int8_vnni.c on the VNNI tiers; docs/KERNELS.md): the same int16 x and exact integer
- *    sums in tiles, so the same bits as the GEMV. Its tier: measured per shape apart from the
- *    GEMV's (T = 64 on the first 1024 rows; tune_gemm), among avx2 and up.
+ *  - larger T (batches, prefill), AVX2 or better: the int8 GEMM (cpu_int8_gemm.c,
+ *    cpu_int8_vnni.c on the VNNI tiers, cpu_int8_amx.c on AMX; docs/KERNELS.md): the same int16
+ *    x and exact integer sums in tiles, so the same bits as the GEMV. Its tier: measured per
+ *    shape apart from the GEMV's (T = 64 on the first 1024 rows; tune_gemm), among avx2 and up
+ *    (amx is a GEMM tier only: the GEMV runs the highest below it).
  *  - larger T on c: per thread, panels of up to 1024 rows widened to f32 rows (exact integers),
  *    OpenBLAS sgemm on f32 x into an f32 tile, then the scale and the epilogue (x is not
  *    rounded there); ~0.8x the f32 sgemm (x packed again per panel).
- * TPGEN_CPU_ISA=avx512|avxvnni|avx2|c caps the tier (no measurement) and TPGEN_INT8_GEMM=
+ * TPGEN_CPU_ISA=amx|avx512|avxvnni|avx2|c caps the tier (no measurement) and TPGEN_INT8_GEMM=
  * gemv|gemm|blas forces a path (the op tests run each); TPGEN_INT8_ISA is refused. */
 #include <cblas.h>
 #include <math.h>
@@ -45,9 +46,10 @@
 #include "kernels/cpu/cpu_tune.h"
 
 /* The int8 tiers, numbered as the cpu_tier each needs (avx512vnni: AVX-512 and its VNNI). */
-typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1, I8_ISA_AVXVNNI = 2, I8_ISA_AVX512VNNI = 3 } i8_isa;
-#define I8_N_ISA 4
-#define I8_KERNEL_SET "i8k1" /* bump when an int8 GEMV kernel changes: cached choices are then measured again */
+typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1, I8_ISA_AVXVNNI = 2, I8_ISA_AVX512VNNI = 3, I8_ISA_AMX = 4 } i8_isa;
+#define I8_N_ISA 5
+#define I8_GEMV_TIERS (~(1u << I8_ISA_AMX)) /* amx is a GEMM only (cpu_int8_amx.c) */
+#define I8_KERNEL_SET "i8k2" /* bump when an int8 kernel changes: cached choices are then measured again */
 #define TUNE_MIN_ELEMS (1 << 20) /* smaller matrices take the highest tier, unmeasured */
 #define I8_MAX_SHAPES 16
 
@@ -65,6 +67,7 @@ typedef struct {
     int n_threads; /* first member: cpu_threads() of cpu_internal.h reads it */
     int verbose;
     i8_isa isa;       /* the highest tier allowed here (CPUID, capped by TPGEN_CPU_ISA) */
+    i8_isa gemv_isa;  /* the highest GEMV tier allowed (isa, or the one below amx) */
     int forced;       /* TPGEN_CPU_ISA set: isa everywhere, nothing measured */
     unsigned cands;   /* bit per tier this CPU runs, at or below isa: the candidates */
     i8_gemm force;
@@ -79,11 +82,12 @@ typedef struct {
 
 static tp_cpu_int8 *i8_impl(tp_backend *b) { return (tp_cpu_int8 *)b->impl; }
 
-static const char *const g_isa_short[I8_N_ISA] = {"c", "avx2", "avxvnni", "avx512vnni"};
+static const char *const g_isa_short[I8_N_ISA] = {"c", "avx2", "avxvnni", "avx512vnni", "amx"};
 static const char *isa_name(i8_isa isa) {
     static const char *const names[I8_N_ISA] = {
         "c (portable fallback, same integer sums)", "avx2 (vpmaddwd on int8 rows and int16 x)",
-        "avxvnni (vpdpwssd ymm on int8 rows and int16 x)", "avx512vnni (vpdpwssd zmm on int8 rows and int16 x)"};
+        "avxvnni (vpdpwssd ymm on int8 rows and int16 x)", "avx512vnni (vpdpwssd zmm on int8 rows and int16 x)",
+        "amx (tdpbssd + tdpbusd tiles on int8 rows and int16 x in two bytes)"};
     return names[isa];
 }
 
@@ -271,7 +275,8 @@ static void gemv_path(tp_backend *b, i8_isa isa, const int16_t *xq, const float 
 /* The integer GEMM of a tier above c. */
 static void gemm_int(i8_isa isa, const int16_t *xq, const float *sx, const int8_t *W, int T, int N, int K,
                      const cpu_i8_epi *e, int nt) {
-    if (isa == I8_ISA_AVX512VNNI) cpu_int8_gemm_avx512vnni(xq, sx, W, T, N, K, e, nt);
+    if (isa == I8_ISA_AMX) cpu_int8_gemm_amx(xq, sx, W, T, N, K, e, nt);
+    else if (isa == I8_ISA_AVX512VNNI) cpu_int8_gemm_avx512vnni(xq, sx, W, T, N, K, e, nt);
     else if (isa == I8_ISA_AVXVNNI) cpu_int8_gemm_avxvnni(xq, sx, W, T, N, K, e, nt);
     else cpu_int8_gemm_avx2(xq, sx, W, T, N, K, e, nt);
 }
@@ -331,7 +336,7 @@ static i8_shape *shape_find(tp_cpu_int8 *c, int N, int K) {
 }
 static i8_isa shape_isa(tp_cpu_int8 *c, int N, int K) {
     const i8_shape *s = shape_find(c, N, K);
-    return s ? s->isa : c->isa;
+    return s ? s->isa : c->gemv_isa;
 }
 
 /* One GEMV of the matrix at T = 1 per run, on the given tier, on the calling thread alone (the
@@ -401,7 +406,7 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     const char *names[I8_N_ISA];
     int n = 0;
     for (int i = I8_N_ISA - 1; i >= 0; i--) /* highest first: a tie keeps it */
-        if (c->cands & (1u << i)) {
+        if (c->cands & I8_GEMV_TIERS & (1u << i)) {
             t.isa[n] = (i8_isa)i;
             names[n++] = g_isa_short[i];
         }
@@ -430,7 +435,7 @@ const char *cpu_int8_gemv_choice(tp_backend *b, int N, int K, const char **how) 
                : c->forced                     ? "forced by TPGEN_CPU_ISA"
                : (size_t)N * K < TUNE_MIN_ELEMS ? "the highest tier (below the measured size)"
                                                 : "the highest tier (not measured)";
-    return g_isa_short[s ? s->isa : c->isa];
+    return g_isa_short[s ? s->isa : c->gemv_isa];
 }
 
 /* The path at T tokens (the file comment); i8_kernel_name names it. */
@@ -446,8 +451,8 @@ static i8_isa shape_gemm_isa(tp_cpu_int8 *c, int N, int K) {
 }
 
 /* "gemv-int8-avx512vnni", or with tiers joined by '+' where the op's shapes chose differently. */
-static const char *tiers_name(tp_cpu_int8 *c, const char *prefix, unsigned used, char *buf, size_t size) {
-    if (!used) used = 1u << c->isa;
+static const char *tiers_name(const char *prefix, unsigned used, i8_isa none, char *buf, size_t size) {
+    if (!used) used = 1u << none;
     snprintf(buf, size, "%s", prefix);
     int first = 1;
     for (int i = 0; i < I8_N_ISA; i++)
@@ -465,8 +470,9 @@ static const char *i8_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
     const unsigned used = c->used[lg];
     switch (path_pick(c, T)) {
     case I8_GEMM_BLAS: return "openblas-sgemm-int8-panels";
-    case I8_GEMM_INT: return tiers_name(c, "gemm-int8-", c->used_gemm[lg], c->names[lg][1], sizeof c->names[lg][1]);
-    default: return tiers_name(c, "gemv-int8-", used, c->names[lg][0], sizeof c->names[lg][0]);
+    case I8_GEMM_INT:
+        return tiers_name("gemm-int8-", c->used_gemm[lg], c->isa, c->names[lg][1], sizeof c->names[lg][1]);
+    default: return tiers_name("gemv-int8-", used, c->gemv_isa, c->names[lg][0], sizeof c->names[lg][0]);
     }
 }
 
@@ -527,7 +533,7 @@ static int isa_pick(i8_isa *isa, int *forced, unsigned *cands, char *err, size_t
     cpu_tier cap;
     if (cpu_tier_forced(&cap, forced, err, err_size)) return -1;
     const cpu_features *f = cpu_features_get();
-    const int have[I8_N_ISA] = {1, f->avx2_fma, f->avxvnni, f->avx512vnni};
+    const int have[I8_N_ISA] = {1, f->avx2_fma, f->avxvnni, f->avx512vnni, f->amx_int8};
     *cands = 0;
     *isa = I8_ISA_C;
     for (int i = 0; i < I8_N_ISA; i++)
@@ -575,6 +581,8 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     c->n_threads = cpu_threads(b);
     c->verbose = verbose;
     c->isa = isa;
+    for (int i = 0; i < I8_N_ISA; i++)
+        if (cands & I8_GEMV_TIERS & (1u << i)) c->gemv_isa = (i8_isa)i;
     c->forced = forced;
     c->cands = cands;
     c->force = force;
@@ -588,9 +596,12 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
     char list[96];
     if (verbose)
         tp_log0("cpu int8: weights int8 with f32 row scales; GEMV (T <= %d) -> %s%s; batched (T > %d) -> %s%s\n",
-                c->few_tokens, forced ? isa_name(isa) : "measured per shape among ",
-                forced ? " (TPGEN_CPU_ISA)" : tiers_name(c, "", cands, list, sizeof list),
-                c->few_tokens, isa >= I8_ISA_AVX2 ? "the int8 GEMM of the shape's tier" : "OpenBLAS sgemm on widened panels",
+                c->few_tokens, forced ? isa_name(c->gemv_isa) : "measured per shape among ",
+                forced ? " (TPGEN_CPU_ISA)" : tiers_name("", cands & I8_GEMV_TIERS, isa, list, sizeof list),
+                c->few_tokens,
+                isa < I8_ISA_AVX2 ? "OpenBLAS sgemm on widened panels"
+                : forced          ? isa_name(isa)
+                                  : "the int8 GEMM of the shape's tier",
                 force == I8_GEMM_GEMV   ? " (TPGEN_INT8_GEMM=gemv: GEMV for every T)"
                 : force == I8_GEMM_INT  ? " (TPGEN_INT8_GEMM=gemm: the int8 GEMM for every T)"
                 : force == I8_GEMM_BLAS ? " (TPGEN_INT8_GEMM=blas: panels for every T)" : "");

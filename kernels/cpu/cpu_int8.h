@@ -73,7 +73,8 @@ static inline void cpu_i8_epi_row(const cpu_i8_epi *e, int t, int n0, int nn, fl
         #pragma omp simd
         for (int j = 0; j < nn; j++) v[j] = tp_gelu_new(v[j]);
     }
-    memcpy(yp, v, (size_t)nn * sizeof *v);
+    #pragma omp simd
+    for (int j = 0; j < nn; j++) yp[j] = v[j]; /* not memcpy: a libc call per 16-32 floats was 11% of amx's GEMM */
 }
 
 /* cpu_int8_gemm.c, AVX2 (the caller checks the CPU); xq needs 4 readable bytes past its end.
@@ -96,8 +97,13 @@ void cpu_int8_gemm_avxvnni(const int16_t *xq, const float *sx, const int8_t *q, 
 void cpu_int8_panels_avxvnni(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, int P0,
                              int P1, const cpu_i8_epi *e);
 
+/* cpu_int8_amx.c: the GEMM on AMX tiles (tdpbssd / tdpbusd on x split in two bytes): the same
+ * bits. The caller checks the CPU (cpu_features: amx_int8, which also asked Linux for the tiles). */
+void cpu_int8_gemm_amx(const int16_t *xq, const float *sx, const int8_t *q, int T, int N, int K, const cpu_i8_epi *e,
+                       int n_threads);
+
 /* cpu_int8.c: the GEMV kernel the backend chose for a [N, K] matrix ("c", "avx2", "avxvnni",
- * "avx512vnni") and how (measured, cached, forced by TPGEN_CPU_ISA, or the only one / below the
+ * "avx512vnni"; amx has no GEMV) and how (measured, cached, forced by TPGEN_CPU_ISA, or the only one / below the
  * measured size): for tests and --verbose. NULL when b is not an int8 backend. */
 struct tp_backend;
 const char *cpu_int8_gemv_choice(struct tp_backend *b, int N, int K, const char **how);

@@ -3,8 +3,8 @@
  * clamp to +-127).
  *
  * usage: test_int8_ops THREADS ISA GEMM
- *   ISA: c | avx2 | avxvnni | avx512 (the tier, forced through TPGEN_CPU_ISA; avx512 runs
- *        avx512vnni)
+ *   ISA: c | avx2 | avxvnni | avx512 | amx (the tier, forced through TPGEN_CPU_ISA; avx512 runs
+ *        avx512vnni; amx runs its GEMM, and avx512vnni's GEMV)
  *   GEMM: gemv | gemm | blas | auto (TPGEN_INT8_GEMM: every T through one path, or by T as in a
  *         job; gemm, the integer GEMM, SKIPs with ISA c)
  * Exits 77 (ctest SKIPPED) when this CPU cannot run the requested ISA.
@@ -19,8 +19,9 @@
  *    |got - ref| <= (2K + 4) 2^-24 sum_k |x_k wd_k| (f32 summation in any order, the scale and
  *    the epilogue's roundings) + max|x| / 16383 / 2 * sum_k |wd_k| (the GEMV path's int16 grid
  *    for x) + 1e-6 (GELU's expf). y's old contents are NaN where not read.
- *  - every tier's GEMV and GEMM this CPU runs (avx2, avxvnni, avx512vnni) gives the c GEMV's
- *    bits (exact integer sums), T from 1 to 131 (the AVX2 GEMM's widened panels from 128 on).
+ *  - every tier's GEMV and GEMM this CPU runs (avx2, avxvnni, avx512vnni, amx's GEMM) gives the
+ *    c GEMV's bits (exact integer sums), T from 1 to 131 (the AVX2 GEMM's widened panels from
+ *    128 on; amx's 16-token tiles with tails), K to 8200 (odd K, amx's 64-byte k steps).
  *  - a NaN or inf in a token's x makes all its outputs non-finite, a zero token gives the bias,
  *    and neither moves the other tokens' outputs. */
 #include <math.h>
@@ -187,6 +188,7 @@ static int have_tier(const char *isa) {
     if (strcmp(isa, "avx2") == 0) return f->avx2_fma;
     if (strcmp(isa, "avxvnni") == 0) return f->avxvnni;
     if (strcmp(isa, "avx512") == 0) return f->avx512vnni;
+    if (strcmp(isa, "amx") == 0) return f->amx_int8 && f->avx512vnni;
     return strcmp(isa, "c") == 0;
 }
 
@@ -195,11 +197,12 @@ static int have_tier(const char *isa) {
  * with bias, accumulation and GELU in the same epilogue. */
 static void test_isa_bits(int threads) {
     char err[256];
-    enum { NB = 7 };
+    enum { NB = 8 };
     tp_backend *bk[NB];
-    const char *isa[NB] = {"c", "avx2", "avx2", "avxvnni", "avxvnni", "avx512", "avx512"};
-    const char *path[NB] = {"gemv", "gemv", "gemm", "gemv", "gemm", "gemv", "gemm"};
-    const char *kern[NB] = {"c", "avx2", "avx2", "avxvnni", "avxvnni", "avx512vnni", "avx512vnni"};
+    const char *isa[NB] = {"c", "avx2", "avx2", "avxvnni", "avxvnni", "avx512", "avx512", "amx"};
+    const char *path[NB] = {"gemv", "gemv", "gemm", "gemv", "gemm", "gemv", "gemm", "gemm"};
+    /* the GEMV each tier runs (amx has none: its GEMV is avx512vnni's) */
+    const char *kern[NB] = {"c", "avx2", "avx2", "avxvnni", "avxvnni", "avx512vnni", "avx512vnni", "avx512vnni"};
     int on[NB], n_on = 0;
     for (int i = 0; i < NB; i++) {
         on[i] = have_tier(isa[i]);
@@ -280,7 +283,7 @@ static void test_nonfinite(tp_backend *b) {
 
 int main(int argc, char **argv) {
     if (argc != 4) {
-        fprintf(stderr, "usage: test_int8_ops THREADS c|avx2|avxvnni|avx512 gemv|gemm|blas|auto\n");
+        fprintf(stderr, "usage: test_int8_ops THREADS c|avx2|avxvnni|avx512|amx gemv|gemm|blas|auto\n");
         return 2;
     }
     const int threads = atoi(argv[1]);
