@@ -160,6 +160,11 @@ struct tp_backend {
      * [T, Hl D]; q from qkv as above. */
     void (*attention)(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                       const tp_step *st, const tp_attn_shape *a);
+    /* Optional (NULL: one attention kernel, nothing to choose). Called once at load, before the
+     * first step, with this rank's attention geometry and the KV cache's block size: a backend with
+     * several attention kernels picks the one its attention runs for this shape (the CPU backends
+     * time their builds on it, kernels/cpu/cpu_attn.h), and with verbose says which and why (rank 0). */
+    void (*attention_tune)(tp_backend *b, const tp_attn_shape *a, int block_size, int verbose);
     /* LLaMA's ops (NULL on a backend without them; model/arch.c refuses such a model there).
      * rmsnorm: y = g * act(x / sqrt(mean(x^2) + eps)) per row, statistics in f32 or better; y may
      * equal x. [T, E]. act(): rounded to act, as HF LlamaRMSNorm's `.to(input_dtype)` before the

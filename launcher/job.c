@@ -177,6 +177,10 @@ void tp_job_alloc(tp_job *j, const tp_args *a, long kv_tokens_needed) {
         tp_model_step_limits(m, &pa, &lim);
         b->reserve_scratch(b, &lim);
     }
+    if (b->attention_tune) { /* the attention kernel for the model's shape (timed on the CPU), before the KV cache */
+        const tp_attn_shape as = tp_model_attn_shape(m);
+        b->attention_tune(b, &as, bs, a->verbose);
+    }
     tp_model_alloc(m, T, R, S, (int)blocks, bs);
 }
 

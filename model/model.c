@@ -84,6 +84,11 @@ void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int
             kv_blocks, block_size, m->kv.bytes_per_token);
 }
 
+tp_attn_shape tp_model_attn_shape(const tp_model *m) {
+    const tp_config *c = &m->cfg;
+    return (tp_attn_shape){m->sh.n_heads, m->sh.n_kv_heads, c->head_dim, c->rotary_dim, c->arch->rope, c->rope_theta};
+}
+
 void tp_model_free(tp_model *m) {
     tp_backend *b = m->b;
     if (m->a.arena) b->free(b, m->a.arena);
@@ -156,8 +161,7 @@ static void run_layers(tp_model *m, const tp_step *st, const tp_step_host *s) {
     const tp_config *c = &m->cfg;
     tp_acts *a = &m->a;
     int T = s->n_tokens, E = c->n_embd;
-    const tp_attn_shape as = {m->sh.n_heads, m->sh.n_kv_heads, c->head_dim, c->rotary_dim, c->arch->rope,
-                              c->rope_theta};
+    const tp_attn_shape as = tp_model_attn_shape(m);
     b->embed(b, a->h, m->w.wte, a->ids, T, E);
     for (int l = 0; l < c->n_layer; l++) {
         const tp_layer *L = &m->w.layers[l];

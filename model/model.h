@@ -83,6 +83,8 @@ size_t tp_model_weights_bytes(const tp_model *m);
 size_t tp_model_acts_bytes(const tp_model *m, int max_tokens, int max_rows, int max_seqs, long kv_blocks,
                            int block_size);
 void tp_model_free(tp_model *m);
+/* Every layer's attention geometry on this rank (the op interface's tp_attn_shape). */
+tp_attn_shape tp_model_attn_shape(const tp_model *m);
 
 /* Decode steps of up to this many tokens get a CUDA graph each (keyed by token count). */
 #define TP_MAX_GRAPH_TOKENS 32

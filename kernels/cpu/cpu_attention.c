@@ -137,6 +137,12 @@ void cpu_attn_run(att_isa isa, const att_args *a, int n_threads) {
     free(items);
 }
 
+/* Both CPU backends' attention_tune (the bf16 backend's K/V are bf16, b->act). */
+void cpu_attention_tune(tp_backend *b, const tp_attn_shape *as, int block_size, int verbose) {
+    const att_isa isa = cpu_attn_isa_tune(as->n_heads, as->n_kv_heads, as->head_dim, block_size, b->act == TP_BF16);
+    if (verbose) tp_log0("cpu attention: %s: %s\n", cpu_attn_isa_name(isa), cpu_attn_isa_why());
+}
+
 const char *cpu_attention_kernel(int T, int D) {
     (void)D;
     const att_isa isa = cpu_attn_isa_pick();

@@ -9,7 +9,8 @@
  * bf16. Scores are q.k divided by sqrtf(D) (as HF CodeGen); causal: query i sees positions
  * <= its own.
  *
- * Three builds of the kernels (cpu_attn_isa_pick: CPUID, TPGEN_CPU_ISA, or TPGEN_CPU_ATTN=avx512|avx2|c):
+ * Three builds of the kernels (cpu_attn_isa_pick: TPGEN_CPU_ATTN=avx512|avx2|c, TPGEN_CPU_ISA, or
+ * measured at load on the model's shape):
  *   avx512: 16 lanes (AVX-512F), avx2: 8 lanes (AVX2 + FMA), c: plain C -- the reference twin the
  *   other two are tested against (tests/cpu_attn). Both vector builds use two layouts:
  *   tile (nq >= 3, up to 2 vectors of lanes: 16 or 32 queries): lanes = queries, a score is D
@@ -39,13 +40,21 @@ typedef struct {
 /* The KV head query head h reads. */
 static inline int att_kv_head(const att_args *a, int h) { return h / (a->Hl / a->Hkl); }
 
-/* The build, decided once per process: TPGEN_CPU_ATTN if set (dies naming the variable when the
- * value is unknown or the CPU lacks it); else under TPGEN_CPU_ISA=TIER the highest build at or below
- * the tier (c; avx2 for avx2 and avxvnni; avx512); else the widest this CPU runs (CPUID: avx512
- * was measured never to lose to avx2, docs/KERNELS.md). cpu_attn_isa_why: which of the three, for
- * --verbose. */
+/* The build, one per process (cpu_attn_pick.c): TPGEN_CPU_ATTN if set (dies naming the variable
+ * when the value is unknown or the CPU lacks it); else under TPGEN_CPU_ISA=TIER the highest build
+ * at or below the tier (c; avx2 for avx2 and avxvnni; avx512); both read at the first call (the
+ * backend's creation) and nothing measured. Else the widest this CPU runs until cpu_attn_isa_tune
+ * measures: called at load with the model's shape (the backend's attention_tune), it times every
+ * build this CPU runs, highest first, on one decode token (T = 1) at context 1024 over synthetic
+ * K/V of that shape (query heads Hl, KV heads Hkl, head dim D, block size, K/V dtype) on the
+ * calling thread, and keeps the fastest (a lower build must beat a higher one by cpu_tune's
+ * margin), the choice cached in the kernel cache file (cpu_tune.h). Head dims under 32 (the test
+ * models) keep the widest, unmeasured. cpu_attn_isa_why: which and why, for --verbose
+ * ("measured at T = 1, context 1024 (ms: avx512 X, avx2 Y, c Z), saved to PATH", "cached in PATH",
+ * "capped by TPGEN_CPU_ISA", ...). */
 att_isa cpu_attn_isa_pick(void);
 const char *cpu_attn_isa_why(void);
+att_isa cpu_attn_isa_tune(int Hl, int Hkl, int D, int block_size, int kv_bf16); /* the new pick */
 int cpu_attn_isa_supported(att_isa isa); /* 1 when this CPU (and build) runs it */
 const char *cpu_attn_isa_name(att_isa isa); /* "avx512", "avx2", "c" */
 /* Queries per tile of a build (two vectors of lanes: avx512 32, avx2 16; c 8). */

@@ -1,5 +1,5 @@
 /* Attention kernels (kernels/cpu/cpu_attn.h): the plain-C reference twin, and the AVX2 + FMA and
- * AVX-512 builds of cpu_attn_simd.h, chosen by CPUID. */
+ * AVX-512 builds of cpu_attn_simd.h (which one runs: cpu_attn_pick.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,6 @@
 #include "kernels/common/tp_kv.h"
 #include "kernels/common/tp_round.h"
 #include "kernels/cpu/cpu_attn.h"
-#include "kernels/cpu/cpu_isa.h"
 
 /* q of token tok, head h, as f32 into q [D]. */
 static inline void att_load_q(const att_args *a, int tok, int h, float *q) {
@@ -99,50 +98,6 @@ int cpu_attn_isa_supported(att_isa isa) {
 
 const char *cpu_attn_isa_name(att_isa isa) {
     return isa == ATT_ISA_AVX512 ? "avx512" : isa == ATT_ISA_AVX2 ? "avx2" : "c";
-}
-
-/* The build, and why, once per process (the first call comes from the backend's creation, before
- * any thread runs a step). */
-static att_isa g_pick = ATT_ISA_C;
-static const char *g_why;
-
-static att_isa pick_once(void) {
-    att_isa best = ATT_ISA_C;
-    if (cpu_attn_isa_supported(ATT_ISA_AVX512)) best = ATT_ISA_AVX512;
-    else if (cpu_attn_isa_supported(ATT_ISA_AVX2)) best = ATT_ISA_AVX2;
-    const char *e = getenv("TPGEN_CPU_ATTN");
-    if (e && *e) {
-        att_isa want;
-        if (strcmp(e, "avx512") == 0) want = ATT_ISA_AVX512;
-        else if (strcmp(e, "avx2") == 0) want = ATT_ISA_AVX2;
-        else if (strcmp(e, "c") == 0) want = ATT_ISA_C;
-        else tp_die_all("TPGEN_CPU_ATTN=%s: expected avx512, avx2 or c", e);
-        if (!cpu_attn_isa_supported(want))
-            tp_die_all("TPGEN_CPU_ATTN=%s: this CPU does not support it (best here: %s)", e, cpu_attn_isa_name(best));
-        g_why = "forced by TPGEN_CPU_ATTN";
-        return want;
-    }
-    cpu_tier tier;
-    int forced;
-    char err[256];
-    if (cpu_tier_forced(&tier, &forced, err, sizeof err)) tp_die_all("%s", err);
-    if (forced) { /* the family's highest build at or below the tier */
-        const att_isa cap = tier >= CPU_TIER_AVX512 ? ATT_ISA_AVX512 : tier >= CPU_TIER_AVX2 ? ATT_ISA_AVX2 : ATT_ISA_C;
-        g_why = "capped by TPGEN_CPU_ISA";
-        return cap < best ? cap : best;
-    }
-    g_why = "the widest this CPU runs (CPUID; docs/KERNELS.md: measured never to lose to avx2)";
-    return best;
-}
-
-att_isa cpu_attn_isa_pick(void) {
-    if (!g_why) g_pick = pick_once();
-    return g_pick;
-}
-
-const char *cpu_attn_isa_why(void) {
-    (void)cpu_attn_isa_pick();
-    return g_why;
 }
 
 int cpu_attn_tile(att_isa isa) { return isa == ATT_ISA_AVX512 ? 32 : isa == ATT_ISA_AVX2 ? 16 : 8; }

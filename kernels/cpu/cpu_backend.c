@@ -141,6 +141,7 @@ tp_backend *tp_backend_cpu_create(int n_threads) {
     b->gather_rows = cpu_gather_rows;
     b->rotary_kv_write = cpu_rotary_kv_write;
     b->attention = cpu_attention;
+    b->attention_tune = cpu_attention_tune; /* the bf16 and int8 backends keep it */
     (void)cpu_attn_isa_pick(); /* a bad TPGEN_CPU_ATTN ends the run here, before any step */
     char isa_err[256];
     if (cpu_matmul_check_env(isa_err, sizeof isa_err)) tp_die_all("%s", isa_err); /* TPGEN_CPU_ISA, likewise */

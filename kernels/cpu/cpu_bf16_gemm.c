@@ -437,7 +437,7 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
         x[k] = tp_f32_to_bf16((float)((long)(k * 7919) % 2001 - 1000) / 1000.0f);
     t.x = x;
     t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
-    const cpu_tune_key key = {"bf16-gemv", BF16_KERNEL_SET, N, K, 1 + TUNE_T2, n, names};
+    const cpu_tune_key key = {"bf16-gemv", BF16_KERNEL_SET, N, K, 1 + TUNE_T2, n, names, NULL, NULL};
     bf16_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;

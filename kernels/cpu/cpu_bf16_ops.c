@@ -258,7 +258,6 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
                      c->fma_gemm ? "the FMA GEMM on the bf16 weight panels (AVX2)"
                                  : "OpenBLAS sgemm on f32 blocks of the bf16 weights",
                      why);
-        tp_log0("cpu attention: %s: %s\n", cpu_attn_isa_name(cpu_attn_isa_pick()), cpu_attn_isa_why());
     }
     b->act = TP_BF16;
     b->upload = bf16_upload;

@@ -39,7 +39,6 @@
 #include "util/log.h"
 #include "kernels/common/tp_act.h"
 #include "kernels/common/tp_quant.h"
-#include "kernels/cpu/cpu_attn.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_int8.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -391,7 +390,7 @@ static void tune_gemm(tp_cpu_int8 *c, i8_shape *s, const void *W) {
     t.sx = tp_malloc(GEMM_TUNE_T * sizeof *t.sx);
     for (int i = 0; i < GEMM_TUNE_T; i++) t.sx[i] = 1.0f / XQ_MAX;
     t.y = tp_malloc((size_t)GEMM_TUNE_T * Ns * sizeof *t.y);
-    const cpu_tune_key key = {"int8-gemm", I8_KERNEL_SET, s->N, K, GEMM_TUNE_T, n, names};
+    const cpu_tune_key key = {"int8-gemm", I8_KERNEL_SET, s->N, K, GEMM_TUNE_T, n, names, NULL, NULL};
     s->gemm = t.isa[cpu_tune_pick(&key, tune_gemm_run, &t, s->gemm_how, sizeof s->gemm_how)];
     free(t.xq);
     free(t.sx);
@@ -413,7 +412,7 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     t.xq = tp_malloc(((size_t)K + 32) * sizeof *t.xq);
     for (int k = 0; k < K + 32; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383); /* any x: the time is the same */
     t.y = tp_malloc((size_t)N * sizeof *t.y);
-    const cpu_tune_key key = {"int8-gemv", I8_KERNEL_SET, N, K, 1, n, names};
+    const cpu_tune_key key = {"int8-gemv", I8_KERNEL_SET, N, K, 1, n, names, NULL, NULL};
     i8_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;
@@ -605,7 +604,6 @@ int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_si
                 force == I8_GEMM_GEMV   ? " (TPGEN_INT8_GEMM=gemv: GEMV for every T)"
                 : force == I8_GEMM_INT  ? " (TPGEN_INT8_GEMM=gemm: the int8 GEMM for every T)"
                 : force == I8_GEMM_BLAS ? " (TPGEN_INT8_GEMM=blas: panels for every T)" : "");
-    if (verbose) tp_log0("cpu attention: %s: %s\n", cpu_attn_isa_name(cpu_attn_isa_pick()), cpu_attn_isa_why());
     b->weights = "int8";
     b->matrix_bytes = i8_matrix_bytes;
     b->matrix_upload = i8_matrix_upload;

@@ -107,6 +107,7 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
                          const tp_attn_shape *a);
 void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                    const tp_step *st, const tp_attn_shape *a);
+void cpu_attention_tune(tp_backend *b, const tp_attn_shape *a, int block_size, int verbose);
 
 /* cpu_logits.c */
 void cpu_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int n_valid, int k,

@@ -1,5 +1,5 @@
-/* CPU ISA tiers shared by every kernel family of the CPU backend (f32, bf16, int8 GEMV/GEMM),
- * and TPGEN_CPU_ISA, the one override that forces them all.
+/* CPU ISA tiers shared by every kernel family of the CPU backend (f32, bf16, int8 GEMV/GEMM,
+ * attention), and TPGEN_CPU_ISA, the one override that forces them all.
  *
  * Tiers, in order: c (plain C, any CPU) < avx2 (AVX2 + FMA) < avxvnni (AVX2 + AVX-VNNI) <
  * avx512 (AVX-512 F/BW/VL) < amx (AVX-512 + AMX-TILE/AMX-INT8, with Linux's permission for

@@ -224,7 +224,7 @@ static f32_tier rows_tier(tp_backend *b, const float *x, const float *W, int N, 
             names[n++] = g_rows_names[i];
         }
     t.y = tp_malloc((size_t)ROWS_TUNE_T * N * sizeof *t.y);
-    const cpu_tune_key key = {"f32-rows", "f32k1", N, K, ROWS_TUNE_T, n, names};
+    const cpu_tune_key key = {"f32-rows", "f32k1", N, K, ROWS_TUNE_T, n, names, NULL, NULL};
     char how[512];
     const f32_tier pick = t.tier[cpu_tune_pick(&key, rows_tune_run, &t, how, sizeof how)];
     free(t.y);

@@ -1,7 +1,8 @@
 /* Kernel selection by measurement and its cache file (cpu_tune.h).
  *
  * A line of the file: 6 tab-separated fields
- *   CPU brand, family, NxK, candidates@kernel_set, chosen, times (ms, as measured)
+ *   CPU brand, family, shape (NxK, or the family's words: cpu_tune_key.shape),
+ *   candidates@kernel_set, chosen, times (ms, as measured)
  * after the header line CACHE_HEADER. */
 #include "kernels/cpu/cpu_tune.h"
 
@@ -71,7 +72,10 @@ static void make_key(const cpu_tune_key *k, char *key, size_t size) {
     cpu_brand(brand, sizeof brand);
     for (int i = 0; i < k->n_cand; i++)
         snprintf(cands + strlen(cands), sizeof cands - strlen(cands), "%s%s", i ? "," : "", k->names[i]);
-    snprintf(key, size, "%s\t%s\t%dx%d\t%s@%s", brand, k->family, k->N, k->K, cands, k->kernel_set);
+    char shape[160];
+    if (k->shape) snprintf(shape, sizeof shape, "%s", k->shape);
+    else snprintf(shape, sizeof shape, "%dx%d", k->N, k->K);
+    snprintf(key, size, "%s\t%s\t%s\t%s@%s", brand, k->family, shape, cands, k->kernel_set);
 }
 
 /* Whether line (no newline) is a well-formed choice; its chosen field's start and length. */
@@ -91,10 +95,16 @@ static int line_ok(const char *line, const char **chosen, size_t *chosen_len) {
     if (n != 6) return 0;
     int N, K;
     char rest;
-    char buf[64];
-    if (len[2] >= sizeof buf || len[4] == 0) return 0;
+    char buf[160];
+    if (len[2] == 0 || len[2] >= sizeof buf || len[4] == 0) return 0;
     memcpy(buf, f[2], len[2]), buf[len[2]] = 0;
-    if (sscanf(buf, "%dx%d%c", &N, &K, &rest) != 2 || N < 1 || K < 1) return 0;
+    /* NxK, both positive; or a family's words (cpu_tune_key.shape): printable, not starting with a digit */
+    if (buf[0] >= '0' && buf[0] <= '9') {
+        if (sscanf(buf, "%dx%d%c", &N, &K, &rest) != 2 || N < 1 || K < 1) return 0;
+    } else {
+        for (const char *c = buf; *c; c++)
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e) return 0;
+    }
     const char *at = memchr(f[3], '@', len[3]);
     if (!at) return 0;
     /* the chosen name is one of the candidates */
@@ -233,7 +243,9 @@ int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *
     int pick = 0;
     for (int i = 1; i < nc; i++)
         if (best[i] < best[pick] * (1.0 - TUNE_MARGIN)) pick = i;
-    char times[256] = "";
+    char times[256] = "", at[96];
+    if (k->run) snprintf(at, sizeof at, "%s", k->run);
+    else snprintf(at, sizeof at, "T = %d", k->T);
     for (int i = 0; i < nc; i++)
         snprintf(times + strlen(times), sizeof times - strlen(times), "%s%s %.3f%s", i ? ", " : "", k->names[i],
                  best[i] * 1e3, live[i] ? "" : " (dropped: over 4x the fastest)");
@@ -241,12 +253,11 @@ int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *
         char line[1024];
         snprintf(line, sizeof line, "%s\t%s\t%s", key, k->names[pick], times);
         if (cache_write(path, keep ? keep : "", line) == 0)
-            snprintf(how, how_size, "measured at T = %d (ms: %s), saved to %s", k->T, times, path);
+            snprintf(how, how_size, "measured at %s (ms: %s), saved to %s", at, times, path);
         else
-            snprintf(how, how_size, "measured at T = %d (ms: %s), not saved: %s: %s", k->T, times, path,
-                     strerror(errno));
+            snprintf(how, how_size, "measured at %s (ms: %s), not saved: %s: %s", at, times, path, strerror(errno));
     } else {
-        snprintf(how, how_size, "measured at T = %d (ms: %s), not cached (TPGEN_KERNEL_CACHE=off)", k->T, times);
+        snprintf(how, how_size, "measured at %s (ms: %s), not cached (TPGEN_KERNEL_CACHE=off)", at, times);
     }
     free(keep);
     return pick;

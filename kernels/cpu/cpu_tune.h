@@ -1,4 +1,4 @@
-/* Kernel selection by measurement (issue 35): a family (int8 GEMV, bf16 GEMV) times each kernel
+/* Kernel selection by measurement (issue 35): a family (int8 GEMV, bf16 GEMV, attention) times each kernel
  * this CPU runs on one of the model's real shapes, at load, for a few milliseconds, and keeps the
  * fastest, so a higher tier can never lose to a lower one on the user's machine, whatever the
  * author's machine was.
@@ -27,19 +27,22 @@
 #define CPU_TUNE_MAX_CAND 6
 
 typedef struct {
-    const char *family;       /* "int8-gemv", "bf16-gemv" */
+    const char *family;       /* "int8-gemv", "bf16-gemv", "attention" */
     const char *kernel_set;   /* bumps when a kernel changes: older lines no longer match */
-    int N, K;                 /* the shape */
+    int N, K;                 /* the shape (a GEMM's) */
     int T;                    /* tokens a timed run multiplies (for the report) */
     int n_cand;               /* <= CPU_TUNE_MAX_CAND */
     const char *const *names; /* [n_cand] candidate names, in order of preference (highest tier first) */
+    const char *shape;        /* NULL: the shape is "NxK"; else these words (a family whose shape is no
+                                 N x K, e.g. attention's heads and block size; no tab or newline) */
+    const char *run;          /* NULL: the report says "at T = <T>"; else "at <run>" (what one timed run is) */
 } cpu_tune_key;
 
 /* Runs candidate cand once on the shape (the caller's scratch inputs and outputs). */
 typedef void cpu_tune_run_fn(void *ctx, int cand);
 
-/* The index of the chosen candidate; how (how_size bytes): "measured (NAME 0.41 ms, ...), saved
- * to PATH" or "cached in PATH". One candidate: chosen without timing. */
+/* The index of the chosen candidate; how (how_size bytes): "measured at T = 1 (ms: NAME 0.410, ...),
+ * saved to PATH" or "cached in PATH". One candidate: chosen without timing. */
 int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *how, size_t how_size);
 
 /* The cache file's path (above), or "" when TPGEN_KERNEL_CACHE=off or no home is known. */

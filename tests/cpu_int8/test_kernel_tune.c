@@ -1,4 +1,5 @@
-/* Kernel selection by measurement (kernels/cpu/cpu_tune.c) for the int8 and bf16 GEMV families:
+/* Kernel selection by measurement (kernels/cpu/cpu_tune.c) for the int8 and bf16 GEMV families
+ * (f32's rows kernel and attention too, below):
  * the choice is one of this CPU's candidates, the cache file is written, read back (an edited
  * line is obeyed: proof it is read, not measured again), a corrupt file or line is ignored with a
  * warning (ctest checks the warnings' text) and rewritten, TPGEN_CPU_ISA overrides without
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_attn.h"
 #include "kernels/cpu/cpu_bf16.h"
 #include "kernels/cpu/cpu_int8.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -212,6 +214,95 @@ static void test_f32(void) {
     free(txt);
 }
 
+/* Attention's build, measured when the backend is told the model's shape (attention_tune): one of
+ * this CPU's builds, what the op and kernel_name then run, saved, read back, an edited line obeyed,
+ * off writes nothing, GQA and bf16 K/V shapes keyed apart, tiny heads unmeasured. (Forced and capped
+ * runs, read once per process, and a second process: tests/cpu_attn/isa_cap.sh.) */
+static int attn_candidate(const char *k) {
+    return (!strcmp(k, "c") && cpu_attn_isa_supported(ATT_ISA_C)) ||
+           (!strcmp(k, "avx2") && cpu_attn_isa_supported(ATT_ISA_AVX2)) ||
+           (!strcmp(k, "avx512") && cpu_attn_isa_supported(ATT_ISA_AVX512));
+}
+static const char *attn_tune(tp_backend *b, int Hl, int Hkl, int D, int bs) {
+    const tp_attn_shape as = {Hl, Hkl, D, D / 2, TP_ROPE_GPTJ, 10000.0f};
+    b->attention_tune(b, &as, bs, 0);
+    return cpu_attn_isa_name(cpu_attn_isa_pick());
+}
+
+static void test_attn(void) {
+    remove(g_cache);
+    tp_backend *b = tp_backend_cpu_create(2);
+    /* 1. measured, one of this CPU's builds, saved; the op and its name follow it */
+    const char *k = attn_tune(b, 4, 4, 64, 16);
+    const char *how = cpu_attn_isa_why();
+    CHECK(attn_candidate(k), "attention: chose %s, not a build this CPU runs", k);
+    CHECK(strncmp(how, "measured at T = 1, context 1024 (ms: ", 37) == 0 && strstr(how, "saved to"),
+          "attention: not measured and saved: %s", how);
+    char want_name[32];
+    snprintf(want_name, sizeof want_name, "dot-f32-%s", k);
+    const char *name = b->kernel_name(b, TP_OP_ATTENTION, 1, 64);
+    CHECK(strcmp(name, want_name) == 0, "attention: measured %s but kernel_name says %s", k, name);
+    char *txt = slurp(g_cache);
+    const char *want = "\tattention\tkv f32, Hl 4, Hkl 4, D 64, bs 16\t";
+    CHECK(txt && strstr(txt, want), "attention: the cache has no line for the shape: %s", txt ? txt : "");
+    /* 2. read back */
+    const char *k2 = attn_tune(b, 4, 4, 64, 16);
+    CHECK(strcmp(k2, k) == 0 && strncmp(cpu_attn_isa_why(), "cached in", 9) == 0,
+          "attention: second pick %s (%s), want %s cached", k2, cpu_attn_isa_why(), k);
+    /* 3. an edited line naming another build of this CPU is obeyed */
+    const char *other = strcmp(k, "c") ? "c" : cpu_attn_isa_supported(ATT_ISA_AVX2) ? "avx2" : NULL;
+    char *p = txt ? strstr(txt, want) : NULL;
+    if (p && other) {
+        char *chosen = strchr(p + strlen(want), '\t') + 1; /* past the candidates field */
+        char *end = strchr(chosen, '\t');
+        char edited[1 << 16];
+        snprintf(edited, sizeof edited, "%.*s%s%s", (int)(chosen - txt), txt, other, end);
+        spit(g_cache, edited);
+        const char *k3 = attn_tune(b, 4, 4, 64, 16);
+        CHECK(strcmp(k3, other) == 0 && strncmp(cpu_attn_isa_why(), "cached in", 9) == 0,
+              "attention: the edited cache line (%s) was not obeyed: %s (%s)", other, k3, cpu_attn_isa_why());
+        snprintf(want_name, sizeof want_name, "dot-f32-%s", other);
+        name = b->kernel_name(b, TP_OP_ATTENTION, 1, 64);
+        CHECK(strcmp(name, want_name) == 0, "attention: the cache chose %s but kernel_name says %s", other, name);
+    }
+    free(txt);
+    b->destroy(b);
+    /* 4. grouped-query heads with bf16 K/V: a line of their own */
+    char err[512];
+    tp_backend *bb = tp_backend_cpu_bf16_create(2, 0, err, sizeof err);
+    if (bb) {
+        k = attn_tune(bb, 8, 2, 64, 32);
+        CHECK(attn_candidate(k) && strncmp(cpu_attn_isa_why(), "measured", 8) == 0, "attention bf16 GQA: %s (%s)", k,
+              cpu_attn_isa_why());
+        snprintf(want_name, sizeof want_name, "dot-bf16-%s", k);
+        name = bb->kernel_name(bb, TP_OP_ATTENTION, 1, 64);
+        CHECK(strcmp(name, want_name) == 0, "attention bf16: measured %s but kernel_name says %s", k, name);
+        txt = slurp(g_cache);
+        CHECK(txt && strstr(txt, "\tattention\tkv bf16, Hl 8, Hkl 2, D 64, bs 32\t") && strstr(txt, want),
+              "attention bf16 GQA: its line, and the f32 one kept: %s", txt ? txt : "");
+        free(txt);
+        bb->destroy(bb);
+    } else printf("attention bf16 part SKIPPED: %s\n", err);
+    /* 5. TPGEN_KERNEL_CACHE=off: measured, nothing written */
+    remove(g_cache);
+    setenv("TPGEN_KERNEL_CACHE", "off", 1);
+    b = tp_backend_cpu_create(2);
+    k = attn_tune(b, 4, 4, 64, 16);
+    setenv("TPGEN_KERNEL_CACHE", g_cache, 1);
+    CHECK(attn_candidate(k) && strstr(cpu_attn_isa_why(), "not cached"), "attention: TPGEN_KERNEL_CACHE=off: %s",
+          cpu_attn_isa_why());
+    struct stat st;
+    CHECK(stat(g_cache, &st) != 0, "attention: TPGEN_KERNEL_CACHE=off wrote %s", g_cache);
+    /* 6. a test model's 16-dim heads: the widest build, not measured, nothing written */
+    const char *widest = cpu_attn_isa_supported(ATT_ISA_AVX512) ? "avx512"
+                         : cpu_attn_isa_supported(ATT_ISA_AVX2) ? "avx2" : "c";
+    k = attn_tune(b, 4, 4, 16, 16);
+    CHECK(strcmp(k, widest) == 0 && strstr(cpu_attn_isa_why(), "not measured"), "attention D = 16: %s (%s)", k,
+          cpu_attn_isa_why());
+    CHECK(stat(g_cache, &st) != 0, "attention D = 16 wrote %s", g_cache);
+    b->destroy(b);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_kernel_tune DIR\n");
@@ -221,6 +312,7 @@ int main(int argc, char **argv) {
     setenv("TPGEN_KERNEL_CACHE", g_cache, 1);
     unsetenv("TPGEN_CPU_ISA");
     unsetenv("TPGEN_INT8_GEMM");
+    unsetenv("TPGEN_CPU_ATTN");
     g_w = malloc((size_t)N * K * sizeof *g_w);
     g_x = malloc((size_t)3 * K * sizeof *g_x);
     for (size_t i = 0; i < (size_t)N * K; i++) g_w[i] = (float)(2 * urand() - 1);
@@ -228,6 +320,7 @@ int main(int argc, char **argv) {
     test_int8();
     test_bf16();
     test_f32();
+    test_attn();
     free(g_w);
     free(g_x);
     printf("test_kernel_tune: %d checks, %d failed\n", g_checks, g_fail);
