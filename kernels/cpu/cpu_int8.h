@@ -6,7 +6,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "kernels/common/tp_act.h"
 
@@ -52,29 +51,31 @@ static inline void cpu_i8_store_int(const cpu_i8_epi *e, int t, int n, int64_t a
     cpu_i8_epi_store(e, t, n, (float)acc * sx[t]);
 }
 
-/* Sums v [nn] of token t for rows [n0, n0 + nn) through the epilogue, in place in v, then
- * stored: cpu_i8_epi_store's operations in its order, one pass each (loops that vectorize; per
- * element with its branches, the epilogue was 12% of an int8 prefill, perf). */
+/* Sums v [nn] of token t for rows [n0, n0 + nn) through the epilogue (v is scratch), stored:
+ * cpu_i8_epi_store's operations in its order, one pass each (loops that vectorize; per element
+ * with its branches, the epilogue was 12% of an int8 prefill, perf), the last pass writing y
+ * (a separate copy became a libc memcpy per 16-32 floats: 7-11% of amx's GEMM). */
 static inline void cpu_i8_epi_row(const cpu_i8_epi *e, int t, int n0, int nn, float *v) {
     float *yp = e->y + (size_t)t * e->N + n0;
-    const float *sc = e->scale + n0;
+    const float *sc = e->scale + n0, *b = e->bias ? e->bias + n0 : NULL;
+    const int last = e->gelu ? 3 : b ? 2 : e->accumulate ? 1 : 0; /* the pass that stores */
+    float *o = last == 0 ? yp : v;
     #pragma omp simd
-    for (int j = 0; j < nn; j++) v[j] *= sc[j];
+    for (int j = 0; j < nn; j++) o[j] = v[j] * sc[j];
     if (e->accumulate) {
+        o = last == 1 ? yp : v;
         #pragma omp simd
-        for (int j = 0; j < nn; j++) v[j] += yp[j];
+        for (int j = 0; j < nn; j++) o[j] = v[j] + yp[j];
     }
-    if (e->bias) {
-        const float *b = e->bias + n0;
+    if (b) {
+        o = last == 2 ? yp : v;
         #pragma omp simd
-        for (int j = 0; j < nn; j++) v[j] += b[j];
+        for (int j = 0; j < nn; j++) o[j] = v[j] + b[j];
     }
     if (e->gelu) {
         #pragma omp simd
-        for (int j = 0; j < nn; j++) v[j] = tp_gelu_new(v[j]);
+        for (int j = 0; j < nn; j++) yp[j] = tp_gelu_new(v[j]);
     }
-    #pragma omp simd
-    for (int j = 0; j < nn; j++) yp[j] = v[j]; /* not memcpy: a libc call per 16-32 floats was 11% of amx's GEMM */
 }
 
 /* cpu_int8_gemm.c, AVX2 (the caller checks the CPU); xq needs 4 readable bytes past its end.
