@@ -29,6 +29,7 @@
 #define KB 512 /* pairs per int32 block */
 #define SP 16  /* panels per thread group in the GEMM (cpu_int8_gemm.c) */
 #define XC_BYTES (192 << 10)
+#define PF 1024 /* bytes of prefetch distance along a panel (the AVX2 GEMV's, cpu_int8_gemm.c) */
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -55,6 +56,8 @@ Z_FN void ztile(const int16_t *x, int K, const int8_t *bp, size_t pb, long np, c
     long p = 0;
     for (; p + S <= np; p += S)
         UNROLL for (int s = 0; s < S; s++) {
+            if (S == 2 ? s == 0 : (p & 1) == 0) /* a cache line is 2 pairs: one prefetch a line a panel */
+                UNROLL for (int j = 0; j < NP; j++) _mm_prefetch((const char *)(bp + j * pb + p * 2 * NR + PF), _MM_HINT_T0);
             __m512i w[2];
             UNROLL for (int j = 0; j < NP; j++)
                 w[j] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(bp + j * pb + (p + s) * 2 * NR)));
