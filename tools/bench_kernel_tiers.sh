@@ -44,13 +44,15 @@ raw=$out/raw.jsonl
 cache=$(mktemp -d)/cpu-kernels.tsv # the measured configuration's cache: fresh for this script
 trap 'rm -rf "$(dirname "$cache")"' EXIT
 
-# The tiers this CPU runs (cpu_isa.c: avx512 = F + BW + VL; avxvnni = AVX2 + AVX-VNNI).
+# The tiers this CPU runs (cpu_isa.c: avx512 = F + BW + VL; avxvnni = AVX2 + AVX-VNNI; amx = AVX-512 +
+# AMX-TILE + AMX-INT8).
 flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
 has() { for f in "$@"; do [[ " $flags " == *" $f "* ]] || return 1; done; }
 tiers=(c)
 has avx2 fma && tiers+=(avx2)
 has avx2 fma avx_vnni && tiers+=(avxvnni)
 has avx2 fma avx512f avx512bw avx512vl && tiers+=(avx512)
+has avx2 fma avx512f avx512bw avx512vl amx_tile amx_int8 && tiers+=(amx)
 tiers+=(measured)
 dtypes=(f32 bf16 int8)
 configs=()

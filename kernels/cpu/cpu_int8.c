@@ -450,8 +450,8 @@ static i8_isa shape_gemm_isa(tp_cpu_int8 *c, int N, int K) {
 }
 
 /* "gemv-int8-avx512vnni", or with tiers joined by '+' where the op's shapes chose differently. */
-static const char *tiers_name(const char *prefix, unsigned used, i8_isa none, char *buf, size_t size) {
-    if (!used) used = 1u << none;
+static const char *tiers_name(const char *prefix, unsigned used, i8_isa fallback, char *buf, size_t size) {
+    if (!used) used = 1u << fallback; /* nothing ran yet: the tier that would */
     snprintf(buf, size, "%s", prefix);
     int first = 1;
     for (int i = 0; i < I8_N_ISA; i++)
