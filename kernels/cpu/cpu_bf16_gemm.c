@@ -98,6 +98,7 @@ typedef uint32_t v8u32 __attribute__((vector_size(32)));
  * takes x[K - 1] alone (the panel is zero at K, and x[K] is another row or past the buffer).
  * vdpbf16ps flushes subnormal inputs and outputs to zero (the c and avx2 kernels do not). */
 #define ZB_MR 8
+#define ZB_PF 512 /* elements (1 KiB) of prefetch distance along a panel, as the avx2 tiles (cpu_gemm_bf16w.c) */
 #define ZB_FN static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512bf16")))
 ZB_FN uint32_t x_pair_bf16(const bf16 *x, int K, long j) {
     uint32_t v;
@@ -114,6 +115,9 @@ ZB_FN void zb_tile(const bf16 *x, int K, const bf16 *bp, size_t pe, long j0, lon
     const long jm = j1 < K / 2 ? j1 : K / 2; /* whole pairs of x: one 32-bit read each */
     for (; j + S <= jm; j += S)
         _Pragma("GCC unroll 2") for (int s = 0; s < S; s++) {
+            if (S == 2 ? s == 0 : (j & 1) == 0) /* a cache line is 2 pairs: one prefetch a line a panel */
+                _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++)
+                    _mm_prefetch((const char *)(bp + p * pe + (size_t)j * 2 * BF16_NR + ZB_PF), _MM_HINT_T0);
             __m256bh w[2];
             _Pragma("GCC unroll 2") for (int p = 0; p < NP; p++)
                 w[p] = (__m256bh)_mm256_loadu_si256((const __m256i *)(bp + p * pe + (size_t)(j + s) * 2 * BF16_NR));
