@@ -23,8 +23,9 @@
  *  - larger T (batches, prefill), AVX2 or better: the int8 GEMM (cpu_int8_gemm.c,
  *    cpu_int8_vnni.c on the VNNI tiers, cpu_int8_amx.c on AMX; docs/KERNELS.md): the same int16
  *    x and exact integer sums in tiles, so the same bits as the GEMV. Its tier: measured per
- *    shape apart from the GEMV's (T = 64 on the first 1024 rows; tune_gemm), among avx2 and up
- *    (amx is a GEMM tier only: the GEMV runs the highest below it).
+ *    shape apart from the GEMV's, for T < 128 at T = 32 and for T >= 128 at T = 256
+ *    (tune_gemm), among avx2 and up (amx is a GEMM tier only: the GEMV runs the highest below
+ *    it).
  *  - larger T on c: per thread, panels of up to 1024 rows widened to f32 rows (exact integers),
  *    OpenBLAS sgemm on f32 x into an f32 tile, then the scale and the epilogue (x is not
  *    rounded there); ~0.8x the f32 sgemm (x packed again per panel).
@@ -52,14 +53,22 @@ typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1, I8_ISA_AVXVNNI = 2, I8_ISA_AVX512V
 #define TUNE_MIN_ELEMS (1 << 20) /* smaller matrices take the highest tier, unmeasured */
 #define I8_MAX_SHAPES 16
 
+/* The integer GEMM's tier is measured apart for two ranges of T: batched decode steps (T below
+ * GEMM_BIG_T, timed at 32 tokens) and prefill chunks (timed at 256): a kernel with a per-call
+ * cost (amx repacks its panels per call) can win one and lose the other. Timed on the first
+ * rows of the matrix (compute-bound: the time scales with N). */
+enum { GEMM_SMALL = 0, GEMM_BIG = 1 };
+#define GEMM_BIG_T 128
+static const int g_gemm_tune_t[2] = {32, 256}, g_gemm_tune_rows[2] = {1024, 512};
+static const char *const g_gemm_family[2] = {"int8-gemm", "int8-prefill"}; /* cache lines apart (cpu_tune.h) */
+
 /* The GEMV and GEMM tiers chosen for one matrix shape. */
 typedef struct {
     int N, K;
-    i8_isa isa, gemm; /* gemm: I8_ISA_AVX2 or above, or c->isa when the CPU has no integer GEMM */
-    char how[512], gemm_how[512];
+    i8_isa isa;     /* the GEMV's */
+    i8_isa gemm[2]; /* GEMM_SMALL / GEMM_BIG: I8_ISA_AVX2 or above, or c->isa when the CPU has none */
+    char how[512], gemm_how[2][512];
 } i8_shape;
-#define GEMM_TUNE_T 64     /* tokens the integer GEMM's tiers are timed at */
-#define GEMM_TUNE_ROWS 1024 /* on the first rows of the matrix (compute-bound: the time scales with N) */
 typedef enum { I8_GEMM_AUTO = 0, I8_GEMM_GEMV = 1, I8_GEMM_BLAS = 2, I8_GEMM_INT = 3 } i8_gemm;
 
 typedef struct {
@@ -354,10 +363,10 @@ static void tune_run(void *ctx, int cand) {
     gemv_panels(t->isa[cand], t->xq, &t->sx, t->W, 1, t->N, t->K, 0, cpu_i8_panels(t->N), &e);
 }
 
-/* One integer GEMM of GEMM_TUNE_T tokens on the first rows (t->N of them) on one thread. */
+/* One integer GEMM of t->T tokens on the first rows (t->N of them) on one thread. */
 typedef struct {
     const int8_t *W;
-    int N, K;
+    int N, K, T;
     i8_isa isa[I8_N_ISA];
     int16_t *xq;
     float *sx, *y;
@@ -366,13 +375,14 @@ typedef struct {
 static void tune_gemm_run(void *ctx, int cand) {
     const tune_gemm_ctx *t = ctx;
     const cpu_i8_epi e = {t->y, NULL, t->scale, t->N, 0, 0};
-    gemm_int(t->isa[cand], t->xq, t->sx, t->W, GEMM_TUNE_T, t->N, t->K, &e, 1);
+    gemm_int(t->isa[cand], t->xq, t->sx, t->W, t->T, t->N, t->K, &e, 1);
 }
 
-/* The shape's integer GEMM tier: the tiers from avx2 up this CPU runs, timed (cpu_tune.h). */
-static void tune_gemm(tp_cpu_int8 *c, i8_shape *s, const void *W) {
-    const int K = s->K, Ns = s->N < GEMM_TUNE_ROWS ? s->N : GEMM_TUNE_ROWS;
-    tune_gemm_ctx t = {.W = W, .N = Ns, .K = K, .scale = scales_of(W, s->N, K)};
+/* The shape's integer GEMM tier for range r: the tiers from avx2 up this CPU runs, timed
+ * (cpu_tune.h). */
+static void tune_gemm(tp_cpu_int8 *c, i8_shape *s, const void *W, int r) {
+    const int K = s->K, T = g_gemm_tune_t[r], Ns = s->N < g_gemm_tune_rows[r] ? s->N : g_gemm_tune_rows[r];
+    tune_gemm_ctx t = {.W = W, .N = Ns, .K = K, .T = T, .scale = scales_of(W, s->N, K)};
     const char *names[I8_N_ISA];
     int n = 0;
     for (int i = I8_N_ISA - 1; i >= I8_ISA_AVX2; i--)
@@ -380,18 +390,18 @@ static void tune_gemm(tp_cpu_int8 *c, i8_shape *s, const void *W) {
             t.isa[n] = (i8_isa)i;
             names[n++] = g_isa_short[i];
         }
-    s->gemm = c->isa;
+    s->gemm[r] = c->isa;
     if (!n) {
-        snprintf(s->gemm_how, sizeof s->gemm_how, "no integer GEMM on this CPU");
+        snprintf(s->gemm_how[r], sizeof s->gemm_how[r], "no integer GEMM on this CPU");
         return;
     }
-    t.xq = tp_malloc(((size_t)GEMM_TUNE_T * K + 32) * sizeof *t.xq);
-    for (size_t k = 0; k < (size_t)GEMM_TUNE_T * K + 32; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383);
-    t.sx = tp_malloc(GEMM_TUNE_T * sizeof *t.sx);
-    for (int i = 0; i < GEMM_TUNE_T; i++) t.sx[i] = 1.0f / XQ_MAX;
-    t.y = tp_malloc((size_t)GEMM_TUNE_T * Ns * sizeof *t.y);
-    const cpu_tune_key key = {"int8-gemm", I8_KERNEL_SET, s->N, K, GEMM_TUNE_T, n, names, NULL, NULL};
-    s->gemm = t.isa[cpu_tune_pick(&key, tune_gemm_run, &t, s->gemm_how, sizeof s->gemm_how)];
+    t.xq = tp_malloc(((size_t)T * K + 32) * sizeof *t.xq);
+    for (size_t k = 0; k < (size_t)T * K + 32; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383);
+    t.sx = tp_malloc((size_t)T * sizeof *t.sx);
+    for (int i = 0; i < T; i++) t.sx[i] = 1.0f / XQ_MAX;
+    t.y = tp_malloc((size_t)T * Ns * sizeof *t.y);
+    const cpu_tune_key key = {g_gemm_family[r], I8_KERNEL_SET, s->N, K, T, n, names, NULL, NULL};
+    s->gemm[r] = t.isa[cpu_tune_pick(&key, tune_gemm_run, &t, s->gemm_how[r], sizeof s->gemm_how[r])];
     free(t.xq);
     free(t.sx);
     free(t.y);
@@ -420,9 +430,12 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     free(t.xq);
     free(t.y);
     if (c->verbose) tp_log0("cpu int8: GEMV [%d x %d] -> %s: %s\n", N, K, g_isa_short[s->isa], s->how);
-    tune_gemm(c, s, W);
-    if (c->verbose && s->gemm >= I8_ISA_AVX2)
-        tp_log0("cpu int8: GEMM [%d x %d] -> %s: %s\n", N, K, g_isa_short[s->gemm], s->gemm_how);
+    for (int r = GEMM_SMALL; r <= GEMM_BIG; r++) {
+        tune_gemm(c, s, W, r);
+        if (c->verbose && s->gemm[r] >= I8_ISA_AVX2)
+            tp_log0("cpu int8: GEMM [%d x %d] at T %s %d -> %s: %s\n", N, K, r == GEMM_BIG ? ">=" : "<", GEMM_BIG_T,
+                    g_isa_short[s->gemm[r]], s->gemm_how[r]);
+    }
 }
 
 const char *cpu_int8_gemv_choice(tp_backend *b, int N, int K, const char **how) {
@@ -443,10 +456,10 @@ static i8_gemm path_pick(const tp_cpu_int8 *c, int T) {
     if (T <= c->few_tokens) return I8_GEMM_GEMV;
     return c->isa >= I8_ISA_AVX2 ? I8_GEMM_INT : I8_GEMM_BLAS;
 }
-/* The integer GEMM's tier for a shape: measured, or the highest allowed. */
-static i8_isa shape_gemm_isa(tp_cpu_int8 *c, int N, int K) {
+/* The integer GEMM's tier for a shape at T tokens: measured for T's range, or the highest allowed. */
+static i8_isa shape_gemm_isa(tp_cpu_int8 *c, int N, int K, int T) {
     const i8_shape *s = shape_find(c, N, K);
-    return s ? s->gemm : c->isa;
+    return s ? s->gemm[T >= GEMM_BIG_T ? GEMM_BIG : GEMM_SMALL] : c->isa;
 }
 
 /* "gemv-int8-avx512vnni", or with tiers joined by '+' where the op's shapes chose differently. */
@@ -487,7 +500,7 @@ static void gemm(tp_backend *b, float *y, const float *x, const void *W, const f
         return;
     }
     const i8_gemm pk = path_pick(c, T);
-    const i8_isa gv = shape_isa(c, N, K), gi = shape_gemm_isa(c, N, K);
+    const i8_isa gv = shape_isa(c, N, K), gi = shape_gemm_isa(c, N, K, T);
     if (pk == I8_GEMM_GEMV) c->used[bit == 2] |= 1u << gv;
     if (pk == I8_GEMM_INT) c->used_gemm[bit == 2] |= 1u << gi;
     if (pk == I8_GEMM_GEMV || pk == I8_GEMM_INT) {

@@ -96,6 +96,8 @@ elif mode == "names":
     f32t = "avx512" if avx2 and {"avx512f", "avx512bw", "avx512vl"} <= cpu_flags else "avx2" if avx2 else "c"
     i8 = ("avx512vnni" if avx2 and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= cpu_flags
           else "avxvnni" if avx2 and "avx_vnni" in cpu_flags else "avx2" if avx2 else "c")
+    # int8's GEMM (T > 16) has one tier more: amx (AMX-TILE + AMX-INT8 with AVX-512)
+    i8g = "amx" if i8 == "avx512vnni" and {"amx_tile", "amx_int8"} <= cpu_flags else i8
 
     def kernels(rows, kind, key, value):
         return [r["kernels"] for r in rows if r["kind"] == kind and r[key] == value][0]
@@ -137,10 +139,10 @@ elif mode == "names":
     if avx2:  # the int8 GEMM above 16 tokens by default, or for every T when forced
         rows, err = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", verbose=True)
         assert kernels(rows, "decode", "batch", 1)["matmul"] == "gemv-int8-" + i8, rows
-        assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "gemm-int8-" + i8, rows
-        assert "matmul -> GEMM " + i8 + " (" in err, err
+        assert kernels(rows, "prefill", "prefill_tokens", 100)["matmul"] == "gemm-int8-" + i8g, rows
+        assert "matmul -> GEMM " + i8g + " (" in err, err
         rows, _ = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_INT8_GEMM": "gemm"})
-        assert kernels(rows, "decode", "batch", 1) == {"matmul": "gemm-int8-" + i8, "logits": "gemm-int8-" + i8,
+        assert kernels(rows, "decode", "batch", 1) == {"matmul": "gemm-int8-" + i8g, "logits": "gemm-int8-" + i8g,
                                                        "attention": "dot-f32-" + att}, rows
         # TPGEN_CPU_ISA=avx2 caps int8 at its AVX2 kernels
         rows, _ = bench(1, *flags("1"), "--prefill", "100", "--weights", "int8", env={"TPGEN_CPU_ISA": "avx2"})

@@ -80,12 +80,16 @@ static void test_int8(void) {
     char want[128];
     snprintf(want, sizeof want, "\tint8-gemv\t%dx%d\t", N, K);
     CHECK(txt && strstr(txt, want), "int8: the cache has no line for the shape: %s", txt ? txt : "");
-    { /* the integer GEMM's tiers (avx2 and up) are measured too where there are two or more */
+    { /* the integer GEMM's tiers (avx2 and up) are measured too where there are two or more, for
+       * batched decode and for prefill apart */
         const cpu_features *f = cpu_features_get();
-        char wg[128];
+        char wg[128], wp[128];
         snprintf(wg, sizeof wg, "\tint8-gemm\t%dx%d\t", N, K);
-        if (f->avx2_fma && (f->avxvnni || f->avx512vnni))
+        snprintf(wp, sizeof wp, "\tint8-prefill\t%dx%d\t", N, K);
+        if (f->avx2_fma && (f->avxvnni || f->avx512vnni)) {
             CHECK(txt && strstr(txt, wg), "int8: the cache has no GEMM line for the shape: %s", txt ? txt : "");
+            CHECK(txt && strstr(txt, wp), "int8: the cache has no prefill GEMM line for the shape: %s", txt ? txt : "");
+        }
     }
     /* the chosen kernel computes the c twin's bits */
     setenv("TPGEN_CPU_ISA", "c", 1);
