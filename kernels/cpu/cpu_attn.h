@@ -1,4 +1,4 @@
-/* Attention over the paged KV cache, f32 or bf16 K/V, for both CPU backends (cpu_attention.c
+/* Attention over the paged KV cache, f32 or bf16 K/V, for both CPU backends (cpu_attn_run.c
  * schedules the work, cpu_attn_kernels.c holds the kernels).
  *
  * One work item: a tile of nq queries of one sequence (sorted by position) and one head. K/V
@@ -28,7 +28,7 @@ typedef enum { ATT_ISA_C = 0, ATT_ISA_AVX2 = 1, ATT_ISA_AVX512 = 2 } att_isa;
 
 /* Grouped-query attention: query head h reads KV head h / (Hl / Hkl) (Hkl == Hl: one each). A work
  * item is one query head; the Hl / Hkl query heads of a KV head on the same tokens read the same
- * K/V rows, and their items follow each other in the schedule (cpu_attention.c). */
+ * K/V rows, and their items follow each other in the schedule (cpu_attn_run.c). */
 typedef struct {
     const void *qkv;     /* [T, (Hl + 2 Hkl) D]: q heads, k heads, v heads; f32 or bf16 (kv_bf16) */
     const void *kc, *vc; /* [n_blocks, Hkl, bs, D] (kernels/common/tp_kv.h), same dtype */
@@ -75,7 +75,7 @@ void cpu_attn_item(att_isa isa, const att_args *a, const int *toks, int nq, int 
 void cpu_kv_store(void *kc, void *vc, const void *k, const void *v, const tp_step *st, int t, int Hkl, int D,
                   size_t es);
 
-/* The whole op: items (tiles x heads) over n_threads OpenMP threads. */
+/* The whole op (cpu_attn_run.c): items (tiles x heads) over n_threads OpenMP threads. */
 void cpu_attn_run(att_isa isa, const att_args *a, int n_threads);
 
 #endif

@@ -8,8 +8,8 @@
  *     sum_k q x = 256 (sum_k q hi) + (sum_k q lo)
  * with both sums exact in int32 (|q| <= 128: a lane holds K * 128 * 255 < 2^31 for K <= 65,000;
  * longer K runs in chunks of KCH). The two are combined exactly (int32 or double, group()) and
- * rounded to f32 once: the c twin's arithmetic, so the same bits. CTranslate2's u8 x s8 (x rounded to 8 bits)
- * would run one tdp instead of two, and change every output (docs/KERNELS.md).
+ * rounded to f32 once: the c twin's arithmetic, so the same bits. CTranslate2's u8 x s8 (x
+ * rounded to 8 bits) would run one tdp instead of two, and change every output (docs/KERNELS.md).
  *
  * Tiles (8 registers of 16 rows x 64 bytes): C: 4 (hi and lo sums x 2 panels, 16 tokens x 16
  * rows of q each, int32); A: 2 (hi and lo of 16 tokens x 64 k); B: 2 (2 panels, 64 k x 16 rows,
@@ -136,9 +136,10 @@ static AMX_FN void block_sums(const int8_t *hi, const uint8_t *lo, const int8_t 
 }
 
 /* Panels [P0, P0 + npan) (repacked in B, bp bytes each) for all T tokens, then the epilogue.
- * The exact sum 256 hi + lo is rounded to f32 once: in int32 where it cannot overflow
- * (K <= K32: K * 127 * 16383 < 2^31), else in double (exact below 2^53) over the KCH chunks;
- * either way the nearest float to the exact integer, as the c twin's int64. */
+ * The exact sum 256 hi + lo is rounded to f32 once: in int32 where neither it nor 256 (sum q hi)
+ * can overflow (K <= K32: K * 127 * 16384 < 2^31, |q| <= 127 from the quantizer, |hi| <= 64),
+ * else in double (exact below 2^53) over the KCH chunks; either way the nearest float to the
+ * exact integer, as the c twin's int64. */
 #define K32 1032
 static AMX_FN void group(const int8_t *hi, const uint8_t *lo, const float *sx, const int8_t *B, size_t bp, int T,
                          int N, int K, long Kp, int P0, int npan, const cpu_i8_epi *e) {
