@@ -59,7 +59,7 @@ typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1, I8_ISA_AVXVNNI = 2, I8_ISA_AVX512V
  * rows of the matrix (compute-bound: the time scales with N). */
 enum { GEMM_SMALL = 0, GEMM_BIG = 1 };
 #define GEMM_BIG_T 128
-static const int g_gemm_tune_t[2] = {32, 256}, g_gemm_tune_rows[2] = {1024, 512};
+static const int g_gemm_tune_t[2] = {32, 256}, g_gemm_tune_rows[2] = {1024, 256};
 static const char *const g_gemm_family[2] = {"int8-gemm", "int8-prefill"}; /* cache lines apart (cpu_tune.h) */
 
 /* The GEMV and GEMM tiers chosen for one matrix shape. */
