@@ -206,8 +206,9 @@ static void rows_tune_run(void *ctx, int cand) {
 
 /* The tier for [N, K]: the first call of a shape picks it (the rows kernel only runs from 2
  * tokens on, and f32 weights may come from fill_random, which knows no shape: so at first use,
- * not at upload), timing the candidates at ROWS_TUNE_T tokens on W and x of the call. */
-static f32_tier rows_tier(tp_backend *b, const float *x, const float *W, int N, int K) {
+ * not at upload), timing the candidates at ROWS_TUNE_T tokens on W and the call's T rows of x,
+ * repeated to ROWS_TUNE_T rows in scratch (the call may have fewer: reading past them overran x). */
+static f32_tier rows_tier(tp_backend *b, const float *x, const float *W, int T, int N, int K) {
     tp_cpu *c = (tp_cpu *)b->impl;
     for (int i = 0; i < c->n_rows_shapes; i++)
         if (c->rows_shapes[i].N == N && c->rows_shapes[i].K == K) return (f32_tier)c->rows_shapes[i].tier;
@@ -215,7 +216,9 @@ static f32_tier rows_tier(tp_backend *b, const float *x, const float *W, int N, 
     int forced;
     f32_tier top = rows_cap(&cands, &forced);
     if (forced || (size_t)N * K < ROWS_TUNE_MIN || c->n_rows_shapes == CPU_ROWS_SHAPES) return top;
-    rows_tune_ctx t = {.W = W, .x = x, .N = N, .K = K};
+    float *xt = tp_malloc((size_t)ROWS_TUNE_T * K * sizeof *xt); /* [ROWS_TUNE_T, K] */
+    for (int i = 0; i < ROWS_TUNE_T; i++) memcpy(xt + (size_t)i * K, x + (size_t)(i % T) * K, (size_t)K * sizeof *xt);
+    rows_tune_ctx t = {.W = W, .x = xt, .N = N, .K = K};
     const char *names[F32_N_TIER];
     int n = 0;
     for (int i = F32_N_TIER - 1; i >= 0; i--)
@@ -228,6 +231,7 @@ static f32_tier rows_tier(tp_backend *b, const float *x, const float *W, int N, 
     char how[512];
     const f32_tier pick = t.tier[cpu_tune_pick(&key, rows_tune_run, &t, how, sizeof how)];
     free(t.y);
+    free(xt);
     c->rows_shapes[c->n_rows_shapes].N = N;
     c->rows_shapes[c->n_rows_shapes].K = K;
     c->rows_shapes[c->n_rows_shapes++].tier = (int)pick;
@@ -274,7 +278,7 @@ static void gemm_f32(tp_backend *b, float *y, const float *x, const float *W, co
     const gemm_kind kind = gemm_pick(T);
     if (kind == GEMM_ROWS) { /* slices of N, 2 rows at a time */
         const int add = beta != 0.0f;
-        const f32_tier tier = rows_tier(b, x, W, N, K);
+        const f32_tier tier = rows_tier(b, x, W, T, N, K);
         ((tp_cpu *)b->impl)->rows_used |= 1u << tier;
         if (nt == 1 || work < 1 << 17) {
             rows_run(tier, y, x, W, T, N, K, 0, N, add);

@@ -105,11 +105,14 @@ static void test_int8(void) {
     b->matmul(b, y, g_x, W, NULL, 3, N, K, 0);
     bc->matmul(bc, yc, g_x, Wc, NULL, 3, N, K, 0);
     CHECK(memcmp(y, yc, sizeof y) == 0, "int8: the chosen kernel (%s) and the c twin differ", k);
+    bc->free(bc, Wc);
     bc->destroy(bc);
+    b->free(b, W);
     b->destroy(b);
     /* 2. read back */
     b = int8_load(&W, &k, &how);
     CHECK(strncmp(how, "cached in", 9) == 0, "int8: second load not from the cache: %s", how);
+    b->free(b, W);
     b->destroy(b);
     /* 3. an edited line is obeyed: the file is read, not measured again */
     char *p = txt ? strstr(txt, want) : NULL;
@@ -123,6 +126,7 @@ static void test_int8(void) {
         b = int8_load(&W, &k, &how);
         CHECK(k && strcmp(k, "c") == 0 && strncmp(how, "cached", 6) == 0, "int8: the edited cache line (c) was not "
               "obeyed: %s (%s)", k, how);
+        b->free(b, W);
         b->destroy(b);
     }
     /* 4. a corrupt line: ignored with a warning, measured again, the file rewritten well-formed */
@@ -130,6 +134,7 @@ static void test_int8(void) {
                   "this line is not a choice\n");
     b = int8_load(&W, &k, &how);
     CHECK(strncmp(how, "measured", 8) == 0, "int8: a corrupt line was not ignored: %s", how);
+    b->free(b, W);
     b->destroy(b);
     free(txt);
     txt = slurp(g_cache);
@@ -138,6 +143,7 @@ static void test_int8(void) {
     spit(g_cache, "garbage\x01\x02\n\tint8-gemv\t1x1\n");
     b = int8_load(&W, &k, &how);
     CHECK(strncmp(how, "measured", 8) == 0 && k && int8_candidate(k), "int8: a corrupt file was not ignored: %s", how);
+    b->free(b, W);
     b->destroy(b);
     free(txt);
     txt = slurp(g_cache);
@@ -155,6 +161,7 @@ static void test_int8(void) {
     /* 7. a small matrix is not measured */
     const char *ks = cpu_int8_gemv_choice(b, 64, 64, &how);
     CHECK(ks && strstr(how, "below the measured size"), "int8: a 64 x 64 matrix: %s", how);
+    b->free(b, W);
     b->destroy(b);
     /* 8. every TPGEN_CPU_ISA tier this CPU runs is what the GEMV runs; none writes the file */
     static const char *const tiers[][2] = {{"avx2", "avx2"}, {"avxvnni", "avxvnni"}, {"avx512", "avx512vnni"}};
@@ -164,6 +171,7 @@ static void test_int8(void) {
         b = int8_load(&W, &k, &how);
         CHECK(k && strcmp(k, tiers[i][1]) == 0 && strstr(how, "TPGEN_CPU_ISA"), "TPGEN_CPU_ISA=%s: int8 ran %s (%s)",
               tiers[i][0], k, how);
+        b->free(b, W);
         b->destroy(b);
     }
     unsetenv("TPGEN_CPU_ISA");
@@ -181,6 +189,7 @@ static void test_bf16(void) {
         const char *how, *k = cpu_bf16_gemv_choice(b, N, K, &how);
         CHECK(k && bf16_candidate(k), "bf16: chose %s, not a kernel this CPU runs", k ? k : "(none)");
         CHECK(strncmp(how, round ? "cached in" : "measured", round ? 9 : 8) == 0, "bf16 load %d: %s", round, how);
+        b->free(b, W);
         b->destroy(b);
     }
     char *txt = slurp(g_cache);
@@ -194,6 +203,7 @@ static void test_bf16(void) {
         b->matrix_upload(b, W, g_w, TP_F32, N, K);
         const char *how, *k = cpu_bf16_gemv_choice(b, N, K, &how);
         CHECK(k && strcmp(k, "c") == 0 && strstr(how, "TPGEN_CPU_ISA"), "bf16 TPGEN_CPU_ISA=c: %s (%s)", k, how);
+        b->free(b, W);
         b->destroy(b);
     }
 }
@@ -211,6 +221,7 @@ static void test_f32(void) {
         const cpu_features *f = cpu_features_get();
         CHECK(!strcmp(k, "rows-f32-c") || (!strcmp(k, "rows-f32-avx2") && f->avx2_fma) ||
               (!strcmp(k, "rows-f32-avx512") && f->avx512), "f32: the rows kernel is %s", k);
+        b->free(b, W);
         b->destroy(b);
     }
     char *txt = slurp(g_cache);
