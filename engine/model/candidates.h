@@ -1,5 +1,5 @@
-/* A logits candidate: what each rank reduces its vocab slice to and rank 0 merges (model/step.c)
- * and samples from (sched/sampler.c); and the log-sum-exp of a row, which both need. */
+/* A logits candidate: what each rank reduces its vocab slice to and rank 0 merges (engine/model/step.c)
+ * and samples from (engine/sched/sampler.c); and the log-sum-exp of a row, which both need. */
 #ifndef TPGEN_CANDIDATES_H
 #define TPGEN_CANDIDATES_H
 

@@ -69,7 +69,7 @@ int tp_config_load(const char *path_in, tp_config *c, char *err, size_t err_size
                      lim[i].limit);
             goto out;
         }
-    /* n_head % qkv_groups: checked by tp_checkpoint_qkv_groups (checkpoint/remote_code.h), once the checkpoint's modeling code is known */
+    /* n_head % qkv_groups: checked by tp_checkpoint_qkv_groups (engine/checkpoint/remote_code.h), once the checkpoint's modeling code is known */
     if (c->rotary_dim > c->head_dim || c->rotary_dim % 2) {
         snprintf(err, err_size, "%s: rotary_dim %d must be even and at most head_dim %d", path, c->rotary_dim,
                  c->head_dim);

@@ -1,5 +1,5 @@
 /* Model hyper-parameters, read once from an HF config.json into one struct. Which keys are read,
- * and their defaults, is the architecture's (model/arch.c); what every architecture shares is
+ * and their defaults, is the architecture's (engine/model/arch.c); what every architecture shares is
  * checked here. */
 #ifndef TPGEN_CONFIG_H
 #define TPGEN_CONFIG_H
@@ -28,7 +28,7 @@ struct tp_config {
      * mlp_bias): qkv, o, MLP input (fc_in / gate and up), MLP output (fc_out / down), lm_head. */
     int qkv_bias, o_bias, mlp_in_bias, mlp_out_bias, lm_head_bias;
     int qkv_groups;   /* G: CodeGen's qkv_proj groups (mp_num), 0 until set from tp_checkpoint_qkv_groups
-                       * (checkpoint/remote_code.h); 0 for architectures without a fused qkv_proj */
+                       * (engine/checkpoint/remote_code.h); 0 for architectures without a fused qkv_proj */
 };
 
 /* Limits a config must respect (far above any CodeGen or LLaMA). */

@@ -1,5 +1,5 @@
 /* The paged KV cache of one rank: K and V of this rank's KV heads (grouped-query attention: fewer
- * than its query heads; model/shard.h) for every layer, in fixed-size
+ * than its query heads; engine/model/shard.h) for every layer, in fixed-size
  * blocks carved from one device allocation made once at start. A sequence owns a list of blocks
  * (its block table); token p of a sequence lives in block table[p / block_size] at offset
  * p % block_size. Rank 0 decides which blocks a sequence gets (prefix_cache.h runs there)

@@ -1,4 +1,4 @@
-/* The forward pass on one rank, its structure asked of the architecture (model/arch.h):
+/* The forward pass on one rank, its structure asked of the architecture (engine/model/arch.h):
  *   h = wte[ids]
  *   parallel residual (CodeGenForCausalLM): x = LN1(h); h = h + allreduce(attn_partial(x) + mlp_partial(x))
  *   sequential residual (LlamaForCausalLM):  h = h + allreduce(attn_partial(RMS1(h)));

@@ -1,5 +1,5 @@
 /* The model on one rank: its shard of the weights, its KV cache, its activation buffers, and the
- * forward pass, for every architecture of model/arch.h. Every rank runs tp_model_forward on the
+ * forward pass, for every architecture of engine/model/arch.h. Every rank runs tp_model_forward on the
  * same step; the all-reduces (one per layer for CodeGen, two for LLaMA) go through the
  * communicator. Nothing here knows the backend. */
 #ifndef TPGEN_MODEL_H
@@ -15,7 +15,7 @@
 #include "shard.h"
 
 /* One layer's weights on this rank (device memory, act dtype); NULL where the architecture or
- * the config has no such tensor (model/arch.h). Hl = this rank's query heads, Hkl = its KV heads,
+ * the config has no such tensor (engine/model/arch.h). Hl = this rank's query heads, Hkl = its KV heads,
  * Il = its MLP rows, D = head_dim. Matrices are in the backend's matrix_upload layout. */
 typedef struct {
     void *norm1_g, *norm1_b; /* [E] each, replicated: ln_1 / input_layernorm (RMSNorm: no bias) */
@@ -78,7 +78,7 @@ typedef struct {
  * problem with the files. */
 void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed);
 void tp_model_alloc(tp_model *m, int max_tokens, int max_rows, int max_seqs, int kv_blocks, int block_size);
-/* What tp_model_load_weights and tp_model_alloc will ask b->alloc for (model/mem_plan.c). */
+/* What tp_model_load_weights and tp_model_alloc will ask b->alloc for (engine/model/model_plan.c). */
 size_t tp_model_weights_bytes(const tp_model *m);
 size_t tp_model_acts_bytes(const tp_model *m, int max_tokens, int max_rows, int max_seqs, long kv_blocks,
                            int block_size);

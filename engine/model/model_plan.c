@@ -1,4 +1,4 @@
-#include "mem_plan.h"
+#include "model_plan.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,8 +2,8 @@
  * step, the KV blocks and the backend's scratch for the longest context, made at start. The
  * launcher checks it before loading weights and again before allocating the rest, refuses what
  * does not fit (naming every buffer), prints it with --verbose, then allocates it. */
-#ifndef TPGEN_ENGINE_MEM_PLAN_H
-#define TPGEN_ENGINE_MEM_PLAN_H
+#ifndef TPGEN_MODEL_PLAN_H
+#define TPGEN_MODEL_PLAN_H
 
 #include "kernels/mem_plan.h"
 #include "model.h"

@@ -120,7 +120,7 @@ static void add_mlp_in(load_list *l, const tp_config *c, const tp_shard *s, void
     if (N->mlp_up) add_part(it, N->mlp_up, layer, sfx, I, cols, s->inner0, Il);
 }
 
-/* Every tensor this rank loads, by the architecture's names (model/arch.h) and the shard plan. */
+/* Every tensor this rank loads, by the architecture's names (engine/model/arch.h) and the shard plan. */
 static void build_list(tp_model *m, load_list *l) {
     const tp_config *c = &m->cfg;
     const tp_arch *A = c->arch;

@@ -1,6 +1,6 @@
 /* The request on its own: the front ends build their requests here (tp_request_init; the
  * parameters' defaults and checks are request_params.c's), the server's request parser
- * (server/openai.c) sizes the requests it takes (tp_request_kv_blocks) and frees those it
+ * (launcher/server/openai.c) sizes the requests it takes (tp_request_kv_blocks) and frees those it
  * refuses, and its fuzz target (tests/fuzz/fuzz_server_request.c) links this file alone, without
  * the model, the scheduler or MPI. */
 #include "request.h"

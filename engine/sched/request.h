@@ -49,7 +49,7 @@ typedef struct {
     int priority;
     double timeout_s;
     /* tokens that end the sequence as "stop" whatever ignore_eos says, like EOS (fill-in-the-middle's
-     * <eom>, tokenizer/fim.h); front ends leave their text out of the completion */
+     * <eom>, engine/tokenizer/fim.h); front ends leave their text out of the completion */
     int n_stop_ids;
     int32_t stop_ids[TP_MAX_STOP_IDS];
 } tp_request_params;

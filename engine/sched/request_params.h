@@ -1,9 +1,9 @@
 /* The request's knobs as one table: name, type, range, defaults, OpenAI key, CLI flag, help.
- * Both front ends read it: the server's request parser (server/openai.c) takes each field it names
+ * Both front ends read it: the server's request parser (launcher/server/openai.c) takes each field it names
  * by its key, `tpgen generate` (launcher/args.c) each by its flag, and tp_request_params_validate
  * checks a built request against the same ranges. A range is written once, here, and the same
  * bad value gets the same message from either front end, only the name differing ('top_p' or
- * --top-p). Below server/ and launcher/, so neither includes upward. */
+ * --top-p). Below launcher/server/ and launcher/, so neither includes upward. */
 #ifndef TPGEN_REQUEST_PARAMS_H
 #define TPGEN_REQUEST_PARAMS_H
 

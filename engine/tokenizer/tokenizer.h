@@ -35,7 +35,7 @@ int tp_tokenizer_encode(tp_tokenizer *t, const char *text, size_t len, int32_t *
 /* As tp_tokenizer_encode, with the text as plain text: a control token's name (<|endoftext|>,
  * <sep>, <mask_1>, ...: HF's special tokens; CodeGen2.5's tiktoken special tokens, whose space
  * and tab runs are ordinary BPE tokens) is encoded as the characters it is made of, as HF's split_special_tokens does.
- * Used for the user's code in a FIM prompt (tokenizer/fim.h). */
+ * Used for the user's code in a FIM prompt (engine/tokenizer/fim.h). */
 int tp_tokenizer_encode_text(tp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
                              size_t err_size);
 /* Decodes ids to a malloc'd NUL-terminated byte string (*len bytes). Ids out of range: -1 + err.

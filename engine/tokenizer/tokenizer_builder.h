@@ -1,4 +1,4 @@
-/* Private to tokenizer/tokenizer_load.c and the loaders of other tokenizer formats
+/* Private to engine/tokenizer/tokenizer_load.c and the loaders of other tokenizer formats
  * (tokenizer_codegen25.c): what the files say, before tokenizer_load.c builds the tables. The
  * helpers are tokenizer_builder.c's. */
 #ifndef TPGEN_TOKENIZER_BUILDER_H

@@ -11,7 +11,7 @@
  * "\n    return" is "\n", the 3-space token, " return", and no tiktoken release's order of
  * overlapping special tokens matters (the remaining special tokens never overlap).
  * tpgen never runs that file; it builds the same encoding here, with GPT-2's ranks from the data
- * file tpgen ships (tokenizer/data/gpt2.tiktoken, tools/make_codegen25_fixtures.py says where it
+ * file tpgen ships (engine/tokenizer/data/gpt2.tiktoken, tools/fixtures/make_codegen25_fixtures.py says where it
  * came from). docs/TOKENIZER.md has the details. */
 #include <errno.h>
 #include <limits.h>
@@ -193,7 +193,7 @@ int tpk_codegen25_read(builder *b, char **eos, size_t *eos_len) {
     if (find_ranks(path, sizeof path, tried, sizeof tried)) {
         tpk_errf(b, "%s/tokenizer_config.json: CodeGen25Tokenizer is built from GPT-2's BPE ranks, " GPT2_RANKS
                  ", which tpgen ships and did not find (tried %s); set TPGEN_DATA_DIR to the folder holding it "
-                 "(tpgen's tokenizer/data/)",
+                 "(tpgen's engine/tokenizer/data/)",
                  b->dir, tried);
         return -1;
     }

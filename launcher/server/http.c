@@ -249,7 +249,7 @@ static enum MHD_Result completions(tp_server *s, struct MHD_Connection *c, req_c
     j->t_arrival = t0;
 
     peer_address(c, j->client, sizeof j->client);
-    j->api_key = api_key_of(s, c); /* its prefix-cache scope (engine.c) */
+    j->api_key = api_key_of(s, c); /* its prefix-cache scope (step_loop.c) */
     int cap = s->o.max_seqs_per_client;
     if (j->n_choices > cap) {
         int nc = j->n_choices;

@@ -180,7 +180,7 @@ void srv_conn_watch(tp_server *s, struct MHD_Connection *c, srv_job *j);
 void srv_conn_unwatch(tp_server *s, srv_job *j);
 void srv_conns_sweep(tp_server *s);
 
-/* engine.c */
+/* step_loop.c */
 void srv_job_release(tp_server *s, srv_job *j); /* under mu */
 /* under mu: j joins the engine's inbox (the HTTP thread and the engine hold it: refs 2), its
  * sequences count against its client's share and --max-queue, and the engine wakes */

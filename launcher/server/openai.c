@@ -119,7 +119,7 @@ uint64_t srv_salt_of(const char *s, size_t n) {
     return h ? h : 1;
 }
 
-/* The fields of the knobs' table (sched/request_params.h), each read by its key into rp: absent
+/* The fields of the knobs' table (engine/sched/request_params.h), each read by its key into rp: absent
  * or null keeps the default; a bad value is the table's message, the one `tpgen generate` gives
  * for its flag. Returns -1 with the 400 written. */
 static int get_table_params(errctx *e, const json_value *root, tp_request_params *rp) {
@@ -268,7 +268,7 @@ static int encode_suffix(tp_server *s, errctx *e, const json_value *suffix, long
 }
 
 /* fs: NULL, or the request's suffix on a FIM-capable model: the prompt is then the FIM prompt of
- * prefix v and the suffix (tokenizer/fim.h). A prompt too long for the context is refused here,
+ * prefix v and the suffix (engine/tokenizer/fim.h). A prompt too long for the context is refused here,
  * before the next one is encoded. */
 static int parse_text(tp_server *s, errctx *e, const json_value *v, const fim_suffix *fs, long long max_tokens,
                       int which, srv_prompt *p) {
@@ -466,7 +466,7 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     if ((v = json_get(root, "user")) && v->type != JSON_NULL && v->type != JSON_STRING)
         return fail(e, 400, "user", NULL, "'user' must be a string, got %s", type_of(v));
     /* vLLM's cache_salt: prefix-cache hits only among requests with the same salt (and API key:
-     * engine.c, docs/SERVING.md "Prefix cache and KV on demand") */
+     * step_loop.c, docs/SERVING.md "Prefix cache and KV on demand") */
     uint64_t cache_salt = 0;
     if ((v = json_get(root, "cache_salt")) && v->type != JSON_NULL) {
         if (v->type != JSON_STRING || v->str_len == 0)

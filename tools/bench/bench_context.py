@@ -2,10 +2,10 @@
 """Decode time against context, for one or more tpgen builds side by side (issue 35: attention at
 long context, and the KV cache layout before and after).
 
-    python3 tools/bench_context.py --build LABEL=DIR [--build LABEL=DIR ...]
+    python3 tools/bench/bench_context.py --build LABEL=DIR [--build LABEL=DIR ...]
         [--env LABEL:VAR=VALUE ...] [--config configs/codegen-350M.json] [--dtypes f32,bf16]
         [--contexts 96,1000,1900,2000] [--batch 1] [--steps 16] [--threads N] [--runs 3]
-        [--attention-only] [--out FILE.json] [--record results/cpu-attention.jsonl]
+        [--attention-only] [--out FILE.json] [--record docs/bench/cpu-attention.jsonl]
 
 --env runs every build once per variant with VAR=VALUE in its environment (e.g. --env
 attn-avx2:TPGEN_CPU_ATTN=avx2 --env attn-avx512:TPGEN_CPU_ATTN=avx512: the attention builds side by
@@ -20,8 +20,8 @@ without the weights around them.
 
 Prints a Markdown table: per build and dtype, ms per step at each context and the last context's
 time over the first's (the issue's goal: bf16 batch 1 at context 1,900 within 1.35x of context
-96). --record appends it to results/ (section cpu-attention, table context or attention-only;
-tools/perf_record.py) for tools/perf_tables.py. Run on a quiet machine: nothing else may run
+96). --record appends it to docs/bench/ (section cpu-attention, table context or attention-only;
+tools/bench/perf_record.py) for tools/bench/perf_tables.py. Run on a quiet machine: nothing else may run
 while it times. Stdlib only.
 """
 import argparse
@@ -31,8 +31,8 @@ import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 import perf_record  # noqa: E402
 
 PROG = "bench_context.py"

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Decode speed of HF transformers on the same checkpoint and prompts as tpgen, same machine, same run.
 
-    python3 tools/bench_hf.py MODEL_DIR --prompt-len 32 --new-tokens 64 --batch 1 --threads 2 --runs 5
+    python3 tools/bench/bench_hf.py MODEL_DIR --prompt-len 32 --new-tokens 64 --batch 1 --threads 2 --runs 5
 
 Greedy `generate` (KV cache on, as HF does by default), float32 on the CPU (tpgen's CPU backend
 computes in f32 too). Prints one JSON line: median seconds per run and generated tokens/s, plus
 the time of the prefill alone (a 1-token generate), so decode ms/token = (t_full - t_prefill) /
-(new_tokens - 1). Needs torch + transformers (tools/requirements-fixtures.txt). The HF half of
-tools/bench_vs_hf.py, which records the run (--record).
+(new_tokens - 1). Needs torch + transformers (tools/fixtures/requirements-fixtures.txt). The HF half of
+tools/bench/bench_vs_hf.py, which records the run (--record).
 """
 import argparse
 import json
@@ -16,6 +16,8 @@ import time
 
 import torch
 from transformers import CodeGenForCausalLM
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tools/tool_args.py
 
 import tool_args  # tools/
 

@@ -8,7 +8,7 @@
 # a minimal bench (load + 1 step) forced, measuring with an empty cache, and reading the cache:
 # the load-time cost of the measurement. Run on a quiet machine; nothing else should run.
 #
-# usage: tools/bench_kernel_tiers.sh [--threads N] [--runs R] [--context C] [--steps S]
+# usage: tools/bench/bench_kernel_tiers.sh [--threads N] [--runs R] [--context C] [--steps S]
 #                                    [--prefill P] [--build DIR] [--out DIR]
 #                                    [--model DIR (instead of the 350M config; a smoke test)]
 # Writes OUT/raw.jsonl (one line per run: config and tpgen's JSON rows) and prints the table

@@ -3,7 +3,7 @@
 # all measured in one run. Writes a random checkpoint of a real CodeGen shape (numpy; then torch
 # for the .bin copy) to WORK, outside the repository.
 #
-#   bash tools/bench_load.sh [CONFIG] [WORK]      (defaults: configs/codegen-350M.json, /tmp/tpgen_bench_load)
+#   bash tools/bench/bench_load.sh [CONFIG] [WORK]      (defaults: configs/codegen-350M.json, /tmp/tpgen_bench_load)
 #   env: TPGEN=build/bin/tpgen MPIEXEC=mpirun RUNS=3
 #
 # Cold runs evict the checkpoint's pages first (posix_fadvise DONTNEED through dd iflag=nocache;
@@ -18,7 +18,7 @@ mpiexec=${MPIEXEC:-mpirun}
 runs=${RUNS:-3}
 mkdir -p "$work"
 if [ ! -e "$work/st/config.json" ]; then
-    python3 tools/make_random_model.py "$cfg" "$work/st" --dtype f16 >/dev/null
+    python3 tools/fixtures/make_random_model.py "$cfg" "$work/st" --dtype f16 >/dev/null
 fi
 if [ ! -e "$work/bin/pytorch_model.bin" ]; then
     mkdir -p "$work/bin"

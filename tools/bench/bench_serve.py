@@ -2,15 +2,15 @@
 """Serving benchmark: streaming inter-token latency at batch 1 against `tpgen bench`'s decode step,
 measured in the same run, and throughput with 64 concurrent clients.
 
-usage: tools/bench_serve.py [--tpgen build/bin/tpgen] [--config configs/codegen-350M.json] [--np 1]
+usage: tools/bench/bench_serve.py [--tpgen build/bin/tpgen] [--config configs/codegen-350M.json] [--np 1]
        [--prompt 160] [--tokens 64] [--clients 64] [--client-prompt 64] [--client-tokens 32] [--runs 3]
-       [--record results/serving.jsonl]
+       [--record docs/bench/serving.jsonl]
 Random weights (--random-weights), the CPU backend, token-id prompts (no tokenizer needed).
 Inter-token latency of a stream: the median time between its tokens as the client receives them
 (a chunk of k tokens, counted from `return_token_ids`, stands for k gaps of 1/k of the time since
 the previous chunk), the same statistic as the median step time of `tpgen bench`.
-Prints one JSON line per figure; medians of --runs runs. --record appends them to results/ as
-serving/bench-serve (tools/perf_record.py), from which docs/PERFORMANCE.md's table is rendered.
+Prints one JSON line per figure; medians of --runs runs. --record appends them to docs/bench/ as
+serving/bench-serve (tools/bench/perf_record.py), from which docs/PERFORMANCE.md's table is rendered.
 """
 import argparse
 import http.client
@@ -23,10 +23,11 @@ import subprocess
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "common"))
 import serve_harness as sh  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import perf_record  # noqa: E402  (--record)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tools/tool_args.py
 import tool_args  # noqa: E402
 
 ap = argparse.ArgumentParser()

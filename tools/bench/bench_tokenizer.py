@@ -2,16 +2,16 @@
 """Tokenizer throughput: `tpgen tokenize` against HF's fast tokenizer (Rust `tokenizers`) on the
 same few MB of real code, in the same run, single thread, median of several runs.
 
-    python3 tools/bench_tokenizer.py --tpgen build/bin/tpgen [--model tests/data/tokenizer/codegen]
-                                     [--mb 4] [--runs 7] [--record results/cpu.jsonl]
+    python3 tools/bench/bench_tokenizer.py --tpgen build/bin/tpgen [--model tests/data/tokenizer/codegen]
+                                     [--mb 4] [--runs 7] [--record docs/bench/cpu.jsonl]
 
 The text is real source installed on this machine (Python standard library, C headers,
 JavaScript), concatenated in a fixed order. Each tpgen run is a fresh process (`--time` reports
 its load and encode times; the encode starts with an empty word cache); each HF run encodes with
 a freshly built Tokenizer (so its word cache is cold too). The ids of both must be equal: the
 benchmark is also a parity check on the whole text. Prints a Markdown table; --record appends
-it to results/ as tokenizer/encode (tools/perf_record.py), from which docs/PERFORMANCE.md's table
-is rendered (tools/perf_tables.py).
+it to docs/bench/ as tokenizer/encode (tools/bench/perf_record.py), from which docs/PERFORMANCE.md's table
+is rendered (tools/bench/perf_tables.py).
 """
 import argparse
 import glob
@@ -31,7 +31,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import perf_record  # noqa: E402  (--record)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def corpus(mb):

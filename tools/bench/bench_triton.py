@@ -4,14 +4,14 @@ generate_stream of launcher/triton/model_repository/tpgen) vs straight to `tpgen
 (/v1/completions, stream), against the same tpgen in the same run, requests alternating, one at
 a time, HumanEval-style prompts (a signature and a docstring), greedy, ignore_eos.
 
-usage: tools/bench_triton.py MODEL_DIR [--venv build/triton-venv] [--tpgen build/bin/tpgen] [--np 2]
-       [--tokens 64] [--runs 3] [--threads 0] [--record results/serving.jsonl]
-MODEL_DIR needs the tokenizer (e.g. tools/make_random_model.py configs/tiny-demo.json DIR
+usage: tools/bench/bench_triton.py MODEL_DIR [--venv build/triton-venv] [--tpgen build/bin/tpgen] [--np 2]
+       [--tokens 64] [--runs 3] [--threads 0] [--record docs/bench/serving.jsonl]
+MODEL_DIR needs the tokenizer (e.g. tools/fixtures/make_random_model.py configs/tiny-demo.json DIR
 --tokenizer tests/data/tokenizer/codegen). Run it with the venv's Python (tritonclient not needed:
 both sides are SSE over http.client). Figures per request: TTFT = send to the first text;
 ITL = (last text - first text) / (tokens - 1); medians over prompts x runs. One JSON line each.
---record appends the figures to results/ as triton/cost (tools/perf_record.py), from which
-docs/PERFORMANCE.md's table is rendered (tools/perf_tables.py).
+--record appends the figures to docs/bench/ as triton/cost (tools/bench/perf_record.py), from which
+docs/PERFORMANCE.md's table is rendered (tools/bench/perf_tables.py).
 """
 import argparse
 import http.client
@@ -26,11 +26,12 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 import serve_harness as sh  # noqa: E402
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 import perf_record  # noqa: E402  (--record)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tools/tool_args.py
 import tool_args  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("model")

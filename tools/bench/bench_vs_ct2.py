@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
 """tpgen vs CTranslate2 on the CPU, in one run, on the same random checkpoint and prompt ids (issue 21's table).
 
-    python3 tools/bench_vs_ct2.py --model DIR [--config configs/codegen-350M.json] [--threads N]
+    python3 tools/bench/bench_vs_ct2.py --model DIR [--config configs/codegen-350M.json] [--threads N]
         [--batch 1,8,32] [--prompt-len 64] [--new-tokens 64] [--prefill 512] [--runs 3]
         [--types f32,int8,bf16] [--check-prompts 4] [--out FILE.json] [--ct2-dir DIR]
-        [--record results/cpu-ct2.jsonl]
+        [--record docs/bench/cpu-ct2.jsonl]
 
 Needs ctranslate2 (PyPI), and torch + transformers to convert the checkpoint (its converter loads
-the HF model; tools/requirements-fixtures.txt). Writes the checkpoint (f32 safetensors, the codegen
-tokenizer) with tools/make_random_model.py when DIR has none, and CTranslate2's copy of it with
+the HF model; tools/fixtures/requirements-fixtures.txt). Writes the checkpoint (f32 safetensors, the codegen
+tokenizer) with tools/fixtures/make_random_model.py when DIR has none, and CTranslate2's copy of it with
 ctranslate2.converters.TransformersConverter (weights kept in the checkpoint's dtype; the compute
 type is chosen at load) in --ct2-dir (default DIR-ct2) when that has none.
 
 Versions: CTranslate2 4.6.3 and later pass from_pretrained(dtype=), which transformers takes only
 since 4.56 (before, "CodeGenForCausalLM.__init__() got an unexpected keyword argument 'dtype'").
 Rather than refuse older transformers, the script converts through the converter's own load_model
-hook with the keyword the installed transformers takes (tools/ct2_compat.py, which says what was
+hook with the keyword the installed transformers takes (tools/bench/ct2_compat.py, which says what was
 read where), and logs which keyword it passed. Tested: CTranslate2 4.8.5 with transformers 4.40.2
 and 5.25.0 (the same model.bin). Any other failure of the converter exits 2 naming both versions
 and the pip command for the tested pair.
@@ -41,9 +41,9 @@ reported and makes the exit status 1 (after the table). Prints the Markdown tabl
 docs/PERFORMANCE.md, under it the kernels tpgen chose per type and column (matmul / logits /
 attention, as `tpgen bench --json` names them), then its CPU flags, date and versions; --out writes
 every run as JSON (the kernels in "tpgen_kernels": {type: {column: {"matmul", ...}}});
---record appends the table to results/ (tools/perf_record.py: section cpu-ct2, table
+--record appends the table to docs/bench/ (tools/bench/perf_record.py: section cpu-ct2, table
 decode-prefill; each tpgen cell with its speed against CTranslate2 of the same type, bf16 against
-tpgen f32; the kernels line in its notes), from which tools/perf_tables.py renders
+tpgen f32; the kernels line in its notes), from which tools/bench/perf_tables.py renders
 docs/PERFORMANCE.md.
 """
 import argparse
@@ -58,8 +58,8 @@ import tempfile
 import time
 import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 import bench_vs_hf  # noqa: E402  (tpgen generate through launcher/tpgen-mpirun)
 import ct2_compat  # noqa: E402  (the converter's dtype keyword against the installed transformers)
 import perf_record  # noqa: E402  (--record)
@@ -105,7 +105,7 @@ def versions(tpgen):
 
 def ensure_models(a):
     if not os.path.exists(os.path.join(a.model, "config.json")):
-        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make_random_model.py"), a.config, a.model,
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fixtures", "make_random_model.py"), a.config, a.model,
                         "--dtype", "f32", "--tokenizer", os.path.join(ROOT, "tests", "data", "tokenizer", "codegen")],
                        check=True, stdout=sys.stderr)  # stdout: the table only
     if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):
@@ -309,7 +309,7 @@ def main():
     ap.add_argument("--check-prompts", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out")
-    ap.add_argument("--record", metavar="FILE.jsonl", help="append the table to results/ (tools/perf_record.py)")
+    ap.add_argument("--record", metavar="FILE.jsonl", help="append the table to docs/bench/ (tools/bench/perf_record.py)")
     a = ap.parse_args()
     a.batches = int_list("--batch", a.batch)
     a.types = a.types.split(",")
@@ -423,7 +423,7 @@ def main():
 
 
 def record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags, kline=None):
-    """The table as results/ records: ms per cell; a tpgen cell's ratio is its speed against
+    """The table as docs/bench/ records: ms per cell; a tpgen cell's ratio is its speed against
     CTranslate2 of the same type (bf16: against tpgen f32, as CTranslate2 refuses bf16 here)."""
     rows = {(r["engine"], r["type"]): r for r in table}
     cells = []
@@ -443,7 +443,7 @@ def record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags, klin
              f"alternating runs; CTranslate2 {ver['ctranslate2']} (default backend); f32 greedy ids of both "
              f"{'identical' if agree else 'DIFFER'} ({a.check_prompts} prompts x {a.new_tokens} tokens)."
              + (f" {kline}" if kline else ""))
-    perf_record.record(a.record, "cpu-ct2", "decode-prefill", cells, "python3 tools/bench_vs_ct2.py " + shlex.join(
+    perf_record.record(a.record, "cpu-ct2", "decode-prefill", cells, "python3 tools/bench/bench_vs_ct2.py " + shlex.join(
         sys.argv[1:]), notes=notes, date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
         cpu={"model": cpu_name, "cpus": os.cpu_count(), "flags": flags}, load=f"{load[0][0]:.1f}-{load[-1][0]:.1f}")
 

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """tpgen vs HF transformers on the CPU, in one run, on the same random checkpoint.
 
-    python3 tools/bench_vs_hf.py --model /tmp/codegen-350M-f16 [--config configs/codegen-350M.json]
-        [--batch 1,8] [--prompt-len 32] [--new-tokens 32] [--runs 5] [--record results/cpu.jsonl]
+    python3 tools/bench/bench_vs_hf.py --model /tmp/codegen-350M-f16 [--config configs/codegen-350M.json]
+        [--batch 1,8] [--prompt-len 32] [--new-tokens 32] [--runs 5] [--record docs/bench/cpu.jsonl]
 
-Writes the checkpoint with tools/make_random_model.py when MODEL has none. For each batch size,
+Writes the checkpoint with tools/fixtures/make_random_model.py when MODEL has none. For each batch size,
 times greedy generation of `new-tokens` tokens after a `prompt-len` prompt: tpgen at TP=1 (all
-cores in one rank) and TP=2 (one core per rank), and HF `generate` (tools/bench_hf.py, f32,
+cores in one rank) and TP=2 (one core per rank), and HF `generate` (tools/bench/bench_hf.py, f32,
 all cores), alternating runs so machine noise hits all alike; decode ms/step = (full run - a
 1-token run) / (new_tokens - 1), medians. Prints a Markdown table; --record appends it to
-results/ as cpu-hf/decode (tools/perf_record.py), from which docs/PERFORMANCE.md's table is
-rendered (tools/perf_tables.py).
+docs/bench/ as cpu-hf/decode (tools/bench/perf_record.py), from which docs/PERFORMANCE.md's table is
+rendered (tools/bench/perf_tables.py).
 """
 import argparse
 import json
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TPGEN = os.path.join(ROOT, "build", "bin", "tpgen")
 MPIRUN = os.path.join(ROOT, "launcher", "tpgen-mpirun")
 
@@ -49,7 +49,7 @@ def tpgen_seconds(model, prompts_file, new_tokens, np_, threads):
 
 
 def hf_run(model, batch, prompt_len, new_tokens, threads):
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_hf.py"), model, "--batch", str(batch),
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench", "bench_hf.py"), model, "--batch", str(batch),
                         "--prompt-len", str(prompt_len), "--new-tokens", str(new_tokens), "--threads",
                         str(threads), "--runs", "1"], capture_output=True, text=True, check=True)
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -63,13 +63,13 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
     import perf_record  # --record (imported here: bench_vs_ct2 imports this file for tpgen_seconds)
     perf_record.add_argument(ap, "cpu-hf/decode")
     a = ap.parse_args()
     load0 = os.getloadavg()[0]
     if not os.path.exists(os.path.join(a.model, "config.json")):
-        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make_random_model.py"), a.config, a.model,
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fixtures", "make_random_model.py"), a.config, a.model,
                         "--dtype", "f16"], check=True)
     cores = os.cpu_count()
     rows = []

@@ -1,4 +1,4 @@
-"""The keystroke benchmark of tools/bench_serving.py: `--dataset completion-trace[:KEY=VALUE,...]`.
+"""The keystroke benchmark of tools/bench/bench_serving.py: `--dataset completion-trace[:KEY=VALUE,...]`.
 
 N editors type through real source files, as a code-completion plugin (Copilot, llama.vim,
 FauxPilot clients) drives a server: at every pause in typing the editor sends the file up to the
@@ -290,7 +290,7 @@ def plot_cdf(path, series, die):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        die("--plot needs matplotlib: pip install -r tools/requirements-bench.txt")
+        die("--plot needs matplotlib: pip install -r tools/bench/requirements-bench.txt")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, run in series:
         xs = run["ttft_samples_ms"]

@@ -1,6 +1,6 @@
 """CTranslate2's Transformers converter against the installed transformers: which keyword names the
 weights' dtype in from_pretrained, and a converter that passes the one transformers takes
-(tools/bench_vs_ct2.py converts its checkpoint through it). Stdlib only: its test
+(tools/bench/bench_vs_ct2.py converts its checkpoint through it). Stdlib only: its test
 (tests/bench/ct2_compat_test.py) runs where neither ctranslate2 nor transformers is installed.
 
 TransformersConverter._load (ctranslate2/converters/transformers.py) calls

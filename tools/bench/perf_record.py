@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Append benchmark runs to results/*.jsonl, the data docs/PERFORMANCE.md's tables are made from.
+"""Append benchmark runs to docs/bench/*.jsonl, the data docs/PERFORMANCE.md's tables are made from.
 
 Library (the bench tools' --record FILE.jsonl): `record(path, section, table, cells, command=...)`
 appends one JSON object per table cell, each carrying its run's provenance (date, commit, CPU model,
@@ -8,11 +8,11 @@ flags and tier, load, command, notes), so that any line alone says what was meas
 Command line, for `tpgen bench --json` and `tpgen bench-comm --json`, which have no Python wrapper:
 
     mpirun -np 1 build/bin/tpgen bench ... --json > bench.json
-    python3 tools/perf_record.py --record results/cpu-floor.jsonl --from-tpgen-bench bench.json \
+    python3 tools/bench/perf_record.py --record docs/bench/cpu-floor.jsonl --from-tpgen-bench bench.json \
         --command "mpirun -np 1 build/bin/tpgen bench ... --json"
-    python3 tools/perf_record.py --record results/allreduce.jsonl --from-bench-comm comm.json --command "..."
+    python3 tools/bench/perf_record.py --record docs/bench/allreduce.jsonl --from-bench-comm comm.json --command "..."
 
-A record (one line; tools/perf_tables.py checks these fields and renders the tables):
+A record (one line; tools/bench/perf_tables.py checks these fields and renders the tables):
   section, table   which question and which of its tables (docs/PERFORMANCE.md names them)
   run              one id per run: every cell of one run shares it ("SECTION/TABLE@DATE", or
                    "SECTION/TABLE@NAME" for a run of several commands given one run_name)
@@ -32,7 +32,7 @@ import shlex
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROG = "perf_record.py"
 # the /proc/cpuinfo flags that pick tpgen's CPU kernels (docs/KERNELS.md)
 CPU_FLAGS = ["avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
@@ -118,7 +118,7 @@ def record(path, section, table, cells, command, notes=None, date=None, commit=N
 def add_argument(ap, what):
     """--record FILE.jsonl on a bench tool's parser; what: the SECTION/TABLE it records."""
     ap.add_argument("--record", metavar="FILE.jsonl", default=None,
-                    help=f"append this run to results/ as {what} (tools/perf_record.py; docs/PERFORMANCE.md)")
+                    help=f"append this run to docs/bench/ as {what} (tools/bench/perf_record.py; docs/PERFORMANCE.md)")
 
 
 def parse_args(ap, prog):
@@ -189,7 +189,7 @@ def bench_comm_cells(rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--record", required=True, help="results/FILE.jsonl to append to")
+    ap.add_argument("--record", required=True, help="docs/bench/FILE.jsonl to append to")
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--from-tpgen-bench", metavar="JSON", help="a `tpgen bench --json` output ('-': stdin)")
     src.add_argument("--from-bench-comm", metavar="JSON", help="a `tpgen bench-comm --json` output ('-': stdin)")

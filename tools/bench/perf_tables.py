@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Render docs/PERFORMANCE.md's tables from the benchmark records in results/*.jsonl.
+"""Render docs/PERFORMANCE.md's tables from the benchmark records in docs/bench/*.jsonl.
 
-    python3 tools/perf_tables.py --check docs/PERFORMANCE.md     # exit 1 if a table differs (ctest)
-    python3 tools/perf_tables.py --write docs/PERFORMANCE.md     # regenerate them in place
-    python3 tools/perf_tables.py --history SECTION[/TABLE]       # every recorded run, newest first
-    python3 tools/perf_tables.py --list                          # the sections, tables, runs and tiers
+    python3 tools/bench/perf_tables.py --check docs/PERFORMANCE.md     # exit 1 if a table differs (ctest)
+    python3 tools/bench/perf_tables.py --write docs/PERFORMANCE.md     # regenerate them in place
+    python3 tools/bench/perf_tables.py --history SECTION[/TABLE]       # every recorded run, newest first
+    python3 tools/bench/perf_tables.py --list                          # the sections, tables, runs and tiers
 
 A table's place in the Markdown is a pair of comments; everything between them is generated:
 
@@ -15,10 +15,10 @@ A table's place in the Markdown is a pair of comments; everything between them i
 `rows="REGEX"` after SECTION/TABLE keeps only the rows whose label matches REGEX (re.search); the
 line under the table then says how many of the run's rows it shows.
 
-For each CPU tier with a run of SECTION/TABLE (tools/perf_record.py TIERS), the latest run (by date)
+For each CPU tier with a run of SECTION/TABLE (tools/bench/perf_record.py TIERS), the latest run (by date)
 becomes a table: its rows and columns in the order the run recorded them, and a line under it with
 the run's date, commit, CPU, flags, load and notes, then its command(s). Older runs stay in the data
-(--history shows them). Records are written by the bench tools' --record (tools/perf_record.py, which
+(--history shows them). Records are written by the bench tools' --record (tools/bench/perf_record.py, which
 lists the fields). Stdlib only.
 """
 import argparse
@@ -29,7 +29,7 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROG = "perf_tables.py"
 REQUIRED = {"section": str, "table": str, "run": str, "row": str, "metric": str, "unit": str, "command": str,
             "commit": str, "date": str, "cpu": dict, "tier": str}
@@ -46,7 +46,7 @@ def load(results_dir):
     """Every record of results_dir/*.jsonl, in file order, each with its source 'file:line'."""
     files = sorted(glob.glob(os.path.join(results_dir, "*.jsonl")))
     if not files:
-        raise DataError(f"no results/*.jsonl under {results_dir}")
+        raise DataError(f"no *.jsonl under {results_dir}")
     recs = []
     for path in files:
         with open(path, encoding="utf-8") as f:
@@ -151,7 +151,7 @@ def render_run(rs, rows_re=None):
         prov += f"; load average {first['load']}"
     prov += "."
     if len(rows) < len(all_rows):
-        prov += (f" Rows shown: {len(rows)} of {len(all_rows)} (`python3 tools/perf_tables.py --history "
+        prov += (f" Rows shown: {len(rows)} of {len(all_rows)} (`python3 tools/bench/perf_tables.py --history "
                  f"{first['section']}/{first['table']}` has them all).")
     if first.get("notes"):
         prov += " " + first["notes"]
@@ -173,7 +173,7 @@ def run_date(rs):
 def latest_per_tier(recs, key):
     runs = runs_of(recs, key)
     if not runs:
-        raise DataError(f"no records of {key} in results/")
+        raise DataError(f"no records of {key} in docs/bench/")
     for run, rs in runs.items():
         check_run(run, rs)
     best = {}
@@ -227,7 +227,7 @@ def main(argv=None):
     g.add_argument("--write", metavar="MD")
     g.add_argument("--history", metavar="SECTION[/TABLE]")
     g.add_argument("--list", action="store_true")
-    ap.add_argument("--results", default=os.path.join(ROOT, "results"), help="folder of *.jsonl (default results/)")
+    ap.add_argument("--results", default=os.path.join(ROOT, "docs", "bench"), help="folder of *.jsonl (default docs/bench/)")
     a = ap.parse_args(argv)
     try:
         recs = load(a.results)
@@ -266,12 +266,12 @@ def main(argv=None):
         return 0
     if new != text:
         diff = difflib.unified_diff(text.split("\n"), new.split("\n"), f"{path} (as committed)",
-                                    f"{path} (rendered from results/)", lineterm="", n=1)
+                                    f"{path} (rendered from docs/bench/)", lineterm="", n=1)
         sys.stdout.write("\n".join(diff) + "\n")
-        print(f"{PROG}: {path}'s tables differ from what results/ renders: run "
-              f"`python3 tools/perf_tables.py --write {path}` (after recording the new run)", file=sys.stderr)
+        print(f"{PROG}: {path}'s tables differ from what docs/bench/ renders: run "
+              f"`python3 tools/bench/perf_tables.py --write {path}` (after recording the new run)", file=sys.stderr)
         return 1
-    print(f"{PROG}: {path}: every table equals its rendering from results/")
+    print(f"{PROG}: {path}: every table equals its rendering from docs/bench/")
     return 0
 
 

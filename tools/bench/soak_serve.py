@@ -47,7 +47,7 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "common"))
 import serve_harness as sh  # noqa: E402
 check, ok, FAILS = sh.check, sh.ok, sh.FAILS

@@ -4,7 +4,7 @@
 # environment (CI: .ci/run) makes C/C++ warnings errors; off by default, so that a newer compiler's
 # new warnings do not stop a user's build.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTPGEN_CUDA="${TPGEN_CUDA:-AUTO}" \
       -DTPGEN_WERROR="${TPGEN_WERROR:-OFF}" >/dev/null
 cmake --build build -j"$(nproc)"

@@ -5,10 +5,10 @@
 # -fsanitize=fuzzer,address,undefined). Fails on any crash, sanitizer report, leak or hang (an
 # input running over 10 s); the input is left in build-fuzz/artifacts/<name>/: fix the bug,
 # then keep the input under tests/fuzz/regress/<name>/ so ctest replays it (label fuzz).
-#   bash tools/fuzz.sh [SECONDS] [TARGET...]     (default 30 s, every target)
+#   bash tools/dev/fuzz.sh [SECONDS] [TARGET...]     (default 30 s, every target)
 # New inputs the fuzzer finds go to build-fuzz/corpus/<name>/ (not committed; kept across runs).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 secs=${1:-30}
 shift || true
 build=${TPGEN_FUZZ_BUILD:-build-fuzz}
@@ -25,15 +25,15 @@ fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # fuzz_request runs the engine in-process: a singleton MPI job (as root too), whose runtime keeps
-# memory until exit by design (tools/lsan.supp names only the MPI libraries; their stacks need
+# memory until exit by design (tools/dev/lsan.supp names only the MPI libraries; their stacks need
 # the slow unwinder, fast_unwind_on_malloc=0, set for that target below: Open MPI has no frame
 # pointers, and a leak's stack would end in "<unknown module>", which no suppression matches)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tools/lsan.supp:print_suppressions=0}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tools/dev/lsan.supp:print_suppressions=0}
 failed=()
 for t in "${targets[@]}"; do
   bin="$build/fuzz/fuzz_$t"
-  [ -x "$bin" ] || { echo "tools/fuzz.sh: no target $t (have: $(ls "$build/fuzz" | tr '\n' ' '))" >&2; exit 2; }
+  [ -x "$bin" ] || { echo "tools/dev/fuzz.sh: no target $t (have: $(ls "$build/fuzz" | tr '\n' ' '))" >&2; exit 2; }
   work="$build/corpus/$t" art="$build/artifacts/$t"
   mkdir -p "$work" "$art"
   seeds=(tests/fuzz/corpus/"$t")
@@ -53,6 +53,6 @@ for t in "${targets[@]}"; do
   fi
 done
 if ((${#failed[@]})); then
-  echo "tools/fuzz.sh: crashes in: ${failed[*]}" >&2
+  echo "tools/dev/fuzz.sh: crashes in: ${failed[*]}" >&2
   exit 1
 fi

@@ -7,10 +7,10 @@ pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-de
 # Slurm tests (tests/slurm): a one-node cluster. libpmix-dev: Slurm's mpi/pmix plugin dlopens the
 # unversioned libpmix.so, which only the -dev package ships (without it `srun --mpi=pmix` fails).
 pkgs+=(slurm-wlm munge libpmix-dev)
-# tools/fuzz.sh: clang with libFuzzer and the sanitizer runtimes; libomp for OpenMP under clang.
+# tools/dev/fuzz.sh: clang with libFuzzer and the sanitizer runtimes; libomp for OpenMP under clang.
 pkgs+=(clang libclang-rt-14-dev libomp-dev)
 pkgs+=(libmicrohttpd-dev curl python3-pip) # tpgen serve, and its tests
-pkgs+=(python3-venv libpython3.11) # Triton tests: tools/install-triton.sh's venv; the Python-backend stub embeds Debian 12's libpython3.11
+pkgs+=(python3-venv libpython3.11) # Triton tests: tools/dev/install-triton.sh's venv; the Python-backend stub embeds Debian 12's libpython3.11
 # oneDNN: the CPU backend's --dtype bf16 (batched GEMMs); the build works without it (f32 only).
 pkgs+=(libdnnl-dev)
 missing=()
@@ -18,7 +18,7 @@ for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  echo "tools/install-deps.sh: installing ${missing[*]}"
+  echo "tools/dev/install-deps.sh: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -4,12 +4,12 @@
 # clients (`tritonclient[grpc,http]`) into a Python venv, then prints the `tritonserver` command
 # for launcher/triton/model_repository. Reuses the venv when it already has both.
 #
-# usage: tools/install-triton.sh [VENV]      (default: build/triton-venv)
+# usage: tools/dev/install-triton.sh [VENV]      (default: build/triton-venv)
 # The Python backend needs a stub built for the Python that runs model.py: the wheel ships one
 # per Python version under pytriton/tritonserver/python_backend_stubs/3.X/; the one matching the
 # venv's Python is copied next to libtriton_python.so (backends/python/), where Triton looks.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
 venv="${1:-$root/build/triton-venv}"
 PYTRITON_VERSION="${PYTRITON_VERSION:-0.7.0}"
 py="${PYTHON:-python3}"

@@ -2,9 +2,9 @@
 # The CPU test suite under AddressSanitizer + UndefinedBehaviorSanitizer, leak detection on.
 # Builds build-san/ (-DTPGEN_SANITIZE=address,undefined, CPU engine only) and runs ctest there.
 # Every UBSan finding is fatal (-fno-sanitize-recover); LeakSanitizer fails any test that leaks,
-# except leaks inside the MPI runtime (tools/lsan.supp). Run by .ci/run after tools/test.sh.
+# except leaks inside the MPI runtime (tools/dev/lsan.supp). Run by .ci/run after tools/test.sh.
 #
-# usage: tools/test-sanitize.sh [--all | --slice K/N | --thread] [ctest args...]
+# usage: tools/dev/test-sanitize.sh [--all | --slice K/N | --thread] [ctest args...]
 #   default (CI): the fixed subset (TPGEN_SANITIZE_SUBSET below) and one rotating slice of every
 #   other test: slice K of N (N = TPGEN_SANITIZE_SLICES, default 10), K from the checked-out
 #   commit (its hash mod N; the day number mod N outside a git checkout), so each commit runs a
@@ -18,9 +18,9 @@
 #   (-DTPGEN_SANITIZE=thread; only tpgen, the canary and test_request_params, which is all these
 #   tests run) and runs the server tests (label server: libmicrohttpd's connection threads and the
 #   engine thread) and the sanitizer canaries (sanitize_catches_race shows TSan is on). Any report fails the
-#   test (TSan exits 66); tools/tsan.supp holds the few reports wholly inside Open MPI.
+#   test (TSan exits 66); tools/dev/tsan.supp holds the few reports wholly inside Open MPI.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 all=0 slice=
 if [ "${1:-}" = "--all" ]; then all=1; shift; fi
 if [ "${1:-}" = "--slice" ]; then
@@ -37,7 +37,7 @@ if [ "${1:-}" = "--thread" ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     # second_deadlock_stack: both stacks of a lock-order report; the run goes on after a report
     # (halt_on_error=0) so one test shows every race it meets, and still exits 66.
-    export TSAN_OPTIONS=suppressions=$PWD/tools/tsan.supp:second_deadlock_stack=1:halt_on_error=0
+    export TSAN_OPTIONS=suppressions=$PWD/tools/dev/tsan.supp:second_deadlock_stack=1:halt_on_error=0
     exec ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -L 'server|sanitize' "$@"
 fi
 build=${TPGEN_SANITIZE_BUILD:-build-san}
@@ -46,9 +46,9 @@ cmake --build "$build" -j"$(nproc)"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # fast_unwind_on_malloc=0: Open MPI's libraries have no frame pointers; the slow unwinder gives
-# whole stacks, so tools/lsan.supp can match the MPI library that allocated.
+# whole stacks, so tools/dev/lsan.supp can match the MPI library that allocated.
 export ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=0
-export LSAN_OPTIONS=suppressions=$PWD/tools/lsan.supp:print_suppressions=0
+export LSAN_OPTIONS=suppressions=$PWD/tools/dev/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # The CI subset: LeakSanitizer's exit-time check costs seconds per MPI process, so the whole
 # suite takes several times the plain one (docs/RELIABILITY.md has the figures). The subset keeps
@@ -79,6 +79,6 @@ if head=$(git rev-parse HEAD 2>/dev/null); then k=$(( 16#${head:0:7} % n )) why=
 else k=$(( $(date -u +%s) / 86400 % n )) why="day $(date -u +%F)"; fi
 picked=$(slice_tests "$k" "$n")
 echo "test-sanitize: the fixed subset and slice $k/$n ($why: $(echo "$picked" | grep -c .) tests;" \
-     "rerun it alone with: tools/test-sanitize.sh --slice $k/$n)"
+     "rerun it alone with: tools/dev/test-sanitize.sh --slice $k/$n)"
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" \
       -R "($TPGEN_SANITIZE_SUBSET)|($(echo "$picked" | names_regex))" "$@"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Prepares baseline (b) of issue 15 (tools/seed_pattern/README.md): the Triton of tools/install-triton.sh
+# Prepares baseline (b) of issue 15 (tools/dev/seed_pattern/README.md): the Triton of tools/dev/install-triton.sh
 # (nvidia-pytriton's tritonserver, in a venv), plus torch and transformers for the Python backend's stub.
 #
-# usage: tools/seed_pattern/setup.sh [VENV]     (default: build/triton-venv)
+# usage: tools/dev/seed_pattern/setup.sh [VENV]     (default: build/triton-venv)
 # Prints, on stdout, the environment lines for tritonserver (eval them, or read them):
 #   SEED_PYTHONPATH=DIR   site-packages holding torch + transformers, for the models' python_path
 #   TRITONSERVER=PATH BACKENDS=DIR PYTHONPATH=DIR
@@ -11,12 +11,12 @@
 # Python must be the same 3.X as the stub. PYTHON=... picks it (default: python3).
 # Exit status 77 when torch/transformers or Triton cannot be set up (the ctest's SKIPPED).
 set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
 venv="${1:-$root/build/triton-venv}"
 py="${PYTHON:-python3}"
 
 if ! "$py" -c 'import torch, transformers' 2>/dev/null; then
-  echo "seed_pattern/setup: SKIP: $py cannot import torch and transformers (pip install -r tools/requirements-fixtures.txt)" >&2
+  echo "seed_pattern/setup: SKIP: $py cannot import torch and transformers (pip install -r tools/fixtures/requirements-fixtures.txt)" >&2
   exit 77
 fi
 site="$("$py" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')"
@@ -24,8 +24,8 @@ tsite="$("$py" -c 'import os, transformers; print(os.path.dirname(os.path.dirnam
 [ "$tsite" = "$site" ] || site="$site:$tsite"
 pyver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
-if ! PYTHON="$py" bash "$root/tools/install-triton.sh" "$venv" >/dev/null; then
-  echo "seed_pattern/setup: SKIP: tools/install-triton.sh could not set up Triton in $venv" >&2
+if ! PYTHON="$py" bash "$root/tools/dev/install-triton.sh" "$venv" >/dev/null; then
+  echo "seed_pattern/setup: SKIP: tools/dev/install-triton.sh could not set up Triton in $venv" >&2
   exit 77
 fi
 vpy="$venv/bin/python"

@@ -10,7 +10,7 @@ pattern issue 15 names as the problem: the KV cache crosses the Triton boundary 
 Each response carries, for its token: step_ms (one loop iteration as this model sees it: the BLS
 round trip, numpy <-> Triton tensors, sampling, detokenizing; not the send of the response), and codegen_step's own
 forward_ms and execute_ms, and context (tokens in the KV cache sent with the step), so the
-overhead step_ms - forward_ms can be plotted against context (tools/bench_baselines.py).
+overhead step_ms - forward_ms can be plotted against context (tools/bench/bench_baselines.py).
 """
 import json
 import os
@@ -29,7 +29,7 @@ def _extend_path(extra=""):
     # The stub's embedded Python (the system's libpython3.X) does not put PYTHONPATH on sys.path, and
     # imports this file before the backend's utilities (which need numpy): PYTHONPATH first (the
     # Triton venv's numpy 1.x: the utilities mis-read string tensors with numpy 2), then torch and
-    # transformers from the python_path parameter or $SEED_PYTHONPATH (tools/seed_pattern/setup.sh).
+    # transformers from the python_path parameter or $SEED_PYTHONPATH (tools/dev/seed_pattern/setup.sh).
     for d in reversed([x for v in (os.environ.get("PYTHONPATH", ""), extra, os.environ.get("SEED_PYTHONPATH", ""))
                        for x in v.split(os.pathsep)]):
         if d and d not in sys.path:

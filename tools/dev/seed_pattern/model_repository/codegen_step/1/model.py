@@ -23,7 +23,7 @@ def _extend_path(extra=""):
     # The stub's embedded Python (the system's libpython3.X) does not put PYTHONPATH on sys.path, and
     # imports this file before the backend's utilities (which need numpy): PYTHONPATH first (the
     # Triton venv's numpy 1.x: the utilities mis-read string tensors with numpy 2), then torch and
-    # transformers from the python_path parameter or $SEED_PYTHONPATH (tools/seed_pattern/setup.sh).
+    # transformers from the python_path parameter or $SEED_PYTHONPATH (tools/dev/seed_pattern/setup.sh).
     for d in reversed([x for v in (os.environ.get("PYTHONPATH", ""), extra, os.environ.get("SEED_PYTHONPATH", ""))
                        for x in v.split(os.pathsep)]):
         if d and d not in sys.path:
@@ -44,7 +44,7 @@ class TritonPythonModel:
         except ImportError as e:
             raise pb_utils.TritonModelException(
                 "codegen_step needs torch and transformers: %s (set the python_path parameter or $SEED_PYTHONPATH "
-                "to the site-packages that has them; tools/seed_pattern/setup.sh prints it)" % e)
+                "to the site-packages that has them; tools/dev/seed_pattern/setup.sh prints it)" % e)
         if not p.get("model") or not os.path.isfile(os.path.join(p["model"], "config.json")):
             raise pb_utils.TritonModelException("codegen_step: parameter model (or $SEED_MODEL) must be an HF CodeGen "
                                                 "checkpoint directory with config.json, got %r" % p.get("model"))
