@@ -10,7 +10,6 @@
 
 #include "util/log.h"
 #include "kernels/common/tp_act.h"
-#include "kernels/common/tp_rng.h"
 #include "kernels/common/tp_rotary.h"
 #include "kernels/cpu/cpu_attn.h"
 #include "kernels/cpu/cpu_bf16.h"
@@ -31,22 +30,6 @@ static void bf16_upload(tp_backend *b, void *dst, const void *src_host, tp_dtype
         if (st == TP_F32) f = tp_load_f32(src_host, i);
         else f = tp_f16_to_f32(tp_load_u16(src_host, i));
         d[i] = f2b(f);
-    }
-}
-
-/* The f32 backend's draws (a pure function of seed and index, kernels/common/tp_rng.h), rounded:
- * the bits the CUDA backend's bf16 fill gives. dst[i] is draw first + i (draws come in pairs,
- * 2 j and 2 j + 1). */
-CPU_SIMD_CLONES void bf16_fill_random_range(tp_backend *b, uint16_t *dst, size_t first, size_t n, uint64_t seed,
-                                            float mean, float std) {
-    const uint64_t key = tp_rng_key(seed);
-    const size_t j0 = first / 2, j1 = (first + n + 1) / 2;
-    #pragma omp parallel for schedule(static) num_threads(cpu_threads(b)) if (n >= CPU_PAR_MIN)
-    for (size_t j = j0; j < j1; j++) {
-        float x[2];
-        tp_fill_random_pair(key, (uint64_t)j, mean, std, &x[0], &x[1]);
-        for (size_t i = 2 * j; i < 2 * j + 2; i++)
-            if (i >= first && i < first + n) dst[i - first] = f2b(x[i - 2 * j]);
     }
 }
 

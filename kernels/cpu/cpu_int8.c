@@ -3,7 +3,7 @@
  * output row (kernels/common/tp_quant.h), quantized at load from the checkpoint's dtype, each
  * rank its own shard only.
  *
- * Matrix buffer: q [N, K] int8 in panels of 16 rows with k pairs interleaved (cpu_int8.h), then
+ * Matrix buffer: q [N, K] int8 in panels of 16 rows with k pairs interleaved (cpu_int8_kernels.h), then
  * at a 64-byte-aligned offset the scales [N] f32. y[t, n] = scale[n] * sum_k q[n, k] x[t, k]
  * (+ y) (+ bias) (GELU): the sum exact in integers on x rounded to int16 (GEMV, GEMM), or in
  * f32 (panels); the epilogue in f32.
@@ -106,7 +106,7 @@ static void report(tp_backend *b, unsigned bit, const char *op, const char *path
     tp_log0("cpu int8: %s -> %s\n", op, path);
 }
 
-/* ---- matrix layout (cpu_int8.h) ---- */
+/* ---- matrix layout (cpu_int8_kernels.h) ---- */
 size_t cpu_int8_q_bytes(int N, int K) {
     return ((size_t)cpu_i8_panels(N) * cpu_i8_panel_bytes(K) + 63) & ~(size_t)63;
 }

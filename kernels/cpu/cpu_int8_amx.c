@@ -1,5 +1,5 @@
 /* int8 GEMM on AMX (AMX-TILE + AMX-INT8; --weights int8, T above the GEMV range): the same bits
- * as every other int8 kernel (cpu_int8.h), on Intel's tile unit.
+ * as every other int8 kernel (cpu_int8_kernels.h), on Intel's tile unit.
  *
  * Scheme: exact, on the int16 x of the other tiers. AMX multiplies bytes only (tdpbssd: s8 x s8,
  * tdpbusd: u8 x s8, four products summed into an int32 lane), so each int16 x is split in two
@@ -15,7 +15,7 @@
  * rows of q each, int32); A: 2 (hi and lo of 16 tokens x 64 k); B: 2 (2 panels, 64 k x 16 rows,
  * as 16 rows of 4 k-interleaved bytes: [k/4][16][4]). A k step of 64: 4 tile loads, 4 tdp
  * (16 x 16 x 64 products each).
- * q's panels ([KP][16][2], cpu_int8.h) are not B's layout ([K/4][16][4]): a thread repacks its
+ * q's panels ([KP][16][2], cpu_int8_kernels.h) are not B's layout ([K/4][16][4]): a thread repacks its
  * group of up to SP panels per call into a buffer of its own (one pass over the rows it reads
  * anyway; L2-sized: SP * 16 * K bytes, 256 KiB at K = 1024), then runs every 16-token block of
  * x through it. x's hi and lo bytes are made once per call, as A tiles (zero past T and K). */
@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "util/log.h"
-#include "kernels/cpu/cpu_int8.h"
+#include "kernels/cpu/cpu_int8_kernels.h"
 
 #define NR CPU_I8_NR
 #define TM 16      /* tokens a tile: rows of A and C */

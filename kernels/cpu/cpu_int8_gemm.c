@@ -1,6 +1,6 @@
 /* int8 GEMM on the integer units for batched steps and prefill (--weights int8, T above the
  * GEMV range), AVX2: y[T, N] = epi(sx[t] * sum_k q[n, k] xq[t, k]) on the GEMV's int16 x
- * (cpu_int8.h). The sums are exact integers, so y is the same bits as the GEMV kernels and
+ * (cpu_int8_kernels.h). The sums are exact integers, so y is the same bits as the GEMV kernels and
  * their plain-C twin at every T: the GEMV/GEMM crossover changes no output.
  *
  * vpmaddwd multiplies int16 pairs and adds each pair: 16 products an instruction, exact where
@@ -8,7 +8,7 @@
  * 54-69 G MAC/s a core against the f32 FMA's 46): the ceiling of exact int8 on AVX2.
  *
  * Blocking (per thread, groups of NR = 16-row panels of q; cpu_int8_gemm_avx2):
- *  - q is stored in panel order (cpu_int8.h: [KP][NR][2] int8 a panel, k pairs interleaved,
+ *  - q is stored in panel order (cpu_int8_kernels.h: [KP][NR][2] int8 a panel, k pairs interleaved,
  *    32 B per pair, K * 16 B a panel: 16 KiB at K = 1024), so nothing is packed per call (the
  *    per-call int16 pack of each panel was 17% of a batch-32 step, perf); a thread takes a
  *    group of up to SP panels; x runs in chunks of up to XC_BYTES kept in L2 across the
@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "util/log.h"
-#include "kernels/cpu/cpu_int8.h"
+#include "kernels/cpu/cpu_int8_kernels.h"
 
 #define NB 2        /* int32 vectors of 8 rows per panel */
 #define MR 6        /* tokens per micro-kernel tile */

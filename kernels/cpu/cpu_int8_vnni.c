@@ -1,6 +1,6 @@
 /* int8 GEMV and GEMM on VNNI (--weights int8): AVX512-VNNI (zmm) and AVX-VNNI (ymm, VEX).
  *
- * Scheme: the AVX2 kernels' (cpu_int8.h): q int8 in 16-row panels with k pairs interleaved, x
+ * Scheme: the AVX2 kernels' (cpu_int8_kernels.h): q int8 in 16-row panels with k pairs interleaved, x
  * rounded to int16 per token, exact integer sums, the f32 epilogue. vpdpwssd adds the two int16
  * products of each pair to an int32 lane in one instruction (exact: no saturation in the non-"s"
  * form), where AVX2 needs vpmaddwd + vpaddd. So these kernels give the same bits as the AVX2
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "util/log.h"
-#include "kernels/cpu/cpu_int8.h"
+#include "kernels/cpu/cpu_int8_kernels.h"
 
 #define NR CPU_I8_NR
 #define KB 512 /* pairs per int32 block */

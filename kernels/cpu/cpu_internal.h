@@ -2,7 +2,7 @@
  *
  * The CPU backend keeps everything in f32 host memory (act = TP_F32): weights as uploaded
  * (Linear weights stay in HF layout [N, K], which cblas reads transposed; --weights int8 keeps
- * them in panels, cpu_int8.h), activations and the paged KV cache. Ops are OpenMP loops; GEMM
+ * them in panels, cpu_int8_kernels.h), activations and the paged KV cache. Ops are OpenMP loops; GEMM
  * is OpenBLAS. Each op function here has the signature of its tp_backend pointer. */
 #ifndef TPGEN_CPU_INTERNAL_H
 #define TPGEN_CPU_INTERNAL_H
