@@ -46,6 +46,6 @@ list(APPEND TPGEN_CYCLE_INPUTS $<TARGET_OBJECTS:tpgen>)
 if(TARGET tpgen_cuda)
   list(APPEND TPGEN_CYCLE_INPUTS $<TARGET_OBJECTS:tpgen_cuda>)
 endif()
-add_test(NAME layering_no_mutual_files COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layering/check_cycles.sh --src ${CMAKE_SOURCE_DIR}/kernels ${TPGEN_CYCLE_INPUTS}
+add_test(NAME layering_no_mutual_files COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/layering/check_cycles.sh --src ${CMAKE_SOURCE_DIR} ${TPGEN_CYCLE_INPUTS}
          COMMAND_EXPAND_LISTS)
 set_tests_properties(layering_no_mutual_files PROPERTIES LABELS layering TIMEOUT 60)

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "config_fields.h"
 
 /* ---- config.json fields ---- */
 
