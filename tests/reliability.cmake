@@ -77,6 +77,7 @@ rel_error(cfg_rotary_big "rotary_dim 32 must be even and at most head_dim 16" FI
           ARGS score --model ${REL_FAULTY}/rotary_big --ids 1,2 ${REL_CPU})
 rel_faulty(cfg_heads_not4 heads_not4 "n_head 2 is not a multiple of 4")
 rel_faulty(cfg_heads_nodiv heads_nodiv "n_embd 64 is not divisible by n_head 12")
+rel_faulty(cfg_heads_zero heads_zero "heads_zero/config\\.json: n_head 0 must be at least 1")
 
 # index entries may not leave the model directory (the files they name exist)
 rel_faulty(index_escape index_escape
