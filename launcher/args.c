@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "util/log.h"
+#include "util/threads.h"
 #include "checkpoint/hub.h"
 #include "checkpoint/remote_code.h" /* TP_MAX_QKV_GROUPS */
 #include "sched/sampler.h"
@@ -152,7 +153,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--dtype")) a->dtype = VAL();
         else if (IS("--weights")) a->weights = VAL();
         else if (IS("--comm")) a->comm = VAL();
-        else if (IS("--threads")) a->threads = (int)tp_parse_long(flag, VAL(), 0, 4096);
+        else if (IS("--threads")) a->threads = (int)tp_parse_long(flag, VAL(), 0, TP_THREADS_MAX);
         else if (IS("--fim") && (gen || serve)) a->fim = VAL();
         else if (IS("--suffix") && gen) a->suffix = VAL();
         else if (IS("--ignore-suffix") && serve) a->ignore_suffix = 1;

@@ -18,6 +18,8 @@
  * can see the check fail. */
 #include <errno.h>
 #include <stdio.h>
+
+#include "util/threads.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,7 +106,7 @@ static void comm_args_parse(comm_args *c, int argc, char **argv) {
         else if (IS("--json")) c->json = 1;
         else if (IS("--backend")) c->job.backend = VAL();
         else if (IS("--comm")) c->job.comm = VAL();
-        else if (IS("--threads")) c->job.threads = (int)tp_parse_long(flag, VAL(), 0, 4096);
+        else if (IS("--threads")) c->job.threads = (int)tp_parse_long(flag, VAL(), 0, TP_THREADS_MAX);
         else tp_die_all("unknown flag %s for `tpgen bench-comm`\n%s", flag, USAGE);
 #undef IS
 #undef VAL

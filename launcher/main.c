@@ -23,6 +23,11 @@ static const char *USAGE =
 int main(int argc, char **argv) {
     /* before anything else: may re-execute (util/threads.h), also to give OpenBLAS the kernels of
      * a CPU it does not know (kernels/cpu/cpu_blas_core.c) */
+    char err[512];
+    if (tp_threads_env_check(err, sizeof err)) { /* before any OpenMP region, on every rank */
+        fprintf(stderr, "tpgen: error: %s\n", err);
+        return 2;
+    }
     tp_threads_env_early(argv, tp_cpu_blas_core_override());
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(USAGE, argc < 2 ? stderr : stdout);

@@ -201,3 +201,16 @@ set_tests_properties(errors_ckpt_valid_copy_runs PROPERTIES LABELS "errors;mpi" 
 # ---- a model path that does not exist is said first (not "needs a tokenizer") ----
 error_test(model_dir_missing_text_prompt "--model /nonexistent/tpgen-model: No such file or directory"
            ARGS generate --model /nonexistent/tpgen-model --prompt "def f" ${ERR_CPU})
+
+# ---- environment ----
+# OMP_NUM_THREADS above --threads' limit (4096; 100000 crashed in libgomp, 40,000-60,000 ended in
+# "Thread creation failed"): refused on every rank naming the variable and the limit, also a
+# level of libgomp's list form (issue 41 item 6)
+error_test(env_omp_threads "OMP_NUM_THREADS=100000: 100000 threads per rank is above tpgen's limit 4096"
+           ARGS generate --model ${TPGEN_TEST_DATA}/tiny-f32 --prompt-ids 1,2 --max-new-tokens 2 --backend cpu)
+set_tests_properties(errors_env_omp_threads PROPERTIES
+                     ENVIRONMENT "OMPI_MCA_odls_base_sigkill_timeout=0;OMP_NUM_THREADS=100000")
+error_test(env_omp_threads_list "OMP_NUM_THREADS=2,50000: 50000 threads per rank is above tpgen's limit 4096" NP 0
+           ARGS bench --config ${CMAKE_SOURCE_DIR}/configs/tiny-demo.json --random-weights --backend cpu --batch 1
+                --context 8 --steps 1 --prefill 0)
+set_tests_properties(errors_env_omp_threads_list PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=2,50000")

@@ -61,6 +61,24 @@ void tp_threads_env_early(char **argv, const char *blas_core) {
     if (strstr(set, "OPENBLAS_CORETYPE")) unsetenv("OPENBLAS_CORETYPE");
 }
 
+int tp_threads_env_check(char *err, size_t err_size) {
+    const char *v = getenv("OMP_NUM_THREADS");
+    for (const char *p = v; p && *p;) { /* each level of the list; what does not parse is libgomp's to judge */
+        char *end;
+        errno = 0;
+        const long n = strtol(p, &end, 10);
+        if (end != p && (n > TP_THREADS_MAX || errno == ERANGE)) {
+            snprintf(err, err_size, "OMP_NUM_THREADS=%s: %.*s threads per rank is above tpgen's limit %d (as for "
+                     "--threads); set it to at most %d or unset it", v, (int)(end - p), p, TP_THREADS_MAX,
+                     TP_THREADS_MAX);
+            return -1;
+        }
+        const char *c = strchr(p, ',');
+        p = c ? c + 1 : NULL;
+    }
+    return 0;
+}
+
 int tp_threads_pick(int flag, const char *omp_env, int online, int allowed, int local_ranks, const char **why) {
     const char *w;
     int n;

@@ -13,6 +13,8 @@
  * tp_threads_env_early re-executes the program once with the variables set. */
 #pragma once
 
+#include <stddef.h>
+
 /* Variables tpgen sets for the runtimes when the user did not (comma-separated in
  * TPGEN_THREADS_SET after the re-exec, which also marks that it happened). */
 #define TP_THREADS_SET_VAR "TPGEN_THREADS_SET"
@@ -22,6 +24,14 @@
  * them and execv()s /proc/self/exe with the same argv (does not return then). When the exec
  * fails, warns once and returns (the process runs with the runtimes' defaults). */
 void tp_threads_env_early(char **argv, const char *blas_core);
+
+/* The most OpenMP threads per rank: --threads' limit, and OMP_NUM_THREADS's (libgomp crashes or
+ * fails to create threads far above it). */
+#define TP_THREADS_MAX 4096
+/* OMP_NUM_THREADS ("N" or libgomp's list "N,M,..."): 0 when unset or every level is at most
+ * TP_THREADS_MAX, else -1 with err naming the variable, the level's value and the limit. Checked
+ * in main before any OpenMP region (libgomp reads the variable at startup, uses it at the first). */
+int tp_threads_env_check(char *err, size_t err_size);
 
 /* The thread-count rule (the header comment), a pure function for tests:
  *   flag: --threads (0 or less: not given); omp_env: OMP_NUM_THREADS or NULL (its first value

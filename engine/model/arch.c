@@ -28,6 +28,21 @@ static int need_int(const json_value *root, const char *key, int *out, const cha
     return r == 1 ? 0 : -1;
 }
 
+/* Shape keys that must be at least 1, each refused by its own config.json name (a 0 read on
+ * would surface as a derived value the config does not have, e.g. head_dim 0 from heads 0). */
+typedef struct {
+    const char *key;
+    int value;
+} shape_key;
+static int need_positive(const shape_key *k, size_t n, const char *path, char *err, size_t err_size) {
+    for (size_t i = 0; i < n; i++)
+        if (k[i].value <= 0) {
+            snprintf(err, err_size, "%s: %s %d must be at least 1", path, k[i].key, k[i].value);
+            return -1;
+        }
+    return 0;
+}
+
 /* A positive finite number (epsilons, rope_theta); absent or null keeps the default. */
 static int get_pos(const json_value *root, const char *key, float *out, const char *path, char *err, size_t err_size) {
     const json_value *v = json_get(root, key);
@@ -85,6 +100,10 @@ static int codegen_read(const json_value *root, const char *path, tp_config *c, 
     if (get_pos(root, "layer_norm_epsilon", &c->norm_eps, path, err, err_size)) return -1;
     c->tie_word_embeddings = 0;
     if (get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, path, err, err_size)) return -1;
+    const shape_key cg_shape[] = {{"vocab_size", c->vocab_size}, {"n_positions", c->n_positions},
+                                  {"n_embd", c->n_embd},         {"n_layer", c->n_layer},
+                                  {"n_head", c->n_head},         {"n_inner", c->n_inner}};
+    if (need_positive(cg_shape, sizeof cg_shape / sizeof cg_shape[0], path, err, err_size)) return -1;
     c->n_kv_head = c->n_head;
     if (c->n_head > 0 && c->n_embd % c->n_head) {
         snprintf(err, err_size, "%s: n_embd %d is not divisible by n_head %d", path, c->n_embd, c->n_head);
@@ -98,6 +117,19 @@ static int codegen_read(const json_value *root, const char *path, tp_config *c, 
 }
 
 /* ---- LLaMA (HF LlamaConfig; CodeGen2.5 is one) ---- */
+
+/* A partial_rotary_factor (obj's last key of name) absent, null or 1: tpgen rotates all of head_dim. */
+static int want_full_rotary(const json_value *obj, const char *name, const char *path, char *err, size_t err_size) {
+    const char *dot = strrchr(name, '.');
+    float prf = 1.0f;
+    if (get_pos(obj, dot ? dot + 1 : name, &prf, path, err, err_size)) return -1;
+    if (prf != 1.0f) {
+        snprintf(err, err_size, "%s: %s %g is not supported (LLaMA rotates all of head_dim: 1.0)", path, name,
+                 (double)prf);
+        return -1;
+    }
+    return 0;
+}
 
 /* rope_scaling must be null; transformers 5 writes rope_parameters {rope_type, rope_theta} instead
  * of rope_theta: only rope_type "default" (plain RoPE) is run. */
@@ -113,6 +145,9 @@ static int llama_rope(const json_value *root, const char *path, tp_config *c, ch
     }
     c->rope_theta = 10000.0f;
     if (get_pos(root, "rope_theta", &c->rope_theta, path, err, err_size)) return -1;
+    /* HF 4.x's default RoPE reads a top-level partial_rotary_factor (getattr(config, ...)); 5.x
+     * moves it into rope_parameters: refused in both places, each named as written. */
+    if (want_full_rotary(root, "partial_rotary_factor", path, err, err_size)) return -1;
     const json_value *rp = json_get(root, "rope_parameters");
     if (!rp || rp->type == JSON_NULL) return 0;
     if (rp->type != JSON_OBJECT) {
@@ -122,14 +157,7 @@ static int llama_rope(const json_value *root, const char *path, tp_config *c, ch
     if (want_str(rp, "rope_type", "default", "tpgen runs plain RoPE: rope_type \"default\"", path, err, err_size))
         return -1;
     if (get_pos(rp, "rope_theta", &c->rope_theta, path, err, err_size)) return -1;
-    float prf = 1.0f;
-    if (get_pos(rp, "partial_rotary_factor", &prf, path, err, err_size)) return -1;
-    if (prf != 1.0f) {
-        snprintf(err, err_size, "%s: rope_parameters.partial_rotary_factor %g is not supported (LLaMA rotates all of "
-                                "head_dim: 1.0)", path, (double)prf);
-        return -1;
-    }
-    return 0;
+    return want_full_rotary(rp, "rope_parameters.partial_rotary_factor", path, err, err_size);
 }
 
 static int llama_read(const json_value *root, const char *path, tp_config *c, char *err, size_t err_size) {
@@ -151,6 +179,14 @@ static int llama_read(const json_value *root, const char *path, tp_config *c, ch
         return -1;
     c->n_kv_head = c->n_head; /* num_key_value_heads: None -> num_attention_heads */
     if (get_int(root, "num_key_value_heads", &c->n_kv_head, path, err, err_size) < 0) return -1;
+    const shape_key ll_shape[] = {{"vocab_size", c->vocab_size},
+                                  {"hidden_size", c->n_embd},
+                                  {"intermediate_size", c->n_inner},
+                                  {"num_hidden_layers", c->n_layer},
+                                  {"num_attention_heads", c->n_head},
+                                  {"num_key_value_heads", c->n_kv_head},
+                                  {"max_position_embeddings", c->n_positions}};
+    if (need_positive(ll_shape, sizeof ll_shape / sizeof ll_shape[0], path, err, err_size)) return -1;
     if (c->n_head > 0 && c->n_embd % c->n_head && !json_get(root, "head_dim")) {
         snprintf(err, err_size, "%s: hidden_size %d is not divisible by num_attention_heads %d (and no head_dim)",
                  path, c->n_embd, c->n_head);

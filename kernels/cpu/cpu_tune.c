@@ -183,13 +183,22 @@ static void make_dirs(const char *path) {
 }
 
 /* The header, the kept lines and the new one, through a temporary file renamed over path (two
- * processes writing at once: one's line is lost and measured again next time, never torn). */
+ * processes writing at once: one's line is lost and measured again next time, never torn). The
+ * temporary is made by mkstemp (O_CREAT|O_EXCL, an unguessable name) in path's directory: a
+ * predictable name opened with fopen("wb") followed a symlink planted there and overwrote its target. */
 static int cache_write(const char *path, const char *keep, const char *line) {
     make_dirs(path);
     char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) return -1;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) return -1;
+    const int fd = mkstemp(tmp);
+    if (fd < 0) return -1;
+    /* mkstemp makes it 0600; the cache stays readable as before (a fopen'd file, umask 022) */
+    FILE *fp = fchmod(fd, 0644) == 0 ? fdopen(fd, "wb") : NULL;
+    if (!fp) {
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
     int ok = fprintf(fp, "%s\n%s%s\n", CACHE_HEADER, keep, line) > 0;
     ok = (fclose(fp) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {

@@ -69,6 +69,7 @@ typedef struct {
     char *text;            /* the prompt as text (for echo): as given, or decoded */
     size_t text_len;
     size_t *tok_off;       /* [n] bytes of text before each prompt token */
+    int fim;               /* a fill-in-the-middle prompt: echoed with its control tokens (docs/SERVING.md) */
     /* echo with logprobs: scored in the prefill of the prompt's first choice, moved here by the
      * engine thread (its TP_EV_SCORED event, under mu); NULL when cancelled before */
     float *lps;            /* [n], lps[0] = NaN */

@@ -298,6 +298,7 @@ static int parse_text(tp_server *s, errctx *e, const json_value *v, const fim_su
     }
     p->ids = ids;
     p->n = (int)n;
+    p->fim = fs != NULL;
     if (fs) return 0; /* echo: the FIM prompt's text, from its ids (prompt_offsets) */
     p->text = tp_malloc(v->str_len + 1);
     memcpy(p->text, v->str, v->str_len + 1);
@@ -309,7 +310,9 @@ static int parse_text(tp_server *s, errctx *e, const json_value *v, const fim_su
 static void prompt_offsets(tp_server *s, srv_prompt *p) {
     p->tok_off = tp_calloc(p->n, sizeof(size_t));
     if (!s->tok) return;
-    tp_detok_stream *d = tp_detok_stream_new(s->tok, 1);
+    /* a FIM prompt keeps its control tokens (<mask_1>, <sep>, ...): echo returns the prompt the model
+     * was given, the user's prefix and suffix told apart, each logprobs token at its text_offset */
+    tp_detok_stream *d = tp_detok_stream_new(s->tok, !p->fim);
     char *out = NULL;
     size_t len = 0;
     for (int i = 0; i < p->n; i++) {

@@ -144,6 +144,16 @@ def fim_mode(fixture):
                  and outs[0][0] and cached[0] == 0 and cached[1] > 0,
                  "a FIM request sent twice: the same infill, the second with its prefix cached (ids and texts %r, "
                  "prompt tokens %s, cached_tokens %s)" % (outs, [u.get("prompt_tokens") for u in use], cached))
+        # echo with suffix (docs/SERVING.md, "Fill-in-the-middle"): the prompt the model was given, the
+        # infill prompt's text with its control tokens, then the infill; the prompt's logprobs tokens
+        # join to the FIM text (the infill's <eom> is a token, never text, as without echo)
+        fim_text = ref["prefix"] + "<mask_1>" + ref["suffix"] + "<|endoftext|>" + "<sep>" + "<mask_1>"
+        st, js, raw = srv.complete(dict(body, echo=True, logprobs=1))
+        c = js["choices"][0] if st == 200 else {}
+        toks = (c.get("logprobs") or {}).get("tokens") or []
+        sh.check(st == 200 and c.get("text") == fim_text + ref["text"] and "".join(toks[:len(ref["prompt_ids"])]) == fim_text,
+                 "echo with suffix: the infill prompt's text %r then the infill %r, its tokens joining to it "
+                 "(got %s %r, tokens %r)" % (fim_text, ref["text"], st, c.get("text", raw[:300]), toks))
         st, js, raw = srv.complete(dict(body, prompt=ref["prompt_ids"][:3]))
         sh.check(st == 400 and "suffix" in raw and "text prompts" in raw, "token-id prompt with suffix: 400 (got %s %s)"
                  % (st, raw[:200]))

@@ -18,6 +18,7 @@ Each OUT_DIR/<case>/ is a copy of the fixture with one thing changed:
   rotary_big    config rotary_dim = 32 (> head_dim 16)
   heads_not4    config n_head = 2 (not a multiple of 4)
   heads_nodiv   config n_head = 12 (does not divide n_embd 64)
+  heads_zero    config n_head = 0
   index_escape  an index whose weight_map names ../outside/model.safetensors (a real file)
   index_absolute  an index whose weight_map names the absolute path of a real file
   hf_snapshot   HF cache layout: snapshots/abc/{config.json, index, shard} are symlinks to
@@ -91,6 +92,7 @@ def main():
     config("rotary_big", rotary_dim=32)
     config("heads_not4", n_head=2)
     config("heads_nodiv", n_head=12)
+    config("heads_zero", n_head=0)
 
     # index cases: the shard lives outside the model directory
     weight_map = {name: None for name in header if name != "__metadata__"}
