@@ -24,3 +24,10 @@ foreach(case IN LISTS SAMPLING_CASES)
                    ${TPGEN_MPIEXEC} ${SAMPLING_MODEL} ${seed} -- ${flags})
   set_tests_properties(sampling_tp_${name} PROPERTIES LABELS "sampling;mpi" TIMEOUT 120)
 endforeach()
+
+# EOS sampled as the max_new_tokens-th token says finish_reason "stop", not "length" (issue 41);
+# the server's side is in tests/server/eos_stop_test.py.
+add_test(NAME sampling_eos_at_length
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sampling/eos_at_length.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
+                 ${SAMPLING_MODEL})
+set_tests_properties(sampling_eos_at_length PROPERTIES LABELS "sampling;mpi" TIMEOUT 120)

@@ -5,6 +5,8 @@
  *   ISA: c | avx2 | avx512bf16 (the GEMV kernels, forced through TPGEN_CPU_ISA; avx512bf16 is
  *        read as the avx512 tier, whose bf16 GEMV is avx512bf16)
  *   GEMM: blas | dnnl | fma (the batched GEMMs, forced through TPGEN_CPU_GEMM)
+ *   HF_OPS_FIXTURE: tests/data/bf16_ops/hf_ops.txt, HF/torch's bf16 bits for rmsnorm, silu_mul
+ *        and add, compared bit for bit (test_hf_bits)
  * Exits 77 (ctest SKIPPED) when this CPU or build cannot run the requested path (fma under
  * TPGEN_CPU_ISA=c: the cap excludes the AVX2 GEMM).
  *
@@ -329,9 +331,66 @@ static void test_attention(tp_backend *b, int Hl, int Hkl, int D, int R, tp_rope
     free(sc); free(out); free(qkv); free(qkv0); free(pos); free(seq); free(bt); free(kc); free(vc);
 }
 
+/* HF/torch's own bf16 bits (tests/data/bf16_ops/hf_ops.txt, tools/fixtures/make_bf16_ops_fixture.py):
+ * rmsnorm (LlamaRMSNorm's two roundings), silu_mul (act_fn(gate) * up, two), add and layernorm
+ * (torch's one rounding) must give them exactly -- a bound of 2 ulp cannot tell one rounding from
+ * HF's two. (layernorm: torch's f32 statistics and tpgen's double ones could round a near-tie
+ * apart; on this fixture's 3072 elements they do not, so a change that does shows.) */
+static int read_words(FILE *f, uint16_t *w, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        if (fscanf(f, "%x", &v) != 1 || v > 0xffff) return -1;
+        w[i] = (uint16_t)v;
+    }
+    return 0;
+}
+
+static void test_hf_bits(tp_backend *b, const char *path) {
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "%s: cannot open", path);
+    if (!f) return;
+    char line[256], op[32];
+    int n_ops = 0;
+    while (fgets(line, sizeof line, f)) {
+        int T, E;
+        float eps;
+        if (line[0] == '#' || sscanf(line, "%31s %d %d %f", op, &T, &E, &eps) != 4) continue;
+        const size_t n = (size_t)T * E;
+        const int ln = !strcmp(op, "layernorm"), vec = !strcmp(op, "rmsnorm") || ln;
+        uint16_t *x = malloc(n * 2), *x2 = malloc(n * 2), *beta = malloc((size_t)E * 2), *want = malloc(n * 2);
+        uint16_t *o = malloc(n * 2), *gu = malloc(2 * n * 2);
+        int bad = read_words(f, x, n) || read_words(f, x2, vec ? (size_t)E : n) || (ln && read_words(f, beta, E)) ||
+                  read_words(f, want, n);
+        CHECK(!bad, "%s: %s: short or bad record", path, op);
+        if (!bad) {
+            if (!strcmp(op, "rmsnorm")) b->rmsnorm(b, o, x, x2, T, E, eps);
+            else if (ln) b->layernorm(b, o, x, x2, beta, T, E, eps);
+            else if (!strcmp(op, "add")) { memcpy(o, x2, n * 2); b->add(b, o, x, n); }
+            else if (!strcmp(op, "silu_mul")) {
+                for (int t = 0; t < T; t++) {
+                    memcpy(gu + (size_t)t * 2 * E, x + (size_t)t * E, (size_t)E * 2);
+                    memcpy(gu + (size_t)t * 2 * E + E, x2 + (size_t)t * E, (size_t)E * 2);
+                }
+                b->silu_mul(b, o, gu, T, E);
+            } else CHECK(0, "%s: unknown op %s", path, op);
+            size_t diff = 0, first = n;
+            for (size_t i = 0; i < n; i++)
+                if (o[i] != want[i]) { diff++; if (first == n) first = i; }
+            CHECK(diff == 0, "hf bits: %s: %zu of %zu elements differ from HF's bf16, first [%zu]: %04x (%g) vs "
+                  "HF %04x (%g)", op, diff, n, first, first < n ? o[first] : 0, first < n ? bd(o[first]) : 0,
+                  first < n ? want[first] : 0, first < n ? bd(want[first]) : 0);
+            n_ops++;
+        }
+        free(x); free(x2); free(beta); free(want); free(o); free(gu);
+        if (bad) break;
+    }
+    fclose(f);
+    CHECK(n_ops == 4, "%s: %d ops read, want 4 (rmsnorm, silu_mul, add, layernorm)", path, n_ops);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s THREADS c|avx2|avx512bf16 blas|dnnl|fma\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s THREADS c|avx2|avx512bf16 blas|dnnl|fma [HF_OPS_FIXTURE]\n", argv[0]);
         return 2;
     }
     const char *isa = argv[2], *gemm = argv[3];
@@ -386,6 +445,7 @@ int main(int argc, char **argv) {
         if (ref) { test_twin(b, ref); ref->destroy(ref); }
     }
     test_elementwise(b);
+    if (argc == 5) test_hf_bits(b, argv[4]);
     test_layout(b);
     const int lens1[1] = {0}, lens3[3] = {5, 0, 22};
     test_attention(b, 1, 1, 8, 8, TP_ROPE_GPTJ, 10000.0f, 1, lens1, 1);    /* one token, one position */

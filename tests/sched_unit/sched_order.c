@@ -5,7 +5,8 @@
  * priority first, arrival order among equals, plain FIFO when every priority is 0), that a waiting
  * request ended from the middle or the tail of the queue leaves it consistent, that a running one
  * ended with TP_FINISH_TIMEOUT keeps its tokens and gives every KV block back at once, and the
- * events that say so. */
+ * events that say so; and that between clients the one with the fewest sequences running goes first
+ * (clients_case). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,50 @@ static void order_case(tp_model *m, const char *name, const int *prio, int n, co
     tp_sched_free(s);
 }
 
+/* Fair admission between clients (scheduler.h: the client with the fewest sequences running
+ * first): two batch slots; a hog (client 1) sends 4 separate requests (4 groups, as 4 HTTP
+ * requests are: one sequence each, so "fewest running for its request" cannot tell them apart),
+ * then a newcomer (client 2) sends one. The first free slot goes to the newcomer, not to the hog's
+ * backlog that arrived before it; then the backlog in arrival order. */
+static void clients_case(void) {
+    tp_model m;
+    sched_test_model(&m, 2, N_BLOCKS);
+    tp_sched *s = tp_sched_new(&m);
+    tp_request r[5]; /* 0-3: the hog's, 4: the newcomer's */
+    tp_step_plan p;
+    for (int i = 0; i < 5; i++) {
+        make(&r[i], i, 0);
+        r[i].client = i < 4 ? 1 : 2;
+        r[i].group = (uint64_t)i;
+        if (i == 4) { /* the newcomer arrives while the hog's first two run */
+            tp_sched_plan(s, &p);
+            CHECK(r[0].state == TP_REQ_RUNNING && r[1].state == TP_REQ_RUNNING && tp_sched_waiting(s) == 2,
+                  "clients: the hog's first two run, two wait (%s, %s, %d waiting)", tp_req_state_name(r[0].state),
+                  tp_req_state_name(r[1].state), tp_sched_waiting(s));
+        }
+        CHECK(tp_sched_submit(s, &r[i]) == 0, "clients: submit %d", i);
+    }
+    /* slots free one at a time: who takes each (the newcomer, then the hog's backlog by arrival) */
+    static const int ends[] = {0, 1, 4}, want[] = {4, 2, 3};
+    for (int k = 0; k < 3; k++) {
+        tp_sched_end(s, &r[ends[k]], TP_FINISH_TIMEOUT);
+        int waited[5];
+        for (int i = 0; i < 5; i++) waited[i] = r[i].state == TP_REQ_WAITING;
+        tp_sched_plan(s, &p);
+        int got = -1; /* the one admitted by this plan */
+        for (int i = 0; i < 5; i++)
+            if (waited[i] && r[i].state == TP_REQ_RUNNING) got = got < 0 ? i : -2;
+        CHECK(got == want[k] && tp_sched_running(s) == 2,
+              "clients: slot %d freed by request %d goes to request %d (client %d), want %d (client %d): the "
+              "client with the fewest running first", k, ends[k], got, got >= 0 ? (int)r[got].client : -1, want[k],
+              (int)r[want[k]].client);
+    }
+    for (int i = 0; i < 5; i++) tp_request_free(&r[i]);
+    tp_sched_free(s);
+}
+
 int main(void) {
+    clients_case();
     tp_model m;
     sched_test_model(&m, MAX_SEQS, N_BLOCKS);
 

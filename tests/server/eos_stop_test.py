@@ -3,7 +3,8 @@ tests/fuzz/fuzz_request.c: a choice's text is its ids decoded, cut before the fi
 
 The stop matcher holds back text that could begin a stop string; on EOS the server must release it,
 as it does at max_tokens. Before the fix, a request with stop ["<its last char>\\u0001never"] lost
-its last character when it ended on EOS. The tiny model (tests/data/tiny-f32, vocab 1001, EOS 1000)
+its last character when it ended on EOS. And EOS sampled as the max_tokens-th token says
+finish_reason "stop", not "length" (issue 41). The tiny model (tests/data/tiny-f32, vocab 1001, EOS 1000)
 with the CodeGen tokenizer, TP 1; sampled at temperature 1.5 so that some seed ends on EOS.
 
     eos_stop_test.py TPGEN TINY_MODEL_DIR TOKENIZER_DIR
@@ -46,6 +47,23 @@ try:
         streamed = "".join(ch.get("text", "") for e in events for ch in e.get("choices", []))
         sh.check(st == 200 and done and streamed == text, "streamed: the same text (%d chars, got %d)" %
                  (len(text), len(streamed)))
+        # EOS as the last allowed token says "stop" (issue 41): greedy, prompt [799] ends on EOS after
+        # K tokens (tests/sampling/eos_at_length.sh does the same through `tpgen generate`)
+        st, js, _ = srv.complete({"prompt": [799], "max_tokens": 64, "temperature": 0, "return_token_ids": True})
+        ids = js["choices"][0]["token_ids"] if st == 200 else []
+        sh.check_ok(st == 200 and js["choices"][0]["finish_reason"] == "stop" and ids and ids[-1] == 1000,
+                    "greedy [799] ends on EOS within 64 tokens (the case for max_tokens = its length)")
+        K = len(ids)
+        for stream in (False, True):
+            body = {"prompt": [799], "max_tokens": K, "temperature": 0, "return_token_ids": True}
+            if stream:
+                st, events, done = srv.stream(body)
+                fin = [ch["finish_reason"] for e in events for ch in e.get("choices", []) if ch.get("finish_reason")]
+            else:
+                st, js, _ = srv.complete(body)
+                fin = [js["choices"][0]["finish_reason"]] if st == 200 else []
+            sh.check(st == 200 and fin == ["stop"], "greedy [799], max_tokens %d (EOS its last token)%s: finish %s, "
+                     "want ['stop']" % (K, ", streamed" if stream else "", fin))
     finally:
         stopped = srv.stop()
         sh.check(stopped.clean, "the server stops cleanly: %r" % (stopped,))
@@ -53,4 +71,4 @@ finally:
     shutil.rmtree(work, ignore_errors=True)
 if sh.FAILS:
     sys.exit(1)
-print("ok: EOS with stop strings keeps the held-back text")
+print("ok: EOS with stop strings keeps the held-back text; EOS as the last allowed token says stop")
