@@ -114,7 +114,6 @@ struct srv_job {
 struct tp_server {
     tp_serve_opts o;
     tp_tokenizer *tok;    /* NULL: ids only */
-    pthread_mutex_t tok_mu; /* encode updates the tokenizer's cache */
     struct MHD_Daemon *d;
     int port;
     pthread_mutex_t mu;
