@@ -481,12 +481,12 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
         return fail(e, 400, "user", NULL, "'user' must be a string, got %s", type_of(v));
     /* vLLM's cache_salt: prefix-cache hits only among requests with the same salt (and API key:
      * step_loop.c, docs/SERVING.md "Prefix cache and KV on demand") */
-    uint64_t cache_salt = 0;
+    const json_value *salt = NULL;
     if ((v = json_get(root, "cache_salt")) && v->type != JSON_NULL) {
         if (v->type != JSON_STRING || v->str_len == 0)
             return fail(e, 400, "cache_salt", NULL, "'cache_salt' must be a non-empty string, got %s",
                         v->type == JSON_STRING ? "an empty one" : type_of(v));
-        cache_salt = srv_salt_of(v->str, v->str_len);
+        salt = v;
     }
     if (suffix) { /* the infill ends at the format's stop token (<eom>), left out of the text */
         rp.stop_ids[0] = s->o.fim->stop_id;
@@ -501,7 +501,10 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     j->echo = echo;
     j->logprobs = (int)logprobs;
     j->return_token_ids = return_ids;
-    j->cache_salt = cache_salt;
+    if (salt) { /* the salt itself is compared through its SHA-256 (scope.c), never a 64-bit hash */
+        j->has_salt = 1;
+        srv_sha256(salt->str, salt->str_len, j->salt_digest);
+    }
     j->api_key = -1; /* the HTTP thread sets the key it came with */
     j->n = (int)n;
     j->scored = !(echo && logprobs >= 0);
