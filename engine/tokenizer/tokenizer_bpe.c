@@ -152,11 +152,6 @@ static inline int bytes_equal(const uint8_t *a, const uint8_t *b, size_t n) {
     return 1;
 }
 
-void tpk_cache_clear(tpk_state *st) {
-    memset(st->cache, 0, TPK_CACHE_SLOTS * sizeof *st->cache);
-    st->cache_used = st->cache_key_used = st->cache_ids_used = 0;
-}
-
 void tpk_bpe_word(const tp_tokenizer *t, tpk_state *st, const uint8_t *w, size_t n, tpk_ids *out) {
     if (n == 1) {
         if (t->byte_id[w[0]] >= 0) ids_push(out, t->byte_id[w[0]]);

@@ -164,11 +164,11 @@ typedef struct {
     size_t n, cap;
 } tpk_ids;
 void tpk_bpe_word(const tp_tokenizer *t, tpk_state *st, const uint8_t *w, size_t n, tpk_ids *out);
-void tpk_cache_clear(tpk_state *st);
 
 /* encoder states (tokenizer_state.c): one from the pool, or a new one (its cache empty); back to
  * the pool, or freed when the pool holds TPK_POOL_KEEP already */
 #define TPK_POOL_KEEP 4
+void tpk_cache_clear(tpk_state *st); /* empties its word cache (full, or a test) */
 tpk_state *tpk_state_take(tp_tokenizer *t);
 void tpk_state_give(tp_tokenizer *t, tpk_state *st);
 /* at load and at free: the pool's lock and its states */

@@ -25,6 +25,11 @@ static void state_free(tpk_state *st) {
     free(st);
 }
 
+void tpk_cache_clear(tpk_state *st) {
+    memset(st->cache, 0, TPK_CACHE_SLOTS * sizeof *st->cache);
+    st->cache_used = st->cache_key_used = st->cache_ids_used = 0;
+}
+
 void tpk_pool_init(tp_tokenizer *t) {
     int rc = pthread_mutex_init(&t->pool_mu, NULL);
     if (rc) tp_die("tokenizer: pthread_mutex_init failed (error %d)", rc);
