@@ -5,6 +5,7 @@ checkpoint (n_positions 256), as a user sees it. Stdlib only (tests/common/serve
 
   - a completion whose prompt is 8 MB of letters: a 400 naming the prompt and the byte limit, at once
     (before, it was encoded first, seconds under the tokenizer's one lock);
+  - the same as a FIM prefix (with `suffix`) and as the second prompt of a list;
   - a prompt just over the byte limit (the context's tokens x the longest token's bytes, less
     max_tokens) is refused the same way, one at the limit is encoded and refused by its tokens;
   - while two /tokenize of 8 MB of letters are being encoded (no context bound there: it counts
@@ -13,6 +14,7 @@ checkpoint (n_positions 256), as a user sees it. Stdlib only (tests/common/serve
     2-core machine's scheduling); before, each waited for the long encodes (seconds).
 """
 import os
+import re
 import statistics
 import sys
 import threading
@@ -40,8 +42,8 @@ def normal(srv):
 
 srv = sh.Server(tpgen, ["--model", model, "--backend", "cpu", "--threads", "1", "--max-body-bytes", str(BIG + 4096)])
 try:
-    # the byte limit: the context (256) less max_tokens (1), times the longest token's bytes (from /tokenize
-    # of one such token is not exposed; the 400 says it, and a prompt of exactly that many bytes is not refused)
+    # the byte limit: the context (256) less max_tokens (1), times the longest token's bytes (the 400 says
+    # both; a prompt of exactly that many bytes is encoded, one byte more is not)
     t0 = time.monotonic()
     st, js, raw = srv.complete({"prompt": "a" * BIG, "max_tokens": 1})
     secs = time.monotonic() - t0
@@ -49,7 +51,6 @@ try:
     sh.check_ok(st == 400 and err.get("param") == "prompt" and "can never fit" in err.get("message", ""),
                 "8 MB prompt: 400 on prompt with the byte limit (%s %s)" % (st, raw[:300]))
     msg = err.get("message", "")
-    import re
     m = re.search(r"at most (\d+) bytes\).* more than (\d+) bytes can never fit", msg)
     sh.check_ok(m is not None and int(m.group(2)) == 255 * int(m.group(1)),
                 "the limit is (256 - max_tokens 1) x the longest token's bytes: %s" % msg)
@@ -63,6 +64,13 @@ try:
         sh.check_ok(st == 400 and "can never fit" not in raw and "maximum context length" in raw,
                     "a prompt of exactly limit bytes: encoded, then refused by its tokens (%s %s)" % (st, raw[:200]))
 
+    # the same bound for a FIM prefix (with the suffix's and the format's ids) and for any prompt of a list
+    st, js, raw = srv.complete({"prompt": "a" * BIG, "suffix": "y", "max_tokens": 1})
+    sh.check_ok(st == 400 and "can never fit" in raw and "the suffix with the format's tokens" in raw,
+                "8 MB prefix with a suffix: refused by its bytes (%s %s)" % (st, raw[:300]))
+    st, js, raw = srv.complete({"prompt": ["def f(x):", "a" * BIG], "max_tokens": 1})
+    sh.check_ok(st == 400 and "prompt 1 is %d bytes" % BIG in raw, "8 MB as the second prompt of two: refused "
+                "naming prompt 1 (%s %s)" % (st, raw[:300]))
     for _ in range(2):
         normal(srv)  # warm
     idle = [normal(srv) for _ in range(7)]
