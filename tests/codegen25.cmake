@@ -64,3 +64,8 @@ cg25_test(serve_tp2 "server;prefix;fim;mpi" 240
 # config.json's eos_token_id 2 (LLaMA's default, "#" here): the tokenizer's <|endoftext|> ends a sequence
 cg25_test(eos_from_tokenizer "errors" 60
           bash ${CG25_TESTS}/eos_from_tokenizer.sh $<TARGET_FILE:tpgen> ${CG25_MODEL} ${CMAKE_CURRENT_BINARY_DIR}/codegen25-eos2)
+
+# a huge text prompt disturbs nobody (issue 41 item 1; tests/reliability/huge_prompt.py): 8 MB refused at
+# once by its bytes, the exact byte limit, normal requests within 2x of idle while 8 MB encodes run
+cg25_test(huge_prompt "reliability;server" 120
+          python3 ${CMAKE_CURRENT_SOURCE_DIR}/reliability/huge_prompt.py $<TARGET_FILE:tpgen> ${CG25_MODEL})

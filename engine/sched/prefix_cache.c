@@ -5,7 +5,9 @@
 
 #include "util/log.h"
 
-#define ROOT_HASH 0x9e3779b97f4a7c15ull /* with the salt mixed in: the parent hash of a sequence's first block */
+#define ROOT_HASH 0x9e3779b97f4a7c15ull /* with the scope mixed in: the parent hash of a sequence's first block */
+
+static const tp_cache_scope common_scope; /* all zero */
 
 void tp_prefix_cache_init(tp_prefix_cache *c, int n_blocks, int block_size) {
     memset(c, 0, sizeof *c);
@@ -19,7 +21,7 @@ void tp_prefix_cache_init(tp_prefix_cache *c, int n_blocks, int block_size) {
     c->registered = tp_calloc(n, 1);
     c->hash = tp_calloc(n, sizeof *c->hash);
     c->parent = tp_calloc(n, sizeof *c->parent);
-    c->salt = tp_calloc(n, sizeof *c->salt);
+    c->scope = tp_calloc(n, sizeof *c->scope);
     c->parent_epoch = tp_calloc(n, sizeof *c->parent_epoch);
     c->epoch = tp_calloc(n, sizeof *c->epoch);
     c->tokens = tp_malloc(n * block_size * sizeof *c->tokens);
@@ -34,7 +36,7 @@ void tp_prefix_cache_init(tp_prefix_cache *c, int n_blocks, int block_size) {
 }
 
 void tp_prefix_cache_free(tp_prefix_cache *c) {
-    free(c->free_ids); free(c->ref); free(c->registered); free(c->hash); free(c->parent); free(c->salt); free(c->parent_epoch);
+    free(c->free_ids); free(c->ref); free(c->registered); free(c->hash); free(c->parent); free(c->scope); free(c->parent_epoch);
     free(c->epoch); free(c->tokens); free(c->lru_prev); free(c->lru_next); free(c->table);
     memset(c, 0, sizeof *c);
 }
@@ -52,7 +54,17 @@ static uint64_t chain_hash(const tp_prefix_cache *c, uint64_t parent_hash, const
     return h & c->hash_mask;
 }
 
-static uint64_t root_hash(uint64_t salt) { return salt ? mix(ROOT_HASH ^ salt) : ROOT_HASH; }
+/* the parent hash of a first block: the scope's first 8 bytes mixed in (only where the table looks;
+ * a hit compares the whole scope) */
+static uint64_t root_hash(const tp_cache_scope *scope) {
+    uint64_t h = ROOT_HASH;
+    for (int k = 0; k < 4; k++) {
+        uint64_t w;
+        memcpy(&w, scope->b + 8 * k, 8);
+        h = mix(h ^ w);
+    }
+    return h;
+}
 
 static int home(const tp_prefix_cache *c, uint64_t h) { return (int)(mix(h) & (uint64_t)(c->table_size - 1)); }
 
@@ -117,27 +129,30 @@ void tp_prefix_cache_acquire(tp_prefix_cache *c, int32_t b) {
     if (c->ref[b]++ == 0) lru_unlink(c, b);
 }
 
-/* the registered block holding ids after parent (a first block: under salt) (hash h), or -1 */
-static int32_t find(const tp_prefix_cache *c, uint64_t h, int32_t parent, uint64_t salt, const int32_t *ids) {
+/* the registered block holding ids after parent (a first block: under scope) (hash h), or -1 */
+static int32_t find(const tp_prefix_cache *c, uint64_t h, int32_t parent, const tp_cache_scope *scope,
+                    const int32_t *ids) {
     int mask = c->table_size - 1;
     for (int i = home(c, h); c->table[i] >= 0; i = (i + 1) & mask) {
         int32_t b = c->table[i];
         if (c->hash[b] != h || c->parent[b] != parent) continue;
         if (parent >= 0 && c->parent_epoch[b] != c->epoch[parent]) continue;
-        if (parent < 0 && c->salt[b] != salt) continue;
+        if (parent < 0 && memcmp(c->scope[b].b, scope->b, sizeof scope->b) != 0) continue;
         if (memcmp(c->tokens + (size_t)b * c->block_size, ids, c->block_size * sizeof *ids) == 0) return b;
     }
     return -1;
 }
 
-int tp_prefix_cache_lookup(const tp_prefix_cache *c, uint64_t salt, const int32_t *ids, int n_full, int32_t *out) {
+int tp_prefix_cache_lookup(const tp_prefix_cache *c, const tp_cache_scope *scope, const int32_t *ids, int n_full,
+                           int32_t *out) {
+    if (!scope) scope = &common_scope;
     int32_t parent = -1;
-    uint64_t ph = root_hash(salt);
+    uint64_t ph = root_hash(scope);
     int n = 0;
     for (; n < n_full; n++) {
         const int32_t *blk = ids + (size_t)n * c->block_size;
         uint64_t h = chain_hash(c, ph, blk);
-        int32_t b = find(c, h, parent, salt, blk);
+        int32_t b = find(c, h, parent, scope, blk);
         if (b < 0) break;
         out[n] = parent = b;
         ph = h;
@@ -151,16 +166,17 @@ int tp_prefix_cache_count_cached(const tp_prefix_cache *c, const int32_t *blocks
     return k;
 }
 
-int tp_prefix_cache_register(tp_prefix_cache *c, int32_t b, int32_t parent, uint64_t salt, const int32_t *ids) {
+int tp_prefix_cache_register(tp_prefix_cache *c, int32_t b, int32_t parent, const tp_cache_scope *scope,
+                             const int32_t *ids) {
     if (c->registered[b]) return 1;
     if (parent >= 0 && !c->registered[parent]) return 0; /* no lookup could reach it */
-    if (parent >= 0) salt = 0; /* the chain carries it */
-    uint64_t h = chain_hash(c, parent >= 0 ? c->hash[parent] : root_hash(salt), ids);
-    if (find(c, h, parent, salt, ids) >= 0) return 0; /* the same tokens are cached in another block */
+    if (!scope || parent >= 0) scope = &common_scope; /* parent >= 0: the chain carries it */
+    uint64_t h = chain_hash(c, parent >= 0 ? c->hash[parent] : root_hash(scope), ids);
+    if (find(c, h, parent, scope, ids) >= 0) return 0; /* the same tokens are cached in another block */
     c->registered[b] = 1;
     c->hash[b] = h;
     c->parent[b] = parent;
-    c->salt[b] = salt;
+    c->scope[b] = *scope;
     c->parent_epoch[b] = parent >= 0 ? c->epoch[parent] : 0;
     memcpy(c->tokens + (size_t)b * c->block_size, ids, c->block_size * sizeof *ids);
     int mask = c->table_size - 1, i = home(c, h);

@@ -8,12 +8,12 @@
  *
  * A registered block is identified by a 64-bit chained hash of (its parent block's hash, its
  * block_size token ids), the parent being the block before it in the sequence; a sequence's
- * first block chains from its salt instead (the request's cache_salt: blocks are shared only
- * between sequences of equal salt, so that one client cannot learn from hits what another
- * sent). The table (open addressing, linear probing) maps hash -> block; a lookup confirms a
+ * first block chains from its scope instead (tp_cache_scope: the server's SHA-256 of the API key
+ * and cache_salt; blocks are shared only between sequences of an equal scope, compared whole, so
+ * that one client cannot learn from hits what another sent). The table (open addressing, linear probing) maps hash -> block; a lookup confirms a
  * candidate by its token ids and its parent block (id and that block's registration epoch,
- * bumped at each eviction), or for a first block by its salt, so a hash collision never makes
- * a hit: equal ids, an equal salt and an equal chain of parents mean the same tokens at the same
+ * bumped at each eviction), or for a first block by its whole scope, so a hash collision never makes
+ * a hit: equal ids, an equal scope and an equal chain of parents mean the same tokens at the same
  * positions, hence the same K and V.
  *
  * Not thread-safe: the scheduler's thread owns it.
@@ -22,6 +22,13 @@
 #define TPGEN_PREFIX_CACHE_H
 
 #include <stdint.h>
+
+/* Who may share a sequence's blocks: 32 bytes compared whole (the server's: a SHA-256 digest of
+ * the API key and cache_salt, launcher/server/scope.c); all zero: the common scope (tpgen generate,
+ * a server without keys and salt). */
+typedef struct {
+    uint8_t b[32];
+} tp_cache_scope;
 
 typedef struct {
     int n_blocks, block_size;
@@ -32,7 +39,7 @@ typedef struct {
     uint8_t *registered; /* [n_blocks] */
     uint64_t *hash;      /* [n_blocks] chained hash */
     int32_t *parent;     /* [n_blocks] parent block, -1: the sequence's first block */
-    uint64_t *salt;      /* [n_blocks] a first block's salt (0 for the others) */
+    tp_cache_scope *scope; /* [n_blocks] a first block's scope (zero for the others) */
     uint32_t *parent_epoch; /* [n_blocks] the parent's epoch when this one was registered */
     uint32_t *epoch;     /* [n_blocks] bumped when the block is unregistered (evicted) */
     int32_t *tokens;     /* [n_blocks, block_size] its token ids */
@@ -58,17 +65,19 @@ void tp_prefix_cache_release(tp_prefix_cache *c, int32_t b);
 /* One holder more of a registered block found by lookup (out of the LRU if it was cached). */
 void tp_prefix_cache_acquire(tp_prefix_cache *c, int32_t b);
 
-/* The longest chain of registered blocks holding ids[0 .. n_full * block_size) under salt, block
- * by block from the first: up to n_full blocks into out (not acquired). Returns how many.
- * Changes nothing. */
-int tp_prefix_cache_lookup(const tp_prefix_cache *c, uint64_t salt, const int32_t *ids, int n_full, int32_t *out);
+/* The longest chain of registered blocks holding ids[0 .. n_full * block_size) under scope (NULL:
+ * the common one), block by block from the first: up to n_full blocks into out (not acquired).
+ * Returns how many. Changes nothing. */
+int tp_prefix_cache_lookup(const tp_prefix_cache *c, const tp_cache_scope *scope, const int32_t *ids, int n_full,
+                           int32_t *out);
 /* Of blocks[0 .. n), those that are cached (count 0): what acquiring them takes from
  * tp_prefix_cache_available. */
 int tp_prefix_cache_count_cached(const tp_prefix_cache *c, const int32_t *blocks, int n);
 /* Registers held block b, now full of ids[0 .. block_size), after parent (-1: a first block,
- * under salt; else a registered block, whose salt it inherits: salt is not read). Returns 1, or 0
- * when it stays unregistered: the same tokens after the same parent (or salt) are registered
- * already (another sequence wrote them), or parent is not registered. */
-int tp_prefix_cache_register(tp_prefix_cache *c, int32_t b, int32_t parent, uint64_t salt, const int32_t *ids);
+ * under scope (NULL: the common one); else a registered block, whose scope it inherits: scope is
+ * not read). Returns 1, or 0 when it stays unregistered: the same tokens after the same parent (or
+ * scope) are registered already (another sequence wrote them), or parent is not registered. */
+int tp_prefix_cache_register(tp_prefix_cache *c, int32_t b, int32_t parent, const tp_cache_scope *scope,
+                             const int32_t *ids);
 
 #endif

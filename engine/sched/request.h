@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "prefix_cache.h"
 #include "sampler.h"
 
 #define TP_MAX_STOP_IDS 4
@@ -118,10 +119,10 @@ struct tp_request {
      * choice of; the scheduler admits from the client, then the request, with the fewest
      * sequences running. 0 for both: one client (tpgen generate). */
     uint64_t client, group;
-    /* prefix-cache scope (prefix_cache.h): blocks are shared only between requests of equal salt
-     * (0: every request alike). The server's is its API key's and cache_salt's (docs/SERVING.md,
-     * "Prefix cache and KV on demand"). */
-    uint64_t cache_salt;
+    /* prefix-cache scope (prefix_cache.h): blocks are shared only between requests of an equal
+     * scope, compared whole (all zero: every request alike). The server's is a SHA-256 digest of
+     * its API key and cache_salt (docs/SERVING.md, "Prefix cache and KV on demand"). */
+    tp_cache_scope cache_scope;
     void *user;           /* the front end's own: the scheduler never reads it (events carry r) */
 
     /* results: written by the scheduler (rank 0's one thread), read by the front end */

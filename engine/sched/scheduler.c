@@ -239,7 +239,7 @@ static void register_full(tp_sched *s, tp_seq *q) {
     if (full > q->n_blocks) full = q->n_blocks;
     for (; q->n_reg < full; q->n_reg++) {
         int i = q->n_reg;
-        tp_prefix_cache_register(&s->pool, q->blocks[i], i ? q->blocks[i - 1] : -1, q->r->cache_salt,
+        tp_prefix_cache_register(&s->pool, q->blocks[i], i ? q->blocks[i - 1] : -1, &q->r->cache_scope,
                                  q->history + (size_t)i * bs);
     }
 }
@@ -422,7 +422,7 @@ static void score_row(tp_sched *s, const tp_logits_request *lr, const tp_step_ou
 static int lookup(tp_sched *s, const tp_seq *q, int32_t *hits) {
     int n = feed_end(s->m, q->r);
     if (!prefix_on(s) || q->r->params.score_prompt || n < 1) return 0;
-    return tp_prefix_cache_lookup(&s->pool, q->r->cache_salt, q->history, (n - 1) / s->pool.block_size, hits);
+    return tp_prefix_cache_lookup(&s->pool, &q->r->cache_scope, q->history, (n - 1) / s->pool.block_size, hits);
 }
 
 /* Admits q into slot if its blocks are there: its uncached tokens' blocks and its hits that sit

@@ -7,7 +7,7 @@
  * arrival). With one client and every priority 0 (`tpgen generate`, the server's fcfs policy
  * with one client) that is plain arrival order. They are admitted between steps, with KV blocks
  * for the tokens they feed now (the prompt), sharing its longest cached prefix of full blocks
- * among requests of equal r->cache_salt (automatic prefix caching, prefix_cache.h; off with
+ * among requests of equal r->cache_scope (automatic prefix caching, prefix_cache.h; off with
  * m->no_prefix_cache); a request that does not fit may be passed by one after it in that order
  * that does, at most max_seqs times. Blocks for what a sequence generates are taken as it grows
  * (KV on demand); when none is left, the least urgent running sequence (highest priority

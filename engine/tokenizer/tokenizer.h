@@ -8,7 +8,9 @@
  * pre-tokenizer regex on each remaining piece (hand-written; Unicode classes from a table
  * generated from HF's own regex engine), 3. BPE by merge rank on bytes, with a word cache.
  *
- * A tp_tokenizer is not thread-safe: encode updates its word cache. Decoding is const.
+ * Thread-safe once loaded: each encode takes a word cache of its own from a small pool (one per
+ * encode running at that moment), so a long encode on one thread never makes another wait.
+ * Decoding is const.
  */
 #ifndef TPGEN_TOKENIZER_H
 #define TPGEN_TOKENIZER_H
@@ -54,6 +56,11 @@ int tp_tokenizer_vocab_size(const tp_tokenizer *t); /* including added tokens */
  * len / this many ids (every byte belongs to one token), so a text that cannot fit a context
  * can be refused before it is encoded. */
 size_t tp_tokenizer_max_token_bytes(const tp_tokenizer *t);
+/* The fewest ids text [0, len) can encode to, without encoding it: its bytes that have a token
+ * (all of them for a byte-level vocabulary; a byte without one is dropped, as HF does) over
+ * tp_tokenizer_max_token_bytes, rounded up. O(1) for a byte-level vocabulary, else one pass over
+ * the bytes. A prompt that cannot fit the context by this bound is refused before any work. */
+size_t tp_tokenizer_min_ids(const tp_tokenizer *t, const char *text, size_t len);
 
 /* Incremental decoder for streaming: push one id, get the newly completed UTF-8 text (never half a char). */
 typedef struct tp_detok_stream tp_detok_stream;

@@ -94,14 +94,14 @@ static uint64_t heap_pop(uint64_t *h, size_t *n) {
     return top;
 }
 
-static size_t bpe_heap(tp_tokenizer *t, const uint8_t *w, size_t n, int32_t *out) {
+static size_t bpe_heap(const tp_tokenizer *t, tpk_state *st, const uint8_t *w, size_t n, int32_t *out) {
     size_t need = n * (3 * sizeof(int32_t) + 3 * sizeof(uint64_t)) + 64;
-    if (t->scratch_size < need) {
-        free(t->scratch);
-        t->scratch = tp_malloc(need);
-        t->scratch_size = need;
+    if (st->scratch_size < need) {
+        free(st->scratch);
+        st->scratch = tp_malloc(need);
+        st->scratch_size = need;
     }
-    uint64_t *heap = t->scratch;                  /* [3n] pending merges */
+    uint64_t *heap = st->scratch;                 /* [3n] pending merges */
     int32_t *ids = (int32_t *)(heap + 3 * n);     /* [n] symbol id, -1 once merged into its left */
     int32_t *prev = ids + n, *next = prev + n;    /* [n] linked list of live symbols */
     size_t m = 0, hn = 0;
@@ -152,12 +152,7 @@ static inline int bytes_equal(const uint8_t *a, const uint8_t *b, size_t n) {
     return 1;
 }
 
-void tpk_cache_clear(tp_tokenizer *t) {
-    memset(t->cache, 0, TPK_CACHE_SLOTS * sizeof *t->cache);
-    t->cache_used = t->cache_key_used = t->cache_ids_used = 0;
-}
-
-void tpk_bpe_word(tp_tokenizer *t, const uint8_t *w, size_t n, tpk_ids *out) {
+void tpk_bpe_word(const tp_tokenizer *t, tpk_state *st, const uint8_t *w, size_t n, tpk_ids *out) {
     if (n == 1) {
         if (t->byte_id[w[0]] >= 0) ids_push(out, t->byte_id[w[0]]);
         return;
@@ -174,14 +169,14 @@ void tpk_bpe_word(tp_tokenizer *t, const uint8_t *w, size_t n, tpk_ids *out) {
     if (n <= TPK_CACHE_MAX_WORD) {
         h = tpk_hash_bytes(w, n);
         for (uint32_t i = tpk_slot(h) & (TPK_CACHE_SLOTS - 1);; i = (i + 1) & (TPK_CACHE_SLOTS - 1)) {
-            const tpk_cache_slot *c = &t->cache[i];
+            const tpk_cache_slot *c = &st->cache[i];
             if (c->hash == 0) {
                 slot = i;
                 break;
             }
-            if (c->hash == h && c->key_len == n && bytes_equal(t->cache_keys + c->key_off, w, n)) {
+            if (c->hash == h && c->key_len == n && bytes_equal(st->cache_keys + c->key_off, w, n)) {
                 ids_reserve(out, c->n_ids);
-                memcpy(out->ids + out->n, t->cache_ids + c->ids_off, c->n_ids * sizeof *out->ids);
+                memcpy(out->ids + out->n, st->cache_ids + c->ids_off, c->n_ids * sizeof *out->ids);
                 out->n += c->n_ids;
                 return;
             }
@@ -189,39 +184,39 @@ void tpk_bpe_word(tp_tokenizer *t, const uint8_t *w, size_t n, tpk_ids *out) {
     }
     ids_reserve(out, n); /* BPE gives at most one id per byte */
     int32_t *dst = out->ids + out->n;
-    size_t m = n <= (size_t)t->bpe_small_max && n <= BPE_SMALL_LIMIT ? bpe_small(t, w, n, dst) : bpe_heap(t, w, n, dst);
+    size_t m = n <= (size_t)t->bpe_small_max && n <= BPE_SMALL_LIMIT ? bpe_small(t, w, n, dst) : bpe_heap(t, st, w, n, dst);
     out->n += m;
     if (slot == UINT32_MAX) return;
-    if (t->cache_used + 1 > TPK_CACHE_SLOTS / 2 || t->cache_key_used + n > TPK_CACHE_KEY_BYTES ||
-        t->cache_ids_used + m > TPK_CACHE_IDS) {
-        tpk_cache_clear(t); /* full: start over (cheap, and rare on real text) */
+    if (st->cache_used + 1 > TPK_CACHE_SLOTS / 2 || st->cache_key_used + n > TPK_CACHE_KEY_BYTES ||
+        st->cache_ids_used + m > TPK_CACHE_IDS) {
+        tpk_cache_clear(st); /* full: start over (cheap, and rare on real text) */
         slot = tpk_slot(h) & (TPK_CACHE_SLOTS - 1);
     }
-    tpk_cache_slot *c = &t->cache[slot];
+    tpk_cache_slot *c = &st->cache[slot];
     c->hash = h;
-    c->key_off = t->cache_key_used;
+    c->key_off = st->cache_key_used;
     c->key_len = (uint16_t)n;
-    c->ids_off = t->cache_ids_used;
+    c->ids_off = st->cache_ids_used;
     c->n_ids = (uint16_t)m;
-    memcpy(t->cache_keys + t->cache_key_used, w, n);
-    memcpy(t->cache_ids + t->cache_ids_used, dst, m * sizeof *dst);
-    t->cache_key_used += (uint32_t)n;
-    t->cache_ids_used += (uint32_t)m;
-    t->cache_used++;
+    memcpy(st->cache_keys + st->cache_key_used, w, n);
+    memcpy(st->cache_ids + st->cache_ids_used, dst, m * sizeof *dst);
+    st->cache_key_used += (uint32_t)n;
+    st->cache_ids_used += (uint32_t)m;
+    st->cache_used++;
 }
 
 /* pre-tokenize [s, e) and BPE each piece */
-static void encode_plain(tp_tokenizer *t, const uint8_t *p, size_t s, size_t e, tpk_ids *out) {
+static void encode_plain(const tp_tokenizer *t, tpk_state *st, const uint8_t *p, size_t s, size_t e, tpk_ids *out) {
     while (s < e) {
         size_t j = tpk_pretok_next(t, p, s, e);
-        tpk_bpe_word(t, p + s, j - s, out);
+        tpk_bpe_word(t, st, p + s, j - s, out);
         s = j;
     }
 }
 
 /* split [s, e) on the added tokens of tr; the gaps go to the trie next (NULL: pre-tokenizer + BPE) */
-static void split_added(tp_tokenizer *t, const tpk_trie *tr, const tpk_trie *next, const uint8_t *p, size_t s,
-                        size_t e, tpk_ids *out) {
+static void split_added(const tp_tokenizer *t, tpk_state *st, const tpk_trie *tr, const tpk_trie *next,
+                        const uint8_t *p, size_t s, size_t e, tpk_ids *out) {
     size_t start = s;
     if (tr->n > 0) {
         for (size_t i = s; i < e;) {
@@ -236,8 +231,8 @@ static void split_added(tp_tokenizer *t, const tpk_trie *tr, const tpk_trie *nex
             }
             if (node >= 0 && (m = tpk_trie_match(tr, p, i, e, &id)) > 0) {
                 if (i > start) {
-                    if (next) split_added(t, next, NULL, p, start, i, out);
-                    else encode_plain(t, p, start, i, out);
+                    if (next) split_added(t, st, next, NULL, p, start, i, out);
+                    else encode_plain(t, st, p, start, i, out);
                 }
                 ids_push(out, id);
                 i += m;
@@ -246,8 +241,8 @@ static void split_added(tp_tokenizer *t, const tpk_trie *tr, const tpk_trie *nex
         }
     }
     if (start < e) {
-        if (next) split_added(t, next, NULL, p, start, e, out);
-        else encode_plain(t, p, start, e, out);
+        if (next) split_added(t, st, next, NULL, p, start, e, out);
+        else encode_plain(t, st, p, start, e, out);
     }
 }
 
@@ -265,8 +260,10 @@ static int encode(tp_tokenizer *t, int plain, const char *text, size_t len, int3
     }
     tpk_ids out = {NULL, 0, 0};
     ids_reserve(&out, len / 3 + 16);
-    if (plain) split_added(t, &t->plain_raw, &t->plain_norm, p, 0, len, &out);
-    else split_added(t, &t->trie_raw, &t->trie_norm, p, 0, len, &out);
+    tpk_state *st = tpk_state_take(t); /* this call's own cache: no lock held while it runs */
+    if (plain) split_added(t, st, &t->plain_raw, &t->plain_norm, p, 0, len, &out);
+    else split_added(t, st, &t->trie_raw, &t->trie_norm, p, 0, len, &out);
+    tpk_state_give(t, st);
     *ids = out.ids;
     *n = out.n;
     return 0;

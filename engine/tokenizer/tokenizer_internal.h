@@ -2,6 +2,7 @@
 #ifndef TPGEN_TOKENIZER_INTERNAL_H
 #define TPGEN_TOKENIZER_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,20 @@ typedef struct {
 #define TPK_CACHE_KEY_BYTES (TPK_CACHE_SLOTS / 2 * 16)
 #define TPK_CACHE_IDS (TPK_CACHE_SLOTS / 2 * 8)
 
+/* One encoder's mutable state: the word cache (the ids of recently seen pre-tokenized words) and
+ * the scratch of BPE on long words. Each encode call takes one from the tokenizer's pool (or makes
+ * one) and gives it back, so that encodes on several threads never wait for each other
+ * (tokenizer_state.c). */
+typedef struct tpk_state {
+    tpk_cache_slot *cache; /* [TPK_CACHE_SLOTS] */
+    uint8_t *cache_keys;   /* [TPK_CACHE_KEY_BYTES] */
+    int32_t *cache_ids;    /* [TPK_CACHE_IDS] */
+    uint32_t cache_used, cache_key_used, cache_ids_used;
+    void *scratch; /* grown as needed */
+    size_t scratch_size;
+    struct tpk_state *next; /* in the pool */
+} tpk_state;
+
 struct tp_tokenizer {
     int32_t n_ids; /* vocab size including added tokens: highest id + 1 */
     /* decoding: the bytes of every id (HF ByteLevel decoder rule applied at load time) */
@@ -95,15 +110,12 @@ struct tp_tokenizer {
     const tpk_class_range *cls_diff;
     size_t n_cls_diff;
 
-    /* word cache: the ids of recently seen pre-tokenized words */
-    tpk_cache_slot *cache;  /* [TPK_CACHE_SLOTS] */
-    uint8_t *cache_keys;    /* [TPK_CACHE_KEY_BYTES] */
-    int32_t *cache_ids;     /* [TPK_CACHE_IDS] */
-    uint32_t cache_used, cache_key_used, cache_ids_used;
-
-    /* scratch for BPE of long words, grown as needed */
-    void *scratch;
-    size_t scratch_size;
+    /* the encoders' states not in use (tokenizer_state.c): at most TPK_POOL_KEEP are kept */
+    pthread_mutex_t pool_mu;
+    tpk_state *pool;
+    int pool_n, pool_ready; /* pool_ready: pool_mu initialized (a tokenizer that failed to load has none) */
+    /* the most bytes one id stands for (tp_tokenizer_max_token_bytes), set at load */
+    size_t max_token_bytes;
 };
 
 /* utf8 (tokenizer_utf8.c) */
@@ -151,7 +163,18 @@ typedef struct {
     int32_t *ids;
     size_t n, cap;
 } tpk_ids;
-void tpk_bpe_word(tp_tokenizer *t, const uint8_t *w, size_t n, tpk_ids *out);
-void tpk_cache_clear(tp_tokenizer *t);
+void tpk_bpe_word(const tp_tokenizer *t, tpk_state *st, const uint8_t *w, size_t n, tpk_ids *out);
+
+/* encoder states (tokenizer_state.c): one from the pool, or a new one (its cache empty); back to
+ * the pool, or freed when the pool holds TPK_POOL_KEEP already */
+#define TPK_POOL_KEEP 4
+void tpk_cache_clear(tpk_state *st); /* empties its word cache (full, or a test) */
+tpk_state *tpk_state_take(tp_tokenizer *t);
+void tpk_state_give(tp_tokenizer *t, tpk_state *st);
+/* at load and at free: the pool's lock and its states */
+void tpk_pool_init(tp_tokenizer *t);
+void tpk_pool_free(tp_tokenizer *t);
+/* empties the word cache of every state in the pool (a test: the next encode runs BPE on every word) */
+void tpk_pool_clear(tp_tokenizer *t);
 
 #endif

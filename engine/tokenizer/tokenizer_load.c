@@ -668,9 +668,11 @@ tp_tokenizer *tp_tokenizer_load(const char *dir, char *err, size_t err_size) {
             tp_tokenizer_free(t);
             t = NULL;
         } else {
-            t->cache = tp_calloc(TPK_CACHE_SLOTS, sizeof *t->cache);
-            t->cache_keys = tp_malloc(TPK_CACHE_KEY_BYTES);
-            t->cache_ids = tp_malloc(TPK_CACHE_IDS * sizeof *t->cache_ids);
+            tpk_pool_init(t);
+            t->max_token_bytes = 1;
+            for (int32_t i = 0; i < t->n_ids; i++)
+                if (t->tok_off[i + 1] - t->tok_off[i] > t->max_token_bytes)
+                    t->max_token_bytes = t->tok_off[i + 1] - t->tok_off[i];
         }
     }
     free(eos);
@@ -693,20 +695,19 @@ void tp_tokenizer_free(tp_tokenizer *t) {
     trie_free(&t->trie_norm);
     trie_free(&t->plain_raw);
     trie_free(&t->plain_norm);
-    free(t->cache);
-    free(t->cache_keys);
-    free(t->cache_ids);
-    free(t->scratch);
+    if (t->pool_ready) tpk_pool_free(t);
     free(t);
 }
 
 int tp_tokenizer_vocab_size(const tp_tokenizer *t) { return t->n_ids; }
 
-size_t tp_tokenizer_max_token_bytes(const tp_tokenizer *t) {
-    size_t most = 1;
-    for (int32_t i = 0; i < t->n_ids; i++)
-        if (t->tok_off[i + 1] - t->tok_off[i] > most) most = t->tok_off[i + 1] - t->tok_off[i];
-    return most;
+size_t tp_tokenizer_max_token_bytes(const tp_tokenizer *t) { return t->max_token_bytes; }
+
+size_t tp_tokenizer_min_ids(const tp_tokenizer *t, const char *text, size_t len) {
+    size_t covered = len; /* bytes that end up in a token: all of them, but for bytes without one */
+    if (!t->all_bytes)
+        for (size_t i = 0; i < len; i++) covered -= t->byte_id[(uint8_t)text[i]] < 0;
+    return (covered + t->max_token_bytes - 1) / t->max_token_bytes;
 }
 
 const char *tp_tokenizer_token_bytes(const tp_tokenizer *t, int32_t id, size_t *len) {

@@ -366,9 +366,7 @@ static enum MHD_Result tokenize(tp_server *s, struct MHD_Connection *c, req_ctx 
     int32_t *ids = NULL;
     size_t n = 0;
     char err[256];
-    pthread_mutex_lock(&s->tok_mu);
-    int bad = tp_tokenizer_encode(s->tok, p->str, p->str_len, &ids, &n, err, sizeof err);
-    pthread_mutex_unlock(&s->tok_mu);
+    int bad = tp_tokenizer_encode(s->tok, p->str, p->str_len, &ids, &n, err, sizeof err); /* thread-safe, no lock */
     json_free(root);
     if (bad) return send_error(s, c, 400, "invalid_request_error", NULL, "prompt", "%s", err);
     jbuf b = {0};
@@ -735,7 +733,6 @@ tp_server *tp_server_start(const tp_serve_opts *o, tp_tokenizer *tok, char *err,
     s->o = *o;
     s->tok = tok;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_mutex_init(&s->tok_mu, NULL);
     pthread_cond_init(&s->engine_cv, NULL);
     srv_conns_start(s);
     /* a client (peer address) may hold only part of the connections, so clients that never finish
@@ -774,7 +771,6 @@ void tp_server_free(tp_server *s) {
         free(c);
     }
     pthread_mutex_destroy(&s->mu);
-    pthread_mutex_destroy(&s->tok_mu);
     pthread_cond_destroy(&s->engine_cv);
     free(s);
 }

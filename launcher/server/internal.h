@@ -98,7 +98,8 @@ struct srv_job {
     int return_token_ids; /* vLLM's extension: prompt_token_ids and token_ids in each choice */
     char client[64];      /* the peer's address: the unit of --max-seqs-per-client and of fair admission */
     int api_key;          /* the --api-key it came with (index), -1: none configured */
-    uint64_t cache_salt;  /* its cache_salt field hashed (srv_salt_of), 0: none */
+    int has_salt;         /* a cache_salt field was given */
+    uint8_t salt_digest[32]; /* its SHA-256 (srv_sha256); zero without one */
     char *stops[16];
     int n_stops;
     /* under mu */
@@ -115,7 +116,6 @@ struct srv_job {
 struct tp_server {
     tp_serve_opts o;
     tp_tokenizer *tok;    /* NULL: ids only */
-    pthread_mutex_t tok_mu; /* encode updates the tokenizer's cache */
     struct MHD_Daemon *d;
     int port;
     pthread_mutex_t mu;
@@ -155,8 +155,14 @@ const char *srv_job_error(const srv_job *j); /* a choice failed in the engine: w
  * 2: echo sent). */
 int srv_render_stream(tp_server *s, srv_job *j, int *sent_tok, size_t *sent_text, int *flags, jbuf *b);
 void srv_render_usage_chunk(tp_server *s, srv_job *j, jbuf *b);
-/* A cache_salt string (or an API key, a peer address) as a 64-bit id: FNV-1a, never 0. */
+/* A peer address as a 64-bit id (fair admission's client; not a boundary): FNV-1a, never 0. */
 uint64_t srv_salt_of(const char *s, size_t n);
+/* SHA-256 of [data, data + n) (libcrypto; scope.c) */
+void srv_sha256(const void *data, size_t n, uint8_t out[32]);
+/* The prefix-cache scope of a job's choices, by --prefix-cache-scope: its API key's (key: the
+ * default; no keys, one scope), nobody's (shared: all zero) or its own (request: by serial, never
+ * reused); its cache_salt always separates it further. Equal only for equal keys and salts. */
+void srv_job_scope(const tp_server *s, const srv_job *j, uint64_t serial, tp_cache_scope *out);
 /* finish_reason as the API writes it ("abort" for a cancelled request, as vLLM) */
 const char *srv_finish_name(tp_finish f);
 

@@ -241,7 +241,7 @@ static int out_of_vocab(tp_server *s, errctx *e, const int32_t *ids, size_t n, c
 static int encode_suffix(tp_server *s, errctx *e, const json_value *suffix, long long max_tokens, fim_suffix *fs) {
     char err[256];
     /* at least this many tokens, whatever they are: refused before it is encoded */
-    long long least = (long long)(suffix->str_len / tp_tokenizer_max_token_bytes(s->tok));
+    long long least = (long long)tp_tokenizer_min_ids(s->tok, suffix->str, suffix->str_len);
     if (least + tp_fim_tokens(s->o.fim) + max_tokens > s->n_positions) {
         fail(e, 400, "suffix", NULL, "This model's maximum context length is %d tokens, however the suffix alone "
              "is at least %lld tokens (%zu bytes, at most %zu bytes a token) before any prefix, with max_tokens "
@@ -249,9 +249,7 @@ static int encode_suffix(tp_server *s, errctx *e, const json_value *suffix, long
              tp_tokenizer_max_token_bytes(s->tok), max_tokens);
         return -1;
     }
-    pthread_mutex_lock(&s->tok_mu);
     int rc = tp_tokenizer_encode_text(s->tok, suffix->str, suffix->str_len, &fs->ids, &fs->n, err, sizeof err);
-    pthread_mutex_unlock(&s->tok_mu);
     if (rc) {
         fail(e, 400, "suffix", NULL, "suffix: %s", err);
         return -1;
@@ -267,9 +265,26 @@ static int encode_suffix(tp_server *s, errctx *e, const json_value *suffix, long
     return 0;
 }
 
+/* A text prompt (with the suffix's fixed ids) that cannot fit the context with max_tokens whatever
+ * its ids: the 400 before it is encoded (each token stands for at most tp_tokenizer_max_token_bytes
+ * bytes), so that megabytes of text cost nobody an encode (issue 41). -1, or 0 when it may fit. */
+static int text_cannot_fit(tp_server *s, errctx *e, const json_value *v, long long fixed, long long max_tokens,
+                           int which) {
+    long long least = (long long)tp_tokenizer_min_ids(s->tok, v->str, v->str_len);
+    if (least + fixed + max_tokens <= s->n_positions) return 0;
+    long long most = ((long long)s->n_positions - fixed - max_tokens) * (long long)tp_tokenizer_max_token_bytes(s->tok);
+    char with[96] = "";
+    if (fixed) snprintf(with, sizeof with, ", the suffix with the format's tokens %lld", fixed);
+    fail(e, 400, "prompt", NULL, "This model's maximum context length is %d tokens, however prompt %d is %zu bytes, "
+         "so at least %lld tokens (a token of this tokenizer is at most %zu bytes)%s, and max_tokens is %lld: a "
+         "prompt of more than %lld bytes can never fit; reduce the prompt or max_tokens", s->n_positions, which,
+         v->str_len, least, tp_tokenizer_max_token_bytes(s->tok), with, max_tokens, most > 0 ? most : 0);
+    return -1;
+}
+
 /* fs: NULL, or the request's suffix on a FIM-capable model: the prompt is then the FIM prompt of
  * prefix v and the suffix (engine/tokenizer/fim.h). A prompt too long for the context is refused here,
- * before the next one is encoded. */
+ * before the next one is encoded (by its bytes, before it is encoded itself). */
 static int parse_text(tp_server *s, errctx *e, const json_value *v, const fim_suffix *fs, long long max_tokens,
                       int which, srv_prompt *p) {
     if (!s->tok) {
@@ -281,13 +296,12 @@ static int parse_text(tp_server *s, errctx *e, const json_value *v, const fim_su
         fail(e, 400, "prompt", NULL, "prompt %d is empty (tpgen adds no BOS token)", which);
         return -1;
     }
+    if (text_cannot_fit(s, e, v, fs ? (long long)fs->n + tp_fim_tokens(s->o.fim) : 0, max_tokens, which)) return -1;
     char err[256];
     int32_t *ids = NULL;
     size_t n = 0;
-    pthread_mutex_lock(&s->tok_mu);
     int rc = fs ? tp_fim_assemble(s->o.fim, s->tok, v->str, v->str_len, fs->ids, fs->n, &ids, &n, err, sizeof err)
                 : tp_tokenizer_encode(s->tok, v->str, v->str_len, &ids, &n, err, sizeof err);
-    pthread_mutex_unlock(&s->tok_mu);
     if (rc) {
         fail(e, 400, "prompt", NULL, "prompt %d: %s", which, err);
         return -1;
@@ -470,12 +484,12 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
         return fail(e, 400, "user", NULL, "'user' must be a string, got %s", type_of(v));
     /* vLLM's cache_salt: prefix-cache hits only among requests with the same salt (and API key:
      * step_loop.c, docs/SERVING.md "Prefix cache and KV on demand") */
-    uint64_t cache_salt = 0;
+    const json_value *salt = NULL;
     if ((v = json_get(root, "cache_salt")) && v->type != JSON_NULL) {
         if (v->type != JSON_STRING || v->str_len == 0)
             return fail(e, 400, "cache_salt", NULL, "'cache_salt' must be a non-empty string, got %s",
                         v->type == JSON_STRING ? "an empty one" : type_of(v));
-        cache_salt = srv_salt_of(v->str, v->str_len);
+        salt = v;
     }
     if (suffix) { /* the infill ends at the format's stop token (<eom>), left out of the text */
         rp.stop_ids[0] = s->o.fim->stop_id;
@@ -490,7 +504,10 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     j->echo = echo;
     j->logprobs = (int)logprobs;
     j->return_token_ids = return_ids;
-    j->cache_salt = cache_salt;
+    if (salt) { /* the salt itself is compared through its SHA-256 (scope.c), never a 64-bit hash */
+        j->has_salt = 1;
+        srv_sha256(salt->str, salt->str_len, j->salt_digest);
+    }
     j->api_key = -1; /* the HTTP thread sets the key it came with */
     j->n = (int)n;
     j->scored = !(echo && logprobs >= 0);

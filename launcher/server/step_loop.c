@@ -159,35 +159,22 @@ static int job_expired(const srv_job *j, double now) {
     return t > 0 && now >= j->t_arrival + t && j->n_done < j->n_choices;
 }
 
-/* The prefix-cache salt of a job's choices (prefix_cache.h: hits only between equal salts), by
- * --prefix-cache-scope: its API key's (key: the default; no keys, one scope), nobody's (shared),
- * or its own (request: serial, never reused); its cache_salt mixed in, so that it separates
- * requests within a scope but never joins two keys' scopes. */
-static uint64_t job_salt(const tp_server *s, const srv_job *j, uint64_t serial) {
-    uint64_t salt = 0;
-    if (s->o.prefix_scope == TP_PREFIX_SCOPE_REQUEST) salt = serial * 0x9e3779b97f4a7c15ull + 1;
-    else if (s->o.prefix_scope == TP_PREFIX_SCOPE_KEY && j->api_key >= 0 && j->api_key < s->o.n_api_keys) {
-        const char *key = s->o.api_keys[j->api_key];
-        salt = srv_salt_of(key, strlen(key));
-    }
-    if (j->cache_salt) salt = (salt ^ j->cache_salt) * 0xbf58476d1ce4e5b9ull + j->cache_salt;
-    return salt;
-}
-
 /* A new job's choices to the scheduler, all at once: its admission order takes each next
  * sequence by priority, then from the client (peer address) with the fewest running, then the
  * request with the fewest, then the oldest (scheduler.h), so a newcomer waits for the next free
  * slot, not for the backlog of those before it. The parser refused what could never fit the KV
  * cache (the same tp_request_kv_blocks). */
 static void submit_job(tp_server *s, tp_sched *sc, srv_job *j, uint64_t serial) {
-    uint64_t client = srv_salt_of(j->client, strlen(j->client)), salt = job_salt(s, j, serial);
+    uint64_t client = srv_salt_of(j->client, strlen(j->client));
+    tp_cache_scope scope;
+    srv_job_scope(s, j, serial, &scope); /* scope.c */
     for (int i = 0; i < j->n_choices; i++) {
         srv_choice *c = &j->ch[i];
         c->job = j;
         c->r.user = c;
         c->r.client = client;
         c->r.group = serial;
-        c->r.cache_salt = salt;
+        c->r.cache_scope = scope;
         if (tp_sched_submit(sc, &c->r)) tp_die("internal: a validated request does not fit the KV cache");
     }
 }

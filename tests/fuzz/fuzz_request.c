@@ -118,7 +118,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     s->o.drain_timeout = FUZZ_WAIT_S;
     s->o.max_seqs_per_client = 1024; /* checked by the HTTP thread only */
     s->tok = g_tok;
-    pthread_mutex_init(&s->tok_mu, NULL);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->engine_cv, NULL);
     if (pthread_create(&g_engine, NULL, engine_main, NULL)) {

@@ -39,7 +39,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         tp_server *s = &g_srv[i];
         s->o.name = "codegen-test";
         s->tok = i & 1 ? g_tok : NULL;
-        pthread_mutex_init(&s->tok_mu, NULL);
         pthread_mutex_init(&s->mu, NULL);
         s->ready = 1;
         s->kv_block_size = 16;

@@ -73,7 +73,7 @@ static void fuzz_encode(tp_tokenizer *t, const uint8_t *s, size_t n, int round_t
         if (round_trip) {
             int32_t *ids2 = NULL;
             size_t n_ids2 = 0;
-            tpk_cache_clear(g_heap);
+            tpk_pool_clear(g_heap);
             if (tp_tokenizer_encode(g_heap, (const char *)s, n, &ids2, &n_ids2, err, sizeof err) || n_ids2 != n_ids ||
                 (n_ids && memcmp(ids, ids2, n_ids * sizeof *ids))) {
                 fprintf(stderr, "the heap BPE without the word cache gives other ids\n");

@@ -23,7 +23,9 @@ usage: prefix_test.py TPGEN MPIEXEC NP MODEL MODE
             --api-key, a prompt sent twice with one key gets cached_tokens 12 the second time, the
             same prompt with the other key 0 (and 12 on its own second try); cache_salt separates
             requests of one key and never joins two keys; a bad cache_salt is a 400; the token
-            route answers each caller its own key; --prefix-cache-scope shared shares across keys,
+            route answers each caller its own key; two salts, and two keys, with one 64-bit FNV-1a
+            digest share nothing (issue 41: scopes are compared whole, by SHA-256);
+            --prefix-cache-scope shared shares across keys,
             request shares nothing; without keys every request shares (as before); a bad
             --prefix-cache-scope ends the server with the flag named.
   ondemand: MODEL with a tokenizer: 24 code prompts with max_tokens 500 and stop "\\n" in a
@@ -267,6 +269,17 @@ def scope(tmp):
     v = json.load(open(os.path.join(MODEL, "config.json")))["vocab_size"] - 1
     p = [(i * 41 + 3) % v for i in range(13)]  # 12 of its 13 tokens can be hits (3 blocks of 4)
     k1, k2 = "key-one", "key-two"
+    q = [(i * 37 + 5) % v for i in range(13)]  # another prompt, for the colliding salts and keys
+    # an FNV-1a 64 collision (Pollard's rho over 16 hex digits, issue 41): held here, checked below
+    C1, C2 = "bf13eaba83dea434", "b3b828bb3655e2a7"
+
+    def fnv1a64(t):
+        h = 0xcbf29ce484222325
+        for ch in t.encode():
+            h = ((h ^ ch) * 0x100000001b3) & (2 ** 64 - 1)
+        return h
+
+    sh.check(C1 != C2 and fnv1a64(C1) == fnv1a64(C2), "%s and %s have one FNV-1a 64 digest" % (C1, C2))
 
     def cached(key, salt=None, prompt=p):
         body = {"prompt": prompt, "max_tokens": 1, "temperature": 0}
@@ -317,9 +330,20 @@ def scope(tmp):
     try:
         got = [cached(None), cached(None), cached(None, "a"), cached(None, "a")]
         sh.check_ok(got == [0, 12, 0, 12], "no keys: shared as before, a salt apart: %r, want [0, 12, 0, 12]" % (got,))
+        # two salts with one 64-bit FNV-1a digest (the scope was that digest before issue 41): apart
+        got = [cached(None, C1, q), cached(None, C1, q), cached(None, C2, q), cached(None, C2, q)]
+        sh.check_ok(got == [0, 12, 0, 12], "no keys: cache_salt %s, %s (equal FNV-1a 64 digests) twice each: %r, "
+                    "want [0, 12, 0, 12]" % (C1, C2, got))
         idle_blocks_ok(srv, "scope")
     finally:
         sh.check(srv.stop().rc == 0, "scope (no keys) exits 0")
+    srv = start(["--api-key", C1, "--api-key", C2])
+    try:
+        got = [cached(C1, None, q), cached(C1, None, q), cached(C2, None, q), cached(C2, None, q)]
+        sh.check_ok(got == [0, 12, 0, 12], "scope key: API keys %s, %s (equal FNV-1a 64 digests) twice each: %r, "
+                    "want [0, 12, 0, 12]" % (C1, C2, got))
+    finally:
+        sh.check(srv.stop().rc == 0, "scope key (colliding keys) exits 0")
     bad = subprocess.run([TPGEN, "serve"] + flags + ["--prefix-cache-scope", "client"], capture_output=True,
                          text=True, timeout=60)
     sh.check_ok(bad.returncode != 0 and "--prefix-cache-scope must be key, shared or request" in bad.stderr,

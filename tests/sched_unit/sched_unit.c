@@ -79,19 +79,19 @@ static void test_block_manager(void) {
     CHECK(b[0] == 0 && b[3] == 3 && tp_prefix_cache_take(&c) == -1 && tp_prefix_cache_available(&c) == 0,
           "4 blocks taken (%d..%d), none left", b[0], b[3]);
     static const int32_t ids[] = {1, 2, 3, 4}, other[] = {1, 2, 3, 5}, seven[] = {7, 7, 3, 4};
-    CHECK(tp_prefix_cache_register(&c, 0, -1, 0, ids) == 1 && tp_prefix_cache_register(&c, 1, 0, 0, ids + 2) == 1,
+    CHECK(tp_prefix_cache_register(&c, 0, -1, NULL, ids) == 1 && tp_prefix_cache_register(&c, 1, 0, NULL, ids + 2) == 1,
           "blocks 0 and 1 registered");
-    CHECK(tp_prefix_cache_register(&c, 2, -1, 0, ids) == 0, "the same tokens registered twice: the second stays private");
-    CHECK(tp_prefix_cache_register(&c, 3, 2, 0, ids + 2) == 0, "a block after an unregistered parent stays private");
+    CHECK(tp_prefix_cache_register(&c, 2, -1, NULL, ids) == 0, "the same tokens registered twice: the second stays private");
+    CHECK(tp_prefix_cache_register(&c, 3, 2, NULL, ids + 2) == 0, "a block after an unregistered parent stays private");
     tp_prefix_cache_release(&c, 1); /* the child first: it is evicted before its parent */
     tp_prefix_cache_release(&c, 0);
     tp_prefix_cache_release(&c, 2);
     tp_prefix_cache_release(&c, 3);
     CHECK(c.n_free == 2 && c.n_cached == 2 && tp_prefix_cache_available(&c) == 4, "released: %d free, %d cached",
           c.n_free, c.n_cached);
-    CHECK(tp_prefix_cache_lookup(&c, 0, ids, 2, hit) == 2 && hit[0] == 0 && hit[1] == 1, "lookup 1 2 3 4: 2 hits");
-    CHECK(tp_prefix_cache_lookup(&c, 0, other, 2, hit) == 1 && hit[0] == 0, "lookup 1 2 3 5: 1 hit");
-    CHECK(tp_prefix_cache_lookup(&c, 0, ids + 2, 1, hit) == 0, "3 4 as a first block: no hit (its parent differs)");
+    CHECK(tp_prefix_cache_lookup(&c, NULL, ids, 2, hit) == 2 && hit[0] == 0 && hit[1] == 1, "lookup 1 2 3 4: 2 hits");
+    CHECK(tp_prefix_cache_lookup(&c, NULL, other, 2, hit) == 1 && hit[0] == 0, "lookup 1 2 3 5: 1 hit");
+    CHECK(tp_prefix_cache_lookup(&c, NULL, ids + 2, 1, hit) == 0, "3 4 as a first block: no hit (its parent differs)");
     /* refcounts: a shared block leaves the LRU while held, comes back when the last holder goes */
     tp_prefix_cache_acquire(&c, 0);
     tp_prefix_cache_acquire(&c, 0);
@@ -105,15 +105,15 @@ static void test_block_manager(void) {
     int t1 = tp_prefix_cache_take(&c), t2 = tp_prefix_cache_take(&c), t3 = tp_prefix_cache_take(&c);
     CHECK(t1 >= 2 && t2 >= 2 && t3 == 1 && c.n_cached == 1 && !c.registered[1], "takes %d %d then evicts %d (want 1)",
           t1, t2, t3);
-    CHECK(tp_prefix_cache_lookup(&c, 0, ids, 2, hit) == 1, "after evicting block 1 the chain stops at block 0");
+    CHECK(tp_prefix_cache_lookup(&c, NULL, ids, 2, hit) == 1, "after evicting block 1 the chain stops at block 0");
     /* a child of an evicted parent never matches through a new block in its parent's place */
-    CHECK(tp_prefix_cache_register(&c, 1, 0, 0, ids + 2) == 1, "block 1 registered again after 0");
+    CHECK(tp_prefix_cache_register(&c, 1, 0, NULL, ids + 2) == 1, "block 1 registered again after 0");
     tp_prefix_cache_release(&c, 1);                                 /* LRU: 0, 1 */
     tp_prefix_cache_release(&c, t1);
     int t4 = tp_prefix_cache_take(&c), t5 = tp_prefix_cache_take(&c); /* t1 (free), then evicts 0 */
     CHECK(t4 == t1 && t5 == 0, "takes %d, evicts %d (want 0)", t4, t5);
-    CHECK(tp_prefix_cache_register(&c, 0, -1, 0, seven) == 1, "block 0 reused for 7 7");
-    CHECK(tp_prefix_cache_lookup(&c, 0, seven, 2, hit) == 1, "7 7 3 4: the old child of block 0 is no hit");
+    CHECK(tp_prefix_cache_register(&c, 0, -1, NULL, seven) == 1, "block 0 reused for 7 7");
+    CHECK(tp_prefix_cache_lookup(&c, NULL, seven, 2, hit) == 1, "7 7 3 4: the old child of block 0 is no hit");
     tp_prefix_cache_free(&c);
 
     /* every hash equal: hits are told apart by their token ids alone */
@@ -121,17 +121,17 @@ static void test_block_manager(void) {
     c.hash_mask = 0;
     static const int32_t x[] = {1, 2}, y[] = {5, 6}, z[] = {8, 8}, xy[] = {1, 2, 5, 6};
     for (int i = 0; i < 3; i++) b[i] = tp_prefix_cache_take(&c);
-    tp_prefix_cache_register(&c, b[0], -1, 0, x);
-    tp_prefix_cache_register(&c, b[1], -1, 0, y);
-    tp_prefix_cache_register(&c, b[2], b[0], 0, y);
-    CHECK(tp_prefix_cache_lookup(&c, 0, y, 1, hit) == 1 && hit[0] == b[1], "collision: 5 6 -> block %d, want %d", hit[0],
+    tp_prefix_cache_register(&c, b[0], -1, NULL, x);
+    tp_prefix_cache_register(&c, b[1], -1, NULL, y);
+    tp_prefix_cache_register(&c, b[2], b[0], NULL, y);
+    CHECK(tp_prefix_cache_lookup(&c, NULL, y, 1, hit) == 1 && hit[0] == b[1], "collision: 5 6 -> block %d, want %d", hit[0],
           b[1]);
-    CHECK(tp_prefix_cache_lookup(&c, 0, x, 1, hit) == 1 && hit[0] == b[0], "collision: 1 2 -> block %d", hit[0]);
-    CHECK(tp_prefix_cache_lookup(&c, 0, z, 1, hit) == 0, "collision: 8 8 is no hit");
-    CHECK(tp_prefix_cache_lookup(&c, 0, xy, 2, hit) == 2 && hit[1] == b[2], "collision: 1 2 5 6 -> %d blocks", 2);
+    CHECK(tp_prefix_cache_lookup(&c, NULL, x, 1, hit) == 1 && hit[0] == b[0], "collision: 1 2 -> block %d", hit[0]);
+    CHECK(tp_prefix_cache_lookup(&c, NULL, z, 1, hit) == 0, "collision: 8 8 is no hit");
+    CHECK(tp_prefix_cache_lookup(&c, NULL, xy, 2, hit) == 2 && hit[1] == b[2], "collision: 1 2 5 6 -> %d blocks", 2);
     for (int i = 2; i >= 0; i--) tp_prefix_cache_release(&c, b[i]);
     for (int i = 0; i < 4; i++) tp_prefix_cache_take(&c); /* evicts all three: the table empties */
-    CHECK(c.n_cached == 0 && tp_prefix_cache_lookup(&c, 0, x, 1, hit) == 0 && tp_prefix_cache_lookup(&c, 0, y, 1, hit) == 0,
+    CHECK(c.n_cached == 0 && tp_prefix_cache_lookup(&c, NULL, x, 1, hit) == 0 && tp_prefix_cache_lookup(&c, NULL, y, 1, hit) == 0,
           "all evicted: no hits");
     tp_prefix_cache_free(&c);
 
@@ -139,13 +139,16 @@ static void test_block_manager(void) {
      * when every hash collides; the blocks after it follow their parent */
     tp_prefix_cache_init(&c, 4, 2);
     c.hash_mask = 0;
+    /* scopes that differ in one byte only, past the 8 the table's hash starts from */
+    tp_cache_scope sc7 = {{0}}, sc9 = {{0}}, sc8 = {{0}};
+    sc7.b[31] = 7, sc9.b[31] = 9, sc8.b[31] = 8;
     for (int i = 0; i < 3; i++) b[i] = tp_prefix_cache_take(&c);
-    CHECK(tp_prefix_cache_register(&c, b[0], -1, 7, x) == 1 && tp_prefix_cache_register(&c, b[1], b[0], 7, y) == 1,
+    CHECK(tp_prefix_cache_register(&c, b[0], -1, &sc7, x) == 1 && tp_prefix_cache_register(&c, b[1], b[0], &sc7, y) == 1,
           "1 2 | 5 6 registered under salt 7");
-    CHECK(tp_prefix_cache_register(&c, b[2], -1, 9, x) == 1, "1 2 under salt 9: a block of its own, not a duplicate");
-    CHECK(tp_prefix_cache_lookup(&c, 7, xy, 2, hit) == 2 && hit[0] == b[0] && hit[1] == b[1], "salt 7: 2 hits");
-    CHECK(tp_prefix_cache_lookup(&c, 9, xy, 2, hit) == 1 && hit[0] == b[2], "salt 9: its own first block, no more");
-    CHECK(tp_prefix_cache_lookup(&c, 0, xy, 2, hit) == 0 && tp_prefix_cache_lookup(&c, 8, xy, 2, hit) == 0,
+    CHECK(tp_prefix_cache_register(&c, b[2], -1, &sc9, x) == 1, "1 2 under salt 9: a block of its own, not a duplicate");
+    CHECK(tp_prefix_cache_lookup(&c, &sc7, xy, 2, hit) == 2 && hit[0] == b[0] && hit[1] == b[1], "salt 7: 2 hits");
+    CHECK(tp_prefix_cache_lookup(&c, &sc9, xy, 2, hit) == 1 && hit[0] == b[2], "salt 9: its own first block, no more");
+    CHECK(tp_prefix_cache_lookup(&c, NULL, xy, 2, hit) == 0 && tp_prefix_cache_lookup(&c, &sc8, xy, 2, hit) == 0,
           "no salt, or another: no hit");
     tp_prefix_cache_free(&c);
 }
@@ -488,12 +491,12 @@ static void test_salt(void) {
     tp_step_output_init(&out, &g_m);
     int32_t px[13];
     for (int i = 0; i < 13; i++) px[i] = 1 + i;
-    static const uint64_t salts[] = {0, 11, 22, 11, 0};
+    static const uint8_t salts[] = {0, 11, 22, 11, 0}; /* a scope's last byte */
     static const int want[] = {0, 0, 0, 12, 12}; /* cached tokens of each, run one after another */
     tp_request r[5];
     for (int i = 0; i < 5; i++) {
         make(&r[i], i, px, 13, 1);
-        r[i].cache_salt = salts[i];
+        r[i].cache_scope.b[31] = salts[i];
         tp_sched_submit(s, &r[i]);
         run_all(s, &out, 20);
         CHECK(r[i].n_prompt_cached == want[i], "salt %llu (request %d): %d cached tokens, want %d",

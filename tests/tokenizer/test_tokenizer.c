@@ -44,7 +44,7 @@ static int encode_file(tp_tokenizer *t, tp_tokenizer *t_heap, const char *path) 
         size_t n_got = 0, n_again = 0, n_heap = 0;
         int rc = enc(t, text->str, text->str_len, &got, &n_got, err, sizeof err);
         int rc2 = enc(t, text->str, text->str_len, &again, &n_again, err, sizeof err);
-        tpk_cache_clear(t_heap);
+        tpk_pool_clear(t_heap);
         int rc3 = enc(t_heap, text->str, text->str_len, &heap, &n_heap, err, sizeof err);
         const char *what = NULL;
         if (rc || rc2 || rc3) what = err;

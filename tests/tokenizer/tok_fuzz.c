@@ -76,7 +76,7 @@ static int check_text(tp_tokenizer *t, tp_tokenizer *t_heap, const unsigned char
     } else {
         char *dec = NULL;
         size_t n_dec = 0;
-        tpk_cache_clear(t_heap);
+        tpk_pool_clear(t_heap);
         if (tp_tokenizer_encode(t_heap, (const char *)s, n, &ids2, &n_ids2, err, sizeof err) || n_ids2 != n_ids ||
             memcmp(ids, ids2, n_ids * sizeof *ids) != 0) {
             fprintf(stderr, "%s %d: the heap BPE / uncached encode gives other ids\n", kind, iter);
