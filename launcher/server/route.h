@@ -5,6 +5,7 @@
 #ifndef TPGEN_SERVER_ROUTE_H
 #define TPGEN_SERVER_ROUTE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include <microhttpd.h>
@@ -66,13 +67,15 @@ enum MHD_Result srv_route_tokenize(tp_server *s, struct MHD_Connection *c, srv_r
 enum MHD_Result srv_route_detokenize(tp_server *s, struct MHD_Connection *c, srv_req *rq);
 enum MHD_Result srv_detok_admit(tp_server *s, struct MHD_Connection *c, srv_req *rq); /* its budget */
 
-/* http.c: answers. srv_send queues b (freed) with status, or holds it (rq->hold); count: the
+/* reply.c: answers. srv_send queues b (freed) with status, or holds it (rq->hold); count: the
  * status counts in /metrics. srv_send_error: an OpenAI error object. */
 enum MHD_Result srv_send(tp_server *s, struct MHD_Connection *c, srv_req *rq, int status, const char *type, jbuf *b,
                          int count);
 enum MHD_Result srv_send_error(tp_server *s, struct MHD_Connection *c, srv_req *rq, int status, const char *type,
                                const char *code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 8, 9)));
+enum MHD_Result srv_send_error_v(tp_server *s, struct MHD_Connection *c, srv_req *rq, int status, const char *type,
+                                 const char *code, const char *param, const char *fmt, va_list ap);
 /* The --api-key the request's bearer key is: its index; -1 when none is configured (every
  * request passes), -2 when the key is missing or matches none. */
 int srv_api_key_of(tp_server *s, struct MHD_Connection *c);
