@@ -1,7 +1,7 @@
 # tpgen serve at the byte level (label server): HTTP framing on raw sockets, rank 0's peak RSS per
 # costly request kind, slow headers under --conn-timeout, fairness between clients
 # (tests/server/http_test.py says what each part checks). TP 1: all of it happens on rank 0.
-foreach(part framing memory loris fair detok slowbody)
+foreach(part framing memory loris fair detok slowbody keepalive)
   add_test(NAME server_http_${part}
            COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/server/http_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 1
                    ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen

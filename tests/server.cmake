@@ -54,3 +54,10 @@ add_test(NAME server_params_same_answer
                  $<TARGET_FILE:test_request_params> ${TPGEN_TEST_DATA}/tiny-f32)
 set_tests_properties(server_params_same_answer PROPERTIES LABELS "server;errors" TIMEOUT 120
                      FIXTURES_REQUIRED server_deps)
+
+# The routes (launcher/server/routes.c, one row each) and docs/SERVING.md's "Routes" table name the
+# same `METHOD PATH`s: a route added without its doc entry fails (docs/EXTENDING.md, "A new HTTP route").
+add_executable(test_routes_documented ${CMAKE_CURRENT_SOURCE_DIR}/server/test_routes_documented.c)
+target_link_libraries(test_routes_documented tpgen_server)
+add_test(NAME server_routes_documented COMMAND test_routes_documented ${CMAKE_SOURCE_DIR}/docs/SERVING.md)
+set_tests_properties(server_routes_documented PROPERTIES LABELS "server;unit" TIMEOUT 30)

@@ -18,6 +18,7 @@
  * as it did before. */
 #include <errno.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,4 +188,37 @@ void srv_conns_stop(tp_server *s) {
     }
     pthread_mutex_destroy(&s->conn_mu);
     pthread_cond_destroy(&s->conns_cv);
+}
+
+/* A whole answer written on the connection's socket, then its sending side shut (the close
+ * follows the answer). Only on the connection's own thread, at a response boundary: nothing of
+ * this request's answer was queued with libmicrohttpd, and the previous answer on the
+ * connection was sent in full before this request's headers were read. */
+void srv_conn_answer_now(tp_server *s, struct MHD_Connection *c, unsigned status, const char *type, const char *body,
+                         size_t n) {
+    (void)s;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return;
+    int fd = ci->connect_fd;
+    char date[64];
+    time_t t = time(NULL);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm)) date[0] = 0;
+    jbuf h = {0};
+    jb_printf(&h, "HTTP/1.1 %u %s\r\nConnection: close\r\nContent-Length: %zu\r\nContent-Type: %s\r\nDate: %s\r\n\r\n",
+              status, MHD_get_reason_phrase_for(status), n, type, date);
+    jb_put(&h, body, n);
+    double give_up = tp_now_seconds() + 2; /* a peer that reads nothing gets the close only */
+    for (size_t off = 0; off < h.n;) {
+        ssize_t w = send(fd, h.s + off, h.n - off, MSG_NOSIGNAL);
+        if (w > 0) off += (size_t)w;
+        else if (w < 0 && errno == EINTR) continue;
+        else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && tp_now_seconds() < give_up) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            if (poll(&p, 1, 100) < 0 && errno != EINTR) break;
+        } else break; /* the peer is gone */
+    }
+    jb_free(&h);
+    if (shutdown(fd, SHUT_WR) && errno != ENOTCONN)
+        fprintf(stderr, "tpgen: warning: shutdown after an early answer: %s\n", strerror(errno));
 }

@@ -186,6 +186,16 @@ void srv_conn_head_next(tp_server *s, struct MHD_Connection *c); /* answered: th
 void srv_conn_watch(tp_server *s, struct MHD_Connection *c, srv_job *j);
 void srv_conn_unwatch(tp_server *s, srv_job *j);
 void srv_conns_sweep(tp_server *s);
+/* An answer written on c's socket now and its sending side shut (libmicrohttpd queues none while
+ * it reads a body); the access handler then returns MHD_NO, which closes the connection. */
+void srv_conn_answer_now(tp_server *s, struct MHD_Connection *c, unsigned status, const char *type, const char *body,
+                         size_t n);
+
+/* framing.c: 0 when the request's framing is sound, else the status to refuse it with (400, or
+ * 501 for a transfer coding tpgen does not implement) and why in msg. *has_body: a body follows
+ * the headers; *cl: its Content-Length, -1 when none (chunked, or no body). */
+int srv_framing_error(struct MHD_Connection *c, const char *version, int *has_body, long long *cl, char *msg,
+                      size_t msg_size);
 
 /* step_loop.c */
 void srv_job_release(tp_server *s, srv_job *j); /* under mu */
