@@ -61,11 +61,12 @@ tpgen_fuzz_target(prompts SOURCES launcher/prompts.c LIBS tpgen_tokenizer)
 tpgen_fuzz_target(sampler SOURCES engine/sched/sampler.c engine/model/candidates.c LIBS ${MATH_LIB})
 tpgen_fuzz_target(bin LIBS tpgen_checkpoint)
 # launcher/server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the engine
-# functions it calls, the request builder, KV count and free, are engine/sched/request.c, the knobs' table,
-# defaults and validation engine/sched/request_params.c, and engine/tokenizer/fim.c for `suffix`)
+# functions it calls, the request builder, KV count and free, are engine/sched/request.c, the request fields'
+# table, defaults and validation engine/sched/request_params.c, reading them request_read.c, and
+# engine/tokenizer/fim.c for `suffix`)
 find_package(Threads REQUIRED)
 tpgen_fuzz_target(server_request SOURCES launcher/server/openai.c launcher/server/jbuf.c engine/sched/request.c engine/sched/request_params.c
-                  engine/tokenizer/fim.c LIBS tpgen_tokenizer Threads::Threads)
+                  engine/sched/request_read.c engine/tokenizer/fim.c LIBS tpgen_tokenizer Threads::Threads)
 # Whole requests in one process (TP 1): body -> srv_parse_completion -> the server's engine loop
 # (scheduler, sampler) -> the response, on models/codegen-tiny-py; the model is loaded as
 # `tpgen serve` does (launcher/job.c, launcher/args.c). Its replay test runs the engine.
