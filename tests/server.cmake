@@ -54,3 +54,11 @@ add_test(NAME server_params_same_answer
                  $<TARGET_FILE:test_request_params> ${TPGEN_TEST_DATA}/tiny-f32)
 set_tests_properties(server_params_same_answer PROPERTIES LABELS "server;errors" TIMEOUT 120
                      FIXTURES_REQUIRED server_deps)
+# The field tables of docs/SERVING.md and docs/USAGE.md are generated from the table of request
+# fields (`tpgen help-params --markdown server|generate`, between <!-- request_fields --> markers):
+# a field added, changed or left without its docs row fails here (tools/dev/request_fields_docs.py
+# --write regenerates them).
+add_test(NAME request_fields_docs
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tools/dev/request_fields_docs.py --check $<TARGET_FILE:tpgen>
+                 ${CMAKE_SOURCE_DIR}/docs/SERVING.md ${CMAKE_SOURCE_DIR}/docs/USAGE.md)
+set_tests_properties(request_fields_docs PROPERTIES LABELS "server;docs;unit" TIMEOUT 30)
