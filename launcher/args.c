@@ -1,7 +1,6 @@
 #include "args.h"
 
 #include <errno.h>
-#include <float.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>

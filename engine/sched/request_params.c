@@ -136,6 +136,32 @@ const tp_range *tp_field_range(const tp_field *f, int front) { return front == T
 
 int tp_field_given(const tp_request_fields *r, const tp_field *f) { return (int)(r->given >> (f - tp_fields) & 1); }
 
+static void *at(const tp_field *f, tp_request_fields *r) { return (char *)r + f->off; }
+
+void tp_field_set(const tp_field *f, tp_request_fields *r, double x) {
+    if ((f->flags & TP_FIELD_NEG_OFF) && x < 0) x = 0;
+    switch (f->type) {
+    case TP_FIELD_FLOAT: *(float *)at(f, r) = (float)x; break;
+    case TP_FIELD_NUMBER: *(double *)at(f, r) = x; break;
+    case TP_FIELD_INT64: *(uint64_t *)at(f, r) = (uint64_t)(int64_t)x; break;
+    case TP_FIELD_INT:
+    case TP_FIELD_BOOL: *(int *)at(f, r) = (int)x; break;
+    default: break; /* not a scalar */
+    }
+}
+
+double tp_field_get(const tp_field *f, const tp_request_fields *r) {
+    const char *p = (const char *)r + f->off;
+    switch (f->type) {
+    case TP_FIELD_FLOAT: return (double)*(const float *)p;
+    case TP_FIELD_NUMBER: return *(const double *)p;
+    case TP_FIELD_INT64: return (double)(int64_t) * (const uint64_t *)p;
+    case TP_FIELD_INT:
+    case TP_FIELD_BOOL: return (double)*(const int *)p;
+    default: return 0;
+    }
+}
+
 tp_request_fields tp_request_fields_default(int front) {
     tp_request_fields r;
     memset(&r, 0, sizeof r);

@@ -1,5 +1,4 @@
 /* The OpenAI completions API: the request (validated into a job) and the response bodies. */
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
