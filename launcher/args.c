@@ -1,7 +1,6 @@
 #include "args.h"
 
 #include <errno.h>
-#include <float.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,15 +14,22 @@
 #include "sched/sampler.h"
 #include "sched/speculate.h"
 
-static const char *USAGE =
+/* The usage of every subcommand; generate's and score's request flags from the table of request
+ * fields (engine/sched/request_params.h), so a new knob shows here without an edit. */
+static const char *usage(void) {
+    static char buf[6144];
+    if (buf[0]) return buf;
+    char gen[2048], score[512];
+    tp_fields_usage(TP_FRONT_GENERATE, 9, 104, gen, sizeof gen);
+    tp_fields_usage(TP_FRONT_SCORE, 9, 104, score, sizeof score);
+    snprintf(buf, sizeof buf,
     "usage:\n"
     "  tpgen generate --model DIR (--prompt TEXT | --prompt-ids 5,17,9 | --prompts-file F)\n"
-    "         [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R]\n"
-    "         [--presence-penalty P] [--frequency-penalty F] [--min-tokens N]\n"
-    "         [--seed S] [--stop STR]... [--ignore-eos] [--logprobs K] [--json] [--speculate ngram:K[:N]]\n"
-    "         [--no-prefix-cache]\n"
-    "         [--suffix TEXT (fill in the middle: --prompt is the prefix) [--fim FILE]]\n"
-    "  tpgen score --model DIR --ids 5,17,9,... [--logprobs K] [--json]\n"
+    "         %s\n"
+    "         [--json] [--speculate ngram:K[:N]] [--no-prefix-cache]\n"
+    "         [--fim FILE] (with --suffix: fill in the middle, --prompt is the prefix)\n"
+    "  tpgen score --model DIR --ids 5,17,9,... %s [--json]\n"
+    "  tpgen help-params [--markdown server|generate]   (every request field: key, flag, range, default)\n"
     "  tpgen bench (--model DIR | --config FILE --random-weights) [--batch 1,8,32] [--context C] [--steps N]\n"
     "         (defaults: --steps min(32, n_positions - 4), --context min(512, n_positions - steps - 4))\n"
     "         [--prefill 128,512,2048 | --prefill 0] [--prefill-runs N] [--json]\n"
@@ -41,7 +47,9 @@ static const char *USAGE =
     "          [--block-size N] [--no-cuda-graphs] [--stats] [--weights int8]\n"
     "          [--verbose] [--comm-timeout SECONDS (NCCL; default 300, 0: none)]\n"
     "          [--qkv-groups G (qkv_proj's mp_num: 8 for CodeGen2; default: from the checkpoint)]\n"
-    "  run under mpirun -np N for N-way tensor parallelism; see README.md";
+    "  run under mpirun -np N for N-way tensor parallelism; see README.md", gen, score);
+    return buf;
+}
 
 long tp_parse_long(const char *flag, const char *v, long lo, long hi) {
     char *end;
@@ -59,26 +67,6 @@ static double parse_double(const char *flag, const char *v, double lo, double hi
     if (errno || end == v || *end || !(x >= lo && x <= hi))
         tp_die_all("%s expects a number in [%g, %g], got \"%s\"", flag, lo, hi, v);
     return x;
-}
-
-/* A flag of the knobs' table (engine/sched/request_params.h): its range and message are the server's
- * for the same value, only the name differs (--top-p, 'top_p'). A flag of a boolean takes no value. */
-static void parse_param(tp_request_params *r, const tp_param *p, const char *flag, const char *v) {
-    char err[512];
-    if (p->type == TP_PARAM_BOOL) {
-        tp_param_set(p, r, 1);
-        return;
-    }
-    char *end;
-    double x = strtod(v, &end); /* out of double's range: inf or 0, refused or kept as the server does */
-    if (end == v || *end) {
-        char what[300];
-        snprintf(what, sizeof what, "\"%.256s\"", v);
-        tp_param_not_a_number(p, flag, what, err, sizeof err);
-        tp_die_all("%s", err);
-    }
-    if (tp_param_check(p, x, flag, err, sizeof err)) tp_die_all("%s", err);
-    tp_param_set(p, r, x);
 }
 
 int32_t *tp_parse_id_list(const char *s, int *n, const char *what) {
@@ -124,7 +112,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     a->block_size = 16;
     a->max_batch_tokens = 512;
     a->max_batch = 32;
-    a->req = tp_request_params_cli_default();
+    a->req = tp_request_fields_default(TP_FRONT_GENERATE);
     a->batches = "1,8,32";
     a->context = -1; /* -1: fitted to n_positions by tpgen bench (cmd_bench.c) */
     a->steps = -1;
@@ -141,12 +129,12 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     int gen = strcmp(cmd, "generate") == 0, score = strcmp(cmd, "score") == 0, bench = strcmp(cmd, "bench") == 0;
     int serve = strcmp(cmd, "serve") == 0;
     for (int i = 0; i < argc; i++) {
-        char flag[64], *v = tp_flag_split(argv[i], flag, sizeof flag, USAGE);
+        char flag[64], *v = tp_flag_split(argv[i], flag, sizeof flag, usage());
 #define IS(name) (strcmp(flag, name) == 0)
 #define VAL() (v ? v : (i + 1 < argc ? argv[++i] : (tp_die_all("%s needs a value", flag), (char *)NULL)))
         int ok = 1;
-        const tp_param *param;
-        if (IS("--help") || IS("-h")) tp_die_all("%s", USAGE);
+        const tp_field *field = tp_field_by_flag(flag, gen ? TP_FRONT_GENERATE : score ? TP_FRONT_SCORE : 0);
+        if (IS("--help") || IS("-h")) tp_die_all("%s", usage());
         else if (IS("--model")) a->model = VAL();
         else if (IS("--revision")) a->revision = VAL();
         else if (IS("--backend")) a->backend = VAL();
@@ -155,7 +143,6 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--comm")) a->comm = VAL();
         else if (IS("--threads")) a->threads = (int)tp_parse_long(flag, VAL(), 0, TP_THREADS_MAX);
         else if (IS("--fim") && (gen || serve)) a->fim = VAL();
-        else if (IS("--suffix") && gen) a->suffix = VAL();
         else if (IS("--ignore-suffix") && serve) a->ignore_suffix = 1;
         else if (IS("--qkv-groups")) a->qkv_groups = (int)tp_parse_long(flag, VAL(), 1, TP_MAX_QKV_GROUPS);
         else if (IS("--kv-cache-tokens")) a->kv_cache_tokens = tp_parse_long(flag, VAL(), 1, 1L << 40);
@@ -168,18 +155,13 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--verbose")) a->verbose = 1;
         else if (IS("--comm-timeout")) a->comm_timeout = parse_double(flag, VAL(), 0, 1e6);
         else if (IS("--json")) a->json = 1;
-        else if (IS("--logprobs") && (gen || score)) a->logprobs = (int)tp_parse_long(flag, VAL(), 0, 64);
         else if (IS("--prompt") && gen) a->prompt = VAL();
         else if (IS("--prompt-ids") && gen) a->prompt_ids = VAL();
         else if (IS("--prompts-file") && gen) a->prompts_file = VAL();
-        else if (gen && (param = tp_param_by_flag(flag)))
-            parse_param(&a->req, param, flag, param->type == TP_PARAM_BOOL ? NULL : VAL());
-        else if (IS("--seed") && gen) a->seed = (uint64_t)tp_parse_long(flag, VAL(), 0, LONG_MAX);
-        else if (IS("--stop") && gen) {
-            if (a->n_stop == TP_MAX_STOP) tp_die_all("at most %d --stop strings", TP_MAX_STOP);
-            a->stop[a->n_stop] = VAL();
-            if (!*a->stop[a->n_stop]) tp_die_all("--stop needs a non-empty string");
-            a->n_stop++;
+        else if (field) { /* a request field (engine/sched/request_params.h): its range and message are the server's */
+            char err[512];
+            if (tp_field_from_text(field, field->type == TP_FIELD_BOOL ? NULL : VAL(), &a->req, err, sizeof err))
+                tp_die_all("%s", err);
         } else if (IS("--ids") && score) a->ids = VAL();
         else if (IS("--config") && (bench || serve)) a->config = VAL();
         else if (IS("--random-weights") && (bench || serve)) a->random_weights = 1;
@@ -227,7 +209,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--prefill") && bench) a->prefill = VAL();
         else if (IS("--prefill-runs") && bench) a->prefill_runs = (int)tp_parse_long(flag, VAL(), 1, 1000);
         else ok = 0;
-        if (!ok) tp_die_all("unknown flag %s for `tpgen %s`\n%s", flag, cmd, USAGE);
+        if (!ok) tp_die_all("unknown flag %s for `tpgen %s`\n%s", flag, cmd, usage());
 #undef IS
 #undef VAL
     }

@@ -8,8 +8,6 @@
 
 #include "sched/request_params.h"
 
-#define TP_MAX_STOP 16
-
 typedef struct {
     const char *cmd; /* "generate", "score", "bench", "serve" */
     /* model and placement */
@@ -23,7 +21,6 @@ typedef struct {
     const char *comm;        /* --comm mpi|nccl */
     int threads;             /* --threads N (cpu; 0: cores / ranks on the node) */
     const char *fim;         /* --fim FILE: the FIM format (engine/tokenizer/fim.h; default: the model dir's fim.json) */
-    const char *suffix;      /* --suffix TEXT (generate): fill in between --prompt and it */
     int ignore_suffix;       /* --ignore-suffix (serve): `suffix` on a model without FIM is ignored, not a 400 */
     int qkv_groups;          /* --qkv-groups G: qkv_proj's mp_num (0: from the checkpoint; engine/checkpoint/remote_code.h) */
     long kv_cache_tokens;    /* --kv-cache-tokens N (0: from --kv-cache-mem) */
@@ -36,14 +33,11 @@ typedef struct {
     const char *prompt_ids;  /* --prompt-ids 1,2,3 */
     const char *prompts_file;/* --prompts-file F */
     const char *ids;         /* --ids (score) */
-    /* the knobs of engine/sched/request_params.h's table, each set by its flag (--max-new-tokens,
-     * --temperature, --top-k, --top-p, --repetition-penalty, --presence-penalty,
-     * --frequency-penalty, --min-tokens, --ignore-eos), at the table's CLI defaults */
-    tp_request_params req;
-    uint64_t seed;
-    const char *stop[TP_MAX_STOP];
-    int n_stop;
-    int logprobs;
+    /* the request's fields, each set by its flag from engine/sched/request_params.h's table
+     * (--max-new-tokens, --temperature, ..., --seed, --stop, --logprobs, --suffix: `tpgen
+     * help-params`), at the table's CLI defaults */
+    tp_request_fields req;
+    uint64_t seed;           /* --seed of serve and bench: the random weights' (generate's is req.params.seed) */
     int json;
     int stats;
     int no_cuda_graphs;      /* --no-cuda-graphs */

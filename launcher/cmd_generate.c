@@ -143,17 +143,15 @@ static void take_events(gen_ctx *g, tp_sched *s) {
 /* Every prompt's request params, from the flags, checked by the rules the server shares
  * (tp_request_params_validate) and worded with the flag; on every rank, before anything is read. */
 static tp_request_params request_params(const tp_args *a) {
-    tp_request_params p = a->req; /* the knobs' table, each flag checked as it was read */
-    p.sampling.logprobs = a->logprobs;
-    p.seed = a->seed;
+    tp_request_params p = a->req.params; /* the table's fields, each flag checked as it was read */
     p.speculate_k = a->speculate_k;
     p.speculate_n = a->speculate_n;
     tp_request_param bad = tp_request_params_validate(&p);
     if (bad == TP_REQ_PARAM_MIN_TOKENS && p.min_tokens > p.max_new_tokens) /* the server's message, with flags */
         tp_die_all("--min-tokens %d exceeds --max-new-tokens %d", p.min_tokens, p.max_new_tokens);
-    for (int i = 0; i < tp_n_params; i++)
-        if (bad != TP_REQ_PARAM_OK && tp_params[i].id == bad) tp_die_all("%s is out of the range tpgen applies", tp_params[i].flag);
-    if (bad != TP_REQ_PARAM_OK) tp_die_all("--logprobs is out of the range tpgen applies");
+    for (int i = 0; i < tp_n_fields; i++)
+        if (bad != TP_REQ_PARAM_OK && tp_fields[i].id == bad && tp_fields[i].flag)
+            tp_die_all("%s is out of the range tpgen applies", tp_fields[i].flag);
     return p;
 }
 
@@ -204,7 +202,7 @@ static int fim_prompt(const tp_args *a, tp_tokenizer *tok, tp_prompt *p, tp_requ
                            "docs/SERVING.md)", a->model);
     size_t n = 0;
     int32_t *ids = NULL;
-    if (has > 0 && tp_fim_encode(&fim, tok, a->prompt, strlen(a->prompt), a->suffix, strlen(a->suffix), &ids, &n, err,
+    if (has > 0 && tp_fim_encode(&fim, tok, a->prompt, strlen(a->prompt), a->req.suffix.s, a->req.suffix.n, &ids, &n, err,
                                  sizeof err) == 0) {
         free(p->ids);
         p->ids = ids;
@@ -226,7 +224,7 @@ int tp_cmd_generate(int argc, char **argv) {
     int text_line = mpi->rank == 0 ? tp_prompts_need_tokenizer(&a) : 0;
     mpi->bcast(mpi, &text_line, sizeof text_line, 0);
     int have_tok = tp_tokenizer_present(a.model);
-    if (!have_tok && a.n_stop)
+    if (!have_tok && a.req.n_stop)
         tp_die_all("--stop needs a tokenizer in %s (vocab.json + merges.txt, or tokenizer.json) to match text",
                    a.model);
     if (!have_tok && text_line && a.prompts_file)
@@ -235,7 +233,7 @@ int tp_cmd_generate(int argc, char **argv) {
     if (!have_tok && text_line)
         tp_die_all("--prompt is text, which needs a tokenizer in %s (vocab.json + merges.txt, or tokenizer.json); "
                    "give --prompt-ids instead", a.model);
-    if (a.suffix && (!a.prompt || !have_tok))
+    if (a.req.suffix.s && (!a.prompt || !have_tok))
         tp_die_all("--suffix needs --prompt TEXT (the prefix) and a tokenizer in %s", a.model);
 
     /* the config is all the requests are checked against: a bad request is reported before the
@@ -258,14 +256,16 @@ int tp_cmd_generate(int argc, char **argv) {
         }
         int n = ok ? tp_prompts_read(&a, g.tok, m->cfg.vocab_size, &ps) : -1;
         if (n < 0) ok = 0;
-        else if (a.suffix && fim_prompt(&a, g.tok, &ps[0], &rp)) ok = 0;
+        else if (a.req.suffix.s && fim_prompt(&a, g.tok, &ps[0], &rp)) ok = 0;
         else {
             g.n = n;
             g.reqs = tp_calloc(n, sizeof *g.reqs);
             g.texts = tp_calloc(n, sizeof *g.texts);
+            const char *stops[TP_MAX_STOP]; /* --stop, from argv */
+            for (int i = 0; i < a.req.n_stop; i++) stops[i] = a.req.stop[i].s;
             for (int i = 0; i < n; i++) {
                 tp_request_init(&g.reqs[i], i, ps[i].ids, ps[i].n, &rp);
-                if (g.tok) g.texts[i].ts = tp_text_stream_new(g.tok, (const char *const *)a.stop, a.n_stop, 0);
+                if (g.tok) g.texts[i].ts = tp_text_stream_new(g.tok, stops, a.req.n_stop, 0);
             }
             g.stream = !a.json && n == 1 && g.tok;
             if (check_requests(&a, m, g.reqs, ps, n)) ok = 0;

@@ -38,7 +38,7 @@ int tp_cmd_score(int argc, char **argv) {
 
     int failed = 0;
     if (mpi->rank == 0) {
-        int k = a.logprobs;
+        int k = a.req.params.sampling.logprobs; /* --logprobs: the table's range on the CLI */
         float *lps = tp_malloc(n * sizeof(float));
         int32_t *top_ids = tp_malloc((size_t)n * (k ? k : 1) * sizeof(int32_t));
         float *top_lps = tp_malloc((size_t)n * (k ? k : 1) * sizeof(float));

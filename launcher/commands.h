@@ -10,5 +10,6 @@ int tp_cmd_info(int argc, char **argv);       /* cmd_info.c: build and device fa
 int tp_cmd_bench(int argc, char **argv);      /* cmd_bench.c: decode-step benchmark (MPI job) */
 int tp_cmd_bench_comm(int argc, char **argv); /* cmd_bench_comm.c: all-reduce benchmark (MPI job) */
 int tp_cmd_serve(int argc, char **argv);      /* cmd_serve.c: the OpenAI-compatible server (MPI job) */
+int tp_cmd_help_params(int argc, char **argv); /* cmd_help_params.c: the request fields' table (docs) */
 
 #endif

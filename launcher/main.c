@@ -18,6 +18,7 @@ static const char *USAGE =
     "  tokenize    text -> ids                   (tpgen tokenize --model DIR --text T [--json])\n"
     "  detokenize  ids -> text                   (tpgen detokenize --model DIR --ids 1,2,3 [--json])\n"
     "  info        build and device facts\n"
+    "  help-params every request field: JSON key, flag, range, default (tpgen help-params [--markdown server|generate])\n"
     "run `tpgen <command> --help` for its flags; README.md documents them all\n";
 
 int main(int argc, char **argv) {
@@ -41,7 +42,7 @@ int main(int argc, char **argv) {
         {"generate", tp_cmd_generate}, {"score", tp_cmd_score},         {"bench", tp_cmd_bench},
         {"tokenize", tp_cmd_tokenize}, {"detokenize", tp_cmd_detokenize}, {"info", tp_cmd_info},
         {"bench-comm", tp_cmd_bench_comm},
-        {"serve", tp_cmd_serve},
+        {"serve", tp_cmd_serve},       {"help-params", tp_cmd_help_params},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(cmd, table[i].name) == 0) return table[i].fn(argc - 2, argv + 2);

@@ -61,13 +61,13 @@ tpgen_fuzz_target(prompts SOURCES launcher/prompts.c LIBS tpgen_tokenizer)
 tpgen_fuzz_target(sampler SOURCES engine/sched/sampler.c engine/model/candidates.c LIBS ${MATH_LIB})
 tpgen_fuzz_target(bin LIBS tpgen_checkpoint)
 # launcher/server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the engine
-# functions it calls, the request builder, KV count and free, are engine/sched/request.c, the knobs' table,
-# defaults and validation engine/sched/request_params.c, engine/tokenizer/fim.c for `suffix`, and
-# launcher/server/scope.c with libcrypto for `cache_salt`'s digest)
+# functions it calls, the request builder, KV count and free, are engine/sched/request.c, the request fields'
+# table, defaults and validation engine/sched/request_params.c, reading them request_read.c,
+# engine/tokenizer/fim.c for `suffix`, and launcher/server/scope.c with libcrypto for `cache_salt`'s digest)
 find_package(Threads REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 tpgen_fuzz_target(server_request SOURCES launcher/server/openai.c launcher/server/jbuf.c launcher/server/scope.c
-                  engine/sched/request.c engine/sched/request_params.c
+                  engine/sched/request.c engine/sched/request_params.c engine/sched/request_read.c
                   engine/tokenizer/fim.c LIBS tpgen_tokenizer Threads::Threads OpenSSL::Crypto)
 # Whole requests in one process (TP 1): body -> srv_parse_completion -> the server's engine loop
 # (scheduler, sampler) -> the response, on models/codegen-tiny-py; the model is loaded as

@@ -61,3 +61,12 @@ add_executable(test_routes_documented ${CMAKE_CURRENT_SOURCE_DIR}/server/test_ro
 target_link_libraries(test_routes_documented tpgen_server)
 add_test(NAME server_routes_documented COMMAND test_routes_documented ${CMAKE_SOURCE_DIR}/docs/SERVING.md)
 set_tests_properties(server_routes_documented PROPERTIES LABELS "server;unit" TIMEOUT 30)
+
+# The field tables of docs/SERVING.md and docs/USAGE.md are generated from the table of request
+# fields (`tpgen help-params --markdown server|generate`, between <!-- request_fields --> markers):
+# a field added, changed or left without its docs row fails here (tools/dev/request_fields_docs.py
+# --write regenerates them).
+add_test(NAME request_fields_docs
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tools/dev/request_fields_docs.py --check $<TARGET_FILE:tpgen>
+                 ${CMAKE_SOURCE_DIR}/docs/SERVING.md ${CMAKE_SOURCE_DIR}/docs/USAGE.md)
+set_tests_properties(request_fields_docs PROPERTIES LABELS "server;docs;unit" TIMEOUT 30)

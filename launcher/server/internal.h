@@ -15,6 +15,7 @@
 
 #include <microhttpd.h>
 
+#include "sched/request_params.h"
 #include "sched/scheduler.h"
 #include "jbuf.h"
 #include "metrics.h"
@@ -22,9 +23,9 @@
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
 
-#define SRV_MAX_N 16       /* choices per prompt */
-#define SRV_MAX_PROMPTS 64 /* prompts per request */
-#define SRV_MAX_LOGPROBS 5
+#define SRV_MAX_N TP_REQ_MAX_N                /* choices per prompt: the table's `n` */
+#define SRV_MAX_PROMPTS 64                    /* prompts per request */
+#define SRV_MAX_LOGPROBS TP_REQ_API_LOGPROBS  /* the table's `logprobs` on the server */
 /* A request body's JSON: at most 32 levels deep (a request needs 3), and a tree of at most 32
  * bytes per byte of body + 1 MiB (json_parse_limited), so one request's parse costs a bounded
  * multiple of its body. A value is 88 bytes of tree: a body over ~90 KB of 1-digit ids ("1,": 44
@@ -100,7 +101,7 @@ struct srv_job {
     int api_key;          /* the --api-key it came with (index), -1: none configured */
     int has_salt;         /* a cache_salt field was given */
     uint8_t salt_digest[32]; /* its SHA-256 (srv_sha256); zero without one */
-    char *stops[16];
+    char *stops[TP_MAX_STOP];
     int n_stops;
     /* under mu */
     pthread_cond_t cv;

@@ -1,5 +1,4 @@
 /* The OpenAI completions API: the request (validated into a job) and the response bodies. */
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,65 +51,37 @@ typedef struct {
     jbuf *err;
 } errctx;
 
+static void vfail(errctx *e, int status, const char *param, const char *code, const char *fmt, va_list ap) {
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    *e->status = status;
+    srv_error_json(e->err, msg, status == 503 ? "server_error" : "invalid_request_error", param, code);
+}
+
 static srv_job *fail(errctx *e, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 static srv_job *fail(errctx *e, int status, const char *param, const char *code, const char *fmt, ...) {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vfail(e, status, param, code, fmt, ap);
     va_end(ap);
-    *e->status = status;
-    srv_error_json(e->err, msg, status == 503 ? "server_error" : "invalid_request_error", param, code);
     return NULL;
+}
+
+/* fail for a function that returns -1 */
+static int refuse(errctx *e, int status, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int refuse(errctx *e, int status, const char *param, const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(e, status, param, code, fmt, ap);
+    va_end(ap);
+    return -1;
 }
 
 static const char *type_of(const json_value *v) {
     if (v->type == JSON_NUMBER) return v->is_integer ? "integer" : "number";
     return json_type_name(v->type);
-}
-
-/* Optional typed fields: 0 absent or null (default kept), 1 set, -1 wrong type (error written). */
-static int get_number(errctx *e, const json_value *root, const char *key, double lo, double hi, int lo_open,
-                      double *out) {
-    const json_value *v = json_get(root, key);
-    if (!v || v->type == JSON_NULL) return 0;
-    if (v->type != JSON_NUMBER) {
-        fail(e, 400, key, NULL, "'%s' must be a number, got %s", key, type_of(v));
-        return -1;
-    }
-    if (!(lo_open ? v->number > lo : v->number >= lo) || !(v->number <= hi)) {
-        fail(e, 400, key, NULL, "'%s' must be in %s%g, %g], got %g", key, lo_open ? "(" : "[", lo, hi, v->number);
-        return -1;
-    }
-    *out = v->number;
-    return 1;
-}
-
-static int get_int(errctx *e, const json_value *root, const char *key, long long lo, long long hi, long long *out) {
-    const json_value *v = json_get(root, key);
-    if (!v || v->type == JSON_NULL) return 0;
-    if (v->type != JSON_NUMBER || !v->is_integer) {
-        fail(e, 400, key, NULL, "'%s' must be an integer, got %s", key, type_of(v));
-        return -1;
-    }
-    if (v->integer < lo || v->integer > hi) {
-        fail(e, 400, key, NULL, "'%s' must be in [%lld, %lld], got %lld", key, lo, hi, (long long)v->integer);
-        return -1;
-    }
-    *out = v->integer;
-    return 1;
-}
-
-static int get_bool(errctx *e, const json_value *root, const char *key, int *out) {
-    const json_value *v = json_get(root, key);
-    if (!v || v->type == JSON_NULL) return 0;
-    if (v->type != JSON_BOOL) {
-        fail(e, 400, key, NULL, "'%s' must be a boolean, got %s", key, type_of(v));
-        return -1;
-    }
-    *out = v->boolean;
-    return 1;
 }
 
 uint64_t srv_salt_of(const char *s, size_t n) {
@@ -119,54 +90,17 @@ uint64_t srv_salt_of(const char *s, size_t n) {
     return h ? h : 1;
 }
 
-/* The fields of the knobs' table (engine/sched/request_params.h), each read by its key into rp: absent
- * or null keeps the default; a bad value is the table's message, the one `tpgen generate` gives
- * for its flag. Returns -1 with the 400 written. */
-static int get_table_params(errctx *e, const json_value *root, tp_request_params *rp) {
-    for (int i = 0; i < tp_n_params; i++) {
-        const tp_param *p = &tp_params[i];
-        const json_value *v = json_get(root, p->key);
-        if (!v || v->type == JSON_NULL) continue;
-        char name[48], msg[512];
-        snprintf(name, sizeof name, "'%s'", p->key);
-        if (p->type == TP_PARAM_BOOL) {
-            int b;
-            if (get_bool(e, root, p->key, &b) < 0) return -1;
-            tp_param_set(p, rp, b);
-            continue;
-        }
-        if (v->type != JSON_NUMBER) {
-            fail(e, 400, p->key, NULL, "'%s' must be %s, got %s", p->key, p->type == TP_PARAM_INT ? "an integer" : "a number",
-                 type_of(v));
-            return -1;
-        }
-        double x = v->is_integer ? (double)v->integer : v->number;
-        if (tp_param_check(p, x, name, msg, sizeof msg)) {
-            fail(e, 400, p->key, NULL, "%s", msg);
-            return -1;
-        }
-        tp_param_set(p, rp, x);
-    }
-    return 0;
-}
-
 /* The request rules every front end shares (tp_request_params_validate), worded with the JSON
- * field: the parsers above check each field's range, so only min_tokens > max_tokens reaches
+ * field: the table's reading checks each field's range, so only min_tokens > max_tokens reaches
  * here in practice. Returns 1 (and the 400) when one is broken. */
 static int bad_params(errctx *e, const tp_request_params *p) {
-    static const char *const field[] = {
-        [TP_REQ_PARAM_MAX_NEW_TOKENS] = "max_tokens",     [TP_REQ_PARAM_MIN_TOKENS] = "min_tokens",
-        [TP_REQ_PARAM_TEMPERATURE] = "temperature",       [TP_REQ_PARAM_TOP_K] = "top_k",
-        [TP_REQ_PARAM_TOP_P] = "top_p",                   [TP_REQ_PARAM_REPETITION_PENALTY] = "repetition_penalty",
-        [TP_REQ_PARAM_PRESENCE_PENALTY] = "presence_penalty", [TP_REQ_PARAM_FREQUENCY_PENALTY] = "frequency_penalty",
-        [TP_REQ_PARAM_LOGPROBS] = "logprobs",                [TP_REQ_PARAM_TIMEOUT] = "timeout",
-    };
     tp_request_param bad = tp_request_params_validate(p);
     if (bad == TP_REQ_PARAM_OK) return 0;
     if (bad == TP_REQ_PARAM_MIN_TOKENS)
         fail(e, 400, "min_tokens", NULL, "'min_tokens' %d exceeds 'max_tokens' %d", p->min_tokens, p->max_new_tokens);
-    else
-        fail(e, 400, field[bad], NULL, "'%s' is out of the range tpgen applies", field[bad]);
+    for (int i = 0; i < tp_n_fields && bad != TP_REQ_PARAM_MIN_TOKENS; i++)
+        if (tp_fields[i].id == bad && tp_fields[i].key)
+            fail(e, 400, tp_fields[i].key, NULL, "'%s' is out of the range tpgen applies", tp_fields[i].key);
     return 1;
 }
 
@@ -238,18 +172,18 @@ static int out_of_vocab(tp_server *s, errctx *e, const int32_t *ids, size_t n, c
  * and 64 copies before), and refuses it at once when it cannot fit the context with the format's
  * tokens and max_tokens whatever the prefix: by its length in bytes before it is encoded, else
  * by its ids. 0, or -1 after fail. */
-static int encode_suffix(tp_server *s, errctx *e, const json_value *suffix, long long max_tokens, fim_suffix *fs) {
+static int encode_suffix(tp_server *s, errctx *e, const tp_text *suffix, long long max_tokens, fim_suffix *fs) {
     char err[256];
     /* at least this many tokens, whatever they are: refused before it is encoded */
-    long long least = (long long)tp_tokenizer_min_ids(s->tok, suffix->str, suffix->str_len);
+    long long least = (long long)tp_tokenizer_min_ids(s->tok, suffix->s, suffix->n);
     if (least + tp_fim_tokens(s->o.fim) + max_tokens > s->n_positions) {
         fail(e, 400, "suffix", NULL, "This model's maximum context length is %d tokens, however the suffix alone "
              "is at least %lld tokens (%zu bytes, at most %zu bytes a token) before any prefix, with max_tokens "
-             "%lld; shorten the suffix or max_tokens", s->n_positions, least, suffix->str_len,
+             "%lld; shorten the suffix or max_tokens", s->n_positions, least, suffix->n,
              tp_tokenizer_max_token_bytes(s->tok), max_tokens);
         return -1;
     }
-    int rc = tp_tokenizer_encode_text(s->tok, suffix->str, suffix->str_len, &fs->ids, &fs->n, err, sizeof err);
+    int rc = tp_tokenizer_encode_text(s->tok, suffix->s, suffix->n, &fs->ids, &fs->n, err, sizeof err);
     if (rc) {
         fail(e, 400, "suffix", NULL, "suffix: %s", err);
         return -1;
@@ -343,7 +277,7 @@ static void prompt_offsets(tp_server *s, srv_prompt *p) {
 
 /* The request's prompts into j->prompts (j->n_prompts of them): a string, an array of strings,
  * token ids or arrays of token ids; with suffix, FIM prompts of text. 0, or -1 after fail. */
-static int parse_prompts(tp_server *s, errctx *e, const json_value *p, const json_value *suffix, long long max_tokens,
+static int parse_prompts(tp_server *s, errctx *e, const json_value *p, const tp_text *suffix, long long max_tokens,
                          srv_job *j) {
     if (p->type != JSON_STRING && p->type != JSON_ARRAY) {
         fail(e, 400, "prompt", NULL, "'prompt' must be a string, an array of strings, an array of token ids or an "
@@ -398,99 +332,77 @@ static int parse_prompts(tp_server *s, errctx *e, const json_value *p, const jso
     return rc;
 }
 
-static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
-    if (root->type != JSON_OBJECT) return fail(e, 400, NULL, NULL, "the request body must be a JSON object");
-    const json_value *v;
-    if ((v = json_get(root, "model")) && v->type != JSON_NULL) {
-        if (v->type != JSON_STRING) return fail(e, 400, "model", NULL, "'model' must be a string, got %s", type_of(v));
+/* The server's own rule for field t, just read (its type and range are the table's): what needs
+ * the server's state or a field read before it. 0, or -1 with the refusal written. */
+static int server_rule(tp_server *s, errctx *e, const tp_field *t, tp_request_fields *f) {
+    if (t == TP_FIELD_OF(model)) {
         /* the whole string: a name with an embedded \u0000 is not the served one (strcmp stopped at it) */
-        if (strlen(v->str) != v->str_len)
-            return fail(e, 404, "model", "model_not_found", "The model '%s\\u0000...' (a name holding a NUL character) "
-                        "does not exist; this server serves '%s'", v->str, s->o.name);
-        if (strcmp(v->str, s->o.name) != 0)
-            return fail(e, 404, "model", "model_not_found", "The model '%s' does not exist; this server serves '%s'",
-                        v->str, s->o.name);
-    }
-    const json_value *suffix = json_get(root, "suffix");
-    if (suffix && suffix->type == JSON_NULL) suffix = NULL;
-    if (suffix && suffix->type != JSON_STRING)
-        return fail(e, 400, "suffix", NULL, "'suffix' must be a string, got %s", type_of(suffix));
-    if (suffix && strlen(suffix->str) != suffix->str_len)
-        return fail(e, 400, "suffix", NULL, "'suffix' holds a NUL character");
-    /* "" (Copilot's plugin sends it at the end of a file) has nothing after the cursor: without a
-     * FIM format it is no suffix; a FIM model infills at the end */
-    if (suffix && !s->o.fim && suffix->str_len == 0) suffix = NULL;
-    if (suffix && !s->o.fim) {
-        if (!s->o.ignore_suffix)
-            return fail(e, 400, "suffix", NULL, "'suffix' is not supported: this model has no fill-in-the-middle format "
+        if (strlen(f->model.s) != f->model.n)
+            return refuse(e, 404, "model", "model_not_found", "The model '%s\\u0000...' (a name holding a NUL character) "
+                        "does not exist; this server serves '%s'", f->model.s, s->o.name);
+        if (strcmp(f->model.s, s->o.name) != 0)
+            return refuse(e, 404, "model", "model_not_found", "The model '%s' does not exist; this server serves '%s'",
+                        f->model.s, s->o.name);
+    } else if (t == TP_FIELD_OF(suffix) && !s->o.fim) {
+        /* "" (Copilot's plugin sends it at the end of a file) has nothing after the cursor: without a
+         * FIM format it is no suffix; a FIM model infills at the end */
+        if (f->suffix.n > 0 && !s->o.ignore_suffix)
+            return refuse(e, 400, "suffix", NULL, "'suffix' is not supported: this model has no fill-in-the-middle format "
                         "(CodeGen 1 cannot infill; CodeGen2 and 2.5 are recognized by their tokenizer's <mask_1>, "
                         "<sep> and <eom>; another FIM model needs fim.json in its directory or --fim FILE); "
                         "start the server with --ignore-suffix to ignore it");
-        suffix = NULL; /* --ignore-suffix: a plain completion of the prompt */
+        f->suffix.s = NULL; /* --ignore-suffix: a plain completion of the prompt */
+    } else if (t == TP_FIELD_OF(best_of) && f->best_of != f->n) {
+        return refuse(e, 400, "best_of", NULL, "'best_of' must equal 'n' (%d): tpgen returns every sequence it makes, "
+                    "got best_of=%d", f->n, f->best_of);
+    } else if (t == TP_FIELD_OF(params.priority) && f->params.priority != 0 && !s->o.priority_policy) {
+        /* vLLM's priority, refused under fcfs as vLLM does (it would be silently ignored) */
+        return refuse(e, 400, "priority", NULL, "'priority' is %d, but this server schedules first come, first served: "
+                    "start it with --scheduling-policy priority, or send priority 0", f->params.priority);
+    } else if (t == TP_FIELD_OF(params.timeout_s) && s->o.request_timeout > 0 &&
+               f->params.timeout_s > s->o.request_timeout) {
+        /* at most the server's --request-timeout: refused above it, never shortened behind the client's back */
+        return refuse(e, 400, "timeout", NULL, "'timeout' (%g s) exceeds the server's limit of %g s (--request-timeout)",
+                    f->params.timeout_s, s->o.request_timeout);
+    } else if (t == TP_FIELD_OF(include_usage) && !f->stream) {
+        return refuse(e, 400, "stream_options", NULL, "'stream_options' is only allowed with 'stream': true");
+    } else if (t == TP_FIELD_OF(stop) && f->n_stop && !s->tok) {
+        return refuse(e, 400, "stop", NULL, "'stop' needs a tokenizer in the model directory to match text");
     }
-    if ((v = json_get(root, "logit_bias")) && v->type != JSON_NULL && !(v->type == JSON_OBJECT && v->n == 0))
-        return fail(e, 400, "logit_bias", NULL, "'logit_bias' is not supported");
-    long long n = 1, best_of = -1, logprobs = -1, seed = -1;
-    int stream = 0, echo = 0, include_usage = 0, seeded = 0, return_ids = 0;
-    /* one request's params, as every choice gets them (seed and scoring are set per choice): the
-     * knobs' table, then the fields of the server alone */
-    tp_request_params rp = tp_request_params_default();
-    if (get_table_params(e, root, &rp) < 0) return NULL;
+    return 0;
+}
+
+/* The body's fields, each by the table of request fields (engine/sched/request_params.h) in its
+ * order: one pass over the members, then each field's type and range (the table's message, the
+ * one `tpgen generate` gives for its flag) and the server's rule for it; then the prompts, the
+ * one field whose forms are the server's own. */
+static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
+    if (root->type != JSON_OBJECT) return fail(e, 400, NULL, NULL, "the request body must be a JSON object");
+    const json_value *at[64];
+    tp_fields_index(root, at);
+    tp_request_fields f = tp_request_fields_default(TP_FRONT_SERVER);
+    const json_value *p = NULL;
+    for (int i = 0; i < tp_n_fields; i++) {
+        const tp_field *t = &tp_fields[i];
+        char param[64], msg[512];
+        if (!at[i] || !(t->fronts & TP_FRONT_SERVER)) continue;
+        if (t->type == TP_FIELD_PROMPT) p = at[i];
+        else if (tp_field_from_json(t, at[i], &f, param, sizeof param, msg, sizeof msg))
+            return fail(e, 400, param, NULL, "%s", msg);
+        if (server_rule(s, e, t, &f)) return NULL;
+    }
+    /* one request's params, as every choice gets them (seed and scoring are set per choice) */
+    tp_request_params rp = f.params;
     long long max_tokens = rp.max_new_tokens;
-    if (get_int(e, root, "n", 1, SRV_MAX_N, &n) < 0) return NULL;
-    if (get_int(e, root, "best_of", 1, SRV_MAX_N, &best_of) < 0) return NULL;
-    if (best_of >= 0 && best_of != n)
-        return fail(e, 400, "best_of", NULL, "'best_of' must equal 'n' (%lld): tpgen returns every sequence it makes, "
-                                             "got best_of=%lld", n, best_of);
-    /* OpenAI's limit of 5, below the engine's TP_MAX_CANDIDATES (`tpgen generate --logprobs`) */
-    if (get_int(e, root, "logprobs", 0, SRV_MAX_LOGPROBS, &logprobs) < 0) return NULL;
-    /* Deadlines and priority (docs/SERVING.md): vLLM's priority, refused under fcfs as vLLM does
-     * (it would be silently ignored); the time budget "timeout" in seconds, at most the server's
-     * --request-timeout when one is set (refused above it, never shortened behind the client's back) */
-    long long priority = 0;
-    double timeout = 0;
-    if (get_int(e, root, "priority", INT_MIN, INT_MAX, &priority) < 0) return NULL;
-    if (priority != 0 && !s->o.priority_policy)
-        return fail(e, 400, "priority", NULL, "'priority' is %lld, but this server schedules first come, first served: "
-                    "start it with --scheduling-policy priority, or send priority 0", priority);
-    int has_timeout = get_number(e, root, "timeout", 0, 1e9, 1, &timeout);
-    if (has_timeout < 0) return NULL;
-    if (has_timeout && s->o.request_timeout > 0 && timeout > s->o.request_timeout)
-        return fail(e, 400, "timeout", NULL, "'timeout' (%g s) exceeds the server's limit of %g s (--request-timeout)",
-                    timeout, s->o.request_timeout);
-    rp.sampling.logprobs = logprobs > 0 ? (int)logprobs : 0;
+    int logprobs = tp_field_given(&f, TP_FIELD_OF(params.sampling.logprobs)) ? rp.sampling.logprobs : -1;
+    int echo = f.echo;
+    const tp_text *suffix = f.suffix.s ? &f.suffix : NULL;
     rp.speculate_k = s->o.speculate_k;
     rp.speculate_n = s->o.speculate_n;
-    rp.priority = (int)priority;
-    rp.timeout_s = has_timeout ? timeout : s->o.request_timeout;
+    if (!tp_field_given(&f, TP_FIELD_OF(params.timeout_s))) rp.timeout_s = s->o.request_timeout;
     if (bad_params(e, &rp)) return NULL;
-    if (get_bool(e, root, "stream", &stream) < 0 || get_bool(e, root, "echo", &echo) < 0 ||
-        get_bool(e, root, "return_token_ids", &return_ids) < 0)
-        return NULL;
-    const json_value *so = json_get(root, "stream_options");
-    if (so && so->type != JSON_NULL) {
-        if (so->type != JSON_OBJECT)
-            return fail(e, 400, "stream_options", NULL, "'stream_options' must be an object, got %s", type_of(so));
-        if (!stream) return fail(e, 400, "stream_options", NULL, "'stream_options' is only allowed with 'stream': true");
-        if (get_bool(e, so, "include_usage", &include_usage) < 0) return NULL;
-    }
-    if ((v = json_get(root, "seed")) && v->type != JSON_NULL) {
-        if (v->type != JSON_NUMBER || !v->is_integer)
-            return fail(e, 400, "seed", NULL, "'seed' must be an integer, got %s", type_of(v));
-        seed = v->integer;
-        seeded = 1;
-    }
-    if ((v = json_get(root, "user")) && v->type != JSON_NULL && v->type != JSON_STRING)
-        return fail(e, 400, "user", NULL, "'user' must be a string, got %s", type_of(v));
     /* vLLM's cache_salt: prefix-cache hits only among requests with the same salt (and API key:
      * step_loop.c, docs/SERVING.md "Prefix cache and KV on demand") */
-    const json_value *salt = NULL;
-    if ((v = json_get(root, "cache_salt")) && v->type != JSON_NULL) {
-        if (v->type != JSON_STRING || v->str_len == 0)
-            return fail(e, 400, "cache_salt", NULL, "'cache_salt' must be a non-empty string, got %s",
-                        v->type == JSON_STRING ? "an empty one" : type_of(v));
-        salt = v;
-    }
     if (suffix) { /* the infill ends at the format's stop token (<eom>), left out of the text */
         rp.stop_ids[0] = s->o.fim->stop_id;
         rp.n_stop_ids = 1;
@@ -499,38 +411,21 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     srv_job *j = tp_calloc(1, sizeof *j);
     pthread_cond_init(&j->cv, NULL);
     j->refs = 1;
-    j->stream = stream;
-    j->include_usage = include_usage;
+    j->stream = f.stream;
+    j->include_usage = f.include_usage;
     j->echo = echo;
-    j->logprobs = (int)logprobs;
-    j->return_token_ids = return_ids;
-    if (salt) { /* the salt itself is compared through its SHA-256 (scope.c), never a 64-bit hash */
+    j->logprobs = logprobs;
+    j->return_token_ids = f.return_token_ids;
+    if (f.cache_salt.s) { /* the salt itself is compared through its SHA-256 (scope.c), never a 64-bit hash */
         j->has_salt = 1;
-        srv_sha256(salt->str, salt->str_len, j->salt_digest);
+        srv_sha256(f.cache_salt.s, f.cache_salt.n, j->salt_digest);
     }
     j->api_key = -1; /* the HTTP thread sets the key it came with */
-    j->n = (int)n;
+    j->n = f.n;
     j->scored = !(echo && logprobs >= 0);
+    for (int i = 0; i < f.n_stop; i++) j->stops[j->n_stops++] = tp_strdup(f.stop[i].s); /* NUL-free: the table */
 #define BAIL(...) do { fail(e, __VA_ARGS__); srv_job_free(j); return NULL; } while (0)
-    const json_value *st = json_get(root, "stop");
-    if (st && st->type != JSON_NULL) {
-        if (st->type != JSON_STRING && st->type != JSON_ARRAY) /* one string, or an array of them */
-            BAIL(400, "stop", NULL, "'stop' must be a string or an array of strings");
-        size_t ns = st->type == JSON_STRING ? 1 : st->n;
-        if (ns > 16) BAIL(400, "stop", NULL, "at most 16 stop strings, got %zu", ns);
-        for (size_t i = 0; i < ns; i++) {
-            const json_value *x = st->type == JSON_STRING ? st : &st->items[i];
-            if (x->type != JSON_STRING) BAIL(400, "stop", NULL, "stop %zu is a %s, not a string", i, type_of(x));
-            if (x->str_len == 0) BAIL(400, "stop", NULL, "stop %zu is an empty string", i);
-            if (strlen(x->str) != x->str_len) BAIL(400, "stop", NULL, "stop %zu holds a NUL character", i);
-            j->stops[j->n_stops++] = tp_strdup(x->str);
-        }
-        if (j->n_stops && !s->tok)
-            BAIL(400, "stop", NULL, "'stop' needs a tokenizer in the model directory to match text");
-    }
-
-    const json_value *p = json_get(root, "prompt");
-    if (!p || p->type == JSON_NULL) BAIL(400, "prompt", NULL, "'prompt' is required");
+    if (!p) BAIL(400, "prompt", NULL, "'prompt' is required");
     if (parse_prompts(s, e, p, suffix, max_tokens, j)) { srv_job_free(j); return NULL; }
     for (int i = 0; i < j->n_prompts; i++) {
         srv_prompt *q = &j->prompts[i];
@@ -541,7 +436,7 @@ static srv_job *parse(tp_server *s, const json_value *root, errctx *e) {
     j->n_choices = j->n_prompts * j->n;
     j->ch = tp_calloc(j->n_choices, sizeof *j->ch);
     static unsigned long counter;
-    uint64_t base_seed = seeded ? (uint64_t)seed
+    uint64_t base_seed = tp_field_given(&f, TP_FIELD_OF(params.seed)) ? f.params.seed
                                 : (uint64_t)time(NULL) * 6364136223846793005ULL + __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < j->n_choices; i++) {
         srv_choice *c = &j->ch[i];
