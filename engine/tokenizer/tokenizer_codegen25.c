@@ -11,7 +11,7 @@
  * "\n    return" is "\n", the 3-space token, " return", and no tiktoken release's order of
  * overlapping special tokens matters (the remaining special tokens never overlap).
  * tpgen never runs that file; it builds the same encoding here, with GPT-2's ranks from the data
- * file tpgen ships (engine/tokenizer/data/gpt2.tiktoken, tools/fixtures/make_codegen25_fixtures.py says where it
+ * file tpgen ships (engine/tokenizer/data/gpt2.tiktoken, tools/fixtures/make.py tokenizer-codegen25 says where it
  * came from). docs/TOKENIZER.md has the details. */
 #include <errno.h>
 #include <limits.h>

@@ -3,7 +3,7 @@
 tools/bench/completion_trace.py).
 
 usage: keystroke_test.py TPGEN MODEL WORKDIR PART      (MODEL: configs/tiny-demo.json written by
-       tools/fixtures/make_random_model.py with the CodeGen tokenizer; unused by PART unit and errors)
+       tools/fixtures/make.py random with the CodeGen tokenizer; unused by PART unit and errors)
 PART "unit" (no server): the prompt builder on every cursor of a fixed text (a prompt has at most
   `context` tokens and more than context - step once the cursor is past context, starts at a
   multiple of step, is the file's tokens up to the cursor, and keeps its start while the cursor

@@ -41,7 +41,7 @@ def check(cond, what):
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 model = os.path.join(WORK, "model")
-subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fixtures", "make_random_model.py"), os.path.join(ROOT, "configs", "tiny-demo.json"),
+subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fixtures", "make.py"), "random", os.path.join(ROOT, "configs", "tiny-demo.json"),
                 model, "--tokenizer", os.path.join(ROOT, "tests", "data", "tokenizer", "codegen"), "--seed", "7"],
                check=True, stdout=subprocess.DEVNULL)
 tok = AutoTokenizer.from_pretrained(model)

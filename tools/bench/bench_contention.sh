@@ -7,7 +7,7 @@
 # The cases alternate within each run (their order reversed every other run), so drifts hit all
 # alike; medians of RUNS.
 #
-#   bash tools/bench/bench_contention.sh MODEL_DIR      (an HF CodeGen checkpoint; tools/fixtures/make_random_model.py)
+#   bash tools/bench/bench_contention.sh MODEL_DIR      (an HF CodeGen checkpoint; tools/fixtures/make.py random)
 #   env: TPGEN=build/bin/tpgen RUNS=5 BUSY=2 FLAGS="--weights int8 --batch 1" THREADS=(all cores)
 #        POLICIES="spin short passive"
 #

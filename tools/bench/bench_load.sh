@@ -18,7 +18,7 @@ mpiexec=${MPIEXEC:-mpirun}
 runs=${RUNS:-3}
 mkdir -p "$work"
 if [ ! -e "$work/st/config.json" ]; then
-    python3 tools/fixtures/make_random_model.py "$cfg" "$work/st" --dtype f16 >/dev/null
+    python3 tools/fixtures/make.py random "$cfg" "$work/st" --dtype f16 >/dev/null
 fi
 if [ ! -e "$work/bin/pytorch_model.bin" ]; then
     mkdir -p "$work/bin"

@@ -6,7 +6,7 @@ a time, HumanEval-style prompts (a signature and a docstring), greedy, ignore_eo
 
 usage: tools/bench/bench_triton.py MODEL_DIR [--venv build/triton-venv] [--tpgen build/bin/tpgen] [--np 2]
        [--tokens 64] [--runs 3] [--threads 0] [--record docs/bench/serving.jsonl]
-MODEL_DIR needs the tokenizer (e.g. tools/fixtures/make_random_model.py configs/tiny-demo.json DIR
+MODEL_DIR needs the tokenizer (e.g. tools/fixtures/make.py random configs/tiny-demo.json DIR
 --tokenizer tests/data/tokenizer/codegen). Run it with the venv's Python (tritonclient not needed:
 both sides are SSE over http.client). Figures per request: TTFT = send to the first text;
 ITL = (last text - first text) / (tokens - 1); medians over prompts x runs. One JSON line each.

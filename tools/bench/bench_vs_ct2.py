@@ -8,7 +8,7 @@
 
 Needs ctranslate2 (PyPI), and torch + transformers to convert the checkpoint (its converter loads
 the HF model; tools/fixtures/requirements-fixtures.txt). Writes the checkpoint (f32 safetensors, the codegen
-tokenizer) with tools/fixtures/make_random_model.py when DIR has none, and CTranslate2's copy of it with
+tokenizer) with tools/fixtures/make.py random when DIR has none, and CTranslate2's copy of it with
 ctranslate2.converters.TransformersConverter (weights kept in the checkpoint's dtype; the compute
 type is chosen at load) in --ct2-dir (default DIR-ct2) when that has none.
 
@@ -105,7 +105,7 @@ def versions(tpgen):
 
 def ensure_models(a):
     if not os.path.exists(os.path.join(a.model, "config.json")):
-        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fixtures", "make_random_model.py"), a.config, a.model,
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fixtures", "make.py"), "random", a.config, a.model,
                         "--dtype", "f32", "--tokenizer", os.path.join(ROOT, "tests", "data", "tokenizer", "codegen")],
                        check=True, stdout=sys.stderr)  # stdout: the table only
     if not os.path.exists(os.path.join(a.ct2_dir, "model.bin")):

@@ -4,7 +4,7 @@
     python3 tools/bench/bench_vs_hf.py --model /tmp/codegen-350M-f16 [--config configs/codegen-350M.json]
         [--batch 1,8] [--prompt-len 32] [--new-tokens 32] [--runs 5] [--record docs/bench/cpu.jsonl]
 
-Writes the checkpoint with tools/fixtures/make_random_model.py when MODEL has none. For each batch size,
+Writes the checkpoint with tools/fixtures/make.py random when MODEL has none. For each batch size,
 times greedy generation of `new-tokens` tokens after a `prompt-len` prompt: tpgen at TP=1 (all
 cores in one rank) and TP=2 (one core per rank), and HF `generate` (tools/bench/bench_hf.py, f32,
 all cores), alternating runs so machine noise hits all alike; decode ms/step = (full run - a
@@ -69,7 +69,7 @@ def main():
     a = ap.parse_args()
     load0 = os.getloadavg()[0]
     if not os.path.exists(os.path.join(a.model, "config.json")):
-        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fixtures", "make_random_model.py"), a.config, a.model,
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fixtures", "make.py"), "random", a.config, a.model,
                         "--dtype", "f16"], check=True)
     cores = os.cpu_count()
     rows = []
