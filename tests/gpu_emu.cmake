@@ -45,4 +45,27 @@ if(TPGEN_HAVE_CUDA AND NOT TPGEN_SANITIZE MATCHES "thread")
                         C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden)
   add_dependencies(tpgen tpgen_cuda_emu) # built by default, beside lib/libtpgen-cuda.so
   set(TPGEN_CUDA_EMU $<TARGET_FILE:tpgen_cuda_emu>)
+
+  # gpu_emu_info: `tpgen info` on the emulated module names the devices as emulated
+  add_test(NAME gpu_emu_info COMMAND $<TARGET_FILE:tpgen> info)
+  set_tests_properties(gpu_emu_info PROPERTIES PASS_REGULAR_EXPRESSION "cuda devices: 8 \\(emulated\\)")
+  # HF parity through --backend cuda on the emulated device, within hf_parity.sh's GPU tolerances
+  # (f16 0.015, bf16 0.08 nats): CodeGen, CodeGen2 and LLaMA/GQA at TP 1, TP 2 over the emulated
+  # NCCL and over MPI, CUDA graphs off
+  set(EMU_PARITY bash ${CMAKE_CURRENT_SOURCE_DIR}/parity/hf_parity.sh --backend cuda --build ${CMAKE_BINARY_DIR})
+  add_test(NAME gpu_emu_parity_codegen_f16 COMMAND ${EMU_PARITY} --dtype f16 --fixtures ${TPGEN_TEST_DATA}/tiny-f32)
+  add_test(NAME gpu_emu_parity_codegen_bf16 COMMAND ${EMU_PARITY} --dtype bf16 --fixtures ${TPGEN_TEST_DATA}/tiny-f32)
+  add_test(NAME gpu_emu_parity_codegen2_f16 COMMAND ${EMU_PARITY} --dtype f16 --fixtures ${TPGEN_TEST_DATA}/codegen2-f32)
+  add_test(NAME gpu_emu_parity_llama_gqa_bf16 COMMAND ${EMU_PARITY} --dtype bf16
+           --fixtures ${TPGEN_TEST_DATA}/llama-gqa-bf16-sharded)
+  add_test(NAME gpu_emu_parity_codegen_f16_no_graphs COMMAND ${EMU_PARITY} --dtype f16 --extra=--no-cuda-graphs
+           --fixtures ${TPGEN_TEST_DATA}/tiny-f32)
+  add_test(NAME gpu_emu_parity_tp2_nccl COMMAND ${EMU_PARITY} --dtype f16 --np 2 --comm nccl
+           --fixtures ${TPGEN_TEST_DATA}/tiny-f32)
+  add_test(NAME gpu_emu_parity_tp2_mpi COMMAND ${EMU_PARITY} --dtype bf16 --np 2 --comm mpi
+           --fixtures ${TPGEN_TEST_DATA}/llama-gqa-bf16-sharded)
+  set(EMU_TESTS gpu_emu_info gpu_emu_parity_codegen_f16 gpu_emu_parity_codegen_bf16 gpu_emu_parity_codegen2_f16
+      gpu_emu_parity_llama_gqa_bf16 gpu_emu_parity_codegen_f16_no_graphs gpu_emu_parity_tp2_nccl gpu_emu_parity_tp2_mpi)
+  set_tests_properties(${EMU_TESTS} PROPERTIES LABELS "gpu_emu;mpi" TIMEOUT 300
+                       ENVIRONMENT "TPGEN_CUDA_MODULE=$<TARGET_FILE:tpgen_cuda_emu>")
 endif()
