@@ -49,7 +49,7 @@ typedef struct {
     int head_dim;   /* D */
 } tp_step_limits;
 
-/* One layer's attention geometry on this rank, fixed at load (model/arch.c fills it from the
+/* One layer's attention geometry on this rank, fixed at load (engine/model/arch.c fills it from the
  * architecture and the shard plan). The q/k/v rows of a token are [Hl*D q | Hkl*D k | Hkl*D v]:
  * this rank's query heads, then its KV heads' k, then their v. Grouped-query attention: query head
  * h reads KV head h / (Hl / Hkl); Hkl == Hl is plain multi-head attention (CodeGen).
@@ -165,7 +165,7 @@ struct tp_backend {
      * several attention kernels picks the one its attention runs for this shape (the CPU backends
      * time their builds on it, kernels/cpu/cpu_attn.h), and with verbose says which and why (rank 0). */
     void (*attention_tune)(tp_backend *b, const tp_attn_shape *a, int block_size, int verbose);
-    /* LLaMA's ops (NULL on a backend without them; model/arch.c refuses such a model there).
+    /* LLaMA's ops (NULL on a backend without them; engine/model/arch.c refuses such a model there).
      * rmsnorm: y = g * act(x / sqrt(mean(x^2) + eps)) per row, statistics in f32 or better; y may
      * equal x. [T, E]. act(): rounded to act, as HF LlamaRMSNorm's `.to(input_dtype)` before the
      * weight (a no-op in f32; the CPU bf16 backend rounds there and after the product).

@@ -60,7 +60,7 @@ static double parse_double(const char *flag, const char *v, double lo, double hi
     return x;
 }
 
-/* A flag of the knobs' table (sched/request_params.h): its range and message are the server's
+/* A flag of the knobs' table (engine/sched/request_params.h): its range and message are the server's
  * for the same value, only the name differs (--top-p, 'top_p'). A flag of a boolean takes no value. */
 static void parse_param(tp_request_params *r, const tp_param *p, const char *flag, const char *v) {
     char err[512];

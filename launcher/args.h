@@ -22,10 +22,10 @@ typedef struct {
     const char *weights;     /* --weights int8 (NULL: the GEMM weights in the activation dtype) */
     const char *comm;        /* --comm mpi|nccl */
     int threads;             /* --threads N (cpu; 0: cores / ranks on the node) */
-    const char *fim;         /* --fim FILE: the FIM format (tokenizer/fim.h; default: the model dir's fim.json) */
+    const char *fim;         /* --fim FILE: the FIM format (engine/tokenizer/fim.h; default: the model dir's fim.json) */
     const char *suffix;      /* --suffix TEXT (generate): fill in between --prompt and it */
     int ignore_suffix;       /* --ignore-suffix (serve): `suffix` on a model without FIM is ignored, not a 400 */
-    int qkv_groups;          /* --qkv-groups G: qkv_proj's mp_num (0: from the checkpoint; checkpoint/remote_code.h) */
+    int qkv_groups;          /* --qkv-groups G: qkv_proj's mp_num (0: from the checkpoint; engine/checkpoint/remote_code.h) */
     long kv_cache_tokens;    /* --kv-cache-tokens N (0: from --kv-cache-mem) */
     double kv_cache_mem;     /* --kv-cache-mem FRAC of free memory after weights */
     int block_size;          /* --block-size */
@@ -36,7 +36,7 @@ typedef struct {
     const char *prompt_ids;  /* --prompt-ids 1,2,3 */
     const char *prompts_file;/* --prompts-file F */
     const char *ids;         /* --ids (score) */
-    /* the knobs of sched/request_params.h's table, each set by its flag (--max-new-tokens,
+    /* the knobs of engine/sched/request_params.h's table, each set by its flag (--max-new-tokens,
      * --temperature, --top-k, --top-p, --repetition-penalty, --presence-penalty,
      * --frequency-penalty, --min-tokens, --ignore-eos), at the table's CLI defaults */
     tp_request_params req;
@@ -60,7 +60,7 @@ typedef struct {
     const char *served_name; /* --served-model-name (the model dir's base name) */
     const char *api_keys[16]; /* --api-key (repeatable: each one accepted), else $TPGEN_API_KEY */
     int n_api_keys;
-    int prefix_scope;        /* --prefix-cache-scope key|shared|request (TP_PREFIX_SCOPE_*, server/serve.h) */
+    int prefix_scope;        /* --prefix-cache-scope key|shared|request (TP_PREFIX_SCOPE_*, launcher/server/serve.h) */
     int max_queue;           /* --max-queue */
     long max_body_bytes;     /* --max-body-bytes */
     double drain_timeout;    /* --drain-timeout seconds */

@@ -193,7 +193,7 @@ static int check_requests(const tp_args *a, const tp_model *m, tp_request *reqs,
     return 0;
 }
 
-/* --suffix: the prompt becomes the model's FIM prompt of --prompt and --suffix (tokenizer/fim.h), ending
+/* --suffix: the prompt becomes the model's FIM prompt of --prompt and --suffix (engine/tokenizer/fim.h), ending
  * at its stop token. 0, or -1 after printing the error. */
 static int fim_prompt(const tp_args *a, tp_tokenizer *tok, tp_prompt *p, tp_request_params *rp) {
     char err[4400];

@@ -36,7 +36,7 @@ static int info_error(int status, const char *fmt, ...) {
 }
 
 /* The same for one rank's shard: the replicated embedding and norms, its heads' and MLP rows'
- * matrices and biases (model/arch.h counts the matrices), and its padded vocab slice. */
+ * matrices and biases (engine/model/arch.h counts the matrices), and its padded vocab slice. */
 static int64_t rank_elements(const tp_config *c, const tp_shard *s) {
     const tp_arch *a = c->arch;
     int64_t V = c->vocab_size, E = c->n_embd, D = c->head_dim, L = c->n_layer;

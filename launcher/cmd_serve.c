@@ -1,4 +1,4 @@
-/* tpgen serve: rank 0 listens (server/) and schedules; every other rank follows its steps. */
+/* tpgen serve: rank 0 listens (launcher/server/) and schedules; every other rank follows its steps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "model/step.h"
 #include "job.h"
-#include "server/serve.h"
+#include "launcher/server/serve.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
 

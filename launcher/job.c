@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/mem_plan.h"
+#include "model/model_plan.h"
 #include "kernels/cuda_module.h"
 #include "checkpoint/remote_code.h"
 #include "sched/sampler.h" /* TP_MAX_CANDIDATES: the top-k of logits_stats */
@@ -81,7 +81,7 @@ int tp_job_max_rows(const tp_args *a) {
     return r < a->max_batch_tokens ? (int)r : a->max_batch_tokens;
 }
 
-/* The memory plan (model/mem_plan.h) for the job's limits, agreed by every rank: when it does
+/* The memory plan (engine/model/model_plan.h) for the job's limits, agreed by every rank: when it does
  * not fit on some rank, that rank prints why with the plan's table and every rank exits 1.
  * Returns the KV blocks this rank can hold; prints the plan with --verbose when `print`. */
 static long job_plan(tp_job *j, const tp_args *a, long kv_tokens_needed, int print) {

@@ -42,7 +42,7 @@ bench_error_test(prefill_zero "--prefill lengths must be >= 1 \\(or --prefill 0 
 bench_error_test(prefill_runs_zero "--prefill-runs expects an integer in \\[1, 1000\\], got \"0\""
                  bench --model ${TPGEN_TEST_DATA}/tiny-f32 --prefill-runs 0 ${BENCH_CPU})
 
-# tools/bench_context.py (decode against context, builds and variants side by side): its table,
+# tools/bench/bench_context.py (decode against context, builds and variants side by side): its table,
 # records and bad flags on the tiny demo config; no timing asserted.
 add_test(NAME bench_context_smoke COMMAND bash ${BENCH_DIR}/bench_context_smoke.sh ${CMAKE_BINARY_DIR}
                                           ${CMAKE_CURRENT_BINARY_DIR}/bench_context)

@@ -1,6 +1,6 @@
-# tools/bench_serving.py (label bench): the serving load generator against `tpgen serve` on the
+# tools/bench/bench_serving.py (label bench): the serving load generator against `tpgen serve` on the
 # tiny random model with the CodeGen tokenizer (tests/bench/bench_serving_test.py says what each
-# part checks). The setup test installs matplotlib when missing (tools/requirements-bench.txt).
+# part checks). The setup test installs matplotlib when missing (tools/bench/requirements-bench.txt).
 add_test(NAME bench_python_deps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bench/ensure_bench_deps.sh)
 set_tests_properties(bench_python_deps PROPERTIES LABELS "bench" TIMEOUT 300 FIXTURES_SETUP bench_deps)
 foreach(part sweep url errors)

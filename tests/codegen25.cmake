@@ -2,7 +2,7 @@
 # (LlamaForCausalLM, vocab 51200), tokenizer_config.json naming CodeGen25Tokenizer and
 # model.safetensors (or pytorch_model.bin), tiny (docs/FIXTURES.md "codegen25-tiny"). Its weights
 # (26 MB: the 51,200-row embedding and lm_head) are not committed: the setup test redraws them with
-# numpy from a fixed seed (tools/make_codegen25_model.py --check) into the build tree, holds their
+# numpy from a fixed seed (tools/fixtures/make_codegen25_model.py --check) into the build tree, holds their
 # sha256 to the one the HF references of tests/data/codegen25-tiny/hf_expected.json were made from,
 # and copies those in as expected.json. The tests below read that directory (and its .bin copy),
 # against HF's ids and log-probs: parity (check_parity, ids in) at TP 1, 2, 4 (and 2 on the .bin
@@ -14,7 +14,7 @@
 set(CG25_MODEL ${CMAKE_CURRENT_BINARY_DIR}/codegen25-tiny)
 set(CG25_BIN ${CMAKE_CURRENT_BINARY_DIR}/codegen25-tiny-bin) # the same weights as pytorch_model.bin
 set(CG25_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/codegen25)
-add_test(NAME codegen25_model COMMAND python3 ${CMAKE_SOURCE_DIR}/tools/make_codegen25_model.py ${CG25_MODEL} --check
+add_test(NAME codegen25_model COMMAND python3 ${CMAKE_SOURCE_DIR}/tools/fixtures/make_codegen25_model.py ${CG25_MODEL} --check
                                       --bin ${CG25_BIN})
 set_tests_properties(codegen25_model PROPERTIES LABELS "codegen25" TIMEOUT 120 FIXTURES_SETUP codegen25_model)
 # weights that are not the ones the references were made from: refused, naming both numpy versions
@@ -22,7 +22,7 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/codegen25-other-sha.json
      "{\"weights_sha256\": \"0000\", \"numpy_version\": \"0.0\"}\n")
 add_test(NAME codegen25_model_sha_mismatch
          COMMAND sh -c "python3 \"$0\" \"$1\" --check --expected \"$2\" 2>&1; echo \"exit status $?\""
-                 ${CMAKE_SOURCE_DIR}/tools/make_codegen25_model.py ${CMAKE_CURRENT_BINARY_DIR}/codegen25-other
+                 ${CMAKE_SOURCE_DIR}/tools/fixtures/make_codegen25_model.py ${CMAKE_CURRENT_BINARY_DIR}/codegen25-other
                  ${CMAKE_CURRENT_BINARY_DIR}/codegen25-other-sha.json)
 set_tests_properties(codegen25_model_sha_mismatch PROPERTIES LABELS "codegen25;errors" TIMEOUT 120
   PASS_REGULAR_EXPRESSION "error: .*codegen25-other/model\\.safetensors has sha256 [0-9a-f]+, .*codegen25-other-sha\\.json was made from 0000: numpy [0-9.]+ draws other values from default_rng\\(2525\\) than numpy 0\\.0 did\nexit status 1")

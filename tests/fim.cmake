@@ -1,4 +1,4 @@
-# `suffix` (label fim; tokenizer/fim.h, docs/SERVING.md "Fill-in-the-middle"): FIM end to end on the
+# `suffix` (label fim; engine/tokenizer/fim.h, docs/SERVING.md "Fill-in-the-middle"): FIM end to end on the
 # CodeGen2-shaped fixture through the openai client and curl (tests/fim/fim_test.py) at TP 1 and
 # 2 and on a copy without fim.json (the format recognized from the tokenizer), token names in
 # prefix and suffix kept as text, an empty suffix, a huge suffix refused with rank 0's memory

@@ -2,11 +2,11 @@
 # Every build links it with tests/fuzz/replay_main.c into fuzz_replay_<name>, and ctest replays the
 # seed corpus (tests/fuzz/corpus/<name>/) and every kept crash input (tests/fuzz/regress/<name>/)
 # through it, so the regressions run with any compiler. With -DTPGEN_FUZZ=ON (clang; see
-# tools/fuzz.sh) it is also linked with libFuzzer into fuzz_<name>, instrumented with
+# tools/dev/fuzz.sh) it is also linked with libFuzzer into fuzz_<name>, instrumented with
 # -fsanitize=fuzzer,address,undefined together with the libraries it uses.
 #
 # tpgen_fuzz_target(NAME [SOURCES project .c files compiled into the target] [LIBS targets])
-option(TPGEN_FUZZ "Build the libFuzzer targets (needs clang; tools/fuzz.sh runs them)" OFF)
+option(TPGEN_FUZZ "Build the libFuzzer targets (needs clang; tools/dev/fuzz.sh runs them)" OFF)
 set(FUZZ_DIR ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 set(FUZZ_SAN -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 if(TPGEN_FUZZ)
@@ -52,20 +52,20 @@ function(tpgen_fuzz_target name)
   endif()
 endfunction()
 
-# One line per target; tools/fuzz.sh runs every fuzz_<name> it finds in build-fuzz/fuzz/.
+# One line per target; tools/dev/fuzz.sh runs every fuzz_<name> it finds in build-fuzz/fuzz/.
 tpgen_fuzz_target(json LIBS tpgen_util)
 tpgen_fuzz_target(safetensors LIBS tpgen_checkpoint)
 tpgen_fuzz_target(safetensors_index LIBS tpgen_checkpoint)
 tpgen_fuzz_target(tokenizer LIBS tpgen_tokenizer)
 tpgen_fuzz_target(prompts SOURCES launcher/prompts.c LIBS tpgen_tokenizer)
-tpgen_fuzz_target(sampler SOURCES sched/sampler.c model/candidates.c LIBS ${MATH_LIB})
+tpgen_fuzz_target(sampler SOURCES engine/sched/sampler.c engine/model/candidates.c LIBS ${MATH_LIB})
 tpgen_fuzz_target(bin LIBS tpgen_checkpoint)
-# server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the engine
-# functions it calls, the request builder, KV count and free, are sched/request.c, the knobs' table,
-# defaults and validation sched/request_params.c, and tokenizer/fim.c for `suffix`)
+# launcher/server/openai.c's request parser on a tp_server the harness fills: no model, no MPI (the engine
+# functions it calls, the request builder, KV count and free, are engine/sched/request.c, the knobs' table,
+# defaults and validation engine/sched/request_params.c, and engine/tokenizer/fim.c for `suffix`)
 find_package(Threads REQUIRED)
-tpgen_fuzz_target(server_request SOURCES server/openai.c server/jbuf.c sched/request.c sched/request_params.c
-                  tokenizer/fim.c LIBS tpgen_tokenizer Threads::Threads)
+tpgen_fuzz_target(server_request SOURCES launcher/server/openai.c launcher/server/jbuf.c engine/sched/request.c engine/sched/request_params.c
+                  engine/tokenizer/fim.c LIBS tpgen_tokenizer Threads::Threads)
 # Whole requests in one process (TP 1): body -> srv_parse_completion -> the server's engine loop
 # (scheduler, sampler) -> the response, on models/codegen-tiny-py; the model is loaded as
 # `tpgen serve` does (launcher/job.c, launcher/args.c). Its replay test runs the engine.

@@ -1,10 +1,10 @@
-# The keystroke benchmark: tools/bench_serving.py --dataset completion-trace (label bench;
+# The keystroke benchmark: tools/bench/bench_serving.py --dataset completion-trace (label bench;
 # tests/bench/keystroke_test.py says what each part checks). The model: configs/tiny-demo.json
 # (the CodeGen vocabulary and 2,048 positions, so real source files tokenize into it), written by
-# tools/make_random_model.py with the CodeGen tokenizer.
+# tools/fixtures/make_random_model.py with the CodeGen tokenizer.
 set(_ks_model ${CMAKE_CURRENT_BINARY_DIR}/keystroke/tiny-demo)
 add_test(NAME keystroke_model
-         COMMAND python3 ${CMAKE_SOURCE_DIR}/tools/make_random_model.py ${CMAKE_SOURCE_DIR}/configs/tiny-demo.json
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/tools/fixtures/make_random_model.py ${CMAKE_SOURCE_DIR}/configs/tiny-demo.json
                  ${_ks_model} --dtype f32 --seed 7 --tokenizer ${TPGEN_TEST_DATA}/tokenizer/codegen)
 set_tests_properties(keystroke_model PROPERTIES LABELS "bench" TIMEOUT 120 FIXTURES_SETUP keystroke_model)
 foreach(part unit trace seed errors)

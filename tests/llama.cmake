@@ -1,6 +1,6 @@
-# LLaMA (CodeGen2.5's architecture; model/arch.h): HF parity is in the globbing tests (parity.cmake
+# LLaMA (CodeGen2.5's architecture; engine/model/arch.h): HF parity is in the globbing tests (parity.cmake
 # at TP 1/2/4, bin.cmake, cpu_int8.cmake, cpu_bf16.cmake) over the tests/data/llama-* fixtures of
-# tools/make_llama_fixtures.py. Here: bad configs and checkpoints (label errors), each refused
+# tools/fixtures/make_llama_fixtures.py. Here: bad configs and checkpoints (label errors), each refused
 # with the key, tensor or TP size named, through error_test (tests/errors.cmake).
 set(LLAMA_ERR ${CMAKE_CURRENT_BINARY_DIR}/llama_errors)
 set(LLAMA_GQA ${TPGEN_TEST_DATA}/llama-gqa-bf16-sharded) # H=8, Hk=2, E=128, 2 layers, 3 shards

@@ -32,7 +32,7 @@ foreach(np 1 2)
 endforeach()
 # scope: hits scoped per API key, cache_salt, --prefix-cache-scope (issue 34 item 6)
 prefix_test(prefix_scope scope 1 ${PREFIX_TINY} "prefix;server" 120 server_deps)
-# prefix_ondemand is not labelled server: under ThreadSanitizer (tools/test-sanitize.sh --thread runs
+# prefix_ondemand is not labelled server: under ThreadSanitizer (tools/dev/test-sanitize.sh --thread runs
 # that label) its 24 requests of up to 500 tokens took over 240 s; the server threads with the
 # prefix cache are covered there by prefix_serve_tp*.
 prefix_test(prefix_ondemand ondemand 1 ${CMAKE_SOURCE_DIR}/models/codegen-tiny-py prefix 300 server_deps)

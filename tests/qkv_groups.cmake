@@ -1,6 +1,6 @@
-# CodeGen2 checkpoints (label qkv_groups; checkpoint/remote_code.h): the qkv_proj group count read
+# CodeGen2 checkpoints (label qkv_groups; engine/checkpoint/remote_code.h): the qkv_proj group count read
 # from the modeling file a checkpoint ships (auto_map), --qkv-groups, and the refusals. The
-# fixture tests/data/codegen2-f32 (tools/make_codegen2_fixtures.py: 16 heads, 8 groups) is also
+# fixture tests/data/codegen2-f32 (tools/fixtures/make_codegen2_fixtures.py: 16 heads, 8 groups) is also
 # run by tests/parity.cmake at TP 1, 2, 4; TP 8 is added here (16 heads allow it).
 set(QKV_FIX ${TPGEN_TEST_DATA}/codegen2-f32)
 set(QKV_DIR ${CMAKE_CURRENT_BINARY_DIR}/qkv_groups)

@@ -1,5 +1,5 @@
 # Sanitizer canaries (label sanitize), only in a build configured with TPGEN_SANITIZE (see
-# tools/test-sanitize.sh): each runs a deliberate bug and passes only when the sanitizer reports
+# tools/dev/test-sanitize.sh): each runs a deliberate bug and passes only when the sanitizer reports
 # it, so a sanitized suite that passes is known to have run with the checks on.
 if(NOT TPGEN_SANITIZE)
   return()

@@ -1,4 +1,4 @@
-# Baseline (b) of issue 15, tools/seed_pattern (label seed_pattern): the BLS loop over a stateless
+# Baseline (b) of issue 15, tools/dev/seed_pattern (label seed_pattern): the BLS loop over a stateless
 # CodeGen step model in the real tritonserver of the `nvidia-pytriton` wheel; greedy ids == HF
 # generate on a tiny random model (tests/seed_pattern/greedy_test.py). Needs torch + transformers
 # in python3: SKIPPED without them (CI), never passed. After triton_install (the same venv).

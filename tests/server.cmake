@@ -1,6 +1,6 @@
 # tpgen serve (label server): the OpenAI-compatible server end to end with the real `openai`
 # client and curl, at TP 1 and 2 (tests/server/serve_test.py says what each part checks). The
-# setup test installs the Python client when it is missing (tools/requirements-test.txt).
+# setup test installs the Python client when it is missing (tools/dev/requirements-test.txt).
 add_test(NAME server_python_deps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/server/ensure_python_deps.sh)
 set_tests_properties(server_python_deps PROPERTIES LABELS "server" TIMEOUT 300 FIXTURES_SETUP server_deps)
 foreach(np 1 2)
@@ -41,7 +41,7 @@ else()
   set_tests_properties(server_slurm_sbatch PROPERTIES LABELS "server;slurm" SKIP_RETURN_CODE 77)
 endif()
 
-# One table of request knobs (sched/request_params.h) drives the server's parser, `tpgen generate`'s
+# One table of request knobs (engine/sched/request_params.h) drives the server's parser, `tpgen generate`'s
 # flags and tp_request_params_validate (issue 32 item 4): the table is well formed and agrees with
 # the defaults and the checks (test_request_params); every knob's bad values get the same message
 # from the server and from the CLI, only the name differing (params_test.py).

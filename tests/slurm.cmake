@@ -1,5 +1,5 @@
 # Slurm (label slurm): the launcher/*.sbatch scripts under a real one-node Slurm cluster (Debian's
-# slurm-wlm + munge, installed by tools/install-deps.sh). The cluster is a ctest fixture:
+# slurm-wlm + munge, installed by tools/dev/install-deps.sh). The cluster is a ctest fixture:
 # slurm_cluster_start runs `tests/slurm/cluster.sh start` before the first test that needs it, and
 # slurm_cluster_stop stops it after the last, whether they passed or not (a cluster left by an
 # interrupted run is stopped by the next start). The tests take turns on it (RESOURCE_LOCK). It
@@ -16,7 +16,7 @@ execute_process(COMMAND id -u OUTPUT_VARIABLE TPGEN_UID OUTPUT_STRIP_TRAILING_WH
 set(TPGEN_SLURM_CASES slurm_sbatch_generate slurm_bad_model slurm_cancel slurm_codegen25)
 if(NOT TPGEN_SLURMCTLD OR NOT TPGEN_MUNGED OR NOT TPGEN_SBATCH OR NOT TPGEN_UID STREQUAL "0")
   foreach(t ${TPGEN_SLURM_CASES})
-    add_test(NAME ${t} COMMAND sh -c "echo 'SKIPPED: needs root and slurm-wlm + munge (bash tools/install-deps.sh), then reconfigure'; exit 77")
+    add_test(NAME ${t} COMMAND sh -c "echo 'SKIPPED: needs root and slurm-wlm + munge (bash tools/dev/install-deps.sh), then reconfigure'; exit 77")
     set_tests_properties(${t} PROPERTIES LABELS slurm SKIP_RETURN_CODE 77)
   endforeach()
 else()

@@ -3,7 +3,7 @@
 # and skip conditions it reuses; registers nothing where slurm.cmake is absent.
 if(DEFINED TPGEN_SLURM_TESTS)
   if(NOT TPGEN_SLURMCTLD OR NOT TPGEN_MUNGED OR NOT TPGEN_SBATCH OR NOT TPGEN_UID STREQUAL "0")
-    add_test(NAME slurm_sbatch_bench COMMAND sh -c "echo 'SKIPPED: needs root and slurm-wlm + munge (bash tools/install-deps.sh), then reconfigure'; exit 77")
+    add_test(NAME slurm_sbatch_bench COMMAND sh -c "echo 'SKIPPED: needs root and slurm-wlm + munge (bash tools/dev/install-deps.sh), then reconfigure'; exit 77")
     set_tests_properties(slurm_sbatch_bench PROPERTIES LABELS "slurm;bench" SKIP_RETURN_CODE 77)
   else()
     add_test(NAME slurm_sbatch_bench

@@ -4,8 +4,8 @@
 # in prefill), 1 template in 8 on that prefix, waves of stalled connections filling --max-connections;
 # every answer == the same request alone, stalled connections closed after --conn-timeout, KV blocks
 # all free or cached, the cancels counted, prefix-cache hits, no 5xx,
-# rank 0's fds back to their start, RSS within +5% (tools/soak_serve.py says what each part checks;
-# `python3 tools/soak_serve.py --tpgen build/bin/tpgen --requests 2000` is the long one).
+# rank 0's fds back to their start, RSS within +5% (tools/bench/soak_serve.py says what each part checks;
+# `python3 tools/bench/soak_serve.py --tpgen build/bin/tpgen --requests 2000` is the long one).
 # Under a sanitizer the runtime owns the memory (ASan's quarantine, TSan's shadow and history keep
 # growing with the load): RSS is not the server's there, so it is checked in the plain build only.
 set(SOAK_RSS)
@@ -13,7 +13,7 @@ if(TPGEN_SANITIZE)
   set(SOAK_RSS --rss-limit 0)
 endif()
 add_test(NAME soak_serve_tp2
-         COMMAND python3 ${PROJECT_SOURCE_DIR}/tools/soak_serve.py --tpgen $<TARGET_FILE:tpgen>
+         COMMAND python3 ${PROJECT_SOURCE_DIR}/tools/bench/soak_serve.py --tpgen $<TARGET_FILE:tpgen>
                  --mpiexec ${TPGEN_MPIEXEC} --np 2 --requests 200 --time-limit 90
                  --model ${TPGEN_TEST_DATA}/tiny-f32 --tokenizer ${TPGEN_TEST_DATA}/tokenizer/codegen
                  --work ${CMAKE_CURRENT_BINARY_DIR}/soak ${SOAK_RSS})

@@ -1,5 +1,5 @@
 # The shipped tiny model models/codegen-tiny-py (label tiny): HF parity at TP = 1, 2, 4 with its
-# expected.json (tools/make_tiny_fixture.py), and the demo's completion at TP = 2.
+# expected.json (tools/fixtures/make_tiny_fixture.py), and the demo's completion at TP = 2.
 set(TPGEN_TINY_MODEL ${CMAKE_SOURCE_DIR}/models/codegen-tiny-py)
 foreach(np 1 2 4)
   add_test(NAME parity_codegen-tiny-py_tp${np}

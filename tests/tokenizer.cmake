@@ -1,5 +1,5 @@
 # Tokenizer tests (label "tokenizer"): HF parity on committed fixtures made by
-# tools/make_tokenizer_fixtures.py, round trips, fuzz, streaming, truncation, units and the CLI.
+# tools/fixtures/make_tokenizer_fixtures.py, round trips, fuzz, streaming, truncation, units and the CLI.
 set(TOK_DATA ${TPGEN_TEST_DATA}/tokenizer)
 set(TOK_TMP ${CMAKE_CURRENT_BINARY_DIR}/tokenizer_tmp)
 add_executable(test_tokenizer
@@ -31,7 +31,7 @@ tok_test(fuzz fuzz ${TOK_DATA}/codegen 1 3000)
 tok_test(unit unit ${TOK_DATA}/codegen ${TOK_DATA}/small ${TOK_TMP})
 tok_test(cli cli ${TOK_CLI} ${TOK_DATA} ${TOK_TMP})
 # CodeGen2.5 (tokenizer_config.json naming CodeGen25Tokenizer, no vocabulary file): ids equal to
-# tiktoken 0.4.0's (tools/make_codegen25_fixtures.py) on the shared cases, long space and tab runs,
+# tiktoken 0.4.0's (tools/fixtures/make_codegen25_fixtures.py) on the shared cases, long space and tab runs,
 # token names and random text, by default and as plain text; decode; the id layout, the whitespace
 # runs as mergeable ranks (ids measured with tiktoken 0.4.0) and the errors.
 tok_test(codegen25 encode ${TOK_DATA}/codegen25 ${TOK_DATA}/codegen25_cases.jsonl)
@@ -39,9 +39,9 @@ tok_test(codegen25_plain encode ${TOK_DATA}/codegen25 ${TOK_DATA}/codegen25_plai
 tok_test(codegen25_decode decode ${TOK_DATA}/codegen25 ${TOK_DATA}/codegen25_decode.jsonl)
 tok_test(codegen25_fuzz fuzz ${TOK_DATA}/codegen25 7 1500)
 tok_test(codegen25_unit codegen25 ${TOK_DATA}/codegen25 ${TOK_TMP})
-# The FIM prompt (tokenizer/fim.h): CodeGen2's format recognized from CodeGen2's and CodeGen2.5's
+# The FIM prompt (engine/tokenizer/fim.h): CodeGen2's format recognized from CodeGen2's and CodeGen2.5's
 # tokenizers without fim.json, prefix and suffix as plain text, an empty suffix; ids from HF
-# tokenizers / tiktoken (tools/make_fim_fixtures.py).
+# tokenizers / tiktoken (tools/fixtures/make_fim_fixtures.py).
 tok_test(fim fim ${TOK_DATA}/fim_cases.jsonl ${TPGEN_TEST_DATA}/codegen2-f32 ${TOK_DATA}/codegen25 ${TOK_DATA}/codegen
          ${TOK_TMP})
 set_tests_properties(tokenizer_fim PROPERTIES LABELS "tokenizer;fim")

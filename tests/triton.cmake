@@ -1,9 +1,9 @@
 # tpgen behind NVIDIA Triton Inference Server (label triton): the real tritonserver of the
 # `nvidia-pytriton` wheel with launcher/triton/model_repository, tpgen at TP 2 (docs/TRITON.md;
 # tests/triton/triton_test.py says what each part checks). The setup test installs the wheel and
-# tritonclient into a venv in the build tree (tools/install-triton.sh, reused when present); when
+# tritonclient into a venv in the build tree (tools/dev/install-triton.sh, reused when present); when
 # it cannot, it fails and the test does not run (never skipped as passed).
-add_test(NAME triton_install COMMAND bash ${CMAKE_SOURCE_DIR}/tools/install-triton.sh ${TPGEN_TRITON_VENV})
+add_test(NAME triton_install COMMAND bash ${CMAKE_SOURCE_DIR}/tools/dev/install-triton.sh ${TPGEN_TRITON_VENV})
 set_tests_properties(triton_install PROPERTIES LABELS "triton" TIMEOUT 900 FIXTURES_SETUP triton_venv)
 add_test(NAME triton_serve_tp2
          COMMAND ${TPGEN_TRITON_VENV}/bin/python ${CMAKE_CURRENT_SOURCE_DIR}/triton/triton_test.py

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo's generation step: models/codegen-tiny-py (a small CodeGen trained on the Python
-# standard library, tools/train_tiny.py) completes a method of a Python class on 2 ranks (TP=2).
+# standard library, tools/fixtures/train_tiny.py) completes a method of a Python class on 2 ranks (TP=2).
 # Prints the prompt, then the completion as tpgen streams it; with --json, only tpgen's JSON.
 # The settings are chosen for a 14M-parameter model: sampling (temperature 0.5, top-p 0.9) with a
 # repetition penalty of 1.3, which keeps it out of the loops greedy decoding falls into

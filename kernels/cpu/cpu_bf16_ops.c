@@ -206,7 +206,7 @@ static void bf16_destroy(tp_backend *b) {
 tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, size_t err_size) {
     if (!tp_dnnl_compiled()) {
         snprintf(err, err_size, "--dtype bf16 on the CPU needs oneDNN, and this tpgen was built without it "
-                                "(install libdnnl-dev, e.g. tools/install-deps.sh, and reconfigure)");
+                                "(install libdnnl-dev, e.g. tools/dev/install-deps.sh, and reconfigure)");
         return NULL;
     }
     tp_backend *b = tp_backend_cpu_create(n_threads); /* memory, copies, logits_stats: as f32 */

@@ -32,7 +32,7 @@ static inline int cpu_threads(const tp_backend *b) { return ((const tp_cpu *)b->
  * and still uses the wide units where they exist. */
 /* Not under ThreadSanitizer (gcc's -fsanitize=thread defines __SANITIZE_THREAD__): gcc instruments
  * the ifunc resolver too, which the dynamic loader runs before libtsan is relocated (SIGSEGV at
- * start). The TSan build (tools/test-sanitize.sh --thread) checks the server's threads, not
+ * start). The TSan build (tools/dev/test-sanitize.sh --thread) checks the server's threads, not
  * kernel speed.
  * clang 14 exports the resolver of a cloned function as "<name>.resolver" even when the function
  * is static: a cloned function's name must be unique across the backend's files. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/bench_context.py end to end on the tiny demo config: two variants of one build
+# tools/bench/bench_context.py end to end on the tiny demo config: two variants of one build
 # (TPGEN_CPU_ATTN=c and the default), two contexts, one run: the table has one row per variant and
 # dtype, one column per context and the ratio, numbers, and the attention kernel the variant ran
 # (dot-f32-c under TPGEN_CPU_ATTN=c); --record writes one cell per row and column. Bad
@@ -11,7 +11,7 @@ build=$1 work=$2
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 rm -rf "$work"
 mkdir -p "$work"
-python3 "$root/tools/bench_context.py" --build "cur=$build" --env "attn-c:TPGEN_CPU_ATTN=c" --env "default:X_UNUSED=1" \
+python3 "$root/tools/bench/bench_context.py" --build "cur=$build" --env "attn-c:TPGEN_CPU_ATTN=c" --env "default:X_UNUSED=1" \
   --config "$root/configs/tiny-demo.json" --dtypes f32 --contexts 8,24 --steps 2 --runs 1 --threads 1 \
   --out "$work/out.json" --record "$work/rec.jsonl" > "$work/table.md" 2> "$work/stderr.txt" || {
   cat "$work/stderr.txt"; echo "FAIL: bench_context.py exited non-zero"; exit 1; }
@@ -33,14 +33,14 @@ need(len(recs) == 6 and {r["section"] for r in recs} == {"cpu-attention"}, f"{le
 print("ok: bench_context.py table and records")
 PY
 # --attention-only: tests/bench_attention of the build, the same table
-python3 "$root/tools/bench_context.py" --build "cur=$build" --config "$root/configs/tiny-demo.json" --dtypes f32,bf16 \
+python3 "$root/tools/bench/bench_context.py" --build "cur=$build" --config "$root/configs/tiny-demo.json" --dtypes f32,bf16 \
   --contexts 8,24 --runs 1 --threads 1 --attention-only > "$work/attn.md" 2> "$work/attn.err" || {
   cat "$work/attn.err"; echo "FAIL: bench_context.py --attention-only exited non-zero"; exit 1; }
 cat "$work/attn.md"
 [ "$(grep -c '^| cur | \(f32\|bf16\) | dot-' "$work/attn.md")" = 2 ] || { echo "FAIL: --attention-only rows"; exit 1; }
 bad() { # message args...
   local msg=$1; shift
-  if out=$(python3 "$root/tools/bench_context.py" "$@" 2>&1); then echo "FAIL: accepted $*"; exit 1; fi
+  if out=$(python3 "$root/tools/bench/bench_context.py" "$@" 2>&1); then echo "FAIL: accepted $*"; exit 1; fi
   grep -qF -- "$msg" <<< "$out" || { echo "FAIL: $* said: $out (want: $msg)"; exit 1; }
   echo "ok: refused $*: $msg"
 }

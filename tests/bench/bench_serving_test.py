@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/bench_serving.py end to end against `tpgen serve` on a tiny random model with the CodeGen
+"""tools/bench/bench_serving.py end to end against `tpgen serve` on a tiny random model with the CodeGen
 tokenizer (tests/data/tiny-f32 + tests/data/tokenizer/codegen).
 
 usage: bench_serving_test.py TPGEN MPIEXEC FIXTURE TOKENIZER_DIR WORKDIR PART
@@ -7,8 +7,8 @@ PART "sweep": the harness starts the server itself (--model, --np 2) and runs 16
   at rate inf and rate 4 (--sweep inf,4, --goodput, --plot): each JSON object has exactly the keys
   (+ goodput), completed 16, failed 0, p50 <= p90 <= p99 <= max, TTFT < E2E, token counts exact
   (16 x 16 in and out), the server stopped (every rank gone), a PNG written, and redrawn from
-  the JSON (--compare + --plot); --record appends one results/ row per rate (the figures of the
-  JSON, the command, commit, CPU tier), which tools/perf_tables.py renders as a table.
+  the JSON (--compare + --plot); --record appends one docs/bench/ row per rate (the figures of the
+  JSON, the command, commit, CPU tier), which tools/bench/perf_tables.py renders as a table.
 PART "url": a server started here, the harness on --url with a file: dataset of 16 text prompts
   (max_tokens from the file, --max-concurrency 4): the same checks, input tokens == the server's
   /tokenize counts, output tokens == the sum of max_tokens.
@@ -27,7 +27,7 @@ TPGEN, MPIEXEC, FIXTURE, TOKDIR, WORK, PART = sys.argv[1:7]
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import serve_harness as sh  # noqa: E402
-HARNESS = os.path.join(HERE, "..", "..", "tools", "bench_serving.py")
+HARNESS = os.path.join(HERE, "..", "..", "tools", "bench", "bench_serving.py")
 KEYS = {"completed", "failed", "duration_s", "request_throughput", "input_token_throughput",
         "output_token_throughput", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "config"}
 check, FAILS = sh.check, sh.FAILS
@@ -110,7 +110,7 @@ def part_sweep():
           f"--record provenance: {recs[0]}")
     md = os.path.join(WORK, "P.md")
     open(md, "w").write("<!-- perf_tables serving/sweep -->\n<!-- /perf_tables -->\n")
-    r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "tools", "perf_tables.py"), "--write", md,
+    r = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "tools", "bench", "perf_tables.py"), "--write", md,
                         "--results", os.path.dirname(rec)], capture_output=True, text=True)
     check(r.returncode == 0 and "| tiny, tpgen, rate 4.0 | 16 | 0 |" in open(md).read(),
           f"perf_tables.py renders the recorded run: {r.stderr}{open(md).read()}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/ct2_compat.py without ctranslate2, torch or transformers: the version reading, which dtype
+"""tools/bench/ct2_compat.py without ctranslate2, torch or transformers: the version reading, which dtype
 keyword each side uses (the boundaries read in the wheels: CTranslate2 4.6.2 / 4.6.3, transformers
 4.55.4 / 4.56.0), and the bridged converter's load_model on a stand-in for TransformersConverter
 whose load_model records what it is given, as from_pretrained would receive it."""
@@ -7,7 +7,7 @@ import os
 import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench"))
 import ct2_compat  # noqa: E402
 
 
@@ -110,7 +110,7 @@ class Bridge(unittest.TestCase):
 
     def test_no_heavy_imports(self):
         for mod in ("ctranslate2", "torch", "transformers"):
-            self.assertNotIn(mod, sys.modules, f"tools/ct2_compat.py imported {mod}")
+            self.assertNotIn(mod, sys.modules, f"tools/bench/ct2_compat.py imported {mod}")
 
 
 if __name__ == "__main__":

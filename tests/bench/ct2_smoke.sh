@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# tools/bench_vs_ct2.py end to end on a tiny random CodeGen (configs/tiny-demo.json): CTranslate2
+# tools/bench/bench_vs_ct2.py end to end on a tiny random CodeGen (configs/tiny-demo.json): CTranslate2
 # converts it, both engines run, f32 greedy ids must agree (the script's exit status), and the
 # table has its shape: one column per batch plus the prefill, two rows per type in order,
 # numbers, "refused" only for CTranslate2's bf16; under it the line of the kernels tpgen chose, per
 # type and column, as in the JSON. No timing is asserted. SKIPs (77) without
-# ctranslate2, torch or transformers (tools/requirements-fixtures.txt + pip install ctranslate2).
+# ctranslate2, torch or transformers (tools/fixtures/requirements-fixtures.txt + pip install ctranslate2).
 # usage: ct2_smoke.sh TPGEN WORKDIR
 set -euo pipefail
 tpgen=$1 work=$2
@@ -15,7 +15,7 @@ if ! miss=$(python3 -c 'import ctranslate2, torch, transformers' 2>&1); then
 fi
 rm -rf "$work"
 mkdir -p "$work"
-python3 "$root/tools/bench_vs_ct2.py" --tpgen "$tpgen" --model "$work/model" --config "$root/configs/tiny-demo.json" \
+python3 "$root/tools/bench/bench_vs_ct2.py" --tpgen "$tpgen" --model "$work/model" --config "$root/configs/tiny-demo.json" \
   --threads 1 --batch 1,2 --prompt-len 16 --new-tokens 8 --prefill 32 --runs 1 --out "$work/out.json" \
   > "$work/table.md" 2> "$work/stderr.txt" || rc=$?
 if [ "${rc:-0}" -ne 0 ]; then
@@ -24,10 +24,10 @@ if [ "${rc:-0}" -ne 0 ]; then
   exit 1
 fi
 cat "$work/table.md"
-# the converter ran through tools/ct2_compat.py and said which dtype keyword it passed
+# the converter ran through tools/bench/ct2_compat.py and said which dtype keyword it passed
 if ! grep -q "^bench_vs_ct2.py: converter: CTranslate2 .* passes " "$work/stderr.txt"; then
   cat "$work/stderr.txt"
-  echo "FAIL: no 'converter:' line (tools/ct2_compat.py's plan) in bench_vs_ct2.py's stderr"
+  echo "FAIL: no 'converter:' line (tools/bench/ct2_compat.py's plan) in bench_vs_ct2.py's stderr"
   exit 1
 fi
 python3 - "$work/out.json" "$work/table.md" <<'PY'

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Setup of the bench tests: matplotlib (for --plot) must be importable; installs
-# tools/requirements-bench.txt with pip when it is not. Fails (never skips) when it cannot.
+# tools/bench/requirements-bench.txt with pip when it is not. Fails (never skips) when it cannot.
 set -euo pipefail
-req="$(cd "$(dirname "$0")/../.." && pwd)/tools/requirements-bench.txt"
+req="$(cd "$(dirname "$0")/../.." && pwd)/tools/bench/requirements-bench.txt"
 if python3 -c 'import matplotlib; print("matplotlib", matplotlib.__version__, "present")' 2>/dev/null; then
   exit 0
 fi

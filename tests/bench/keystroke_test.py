@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The keystroke benchmark (tools/bench_serving.py --dataset completion-trace, its trace in
-tools/completion_trace.py).
+"""The keystroke benchmark (tools/bench/bench_serving.py --dataset completion-trace, its trace in
+tools/bench/completion_trace.py).
 
 usage: keystroke_test.py TPGEN MODEL WORKDIR PART      (MODEL: configs/tiny-demo.json written by
-       tools/make_random_model.py with the CodeGen tokenizer; unused by PART unit and errors)
+       tools/fixtures/make_random_model.py with the CodeGen tokenizer; unused by PART unit and errors)
 PART "unit" (no server): the prompt builder on every cursor of a fixed text (a prompt has at most
   `context` tokens and more than context - step once the cursor is past context, starts at a
   multiple of step, is the file's tokens up to the cursor, and keeps its start while the cursor
@@ -29,10 +29,10 @@ TPGEN, MODEL, WORK, PART = sys.argv[1:5]
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 import serve_harness as sh  # noqa: E402
 import completion_trace as ct  # noqa: E402
-HARNESS = os.path.join(ROOT, "tools", "bench_serving.py")
+HARNESS = os.path.join(ROOT, "tools", "bench", "bench_serving.py")
 check = sh.check
 KEYS = {"requests", "completed", "cancelled", "cancelled_after_first_token", "failed", "duration_s", "ttft_ms",
         "e2e_ms", "prompt_tokens", "output_tokens_mean", "prefix_cache", "server_cancelled", "ttft_samples_ms",

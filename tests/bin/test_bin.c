@@ -1,4 +1,4 @@
-/* Tests of the torch.save reader (checkpoint/zipfile.c, unpickle.c, torch_bin.c, checkpoint.c).
+/* Tests of the torch.save reader (engine/checkpoint/zipfile.c, unpickle.c, torch_bin.c, checkpoint.c).
  *
  * Reads the files tests/bin/make_cases.py wrote with torch and Python's zipfile (argv[2]) and
  * compares every value with reference.txt (torch's own reading of them); checks that each bad

@@ -1,5 +1,5 @@
 """CodeGen2.5 from its checkpoint directory through the CLI (tests/codegen25.cmake), against HF's
-references in MODEL/expected.json (tools/make_codegen25_model.py: LlamaForCausalLM on the same weights,
+references in MODEL/expected.json (tools/fixtures/make_codegen25_model.py: LlamaForCausalLM on the same weights,
 prompts tokenized by tiktoken 0.4.0 as tokenization_codegen25.py does).
 
     cli_test.py TPGEN MPIEXEC NP MODEL text|fim|speculate|tokenize

@@ -1,5 +1,5 @@
 """`tpgen serve` on the CodeGen2.5-shaped checkpoint (tests/codegen25.cmake), against HF's references in
-MODEL/expected.json (tools/make_codegen25_model.py). Stdlib only, through tests/common/serve_harness.py.
+MODEL/expected.json (tools/fixtures/make_codegen25_model.py). Stdlib only, through tests/common/serve_harness.py.
 
     serve_test.py TPGEN MPIEXEC NP MODEL
 

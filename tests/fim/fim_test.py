@@ -4,7 +4,7 @@ CodeGen 1's refusal and --ignore-suffix.
     fim_test.py TPGEN MPIEXEC NP fim CODEGEN2_FIXTURE
     fim_test.py TPGEN MPIEXEC NP codegen1 TINY_MODEL_DIR TOKENIZER_DIR
 
-fim: the fixture's expected.json "fim" entry (tools/make_codegen2_fixtures.py) holds the FIM prompt's
+fim: the fixture's expected.json "fim" entry (tools/fixtures/make_codegen2_fixtures.py) holds the FIM prompt's
 ids as HF `tokenizers` encodes prefix + "<mask_1>" + suffix + "<|endoftext|>" + "<sep>" + "<mask_1>"
 and the float64 reference's greedy infill up to <eom>. Checked: the prompt ids the server built
 equal those; the infill ids, text (without <eom>) and finish_reason "stop"; logprobs within the
@@ -13,7 +13,7 @@ parity bound; through the openai client (plain and streaming), curl with streami
 twice gives the same infill, the second with cached_tokens > 0 (the prefix cache); token-id
 prompts with suffix are refused naming `suffix`. Token names typed in the prefix or suffix stay text
 and an empty suffix is an infill at the end: the exact prompt ids of tests/data/tokenizer/fim_cases.jsonl
-(HF `tokenizers` with split_special_tokens, tools/make_fim_fixtures.py). A 7 MB suffix with 64
+(HF `tokenizers` with split_special_tokens, tools/fixtures/make_fim_fixtures.py). A 7 MB suffix with 64
 prompts that cannot fit the context is a 400 naming `suffix` before it is encoded (by its length in
 bytes), and rank 0's peak memory grows by far less than 64 encodings of it took; a short suffix of
 too many tokens is a 400 naming `suffix` with its token count (encoded once, before any prompt).

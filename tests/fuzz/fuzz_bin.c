@@ -1,5 +1,5 @@
-/* Fuzz target: the torch.save (.bin) reader, checkpoint/zipfile.c + checkpoint/unpickle.c +
- * checkpoint/torch_bin.c, on bytes in memory (tp_bin_open_buffer, tp_unpickle_state_dict).
+/* Fuzz target: the torch.save (.bin) reader, engine/checkpoint/zipfile.c + engine/checkpoint/unpickle.c +
+ * engine/checkpoint/torch_bin.c, on bytes in memory (tp_bin_open_buffer, tp_unpickle_state_dict).
  *
  * The first byte picks what the rest is:
  *   even: a whole archive (zip container, data.pkl, storage records), as a file would hold it;

@@ -1,6 +1,6 @@
 /* Fuzz target: whole requests, in one process. A completions body goes the way an HTTP thread
- * sends it: srv_parse_completion (server/openai.c), the server's inbox, the server's own engine
- * loop (tp_server_run, server/engine.c: scoring, the scheduler, the sampler, the events that
+ * sends it: srv_parse_completion (launcher/server/openai.c), the server's inbox, the server's own engine
+ * loop (tp_server_run, launcher/server/step_loop.c: scoring, the scheduler, the sampler, the events that
  * publish tokens and text), then the response renderer, on the real tiny model
  * (models/codegen-tiny-py, with its tokenizer), loaded once. One rank (TP 1): MPI is a
  * singleton, and tp_server_run runs on a thread of its own, the only one that makes MPI calls
@@ -37,7 +37,7 @@
 
 #include "model/step.h"
 #include "launcher/job.h"
-#include "server/internal.h"
+#include "launcher/server/internal.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "tests/fuzz/fuzz_common.h"
@@ -343,7 +343,7 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* As the HTTP thread does (server/http.c: completions): enqueue, wake the engine, then wait. */
+/* As the HTTP thread does (launcher/server/http.c: completions): enqueue, wake the engine, then wait. */
 static void enqueue_job(tp_server *s, srv_job *j) {
     pthread_mutex_lock(&s->mu);
     snprintf(j->client, sizeof j->client, "fuzz");

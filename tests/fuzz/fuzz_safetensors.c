@@ -1,4 +1,4 @@
-/* Fuzz target: checkpoint/safetensors.c on one file's bytes. Any bytes either open, with every tensor
+/* Fuzz target: engine/checkpoint/safetensors.c on one file's bytes. Any bytes either open, with every tensor
  * inside the data area, its size equal to its shape's and its name found by tp_st_find, or fail
  * with a message. tp_st_open_memory (the bytes as given) and tp_st_open (the same bytes as a
  * file, a memfd) must agree exactly: the same error, or the same tensors. */

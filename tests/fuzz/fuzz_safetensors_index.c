@@ -1,4 +1,4 @@
-/* Fuzz target: the sharded-index reader (checkpoint/tensor_index.c, through safetensors.c's
+/* Fuzz target: the sharded-index reader (engine/checkpoint/tensor_index.c, through safetensors.c's
  * tp_st_open_index_text: model.safetensors.index.json) on any text,
  * over a fixed shard directory made at start: a.safetensors (tensors x, y), b.safetensors (z) and
  * bad.safetensors (a header length beyond the file). Either the model opens, with every tensor

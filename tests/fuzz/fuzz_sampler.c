@@ -1,4 +1,4 @@
-/* Fuzz target: sched/sampler.c on arbitrary logits (NaN, inf, ties, huge and tiny values come
+/* Fuzz target: engine/sched/sampler.c on arbitrary logits (NaN, inf, ties, huge and tiny values come
  * straight from the bytes) and any settings the CLI accepts. Bytes: [mode][temperature][top_k]
  * [top_p][penalty][logprobs][seed][n_hist] [n_hist history ids as u16] then the logits (f32, LE;
  * V = what is left / 4, at least 1). mode bit 0: candidate mode when the settings allow it (the

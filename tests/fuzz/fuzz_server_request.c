@@ -1,4 +1,4 @@
-/* Fuzz target: the server's request validation, srv_parse_completion (server/openai.c), the
+/* Fuzz target: the server's request validation, srv_parse_completion (launcher/server/openai.c), the
  * function every completions route (/v1/completions, /v1/engines/NAME/completions) hands its
  * body to on an HTTP thread before anything reaches the engine. It needs no model and no MPI:
  * only the server's limits (vocab_size, n_positions, KV blocks) and the tokenizer, which this
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/internal.h"
+#include "launcher/server/internal.h"
 #include "util/json.h"
 #include "tests/fuzz/fuzz_common.h"
 

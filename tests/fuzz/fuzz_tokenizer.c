@@ -1,4 +1,4 @@
-/* Fuzz target: the tokenizer (tokenizer/) on the committed CodeGen files (vocab.json + merges.txt)
+/* Fuzz target: the tokenizer (engine/tokenizer/) on the committed CodeGen files (vocab.json + merges.txt)
  * and the small tokenizer.json. The first byte picks the tokenizer and the direction:
  *   encode: the other bytes as text. Valid UTF-8 encodes (and with the CodeGen files decodes back
  *     to itself and gives the same ids through the heap BPE with an empty word cache); invalid UTF-8

@@ -1,4 +1,4 @@
-/* The memory plan (kernels/mem_plan.h, model/mem_plan.c, kernels/cuda/cuda_plan.c) on the CPU,
+/* The memory plan (kernels/mem_plan.h, engine/model/model_plan.c, kernels/cuda/cuda_plan.c) on the CPU,
  * for configs/codegen-16B.json (or the config given: CodeGen2.5-7B, and a grouped-query variant
  * of it, tests/mem_plan.cmake) at TP 1/2/4/8 (first and last rank: the vocab padding differs),
  * batch 1..64, steps of up to 512 tokens, context up to n_positions.
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/mem_plan.h"
+#include "model/model_plan.h"
 #include "model/model.h"
 #include "kernels/cuda/cuda_plan.h"
 #include "util/log.h"

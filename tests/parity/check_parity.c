@@ -1,5 +1,5 @@
 /* HF parity of `tpgen generate` and `tpgen score` against a fixture made by
- * tools/make_fixtures.py (HF transformers), at one TP size.
+ * tools/fixtures/make_fixtures.py (HF transformers), at one TP size.
  *
  * usage: check_parity --tpgen BIN --np N [--mpiexec MPIRUN] --fixture DIR [--tol T] [-- extra tpgen flags]
  *

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # HF parity at reduced precision: every fixture tests/data/*/ against `tpgen score` and
 # `tpgen generate` on the CUDA backend (F16 or BF16) or the CPU backend (f32, or --dtype bf16),
-# compared with HF transformers' reference: expected.json (tools/make_fixtures.py, HF in f32) or,
-# with --ref hf-bf16, expected-hf-bf16.json (tools/make_bf16_reference.py, HF run in bf16).
+# compared with HF transformers' reference: expected.json (tools/fixtures/make_fixtures.py, HF in f32) or,
+# with --ref hf-bf16, expected-hf-bf16.json (tools/fixtures/make_bf16_reference.py, HF run in bf16).
 # tests/gpu/parity.sh (the GPU check) and the CPU bf16 parity tests (tests/cpu_bf16.cmake) run it.
 #
 # usage: tests/parity/hf_parity.sh [--backend cuda|cpu] [--np N] [--dtype bf16|f16|f32]

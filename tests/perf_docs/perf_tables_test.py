@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/perf_record.py and tools/perf_tables.py (ctest perf_tables_unit): a recorded run renders as
+"""tools/bench/perf_record.py and tools/bench/perf_tables.py (ctest perf_tables_unit): a recorded run renders as
 its table with provenance; the latest run per CPU tier wins, one table per tier; --check fails on a
 table edited by hand and passes after --write; bad records and bad markers are refused naming the
 file and line; the parsers of `tpgen bench --json` and `bench-comm --json` output; every
@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 import perf_record  # noqa: E402
 import perf_tables  # noqa: E402
 
@@ -110,7 +110,7 @@ with tempfile.TemporaryDirectory() as d:
     rc, out, err = run(["--check", md, "--results", bad])
     check(rc == 2 and "twice" in err, "a cell recorded twice in one run is refused")
     rc, out, err = run(["--list", "--results", os.path.join(d, "empty")])
-    check(rc == 2 and "no results/*.jsonl" in err, "an empty results folder is refused")
+    check(rc == 2 and "no *.jsonl under" in err, "an empty results folder is refused")
 
     # the parsers, on output lines of tpgen bench --json and bench-comm --json
     bench = [{"batch": 1, "context": 16, "tp": 1, "dtype": "F32", "weights": "INT8", "ms_per_step": 1.31,
@@ -127,11 +127,11 @@ with tempfile.TemporaryDirectory() as d:
     src = os.path.join(d, "comm.json")
     open(src, "w").write("\n".join(json.dumps(x) for x in comm) + "\n")
     out = os.path.join(d, "r", "a.jsonl")
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "perf_record.py"), "--record", out,
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench", "perf_record.py"), "--record", out,
                         "--from-bench-comm", src, "--command", "bench-comm --json"], capture_output=True, text=True)
     check(p.returncode == 0 and len(open(out).read().splitlines()) == 3, "perf_record.py --from-bench-comm appends")
     open(src, "w").write('{"op": "allreduce"}\n')
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "perf_record.py"), "--record", out,
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench", "perf_record.py"), "--record", out,
                         "--from-bench-comm", src, "--command", "x"], capture_output=True, text=True)
     check(p.returncode != 0 and "is not the JSON this mode reads" in p.stderr, "wrong JSON refused clearly")
     check(perf_tables.num(2151.4) == "2151" and perf_tables.num(24.66) == "24.7" and perf_tables.num(1.234, "x")
@@ -142,7 +142,7 @@ with tempfile.TemporaryDirectory() as d:
 # write the records their docs/PERFORMANCE.md tables are rendered from
 import glob  # noqa: E402
 import types  # noqa: E402
-for tool in sorted(glob.glob(os.path.join(ROOT, "tools", "bench_*.py"))):
+for tool in sorted(glob.glob(os.path.join(ROOT, "tools", "bench", "bench_*.py"))):
     if tool.endswith("bench_hf.py"):  # the HF half of bench_vs_hf.py (one JSON line to it), which records
         continue
     p = subprocess.run([sys.executable, tool, "--help"], capture_output=True, text=True, timeout=60)

@@ -1,4 +1,4 @@
-/* Tests of the safetensors reader (checkpoint/safetensors.c).
+/* Tests of the safetensors reader (engine/checkpoint/safetensors.c).
  *
  * Files are written here by hand, byte by byte, in a temp dir under the build tree (argv[1]):
  * valid ones must round-trip every data byte, each malformed one must fail with a message that

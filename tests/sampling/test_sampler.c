@@ -1,4 +1,4 @@
-/* Unit test of sched/sampler.c against plain double-precision references written here.
+/* Unit test of engine/sched/sampler.c against plain double-precision references written here.
  *
  * The sampler follows HF generate: repetition penalty -> temperature -> top-k -> top-p -> draw,
  * with reported log-probabilities from the raw logits. Each check builds logits with a known

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Baseline (b) of issue 15 (tools/seed_pattern) in a real tritonserver (the `nvidia-pytriton`
-wheel, tools/seed_pattern/setup.sh) on a tiny random CodeGen with the CodeGen tokenizer.
+"""Baseline (b) of issue 15 (tools/dev/seed_pattern) in a real tritonserver (the `nvidia-pytriton`
+wheel, tools/dev/seed_pattern/setup.sh) on a tiny random CodeGen with the CodeGen tokenizer.
 
 usage: greedy_test.py WORKDIR VENV
 SKIPPED (77) without torch + transformers (CI has none) or when Triton cannot be set up.
@@ -26,7 +26,7 @@ try:
 except ImportError as e:
     print("SKIPPED: needs torch + transformers (%s)" % e)
     sys.exit(77)
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
 import bench_baselines as bb  # noqa: E402
 
 FAILS = []
@@ -41,7 +41,7 @@ def check(cond, what):
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 model = os.path.join(WORK, "model")
-subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make_random_model.py"), os.path.join(ROOT, "configs", "tiny-demo.json"),
+subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fixtures", "make_random_model.py"), os.path.join(ROOT, "configs", "tiny-demo.json"),
                 model, "--tokenizer", os.path.join(ROOT, "tests", "data", "tokenizer", "codegen"), "--seed", "7"],
                check=True, stdout=subprocess.DEVNULL)
 tok = AutoTokenizer.from_pretrained(model)

@@ -17,7 +17,7 @@ PART "memory": rank 0's peak RSS (VmHWM) over one request of each costly kind, o
   each: 1.25 MiB of small nested arrays (served: within the parse budget); 16 stop strings of 64
   KiB over 256 choices (served); 1 MiB of 1-digit numbers (refused: over the budget, 44 bytes of
   tree per byte). Each must grow rank 0 by less than 48 bytes per body byte + 16 MiB (the parse
-  budget of server/internal.h is 32 + 1 MiB, the rest is the allocator's); not checked in a
+  budget of launcher/server/internal.h is 32 + 1 MiB, the rest is the allocator's); not checked in a
   sanitizer build (TPGEN_SANITIZED set by tests/http.cmake), where the runtime owns the memory.
 Every server must exit 0 on SIGTERM with no sanitizer report in its stderr.
 PART "loris": --max-connections 4 --conn-timeout 2 and 4 clients trickling header bytes (one

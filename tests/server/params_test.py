@@ -3,7 +3,7 @@
 
 usage: params_test.py TPGEN TEST_REQUEST_PARAMS FIXTURE
 The knobs come from the table itself (`test_request_params --list`: key, flag, type, range), so a
-knob added to sched/request_params.c is covered here without a change. For each, the values just
+knob added to engine/sched/request_params.c is covered here without a change. For each, the values just
 outside its range, a fraction for an integer, and 1e-300 for a float (0 once narrowed): the
 server's 400 names the field (`param`), and its message with 'key' written as --flag is exactly
 the message `tpgen generate` dies with. TP 1, one server, the CLI fails before loading anything.

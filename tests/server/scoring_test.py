@@ -7,7 +7,7 @@ PART "values": MODEL (no tokenizer: top_logprobs keys are "token_id:N") at TP NP
   prompts with n=2 and max_tokens 0 (prompts of 100, 17, 2 and 1 tokens: several chunks, one, none),
   for a prompt whose steps fetch full logits (its own sample row at temperature 1, and a concurrent
   stream with a presence penalty), and streamed == non-streamed.
-PART "fairness": a random model made here (tools/make_random_model.py, 4 layers, E=256) at TP 1:
+PART "fairness": a random model made here (tools/fixtures/make_random_model.py, 4 layers, E=256) at TP 1:
   a stream decodes while a 16-prompt echo + logprobs request (2,400 prompt tokens, max_tokens 0)
   is scored; the stream's longest gap between tokens must stay under a quarter of the scoring
   request's latency (scored in one blocking pass, the gap is the whole latency: ratio ~1; in the
@@ -201,7 +201,7 @@ def random_model():
                    "eos_token_id": 1000, "layer_norm_epsilon": 1e-05, "model_type": "codegen", "n_ctx": 256,
                    "n_embd": 256, "n_head": 8, "n_inner": None, "n_layer": 4, "n_positions": 256, "rotary_dim": 16,
                    "tie_word_embeddings": False, "vocab_size": 1001}, f)
-    tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "make_random_model.py")
+    tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures", "make_random_model.py")
     subprocess.run([sys.executable, tool, cfg, d, "--dtype", "f32", "--seed", "1"], check=True,
                    stdout=subprocess.DEVNULL)
     return d

@@ -368,7 +368,7 @@ def part_limits():
     check(st == 413 and "1024" in json.loads(text)["error"]["message"], "413: %d %s" % (st, text))
     st, text, _ = srv.request("POST", "/v1/completions", {"prompt": "some text"}, headers=auth)
     check(st == 400 and "tokenizer" in json.loads(text)["error"]["message"], "text without a tokenizer: " + text)
-    # /tokenize and /detokenize: a body that is not JSON, the wrong member, no tokenizer (server/http.c)
+    # /tokenize and /detokenize: a body that is not JSON, the wrong member, no tokenizer (launcher/server/http.c)
     for path, req, param, want in (("/tokenize", "{", None, "not valid JSON"),
                                    ("/tokenize", {"prompt": 5}, "prompt", "'prompt' must be a string"),
                                    ("/tokenize", {"prompt": "x"}, "prompt", "has no tokenizer"),

@@ -1,4 +1,4 @@
-/* The knobs' table (sched/request_params.h) is well formed and agrees with the request's defaults
+/* The knobs' table (engine/sched/request_params.h) is well formed and agrees with the request's defaults
  * and checks; then it is printed, one line per knob (key flag type lo hi lo_open), for
  * params_test.py, which sends bad values of every knob to the server and to `tpgen generate`.
  * usage: test_request_params [--list] */

@@ -53,7 +53,7 @@ stop() {
 start() {
   [ "$(id -u)" -eq 0 ] || die "needs root (slurmd starts job steps as the submitting user)"
   for b in munged munge slurmctld slurmd sinfo python3; do
-    command -v "$b" >/dev/null || die "$b not found: install slurm-wlm and munge (bash tools/install-deps.sh)"
+    command -v "$b" >/dev/null || die "$b not found: install slurm-wlm and munge (bash tools/dev/install-deps.sh)"
   done
   stop
   rm -rf "$dir"/{etc,munge,state,spool,log,tmp}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tpgen-bench.sbatch under Slurm, CPU, TP 2 through srun --mpi=pmix: the job serves the tiny
-# random model, runs a 2-rate sweep with tools/bench_serving.py (8 random-id prompts, rates inf
+# random model, runs a 2-rate sweep with tools/bench/bench_serving.py (8 random-id prompts, rates inf
 # and 8) and leaves bench.json (2 objects, completed 8, failed 0), bench.png, bench.log and
 # server.log (the ready line) in OUT_DIR; it exits 0, and no tpgen process of the job is left
 # (the server drained on srun's SIGTERM). A model that does not load: the job fails, non-zero,
@@ -14,7 +14,7 @@ make_model "$fixture" "$tokdir" "$model"
 out="$work/out"
 rm -rf "$out"
 cd "$work"
-TPGEN_BIN="$tpgen" TPGEN_BENCH_SERVING="$repo/tools/bench_serving.py" \
+TPGEN_BIN="$tpgen" TPGEN_BENCH_SERVING="$repo/tools/bench/bench_serving.py" \
   submit "$work/bench.out" "$repo/launcher/tpgen-bench.sbatch" "$model" "$out" \
   --dataset random:16:8 --vocab-size 1000 --num-prompts 8 --ignore-eos --sweep inf,8
 [ "$rc" = 0 ] || { echo "FAIL: job $job exited $rc:"; cat "$work/bench.out" "$out"/*.log; exit 1; }
@@ -41,7 +41,7 @@ left=$(ranks_of "$job" "$tpgen")
 [ -z "$left" ] || { echo "FAIL: tpgen processes of job $job left: $left"; exit 1; }
 
 # a model directory that does not load: the job fails and says so
-TPGEN_BIN="$tpgen" TPGEN_BENCH_SERVING="$repo/tools/bench_serving.py" \
+TPGEN_BIN="$tpgen" TPGEN_BENCH_SERVING="$repo/tools/bench/bench_serving.py" \
   submit "$work/bad.out" "$repo/launcher/tpgen-bench.sbatch" "$work/no-such-model" "$work/bad-out"
 [ "$rc" != 0 ] || { echo "FAIL: job $job on a missing model exited 0"; cat "$work/bad.out"; exit 1; }
 grep -q "the server did not print its ready line" "$work/bad.out" ||

@@ -2,7 +2,7 @@
 # CodeGen2.5 under Slurm (label slurm, codegen25): launcher/tpgen.sbatch at TP 2 (srun) on the
 # CodeGen2.5-shaped checkpoint directory as it is (config.json, tokenizer_config.json naming
 # CodeGen25Tokenizer, model.safetensors; tests/codegen25.cmake regenerates it): a text prompt gives
-# HF's prompt ids, greedy ids and text (MODEL/expected.json, tools/make_codegen25_model.py).
+# HF's prompt ids, greedy ids and text (MODEL/expected.json, tools/fixtures/make_codegen25_model.py).
 # usage: sbatch_codegen25.sh TPGEN MODEL WORKDIR   (SLURM_CONF: the test cluster)
 source "$(dirname "$0")/lib.sh"
 tpgen=$1 model=$(realpath "$2") work=$3

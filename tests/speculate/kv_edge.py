@@ -2,7 +2,7 @@
 """Drafts never go past the KV a request holds: exact counts at the KV block boundaries.
 
 usage: kv_edge.py TPGEN MPIEXEC MODEL
-A request holds KV for T = prompt + max_tokens - 1 positions (sched/generate.c:
+A request holds KV for T = prompt + max_tokens - 1 positions (engine/sched/generate.c:
 tp_request_tokens), in ceil(T / block) blocks. The scheduler cuts a step's drafts so the last
 one is fed at position T - 1 at most. One draft more is fed at position T: when T is a multiple
 of the block size that position lies in a block the request does not hold (block table entry -1:
@@ -15,7 +15,7 @@ of the trained model, cut) put T on a block boundary and one either side. Runs:
   base: TP 1, no --speculate; then ngram:4 at TP 1 and ngram:8:2 at TP 2.
 Each --speculate run must print base's ids, and per prompt "speculative": {"drafted": D,
 "accepted": A} equal to what the rule gives (simulate() below: the proposer of
-sched/speculate.h, spelled out from its contract, fed with base's output, the cap
+engine/sched/speculate.h, spelled out from its contract, fed with base's output, the cap
 min(K, T - len) per step, and the verification of greedy decoding: a draft is accepted when it is
 the token greedy decoding makes). The test fails if no step had its drafts cut by the KV end
 on a boundary prompt (it would show nothing).

@@ -1,4 +1,4 @@
-/* Tokenizer tests against HF fixtures (tools/make_tokenizer_fixtures.py) and against plain
+/* Tokenizer tests against HF fixtures (tools/fixtures/make_tokenizer_fixtures.py) and against plain
  * references written here. One program, one subcommand per ctest test:
  *   encode DIR FILE.jsonl...  ids == HF's (or tiktoken's), cached == uncached == heap BPE, decode(encode(x)) == x
  *                             (rows with "plain": true through tp_tokenizer_encode_text)

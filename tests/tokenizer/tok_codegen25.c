@@ -1,4 +1,4 @@
-/* CodeGen2.5's tokenizer (tokenizer/tokenizer_codegen25.c) beyond the tiktoken reference ids:
+/* CodeGen2.5's tokenizer (engine/tokenizer/tokenizer_codegen25.c) beyond the tiktoken reference ids:
  * the published id layout, which ids decode(skip_special) drops, plain-text encoding of token
  * names, the whitespace runs as mergeable ranks (ids measured by hand with tiktoken 0.4.0), and
  * the errors: an unknown tokenizer class, a broken tokenizer_config.json, broken or missing GPT-2
@@ -68,7 +68,7 @@ static void test_layout(const char *dir) {
 
 /* The whitespace runs are mergeable ranks (tokenization_codegen25.py's bpe_ranks), not special
  * tokens: ids tiktoken 0.4.0 gives on the published construction, measured by hand (also asserted
- * by tools/make_codegen25_fixtures.py). As special tokens, tiktoken's regex order would give 4
+ * by tools/fixtures/make_codegen25_fixtures.py). As special tokens, tiktoken's regex order would give 4
  * spaces as 2 + 2 and 40 as 22 + 9 x 2. Plain-text encoding gives the same ids: the runs are BPE. */
 static void test_runs(const char *dir) {
     tp_tokenizer *t = tt_load(dir);

@@ -1,5 +1,5 @@
-/* The fill-in-the-middle prompt (tokenizer/fim.h) against the reference libraries' ids
- * (tools/make_fim_fixtures.py): CodeGen2's format recognized from the tokenizer without fim.json
+/* The fill-in-the-middle prompt (engine/tokenizer/fim.h) against the reference libraries' ids
+ * (tools/fixtures/make_fim_fixtures.py): CodeGen2's format recognized from the tokenizer without fim.json
  * (CodeGen2's tokenizer.json, CodeGen2.5's CodeGen25Tokenizer), fim.json still first, CodeGen 1
  * without a format; prefix and suffix as plain text (token names stay text), an empty suffix. */
 #include <stdio.h>

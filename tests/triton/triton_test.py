@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tpgen behind a real NVIDIA Triton server (the `nvidia-pytriton` wheel's tritonserver, Python
 backend) with launcher/triton/model_repository/tpgen, tpgen at TP = NP on the tiny fixture with
-the CodeGen tokenizer. Run with the venv of tools/install-triton.sh (tritonclient).
+the CodeGen tokenizer. Run with the venv of tools/dev/install-triton.sh (tritonclient).
 
 usage: triton_test.py TPGEN MPIEXEC NP FIXTURE TOKENIZER_DIR WORKDIR VENV [codegen25]
 Checks: a bad `model` fails the load (repository API) with tpgen's error in Triton's log, no hang;

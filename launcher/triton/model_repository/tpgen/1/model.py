@@ -23,7 +23,7 @@ import time
 import urllib.parse
 
 # The stub's embedded Python may start without PYTHONPATH on sys.path (the Python backend's
-# utilities import numpy): add its entries, e.g. the site-packages of tools/install-triton.sh's venv.
+# utilities import numpy): add its entries, e.g. the site-packages of tools/dev/install-triton.sh's venv.
 for _p in reversed(os.environ.get("PYTHONPATH", "").split(os.pathsep)):
     if _p and _p not in sys.path:
         sys.path.insert(0, _p)

@@ -1,0 +1,350 @@
+/* Weight loading: this rank's shard of every tensor, from the mmapped checkpoint (safetensors
+ * or torch.save .bin: checkpoint.h) into one device arena carved by a size table.
+ *
+ * Every rank validates every tensor it needs (presence, dtype, shape) from the headers before
+ * reading any data; the checks see the same files on every rank, so a problem is reported once
+ * (tp_die_all) and every rank exits. Then each rank copies only its own rows / columns into a
+ * host staging buffer (in the file's dtype) and hands it to the backend, which converts it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "model.h"
+#include "checkpoint/checkpoint.h"
+#include "kernels/common/tp_quant.h" /* tp_q8_absmax: row scales of column slices (--weights int8) */
+#include "arch.h"
+
+#define ARENA_ALIGN 256
+
+typedef enum { SLICE_ALL, SLICE_ROWS, SLICE_COLS, SLICE_QKV } slice_kind;
+
+/* One file tensor an item reads, and the part of it this rank takes. */
+typedef struct {
+    char name[112];
+    int64_t rows, cols;   /* full shape in the file (cols = 1 for vectors) */
+    int64_t first, count; /* rows or columns taken; SLICE_QKV: heads */
+    const tp_st_tensor *t; /* the checkpoint's tensor (NULL with random weights) */
+} load_part;
+
+/* One device tensor to load: where it goes, and the file tensors it is made of -- one, or for
+ * SLICE_ROWS up to three whose row slices are stacked (LLaMA's q/k/v_proj into one qkv matrix,
+ * gate_proj and up_proj into one). */
+typedef struct {
+    load_part part[3];
+    int n_parts;
+    void **dst;        /* where the device pointer is stored */
+    int is_matrix;
+    slice_kind slice;
+    int64_t out_rows;  /* rows of the device tensor (>= the rows taken for padded lm_head) */
+    float rand_mean;
+    size_t offset;     /* in the arena */
+} load_item;
+
+typedef struct {
+    load_item *items;
+    int n, cap;
+} load_list;
+
+static load_item *add_item(load_list *l, void **dst, int is_matrix, slice_kind slice, int64_t out_rows, float mean) {
+    if (l->n == l->cap) l->items = tp_realloc(l->items, (l->cap = l->cap ? l->cap * 2 : 64) * sizeof *l->items);
+    load_item *it = &l->items[l->n++];
+    memset(it, 0, sizeof *it);
+    it->dst = dst;
+    it->is_matrix = is_matrix;
+    it->slice = slice;
+    it->out_rows = out_rows;
+    it->rand_mean = mean;
+    return it;
+}
+
+/* Adds a file tensor fmt(layer) + suffix of [rows, cols] to it, taking [first, first + count). */
+static void add_part(load_item *it, const char *fmt, int layer, const char *suffix, int64_t rows, int64_t cols,
+                     int64_t first, int64_t count) {
+    load_part *p = &it->part[it->n_parts++];
+    tp_arch_tensor(p->name, sizeof p->name, fmt, layer, suffix);
+    p->rows = rows;
+    p->cols = cols;
+    p->first = first;
+    p->count = count;
+}
+
+/* Device shape of an item: [out_rows, out_cols]. */
+static int64_t item_out_cols(const load_item *it) {
+    return it->slice == SLICE_COLS ? it->part[0].count : it->part[0].cols;
+}
+
+static size_t item_bytes(tp_backend *b, const load_item *it) {
+    int64_t r = it->out_rows, c = item_out_cols(it);
+    if (it->is_matrix) return b->matrix_bytes(b, (int)r, (int)c);
+    return (size_t)(r * c) * tp_dtype_size(b->act);
+}
+
+/* A whole replicated tensor (norms, the embedding, row-parallel biases). */
+static void add_all(load_list *l, void **dst, const char *fmt, int layer, const char *suffix, int64_t rows,
+                    int64_t cols, float mean) {
+    add_part(add_item(l, dst, 0, SLICE_ALL, rows, mean), fmt, layer, suffix, rows, cols, 0, rows);
+}
+
+/* A norm's weight (mean 1 for random weights) and, when the architecture has one, its bias. */
+static void add_norm(load_list *l, const tp_arch *A, void **g, void **bias, const char *fmt, int layer, int64_t E) {
+    add_all(l, g, fmt, layer, ".weight", E, 1, 1);
+    if (A->norm_bias) add_all(l, bias, fmt, layer, ".bias", E, 1, 0);
+}
+
+/* This rank's q, k and v rows ([(Hl + 2 Hkl) D, E], or the bias [(Hl + 2 Hkl) D] when is_bias). */
+static void add_qkv(load_list *l, const tp_config *c, const tp_shard *s, void **dst, int layer, int is_bias) {
+    const tp_arch_names *N = &c->arch->names;
+    const int64_t E = c->n_embd, D = c->head_dim, H = c->n_head, Hk = c->n_kv_head;
+    const int64_t Hl = s->n_heads, Hkl = s->n_kv_heads, out = (Hl + 2 * Hkl) * D, cols = is_bias ? 1 : E;
+    const char *sfx = is_bias ? ".bias" : ".weight";
+    if (N->qkv) { /* CodeGen's fused qkv_proj in mp_num groups (no bias) */
+        add_part(add_item(l, dst, !is_bias, SLICE_QKV, out, 0), N->qkv, layer, sfx, 3 * H * D, cols, s->head0, Hl);
+        return;
+    }
+    load_item *it = add_item(l, dst, !is_bias, SLICE_ROWS, out, 0);
+    add_part(it, N->q, layer, sfx, H * D, cols, s->head0 * D, Hl * D);
+    add_part(it, N->k, layer, sfx, Hk * D, cols, s->kv_head0 * D, Hkl * D);
+    add_part(it, N->v, layer, sfx, Hk * D, cols, s->kv_head0 * D, Hkl * D);
+}
+
+/* This rank's MLP input rows: fc_in [Il, E], or gate_proj then up_proj [2 Il, E] (or the bias). */
+static void add_mlp_in(load_list *l, const tp_config *c, const tp_shard *s, void **dst, int layer, int is_bias) {
+    const tp_arch_names *N = &c->arch->names;
+    const int64_t I = c->n_inner, Il = s->n_inner, cols = is_bias ? 1 : c->n_embd;
+    const char *sfx = is_bias ? ".bias" : ".weight";
+    load_item *it = add_item(l, dst, !is_bias, SLICE_ROWS, N->mlp_up ? 2 * Il : Il, 0);
+    add_part(it, N->mlp_in, layer, sfx, I, cols, s->inner0, Il);
+    if (N->mlp_up) add_part(it, N->mlp_up, layer, sfx, I, cols, s->inner0, Il);
+}
+
+/* Every tensor this rank loads, by the architecture's names (engine/model/arch.h) and the shard plan. */
+static void build_list(tp_model *m, load_list *l) {
+    const tp_config *c = &m->cfg;
+    const tp_arch *A = c->arch;
+    const tp_arch_names *N = &A->names;
+    const tp_shard *s = &m->sh;
+    int64_t E = c->n_embd, I = c->n_inner, D = c->head_dim, V = c->vocab_size, HD = (int64_t)c->n_head * D;
+    m->w.layers = tp_calloc(c->n_layer, sizeof *m->w.layers);
+    add_all(l, &m->w.wte, N->embed, -1, ".weight", V, E, 0);
+    for (int i = 0; i < c->n_layer; i++) {
+        tp_layer *L = &m->w.layers[i];
+        add_norm(l, A, &L->norm1_g, &L->norm1_b, N->norm1, i, E);
+        add_qkv(l, c, s, &L->qkv, i, 0);
+        if (c->qkv_bias) add_qkv(l, c, s, &L->qkv_b, i, 1);
+        add_part(add_item(l, &L->out, 1, SLICE_COLS, E, 0), N->o, i, ".weight", E, HD, s->head0 * D,
+                 s->n_heads * D);
+        if (c->o_bias) add_all(l, &L->out_b, N->o, i, ".bias", E, 1, 0);
+        if (N->norm2) add_norm(l, A, &L->norm2_g, &L->norm2_b, N->norm2, i, E);
+        add_mlp_in(l, c, s, &L->mlp_in, i, 0);
+        if (c->mlp_in_bias) add_mlp_in(l, c, s, &L->mlp_in_b, i, 1);
+        add_part(add_item(l, &L->mlp_out, 1, SLICE_COLS, E, 0), N->mlp_out, i, ".weight", E, I, s->inner0,
+                 s->n_inner);
+        if (c->mlp_out_bias) add_all(l, &L->mlp_out_b, N->mlp_out, i, ".bias", E, 1, 0);
+    }
+    add_norm(l, A, &m->w.normf_g, &m->w.normf_b, N->norm_f, -1, E);
+    add_part(add_item(l, &m->w.lm_head, 1, SLICE_ROWS, s->n_vocab, 0), N->lm_head, -1, ".weight", V, E, s->vocab0,
+             s->n_vocab_valid);
+    if (c->lm_head_bias)
+        add_part(add_item(l, &m->w.lm_head_b, 0, SLICE_ROWS, s->n_vocab, 0), N->lm_head, -1, ".bias", V, 1, s->vocab0,
+                 s->n_vocab_valid);
+}
+
+static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
+    size_t u = snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && u < size; i++) u += snprintf(buf + u, size - u, i ? ", %" PRId64 : "%" PRId64, shape[i]);
+    if (u < size) snprintf(buf + u, size - u, "]");
+}
+
+/* Source tensors of an item; the checks every rank makes identically. */
+static void check_item(const tp_ckpt *st, const char *dir, const tp_config *c, load_item *it) {
+    char embed[112], lm[112]; /* tie_word_embeddings: lm_head.weight is the embedding, often not stored */
+    tp_arch_tensor(embed, sizeof embed, c->arch->names.embed, -1, ".weight");
+    tp_arch_tensor(lm, sizeof lm, c->arch->names.lm_head, -1, ".weight");
+    for (int i = 0; i < it->n_parts; i++) {
+        load_part *p = &it->part[i];
+        const tp_st_tensor *t = tp_ckpt_find(st, p->name);
+        if (!t && c->tie_word_embeddings && strcmp(p->name, lm) == 0) t = tp_ckpt_find(st, embed);
+        if (!t && tp_ckpt_unsupported(st, p->name))
+            tp_die_all("tensor %s in the checkpoint %s: %s", p->name, dir, tp_ckpt_unsupported(st, p->name));
+        if (!t) tp_die_all("missing tensor %s in the checkpoint %s", p->name, dir);
+        int64_t want[2] = {p->rows, p->cols};
+        int want_nd = p->cols == 1 && !it->is_matrix ? 1 : 2;
+        int ok = t->ndim == want_nd;
+        for (int d = 0; ok && d < want_nd; d++) ok = t->shape[d] == want[d];
+        if (!ok) {
+            char found[128], expect[128];
+            shape_str(found, sizeof found, t->shape, t->ndim);
+            shape_str(expect, sizeof expect, want, want_nd);
+            tp_die_all("tensor %s in %s has shape %s, expected %s (from config.json)", p->name, t->file, found, expect);
+        }
+        if (i > 0 && t->dtype != it->part[0].t->dtype)
+            tp_die_all("tensors %s and %s in the checkpoint %s have different dtypes (%s, %s); tpgen loads them into "
+                       "one matrix",
+                       it->part[0].name, p->name, dir, tp_dtype_name(it->part[0].t->dtype), tp_dtype_name(t->dtype));
+        p->t = t;
+    }
+}
+
+/* Copies this rank's part of the file tensors into staging (file dtype), laid out
+ * [out_rows, out_cols]. */
+static void stage_slice(const load_item *it, const tp_config *c, uint8_t *staging) {
+    const load_part *p0 = &it->part[0];
+    size_t es = tp_dtype_size(p0->t->dtype);
+    int64_t cols = p0->cols, oc = item_out_cols(it);
+    const uint8_t *src = p0->t->data;
+    memset(staging, 0, (size_t)(it->out_rows * oc) * es); /* padding rows stay zero */
+    switch (it->slice) {
+    case SLICE_ALL:
+        memcpy(staging, src, (size_t)(p0->rows * cols) * es);
+        break;
+    case SLICE_ROWS: {
+        size_t at = 0; /* parts' row slices stacked */
+        for (int i = 0; i < it->n_parts; i++) {
+            const load_part *p = &it->part[i];
+            const size_t bytes = (size_t)(p->count * cols) * es;
+            memcpy(staging + at, (const uint8_t *)p->t->data + (size_t)(p->first * cols) * es, bytes);
+            at += bytes;
+        }
+        break;
+    }
+    case SLICE_COLS:
+        for (int64_t r = 0; r < p0->rows; r++)
+            memcpy(staging + (size_t)(r * oc) * es, src + (size_t)(r * cols + p0->first) * es, (size_t)oc * es);
+        break;
+    case SLICE_QKV: {
+        /* qkv_proj rows come in G groups (mp_num: 4 for CodeGen, 8 for CodeGen2; remote_code.h),
+         * group g = [Q_g; V_g; K_g], each E/G rows = H/G whole heads. Head h is in group h / (H/G)
+         * at index h % (H/G). Gather this rank's heads into [q heads; k heads; v heads]. */
+        const int64_t G = c->qkv_groups;
+        if (G < 1 || c->n_head % G) tp_die("qkv_proj: %d groups for %d heads (tp_checkpoint_qkv_groups not applied)",
+                                           (int)G, c->n_head);
+        int64_t E = c->n_embd, D = c->head_dim, per_group = c->n_head / G, Hl = p0->count;
+        static const int part_of[3] = {0, 2, 1}; /* q, k, v -> offset in group: Q=0, V=1, K=2 */
+        for (int which = 0; which < 3; which++)
+            for (int64_t hl = 0; hl < Hl; hl++) {
+                int64_t h = p0->first + hl, grp = h / per_group, j = h % per_group;
+                int64_t src_row = grp * (3 * E / G) + part_of[which] * (E / G) + j * D;
+                int64_t dst_row = (which * Hl + hl) * D;
+                memcpy(staging + (size_t)(dst_row * cols) * es, src + (size_t)(src_row * cols) * es,
+                       (size_t)(D * cols) * es);
+            }
+        break;
+    }
+    }
+}
+
+/* max |w| of each of the file tensor's rows over its full width (--weights int8 with a column
+ * slice: the scales every TP size agrees on; kernels/common/tp_quant.h). */
+static float *full_row_absmax(const load_part *p) {
+    const tp_st_tensor *t = p->t;
+    const size_t es = tp_dtype_size(t->dtype);
+    float *mx = tp_malloc((size_t)p->rows * sizeof(float)), *row = tp_malloc((size_t)p->cols * sizeof(float));
+    for (int64_t r = 0; r < p->rows; r++) {
+        tp_convert_to_f32(row, (const uint8_t *)t->data + (size_t)(r * p->cols) * es, t->dtype, (size_t)p->cols);
+        mx[r] = tp_q8_absmax(row, p->cols);
+    }
+    free(row);
+    return mx;
+}
+
+static void upload_item(tp_backend *b, const load_item *it, const void *host) {
+    int64_t r = it->out_rows, c = item_out_cols(it);
+    const tp_dtype dt = it->part[0].t->dtype;
+    if (it->is_matrix && it->slice == SLICE_COLS && b->matrix_upload_rowmax) {
+        float *mx = full_row_absmax(&it->part[0]);
+        b->matrix_upload_rowmax(b, *it->dst, host, dt, (int)r, (int)c, mx);
+        free(mx);
+    } else if (it->is_matrix) b->matrix_upload(b, *it->dst, host, dt, (int)r, (int)c);
+    else b->upload(b, *it->dst, host, dt, (size_t)(r * c));
+}
+
+/* Random weights for benchmarks, drawn on the device (the whole buffer, whatever its layout;
+ * a matrix through the backend's own fill where it has one: int8, which draws f32 values and
+ * quantizes them, and the bf16 CPU backend's panels). */
+static void random_item(tp_backend *b, const load_item *it, uint64_t seed) {
+    float stdv = it->rand_mean != 0 ? 0.01f : 0.02f;
+    if (it->is_matrix && b->matrix_fill_random)
+        b->matrix_fill_random(b, *it->dst, (int)it->out_rows, (int)item_out_cols(it), seed, it->rand_mean, stdv);
+    else b->fill_random(b, *it->dst, item_bytes(b, it) / tp_dtype_size(b->act), seed, it->rand_mean, stdv);
+}
+
+/* The weight arena's size, as tp_model_load_weights will ask for it (for the memory plan). */
+size_t tp_model_weights_bytes(const tp_model *m) {
+    tp_model tmp = *m; /* build_list fills tmp.w.layers */
+    load_list l = {0};
+    build_list(&tmp, &l);
+    size_t total = 0;
+    for (int i = 0; i < l.n; i++) total += (item_bytes(m->b, &l.items[i]) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    free(tmp.w.layers);
+    free(l.items);
+    return total;
+}
+
+void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed) {
+    tp_backend *b = m->b;
+    char aerr[512];
+    if (tp_arch_backend_ok(m->cfg.arch, b, aerr, sizeof aerr)) tp_die_all("%s", aerr);
+    load_list l = {0};
+    build_list(m, &l);
+
+    tp_ckpt *st = NULL;
+    if (!random) {
+        char err[1024];
+        double t_open = tp_now_seconds();
+        st = tp_ckpt_open(dir, err, sizeof err);
+        if (!st) tp_die_all("%s", err);
+        tp_log0("checkpoint: %s, opened in %.1f ms\n", tp_ckpt_describe(st), 1e3 * (tp_now_seconds() - t_open));
+        for (int i = 0; i < l.n; i++) check_item(st, dir, &m->cfg, &l.items[i]);
+    }
+
+    /* Size table, then one arena. */
+    size_t total = 0, staging_max = 0, matrices = 0, matrices_read = 0;
+    for (int i = 0; i < l.n; i++) {
+        load_item *it = &l.items[i];
+        it->offset = total;
+        size_t bytes = item_bytes(b, it);
+        total += (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+        if (it->is_matrix) {
+            matrices += bytes;
+            matrices_read += tp_matrix_read_bytes(b, (int)it->out_rows, (int)item_out_cols(it));
+        }
+        if (!random) {
+            size_t sb = (size_t)(it->out_rows * item_out_cols(it)) * tp_dtype_size(it->part[0].t->dtype);
+            if (sb > staging_max) staging_max = sb;
+        }
+    }
+    m->w.arena = b->alloc(b, total, "weights");
+    m->w.arena_bytes = total;
+    m->w.matrix_bytes = matrices;
+    m->w.matrix_read_bytes = matrices_read;
+    for (int i = 0; i < l.n; i++) *l.items[i].dst = (char *)m->w.arena + l.items[i].offset;
+
+    tp_log0("loading %s weights: %.1f MiB per rank (%s, TP=%d%s)\n", random ? "random" : "checkpoint",
+            total / 1048576.0, b->name, m->sh.tp, b->weights ? ", GEMM weights int8" : "");
+    double t0 = tp_now_seconds(), last = t0;
+    uint8_t *staging = staging_max ? b->host_alloc(b, staging_max, "weight staging buffer") : NULL;
+    size_t done = 0;
+    for (int i = 0; i < l.n; i++) {
+        load_item *it = &l.items[i];
+        if (random) random_item(b, it, seed + (uint64_t)i * 7919u + (uint64_t)m->sh.rank * 104729u);
+        else {
+            stage_slice(it, &m->cfg, staging);
+            upload_item(b, it, staging);
+        }
+        done += item_bytes(b, it);
+        double now = tp_now_seconds();
+        if (now - last > 2.0) {
+            tp_log0("  %5.1f%%  %.0f / %.0f MiB  %.0f MiB/s\n", 100.0 * done / total, done / 1048576.0,
+                    total / 1048576.0, done / 1048576.0 / (now - t0));
+            last = now;
+        }
+    }
+    b->sync(b);
+    tp_log0("loaded in %.2f s\n", tp_now_seconds() - t0);
+    if (staging) b->host_free(b, staging);
+    free(l.items);
+    if (st) tp_ckpt_close(st);
+}
