@@ -66,6 +66,27 @@ if(TPGEN_HAVE_CUDA AND NOT TPGEN_SANITIZE MATCHES "thread")
            --fixtures ${TPGEN_TEST_DATA}/llama-gqa-bf16-sharded)
   set(EMU_TESTS gpu_emu_info gpu_emu_parity_codegen_f16 gpu_emu_parity_codegen_bf16 gpu_emu_parity_codegen2_f16
       gpu_emu_parity_llama_gqa_bf16 gpu_emu_parity_codegen_f16_no_graphs gpu_emu_parity_tp2_nccl gpu_emu_parity_tp2_mpi)
+  # faults the emulator catches, planted one at a time (tests/gpu/emu/test_emu_faults.cpp)
+  add_executable(test_emu_faults ${EMU_DIR}/test_emu_faults.cpp ${EMU_DIR}/emu.cpp ${EMU_DIR}/emu_rt.cpp
+                 ${EMU_DIR}/emu_blas.cpp)
+  set_source_files_properties(${EMU_DIR}/test_emu_faults.cpp PROPERTIES COMPILE_OPTIONS "-std=c++17")
+  target_include_directories(test_emu_faults PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(test_emu_faults PRIVATE tpgen_util PkgConfig::OPENBLAS Threads::Threads ${MATH_LIB})
+  set(EMU_FAULT bash ${TPGEN_EXPECT_ERROR})
+  add_test(NAME gpu_emu_fault_host_pointer COMMAND ${EMU_FAULT}
+           "kernel fill_kernel: argument 1 \\(0x[0-9a-f]+\\) is a host pointer" $<TARGET_FILE:test_emu_faults> host-pointer)
+  add_test(NAME gpu_emu_fault_past_end COMMAND ${EMU_FAULT}
+           "kernel fill_kernel: an access at 0x[0-9a-f]+, [0-9]+ bytes past the end of device allocation #1 \\(400 bytes"
+           $<TARGET_FILE:test_emu_faults> past-end)
+  add_test(NAME gpu_emu_fault_copy_direction COMMAND ${EMU_FAULT}
+           "cudaMemcpyAsync\\(.*cudaMemcpyDeviceToHost\\): the destination 0x[0-9a-f]+ is device memory"
+           $<TARGET_FILE:test_emu_faults> copy-direction)
+  add_test(NAME gpu_emu_fault_gemm_ld COMMAND ${EMU_FAULT}
+           "cublasGemmEx: matrix A \\(8 x 8, ld 16, CUDA_R_16F\\) spans 240 bytes .*: 112 bytes past its end"
+           $<TARGET_FILE:test_emu_faults> gemm-ld)
+  add_test(NAME gpu_emu_graph_replays_captured_value COMMAND test_emu_faults graph-value)
+  list(APPEND EMU_TESTS gpu_emu_fault_host_pointer gpu_emu_fault_past_end gpu_emu_fault_copy_direction
+       gpu_emu_fault_gemm_ld gpu_emu_graph_replays_captured_value)
   set_tests_properties(${EMU_TESTS} PROPERTIES LABELS "gpu_emu;mpi" TIMEOUT 300
                        ENVIRONMENT "TPGEN_CUDA_MODULE=$<TARGET_FILE:tpgen_cuda_emu>")
 endif()
