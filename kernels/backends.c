@@ -1,18 +1,24 @@
 /* The CUDA backend's entry points, reached in its module (kernels/cuda_module.h). A build
  * without CUDA, or a process that cannot load the module, gets the reason in err. */
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/backend.h"
 #include "kernels/cuda_module.h"
 #include "util/log.h"
 
-/* No CUDA driver (libcuda.so.1 does not open): 0 without loading the module. A driver but a
- * module that does not load: 0, said once on stderr (--backend cuda then fails with the reason). */
+/* No CUDA driver (libcuda.so.1 does not open): 0 without loading the module, unless
+ * TPGEN_CUDA_MODULE names a file that exists (the emulated device, lib/libtpgen-cuda-emu.so,
+ * needs no driver). A driver but a module that does not load: 0, said once on stderr
+ * (--backend cuda then fails with the reason). */
 int tp_backend_cuda_device_count(void) {
     static void *driver;
     if (!tp_backend_cuda_compiled()) return 0;
-    if (!driver && !(driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))) return 0;
+    const char *named = getenv("TPGEN_CUDA_MODULE");
+    const int asked = named && *named && access(named, F_OK) == 0;
+    if (!asked && !driver && !(driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))) return 0;
     char err[2048];
     __typeof__(tpcuda_device_count) *count = tp_cuda_module_symbol("tpcuda_device_count", err, sizeof err);
     if (!count) {

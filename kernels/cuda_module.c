@@ -134,3 +134,10 @@ void *tp_cuda_module_symbol(const char *name, char *err, size_t err_size) {
 }
 
 const char *tp_cuda_module_path(void) { return loaded_path; }
+
+int tp_cuda_module_emulated(void) {
+    pthread_mutex_lock(&lock);
+    const int r = handle && dlsym(handle, "tpcuda_emulated") != NULL;
+    pthread_mutex_unlock(&lock);
+    return r;
+}

@@ -22,6 +22,8 @@ int tp_cuda_module_load(char *err, size_t err_size);
 void *tp_cuda_module_symbol(const char *name, char *err, size_t err_size);
 /* The module's path once loaded ("" before); --verbose prints it with --backend cuda. */
 const char *tp_cuda_module_path(void);
+/* 1 when the loaded module is an emulated device (it exports tpcuda_emulated: tests/gpu/emu). */
+int tp_cuda_module_emulated(void);
 
 /* Defined in the module only (kernels/cuda, comm/comm_nccl.c), reached through
  * tp_cuda_module_symbol by the tp_backend_cuda_* functions of kernels/backends.c and by

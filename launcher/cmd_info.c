@@ -17,6 +17,7 @@
 #include "checkpoint/remote_code.h"
 #include "model/shard.h"
 #include "kernels/backend.h"
+#include "kernels/cuda_module.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/threads.h"
@@ -297,6 +298,9 @@ int tp_cmd_info(int argc, char **argv) {
            tp_threads_set_by_tpgen("OPENBLAS_CORETYPE") ? "OPENBLAS_CORETYPE=" : ct && *ct ? "the user's OPENBLAS_CORETYPE=" : "",
            ct && *ct ? ct : "chosen by the library from CPUID",
            tp_threads_set_by_tpgen("OPENBLAS_CORETYPE") ? ", set by tpgen: the library did not know this CPU" : "");
-    if (tp_backend_cuda_compiled()) printf("cuda devices: %d\n", tp_backend_cuda_device_count());
+    if (tp_backend_cuda_compiled()) {
+        const int n = tp_backend_cuda_device_count();
+        printf("cuda devices: %d%s\n", n, tp_cuda_module_emulated() ? " (emulated)" : "");
+    }
     return model ? model_info(model, revision, memory, dtype, weights) : 0;
 }

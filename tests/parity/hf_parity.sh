@@ -8,7 +8,7 @@
 # usage: tests/parity/hf_parity.sh [--backend cuda|cpu] [--np N] [--dtype bf16|f16|f32]
 #                                  [--comm mpi|nccl] [--ref hf-f32|hf-bf16] [--build DIR]
 #                                  [--timeout SECONDS] [--tol T] [--mean-tol M] [--threads N]
-#                                  [--fixtures DIR...]  (default: every tests/data/*/ with the reference)
+#                                  [--extra 'FLAGS'] [--fixtures DIR...]  (default: every tests/data/*/ with the reference)
 #   defaults: --backend cuda --np 1 --dtype bf16 (cpu: f32) --comm mpi --ref hf-f32 --build build
 #             --timeout 120; T the dtype's tolerance (bf16 0.08, f16 0.015, f32 2e-4)
 # With --comm mpi several ranks may share one GPU: that is how TP = 2 runs on a one-GPU machine.
@@ -41,6 +41,7 @@ ap.add_argument("--ref", choices=["hf-f32", "hf-bf16"], default="hf-f32")
 ap.add_argument("--mean-tol", type=float, default=None)
 ap.add_argument("--threads", type=int, default=None)
 ap.add_argument("--fixtures", nargs="*", default=None)
+ap.add_argument("--extra", default="", help="more tpgen flags, space-separated (e.g. '--weights int8 --no-cuda-graphs')")
 a = ap.parse_args()
 if a.dtype is None:
     a.dtype = "bf16" if a.backend == "cuda" else "f32"
@@ -62,6 +63,7 @@ launch = ["mpirun"] + (["--oversubscribe", "--allow-run-as-root"] if ompi else [
 common = ["--backend", a.backend, "--dtype", a.dtype] + (["--comm", a.comm] if a.backend == "cuda" else [])
 if a.threads is not None:
     common += ["--threads", str(a.threads)]
+common += a.extra.split()
 if a.backend == "cpu":
     a.comm = "mpi"
 

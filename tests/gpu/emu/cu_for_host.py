@@ -4,11 +4,13 @@
 usage: cu_for_host.py kernel FILE.cu OUT.cpp      launches and dynamic shared memory rewritten
        cu_for_host.py helpers cuda_internal.h OUT.h  the device helpers (its #ifdef __CUDACC__ block)
 
-A launch `K<T, 8>(grid, threads, smem, stream)(args)` written with <<< >>> becomes
-`emu_launch(grid, threads, smem, stream, [&]{ K<T, 8>(args); })`: every thread of every block
-calls the kernel with the same arguments. `extern __shared__ T name[];` becomes a pointer to the
-block's dynamic shared memory. Nothing else changes, so the emulator runs the file's own kernels.
-A launch this script cannot parse stops the build with its file and offset."""
+A launch `K<T, 8><<<grid, threads, smem, stream>>>(args)` becomes
+`emu_launch(grid, threads, smem, stream, "K", K<T, 8>, args)`: the arguments are evaluated at the
+launch and kept by value (a captured launch replays them), and every thread of every block calls
+the kernel with them. `extern __shared__ T name[];` becomes a pointer to the block's dynamic
+shared memory; the include of kernels/cuda/cuda_internal.h is followed by one of the generated
+device helpers (cuda_device_helpers.h). Nothing else changes, so the emulator runs the file's own
+kernels and host code. A launch this script cannot parse stops the build with its file and offset."""
 import re
 import sys
 
@@ -19,6 +21,8 @@ def fail(path, pos, why):
 
 def rewrite_kernels(path, src):
     src = re.sub(r"extern __shared__ (\w+) (\w+)\[\];", r"\1 *\2 = (\1 *)emu_dyn_smem;", src)
+    inc = '#include "kernels/cuda/cuda_internal.h"\n'
+    src = src.replace(inc, inc + '#include "cuda_device_helpers.h" /* its __CUDACC__ block, for the host */\n', 1)
     out, i = [], 0
     while True:
         j = src.find("<<<", i)
@@ -53,7 +57,9 @@ def rewrite_kernels(path, src):
             depth += {"(": 1, ")": -1}.get(src[p], 0)
             p += 1
         out.append(src[i:k])
-        out.append("emu_launch(%s, [&]{ %s(%s); })" % (src[j + 3:e], name, src[e + 4:p - 1]))
+        base = re.match(r"[A-Za-z_]\w*", name).group(0)
+        args = src[e + 4:p - 1].strip()
+        out.append('emu_launch(%s, "%s", %s%s)' % (src[j + 3:e], base, name, ", " + args if args else ""))
         i = p
 
 
