@@ -24,7 +24,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # Python packages of the tests (the openai client for the server tests)
-if ! python3 -c 'import openai' 2>/dev/null; then
+if ! python3 -c 'import openai, numpy' 2>/dev/null; then
   req="$(dirname "$0")/requirements-test.txt"
   python3 -m pip install -q -r "$req" 2>/dev/null || python3 -m pip install -q --break-system-packages -r "$req"
 fi
