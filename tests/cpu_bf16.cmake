@@ -1,5 +1,5 @@
 # The CPU backend's bf16 path (label bf16): op tests against a double reference and HF/torch's own bf16
-# bits (tests/data/bf16_ops, tools/fixtures/make_bf16_ops_fixture.py), each GEMV ISA
+# bits (tests/data/bf16_ops, tools/fixtures/make.py bf16-ops), each GEMV ISA
 # and each batched-GEMM path forced in turn (SKIPPED where this CPU or build lacks it), and HF
 # parity against HF transformers run in bf16 (tools/fixtures/make.py codegen --bf16-only) at TP 1 and 2.
 add_executable(test_bf16_ops ${CMAKE_CURRENT_SOURCE_DIR}/cpu_bf16/test_bf16_ops.c)

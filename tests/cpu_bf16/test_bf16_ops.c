@@ -331,7 +331,7 @@ static void test_attention(tp_backend *b, int Hl, int Hkl, int D, int R, tp_rope
     free(sc); free(out); free(qkv); free(qkv0); free(pos); free(seq); free(bt); free(kc); free(vc);
 }
 
-/* HF/torch's own bf16 bits (tests/data/bf16_ops/hf_ops.txt, tools/fixtures/make_bf16_ops_fixture.py):
+/* HF/torch's own bf16 bits (tests/data/bf16_ops/hf_ops.txt, tools/fixtures/make.py bf16-ops):
  * rmsnorm (LlamaRMSNorm's two roundings), silu_mul (act_fn(gate) * up, two), add and layernorm
  * (torch's one rounding) must give them exactly -- a bound of 2 ulp cannot tell one rounding from
  * HF's two. (layernorm: torch's f32 statistics and tpgen's double ones could round a near-tie
