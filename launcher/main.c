@@ -1,7 +1,9 @@
 /* tpgen: one program, several subcommands. The MPI ones (generate, score, bench) run as one
  * rank without mpirun, or N-way tensor parallel under `mpirun -np N` / `srun`. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "kernels/backend.h"
@@ -21,12 +23,25 @@ static const char *USAGE =
     "  help-params every request field: JSON key, flag, range, default (tpgen help-params [--markdown server|generate])\n"
     "run `tpgen <command> --help` for its flags; README.md documents them all\n";
 
+/* This process's rank as the MPI launcher set it, before MPI_Init (0 when not launched by one): an
+ * error found before MPI starts, the same on every rank (the environment is), is printed by rank 0
+ * alone, as every later error is. */
+static int rank_before_mpi(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     /* before anything else: may re-execute (util/threads.h), also to give OpenBLAS the kernels of
      * a CPU it does not know (kernels/cpu/cpu_blas_core.c) */
     char err[512];
     if (tp_threads_env_check(err, sizeof err)) { /* before any OpenMP region, on every rank */
-        fprintf(stderr, "tpgen: error: %s\n", err);
+        if (rank_before_mpi() == 0) fprintf(stderr, "tpgen: error: %s\n", err);
+        else sleep(5); /* leave after rank 0, so that mpirun does not end rank 0 before it printed */
         return 2;
     }
     tp_threads_env_early(argv, tp_cpu_blas_core_override());
