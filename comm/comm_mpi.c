@@ -1,7 +1,18 @@
 /* The MPI communicator: host collectives for control data, and the activation all-reduce.
  * Device buffers of a GPU backend are staged through host memory (converted to f32 for the
- * sum, as MPI has no 16-bit float sum); this is what lets several ranks share one GPU. */
+ * sum, as MPI has no 16-bit float sum); this is what lets several ranks share one GPU.
+ *
+ * Watchdog (--comm-timeout, set_timeout): Open MPI does not end a rank whose peer is gone. When
+ * a peer's process dies, its TCP transport prints "An MPI communication peer process has
+ * unexpectedly disconnected" and the collective waits for ever; when its node loses power, not
+ * even that. A thread polls every 100 ms the activation all-reduce in flight (the one collective
+ * that every rank enters at the same point of a step, within milliseconds of the others: the host
+ * collectives include waits on rank 0's input, a FIFO or stdin, that may last); one not done
+ * after the timeout ends the job through tp_die (MPI_Abort), naming the rank and the all-reduce,
+ * so the launcher (srun --kill-on-bad-exit, mpirun) ends the rest. */
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +28,18 @@ typedef struct {
     void *stage;            /* host copy of a device buffer (act dtype) */
     float *stage_f32;       /* the same in f32 for MPI_SUM */
     size_t stage_n;
+
+    /* watchdog: started by set_timeout with a timeout > 0 and more than one rank */
+    pthread_t wd;
+    int wd_started;
+    _Atomic double timeout;      /* seconds */
+    _Atomic double in_flight;    /* tp_now_seconds() when the all-reduce in flight began; 0: none */
+    _Atomic size_t in_flight_n;  /* its element count */
+    _Atomic unsigned long long seq; /* all-reduces begun */
+    int rank;
 } mpi_impl;
+
+#define WD_POLL_NS 100000000L /* watchdog poll period */
 
 static void mpi_die(void *ctx) {
     (void)ctx;
@@ -58,13 +80,51 @@ static void ensure_stage(mpi_impl *im, size_t n) {
     im->stage_n = n;
 }
 
+static void *wd_main(void *arg) {
+    mpi_impl *im = arg;
+    for (;;) {
+        struct timespec nap = {0, WD_POLL_NS};
+        nanosleep(&nap, NULL);
+        const double since = atomic_load(&im->in_flight), timeout = atomic_load(&im->timeout);
+        if (since > 0 && timeout > 0 && tp_now_seconds() - since > timeout) {
+            const unsigned long long seq = atomic_load(&im->seq);
+            if (atomic_load(&im->in_flight) != since) continue; /* it just completed */
+            fprintf(stderr, "tpgen: [rank %d] MPI watchdog: all-reduce #%llu (%zu x f32) has not completed %.0f s "
+                    "after it began (--comm-timeout %g s): a peer rank is gone or stalled\n", im->rank, seq,
+                    atomic_load(&im->in_flight_n), tp_now_seconds() - since, timeout);
+            fflush(stderr);
+            tp_die("MPI watchdog on rank %d: all-reduce #%llu not completed after %g s (--comm-timeout; a lost node or "
+                   "a dead rank; raise it if steps are legitimately this slow)", im->rank, seq, timeout);
+        }
+    }
+    return NULL;
+}
+
+static void mpi_set_timeout(tp_comm *c, double seconds) {
+    mpi_impl *im = c->impl;
+    atomic_store(&im->timeout, seconds > 0 ? seconds : 0);
+    if (seconds <= 0 || c->size == 1 || im->wd_started) return;
+    const int e = pthread_create(&im->wd, NULL, wd_main, im);
+    if (e != 0) tp_die("comm: cannot start the MPI watchdog thread: %s", strerror(e));
+    im->wd_started = 1;
+}
+
+/* MPI_Allreduce (sum, f32, in place) under the watchdog's eye */
+static void allreduce_f32(mpi_impl *im, float *buf, size_t n) {
+    atomic_store(&im->in_flight_n, n);
+    atomic_fetch_add(&im->seq, 1);
+    atomic_store(&im->in_flight, tp_now_seconds());
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    atomic_store(&im->in_flight, 0.0);
+}
+
 static void mpi_allreduce_sum(tp_comm *c, void *buf, size_t n, tp_dtype dt) {
     if (c->size == 1) return;
     mpi_impl *im = c->impl;
     if (n > INT_MAX) tp_die("all-reduce of %zu elements exceeds MPI's int count", n);
     int host = !im->b || strcmp(im->b->name, "cpu") == 0;
     if (host && dt == TP_F32) {
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        allreduce_f32(im, buf, n);
         return;
     }
     ensure_stage(im, n);
@@ -72,7 +132,7 @@ static void mpi_allreduce_sum(tp_comm *c, void *buf, size_t n, tp_dtype dt) {
     if (host) memcpy(im->stage, buf, bytes);
     else im->b->to_host(im->b, im->stage, buf, bytes);
     tp_convert_to_f32(im->stage_f32, im->stage, dt, n);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, im->stage_f32, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    allreduce_f32(im, im->stage_f32, n);
     tp_convert_from_f32(im->stage, dt, im->stage_f32, n);
     if (host) memcpy(buf, im->stage, bytes);
     else im->b->to_device(im->b, buf, im->stage, bytes);
@@ -140,6 +200,10 @@ static void mpi_barrier(tp_comm *c) {
 
 static void mpi_destroy(tp_comm *c) {
     mpi_impl *im = c->impl;
+    if (im->wd_started) { /* it sleeps in nanosleep, a cancellation point, between polls */
+        pthread_cancel(im->wd);
+        pthread_join(im->wd, NULL);
+    }
     if (im->stage) im->b->host_free(im->b, im->stage);
     free(im->stage_f32);
     free(im);
@@ -178,8 +242,11 @@ tp_comm *tp_comm_mpi_init(int *argc, char ***argv) {
     c->allgather = mpi_allgather;
     c->allreduce_max_int = mpi_allreduce_max_int;
     c->barrier = mpi_barrier;
+    c->set_timeout = mpi_set_timeout;
     c->destroy = mpi_destroy;
-    c->impl = tp_calloc(1, sizeof(mpi_impl));
+    mpi_impl *im = tp_calloc(1, sizeof(mpi_impl));
+    im->rank = c->rank;
+    c->impl = im;
     return c;
 }
 

@@ -45,7 +45,7 @@ static const char *usage(void) {
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats] [--weights int8]\n"
-    "          [--verbose] [--comm-timeout SECONDS (NCCL; default 300, 0: none)]\n"
+    "          [--verbose] [--comm-timeout SECONDS (default 300, 0: none)]\n"
     "          [--qkv-groups G (qkv_proj's mp_num: 8 for CodeGen2; default: from the checkpoint)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md", gen, score);
     return buf;

@@ -42,7 +42,7 @@ typedef struct {
     int stats;
     int no_cuda_graphs;      /* --no-cuda-graphs */
     int verbose;             /* --verbose: print the memory plan at start */
-    double comm_timeout;     /* --comm-timeout S: a collective not done in S seconds ends the job (NCCL) */
+    double comm_timeout;     /* --comm-timeout S: a collective not done in S seconds ends the job (NCCL; MPI: the all-reduce) */
     /* bench */
     const char *batches;     /* --batch 1,8,32 */
     int context, steps;      /* --context C, --steps N; -1 when not given (bench fits them to n_positions) */

@@ -147,8 +147,8 @@ void tp_job_load(tp_job *j, const tp_args *a) {
         if (strcmp(j->b->name, "cuda") != 0) tp_die_all("--comm nccl needs --backend cuda");
         j->comm = tp_comm_nccl_create(mpi, j->b, err, sizeof err);
         if (!j->comm) tp_die("%s", err);
-        if (j->comm->set_timeout) j->comm->set_timeout(j->comm, a->comm_timeout);
     }
+    if (j->comm->set_timeout) j->comm->set_timeout(j->comm, a->comm_timeout);
     m->b = j->b;
     m->comm = j->comm;
     m->use_graphs = !a->no_cuda_graphs;

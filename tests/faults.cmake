@@ -37,3 +37,11 @@ foreach(case "kill_worker_tp2|mpiexec|2|1|busy|" "kill_rank0_tp2|mpiexec|2|0|bus
                    ${TPGEN_TEST_DATA}/tiny-f32 ${np} ${victim} ${mode} ${sig})
   set_tests_properties(faults_serve_${name} PROPERTIES LABELS "faults;server;mpi" TIMEOUT 120 RUN_SERIAL TRUE)
 endforeach()
+
+# A rank that stops answering (SIGSTOP: alive, so neither MPI nor the launcher notices) mid-request:
+# the MPI watchdog (--comm-timeout 1) ends the job within 10 s, naming the all-reduce
+# (tests/reliability/stalled_rank.sh; what a lost node does to the ranks left, docs/SLURM.md).
+add_test(NAME faults_stalled_rank_tp2
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/reliability/stalled_rank.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
+                 ${TPGEN_TEST_DATA}/tiny-f32)
+set_tests_properties(faults_stalled_rank_tp2 PROPERTIES LABELS "faults;server;mpi" TIMEOUT 60 RUN_SERIAL TRUE)

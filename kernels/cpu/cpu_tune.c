@@ -1,7 +1,7 @@
 /* Kernel selection by measurement and its cache file (cpu_tune.h).
  *
  * A line of the file: 6 tab-separated fields
- *   CPU brand, family, shape (NxK, or the family's words: cpu_tune_key.shape),
+ *   machine ("HOST: CPU brand [cpuid HASH]"), family, shape (NxK, or the family's words: cpu_tune_key.shape),
  *   candidates@kernel_set, chosen, times (ms, as measured)
  * after the header line CACHE_HEADER. */
 #include "kernels/cpu/cpu_tune.h"
@@ -54,6 +54,46 @@ static void cpu_brand(char *out, size_t size) {
 #endif
 }
 
+/* FNV-1a of the CPUID feature words (leaf 1 ECX/EDX, leaf 7.0 EBX/ECX/EDX, leaf 7.1 EAX) and of
+ * XCR0 (the register state the OS enables: AVX-512 may be in the CPUID words and still off).
+ * Two machines with one brand string and different features (a VM that masks AVX-512, a BIOS
+ * that disables it) differ here. 0 off x86-64. */
+static unsigned cpu_features_hash(void) {
+    unsigned h = 2166136261u;
+#if defined(__x86_64__)
+    unsigned w[8] = {0}, a, b, c, d;
+    if (__get_cpuid(1, &a, &b, &c, &d)) w[0] = c, w[1] = d;
+    if ((unsigned)__get_cpuid_max(0, NULL) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        w[2] = b, w[3] = c, w[4] = d;
+        __cpuid_count(7, 1, a, b, c, d);
+        w[5] = a;
+    }
+    if (w[0] & (1u << 27)) { /* OSXSAVE: xgetbv reads XCR0 */
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        w[6] = lo, w[7] = hi;
+    }
+    const unsigned char *p = (const unsigned char *)w;
+    for (size_t i = 0; i < sizeof w; i++) h = (h ^ p[i]) * 16777619u;
+#endif
+    return h;
+}
+
+/* The cache line's machine field: "HOST: BRAND [cpuid HASH]". The host name is in it because a
+ * cache file on shared storage is read by every node of a cluster, and a node must never take
+ * another node's choice: the same CPU model can differ in memory channels, BIOS settings or
+ * features, and the timing measured what that node does. */
+static void machine_id(char *out, size_t size) {
+    char host[256] = "unknown-host", brand[64];
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "unknown-host");
+    host[sizeof host - 1] = 0;
+    for (char *q = host; *q; q++)
+        if (*q == '\t' || *q == '\n') *q = ' ';
+    cpu_brand(brand, sizeof brand);
+    snprintf(out, size, "%s: %s [cpuid %08x]", host, brand, cpu_features_hash());
+}
+
 void cpu_tune_cache_path(char *path, size_t size) {
     const char *e = getenv("TPGEN_KERNEL_CACHE");
     path[0] = 0;
@@ -68,14 +108,14 @@ void cpu_tune_cache_path(char *path, size_t size) {
 
 /* "candidates@kernel_set" and the line's key (fields 1-5 joined by tabs). */
 static void make_key(const cpu_tune_key *k, char *key, size_t size) {
-    char brand[64], cands[256] = "";
-    cpu_brand(brand, sizeof brand);
+    char machine[384], cands[256] = "";
+    machine_id(machine, sizeof machine);
     for (int i = 0; i < k->n_cand; i++)
         snprintf(cands + strlen(cands), sizeof cands - strlen(cands), "%s%s", i ? "," : "", k->names[i]);
     char shape[160];
     if (k->shape) snprintf(shape, sizeof shape, "%s", k->shape);
     else snprintf(shape, sizeof shape, "%dx%d", k->N, k->K);
-    snprintf(key, size, "%s\t%s\t%s\t%s@%s", brand, k->family, shape, cands, k->kernel_set);
+    snprintf(key, size, "%s\t%s\t%s\t%s@%s", machine, k->family, shape, cands, k->kernel_set);
 }
 
 /* Whether line (no newline) is a well-formed choice; its chosen field's start and length. */
@@ -213,7 +253,7 @@ int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *
         snprintf(how, how_size, "the only kernel this CPU runs");
         return 0;
     }
-    char path[1024], key[512];
+    char path[1024], key[1024];
     cpu_tune_cache_path(path, sizeof path);
     make_key(k, key, sizeof key);
     char *keep = NULL;
@@ -259,7 +299,7 @@ int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *
         snprintf(times + strlen(times), sizeof times - strlen(times), "%s%s %.3f%s", i ? ", " : "", k->names[i],
                  best[i] * 1e3, live[i] ? "" : " (dropped: over 4x the fastest)");
     if (path[0]) {
-        char line[1024];
+        char line[1536];
         snprintf(line, sizeof line, "%s\t%s\t%s", key, k->names[pick], times);
         if (cache_write(path, keep ? keep : "", line) == 0)
             snprintf(how, how_size, "measured at %s (ms: %s), saved to %s", at, times, path);
