@@ -5,11 +5,13 @@
  * Watchdog (--comm-timeout, set_timeout): Open MPI does not end a rank whose peer is gone. When
  * a peer's process dies, its TCP transport prints "An MPI communication peer process has
  * unexpectedly disconnected" and the collective waits for ever; when its node loses power, not
- * even that. A thread polls every 100 ms the activation all-reduce in flight (the one collective
- * that every rank enters at the same point of a step, within milliseconds of the others: the host
- * collectives include waits on rank 0's input, a FIFO or stdin, that may last); one not done
- * after the timeout ends the job through tp_die (MPI_Abort), naming the rank and the all-reduce,
- * so the launcher (srun --kill-on-bad-exit, mpirun) ends the rest. */
+ * even that. A thread polls every 100 ms the collective in flight: the activation all-reduce, the
+ * gathers, the max-reduce and the barrier, which every rank enters at the same point of a step,
+ * within milliseconds of the others, once the first all-reduce has begun (before it, at load, one
+ * rank may read its weights for minutes longer than another). Not the broadcasts: there the ranks
+ * wait for rank 0's input (a prompts FIFO, stdin, a server's next request) for as long as it
+ * takes. One not done after the timeout ends the job through tp_die (MPI_Abort), naming the rank
+ * and the collective, so the launcher (srun --kill-on-bad-exit, mpirun) ends the rest. */
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,9 +35,12 @@ typedef struct {
     pthread_t wd;
     int wd_started;
     _Atomic double timeout;      /* seconds */
-    _Atomic double in_flight;    /* tp_now_seconds() when the all-reduce in flight began; 0: none */
-    _Atomic size_t in_flight_n;  /* its element count */
-    _Atomic unsigned long long seq; /* all-reduces begun */
+    _Atomic int armed;           /* the first all-reduce has begun: the ranks run in steps */
+    _Atomic double in_flight;    /* tp_now_seconds() when the watched collective in flight began; 0: none */
+    _Atomic(const char *) what;  /* its name ("all-reduce", "gather", ...) */
+    _Atomic size_t in_flight_n;  /* its size, in units of */
+    _Atomic(const char *) unit;  /* "x f32", "bytes" */
+    _Atomic unsigned long long seq; /* watched collectives begun */
     int rank;
 } mpi_impl;
 
@@ -88,13 +93,15 @@ static void *wd_main(void *arg) {
         const double since = atomic_load(&im->in_flight), timeout = atomic_load(&im->timeout);
         if (since > 0 && timeout > 0 && tp_now_seconds() - since > timeout) {
             const unsigned long long seq = atomic_load(&im->seq);
+            const char *what = atomic_load(&im->what), *unit = atomic_load(&im->unit);
+            const size_t n = atomic_load(&im->in_flight_n);
             if (atomic_load(&im->in_flight) != since) continue; /* it just completed */
-            fprintf(stderr, "tpgen: [rank %d] MPI watchdog: all-reduce #%llu (%zu x f32) has not completed %.0f s "
-                    "after it began (--comm-timeout %g s): a peer rank is gone or stalled\n", im->rank, seq,
-                    atomic_load(&im->in_flight_n), tp_now_seconds() - since, timeout);
+            fprintf(stderr, "tpgen: [rank %d] MPI watchdog: %s #%llu (%zu %s) has not completed %.0f s after it began "
+                    "(--comm-timeout %g s): a peer rank is gone or stalled\n", im->rank, what, seq, n, unit,
+                    tp_now_seconds() - since, timeout);
             fflush(stderr);
-            tp_die("MPI watchdog on rank %d: all-reduce #%llu not completed after %g s (--comm-timeout; a lost node or "
-                   "a dead rank; raise it if steps are legitimately this slow)", im->rank, seq, timeout);
+            tp_die("MPI watchdog on rank %d: %s #%llu not completed after %g s (--comm-timeout; a lost node or a dead "
+                   "rank; raise it if steps are legitimately this slow)", im->rank, what, seq, timeout);
         }
     }
     return NULL;
@@ -109,13 +116,23 @@ static void mpi_set_timeout(tp_comm *c, double seconds) {
     im->wd_started = 1;
 }
 
-/* MPI_Allreduce (sum, f32, in place) under the watchdog's eye */
-static void allreduce_f32(mpi_impl *im, float *buf, size_t n) {
+/* A watched collective begins (once armed) and ends: what the watchdog reads. */
+static void wd_begin(mpi_impl *im, const char *what, size_t n, const char *unit) {
+    if (!atomic_load(&im->armed)) return;
+    atomic_store(&im->what, what);
     atomic_store(&im->in_flight_n, n);
+    atomic_store(&im->unit, unit);
     atomic_fetch_add(&im->seq, 1);
     atomic_store(&im->in_flight, tp_now_seconds());
+}
+static void wd_end(mpi_impl *im) { atomic_store(&im->in_flight, 0.0); }
+
+/* MPI_Allreduce (sum, f32, in place) under the watchdog's eye; the first one arms it */
+static void allreduce_f32(mpi_impl *im, float *buf, size_t n) {
+    atomic_store(&im->armed, 1);
+    wd_begin(im, "all-reduce", n, "x f32");
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-    atomic_store(&im->in_flight, 0.0);
+    wd_end(im);
 }
 
 static void mpi_allreduce_sum(tp_comm *c, void *buf, size_t n, tp_dtype dt) {
@@ -175,7 +192,9 @@ static void mpi_gather(tp_comm *c, const void *send, void *recv, size_t bytes, i
         return;
     }
     int n = checked_count(bytes);
+    wd_begin(c->impl, "gather", bytes, "bytes");
     MPI_CHECK(MPI_Gather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, MPI_COMM_WORLD));
+    wd_end(c->impl);
 }
 
 static void mpi_allgather(tp_comm *c, const void *send, void *recv, size_t bytes) {
@@ -184,18 +203,25 @@ static void mpi_allgather(tp_comm *c, const void *send, void *recv, size_t bytes
         return;
     }
     int n = checked_count(bytes);
+    wd_begin(c->impl, "allgather", bytes, "bytes");
     MPI_CHECK(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, MPI_COMM_WORLD));
+    wd_end(c->impl);
 }
 
 static int mpi_allreduce_max_int(tp_comm *c, int v) {
     if (c->size == 1) return v;
     int out;
+    wd_begin(c->impl, "max-reduce", 1, "x int");
     MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    wd_end(c->impl);
     return out;
 }
 
 static void mpi_barrier(tp_comm *c) {
-    if (c->size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (c->size == 1) return;
+    wd_begin(c->impl, "barrier", 0, "bytes");
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    wd_end(c->impl);
 }
 
 static void mpi_destroy(tp_comm *c) {

@@ -124,6 +124,12 @@ print(*[s.getsockname()[1] for s in ss])')
     # shellcheck disable=SC2086
     net_up $node_names
     for n in $node_names; do node_start "$n"; done
+    # what jobs on these nodes need from the submitting shell (tests/slurm/lib.sh sources it):
+    # Open MPI between the nodes over TCP on the bridge's network only, no shared memory
+    cat >"$dir/etc/multinode.env" <<EOF
+export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=$net_sub.0/24 OMPI_MCA_oob_tcp_if_include=$net_sub.0/24
+node1_addr=$(node_addr node1) node2_addr=$(node_addr node2)
+EOF
   fi
 
   for n in $node_names; do wait_idle "$n" || { stop; die "the cluster did not come up"; }; done
@@ -156,7 +162,7 @@ wait_idle() {
 # write_conf NODES: DIR/etc/slurm.conf (uses host, cpus, mem, ctld_port, d_port, sock)
 write_conf() {
   local ctld_host=$host spool="$dir/spool/slurmd" tmpfs="$dir/tmp" d_log="$dir/log/slurmd.log"
-  local d_pid="$dir/spool/slurmd.pid" node_lines d_timeout=300
+  local d_pid="$dir/spool/slurmd.pid" node_lines d_timeout=300 kill_wait=5
   node_lines="NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=tpgen Nodes=$host Default=YES MaxTime=INFINITE State=UP"
   if [ "$1" = 2 ]; then
@@ -167,6 +173,10 @@ PartitionName=tpgen Nodes=$host Default=YES MaxTime=INFINITE State=UP"
     # a node that stops answering is DOWN (its jobs NODE_FAIL) after this many seconds: the
     # node-loss test waits for it (Slurm's default, 300 s, is what a real cluster waits)
     d_timeout=6
+    # scancel: SIGKILL this long after SIGTERM; a server's drain must end within it (the drain
+    # test's 16 streams take ~2 s, more on a loaded machine). srun, once a node is lost, waits
+    # KillWait + 2 s for that node's tasks before it gives up (the node-loss test's bound)
+    kill_wait=10
     node_lines="NodeName=node1 NodeAddr=$(node_addr node1) CPUs=$cpus RealMemory=$((mem / 2)) State=UNKNOWN
 NodeName=node2 NodeAddr=$(node_addr node2) CPUs=$cpus RealMemory=$((mem / 2)) State=UNKNOWN
 PartitionName=tpgen Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP"
@@ -212,7 +222,7 @@ SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
 GresTypes=gpu
 ReturnToService=2
 # scancel: TERM, then KILL after KillWait seconds; short so cancellation tests are quick
-KillWait=5
+KillWait=$kill_wait
 MinJobAge=300
 InactiveLimit=0
 SlurmdTimeout=$d_timeout
@@ -229,6 +239,8 @@ case "$cmd" in
     node_start "$n"
     wait_idle "$n" || die "$n did not come back" ;;
   stop) stop ;;
-  env) echo "export SLURM_CONF=$conf" ;;
+  env)
+    echo "export SLURM_CONF=$conf"
+    [ ! -f "$dir/etc/multinode.env" ] || grep '^export ' "$dir/etc/multinode.env" ;;
   *) echo "usage: $0 start|stop|env|kill-node|start-node [DIR] [NODES|NODE]" >&2; exit 2 ;;
 esac

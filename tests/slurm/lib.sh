@@ -4,6 +4,11 @@
 # none outlives a failed test for long; the cluster's stop cancels what is left.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# a two-node cluster that could not be made here (no namespaces): cluster.sh wrote why
+if [ -n "${SLURM_CONF:-}" ] && [ -f "$(dirname "$(dirname "$SLURM_CONF")")/unavailable" ]; then
+  echo "SKIPPED: $(cat "$(dirname "$(dirname "$SLURM_CONF")")/unavailable")"
+  exit 77
+fi
 [ -n "${SLURM_CONF:-}" ] && [ -f "$SLURM_CONF" ] || { echo "FAIL: SLURM_CONF does not name the test cluster's slurm.conf (start tests/slurm/cluster.sh)"; exit 1; }
 unset TPGEN_BIN TPGEN_LAUNCH  # the tests say where the binary is
 # (times x TPGEN_TIMEOUT_SCALE: a sanitizer build runs several times slower, tests/sanitize.cmake)
@@ -73,4 +78,13 @@ ranks_of() {
     tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$1" && echo "${p#/proc/}"
   done
   return 0
+}
+
+# multinode: the two-node cluster's settings (cluster.sh start DIR 2): exports Open MPI's TCP-only
+# settings for the bridge's network, sets node1_addr and node2_addr
+multinode() {
+  local env
+  env="$(dirname "$SLURM_CONF")/multinode.env"
+  [ -f "$env" ] || { echo "FAIL: $SLURM_CONF is not a two-node test cluster (tests/slurm/cluster.sh start DIR 2)"; exit 1; }
+  source "$env"
 }

@@ -60,7 +60,7 @@ net_up() {
 # net_down: every process left in this DIR's namespaces (jobs' slurmstepd and ranks: all ours),
 # then the namespaces (their veth ends go with them) and the bridge. Safe when nothing is there.
 net_down() {
-  local ns pids
+  local ns pids l
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^tpgen-$net_tag-" || true); do
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
     if [ -n "$pids" ]; then
@@ -68,6 +68,11 @@ net_down() {
       kill -KILL $pids 2>/dev/null || true
     fi
     ip netns del "$ns" 2>/dev/null || say "warning: could not delete namespace $ns"
+  done
+  # a namespace goes (and its veth pair with it) once the kernel has dropped its last reference,
+  # a moment after `ip netns del`: delete the root ends now, so a start right after finds the names free
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep "^$net_br-" || true); do
+    ip link del "$l" 2>/dev/null || true
   done
   if ip link show "$net_br" >/dev/null 2>&1; then
     ip link del "$net_br" || say "warning: could not delete bridge $net_br"
