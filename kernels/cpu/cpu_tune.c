@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_tune.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,8 +163,9 @@ static int line_ok(const char *line, const char **chosen, size_t *chosen_len) {
 }
 
 /* Reads the cache: the chosen index for key (-1 if none) and, in keep (caller frees), the
- * file's well-formed lines other than key's, for a rewrite. Warns once per bad line. */
-static int cache_read(const char *path, const char *key, const cpu_tune_key *k, char **keep) {
+ * file's well-formed lines other than key's, for a rewrite. Warns once per bad line, unless quiet
+ * (the second read, before a write, of a file the first read warned about). */
+static int cache_read(const char *path, const char *key, const cpu_tune_key *k, char **keep, int quiet) {
     *keep = tp_strdup("");
     size_t len;
     char *txt = tp_read_file(path, &len); /* NULL: none yet, or unreadable (the write will say) */
@@ -176,7 +178,8 @@ static int cache_read(const char *path, const char *key, const cpu_tune_key *k, 
         lineno++;
         if (lineno == 1) {
             if (strcmp(s, CACHE_HEADER) != 0) {
-                tp_log0("cpu kernels: warning: %s is not a tpgen kernel cache (its first line is not the header): "
+                if (!quiet)
+                    tp_log0("cpu kernels: warning: %s is not a tpgen kernel cache (its first line is not the header): "
                         "ignored, and rewritten with the choices measured now\n", path);
                 free(txt);
                 return -1;
@@ -185,7 +188,7 @@ static int cache_read(const char *path, const char *key, const cpu_tune_key *k, 
             const char *ch;
             size_t chl;
             if (!line_ok(s, &ch, &chl)) {
-                if (!bad++)
+                if (!bad++ && !quiet)
                     tp_log0("cpu kernels: warning: %s line %d is not a kernel choice: ignored (delete the file to "
                             "measure everything again)\n", path, lineno);
             } else if (strncmp(s, key, strlen(key)) == 0 && s[strlen(key)] == '\t') {
@@ -248,6 +251,29 @@ static int cache_write(const char *path, const char *keep, const char *line) {
     return 0;
 }
 
+/* Saves line (key's choice): under an exclusive lock of PATH.lock the file is read again and
+ * rewritten with its lines other than key's plus line. Every rank of every node measures at the
+ * same load, and on shared storage a rewrite from the copy read before measuring dropped the
+ * lines the others saved meanwhile. No lock (a planted symlink: O_NOFOLLOW; a file system
+ * without locks): the write goes on unlocked. Returns cache_write's result, errno kept. */
+static int cache_store(const char *path, const char *key, const cpu_tune_key *k, const char *line) {
+    char lock[1100];
+    if (snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock) return -1;
+    make_dirs(path);
+    const int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    while (fd >= 0 && fcntl(fd, F_SETLKW, &fl) != 0 && errno == EINTR) {
+    }
+    char *keep = NULL;
+    cache_read(path, key, k, &keep, 1);
+    const int rc = cache_write(path, keep, line);
+    const int e = errno;
+    free(keep);
+    if (fd >= 0) close(fd); /* releases the lock */
+    errno = e;
+    return rc;
+}
+
 int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *how, size_t how_size) {
     if (k->n_cand <= 1) {
         snprintf(how, how_size, "the only kernel this CPU runs");
@@ -256,11 +282,11 @@ int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *
     char path[1024], key[1024];
     cpu_tune_cache_path(path, sizeof path);
     make_key(k, key, sizeof key);
-    char *keep = NULL;
     if (path[0]) {
-        const int c = cache_read(path, key, k, &keep);
+        char *keep = NULL;
+        const int c = cache_read(path, key, k, &keep, 0);
+        free(keep);
         if (c >= 0) {
-            free(keep);
             snprintf(how, how_size, "cached in %s", path);
             return c;
         }
@@ -301,13 +327,12 @@ int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *
     if (path[0]) {
         char line[1536];
         snprintf(line, sizeof line, "%s\t%s\t%s", key, k->names[pick], times);
-        if (cache_write(path, keep ? keep : "", line) == 0)
+        if (cache_store(path, key, k, line) == 0)
             snprintf(how, how_size, "measured at %s (ms: %s), saved to %s", at, times, path);
         else
             snprintf(how, how_size, "measured at %s (ms: %s), not saved: %s: %s", at, times, path, strerror(errno));
     } else {
         snprintf(how, how_size, "measured at %s (ms: %s), not cached (TPGEN_KERNEL_CACHE=off)", at, times);
     }
-    free(keep);
     return pick;
 }

@@ -31,4 +31,10 @@ for h in tpgen-node-a tpgen-node-b; do
   [ "$n" = 1 ] && echo "ok: one attention line for $h" ||
     { echo "FAIL: $n attention lines for $h in:"; cat "$cache"; fails=$((fails + 1)); }
 done
+rm -f "$cache"
+for i in 1 2 3 4 5 6; do run_as "tpgen-node-c$i" >"$tmp/c$i.out" & done
+wait
+n=$(grep -c "^tpgen-node-c[1-6]: .*	attention	" "$cache" || true)
+[ "$n" = 6 ] && echo "ok: 6 hosts at once: 6 attention lines" ||
+  { echo "FAIL: 6 hosts at once left $n attention lines:"; cat "$cache" "$tmp"/c*.out; fails=$((fails + 1)); }
 [ "$fails" = 0 ] && echo "1 passed, 0 failed" || { echo "$fails failure(s)"; exit 1; }
