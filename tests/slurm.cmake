@@ -21,6 +21,7 @@ if(NOT TPGEN_SLURMCTLD OR NOT TPGEN_MUNGED OR NOT TPGEN_SBATCH OR NOT TPGEN_UID 
     add_test(NAME ${t} COMMAND sh -c "echo 'SKIPPED: needs root and slurm-wlm + munge (bash tools/dev/install-deps.sh), then reconfigure'; exit 77")
     set_tests_properties(${t} PROPERTIES LABELS slurm SKIP_RETURN_CODE 77)
   endforeach()
+  set_tests_properties(${TPGEN_SLURM2_CASES} PROPERTIES LABELS "slurm;multinode")
 else()
   add_test(NAME slurm_cluster_start COMMAND bash ${TPGEN_SLURM_TESTS}/cluster.sh start ${TPGEN_SLURM_DIR})
   add_test(NAME slurm_cluster_stop COMMAND bash ${TPGEN_SLURM_TESTS}/cluster.sh stop ${TPGEN_SLURM_DIR})
