@@ -4,7 +4,8 @@
   affinity  the same client (API key, X-Tpgen-Client header, or the body's "user") lands on the same
             replica every time, and its second request hits that replica's prefix cache; different
             clients spread over both; the replica named by X-Tpgen-Replica is the one whose
-            /metrics counted the request; roundrobin (the generator's --balance) alternates
+            /metrics counted the request; roundrobin (the generator's --balance) alternates; SIGTERM
+            and SIGINT to the launcher: every replica drains, exit 0, nothing left running
   failover  a replica killed (SIGKILL): requests of its clients, sent before HAProxy's health check
             notices, are refused at connect and retried on the other (all 200); a stream already
             flowing from the killed replica is cut, not replayed on the other
@@ -211,7 +212,11 @@ def affinity():
         got = {rep.post({"prompt": [1], "max_tokens": 1}, headers={"Authorization": "Bearer one-key",
                                                                   "X-Tpgen-Client": "h%d" % k})[2]
                for k in range(12)}
-        sh.check_ok(len(got) == 1, "the API key decides before the header (%s)" % sorted(got))
+        alone_list = [rep.post({"prompt": [1], "max_tokens": 1}, headers={"X-Tpgen-Client": "h%d" % k})[2]
+                      for k in range(12)]
+        alone = set(alone_list)
+        sh.check_ok(len(got) == 1 and len(alone) == 2, "the API key decides before the header (with the key: "
+                    "%s; the same headers alone: %s)" % (sorted(got), sorted(alone)))
         # the second request of a client hits its replica's prefix cache (the whole shared prompt)
         prompt = list(range(10, 74))
         st, j1, w1 = rep.post({"prompt": prompt, "max_tokens": 1}, headers={"X-Tpgen-Client": "cache-me"})
@@ -225,6 +230,8 @@ def affinity():
         counted = {"r%d" % i: after[i] - base[i] for i in range(2)}
         want = dict(seen)
         want[list(got)[0]] += 12
+        for w in alone_list:
+            want[w] += 1
         want[w1] += 1
         want[w2] += 1
         sh.check_ok(counted == want, "each replica's /metrics counted the requests its X-Tpgen-Replica "
@@ -239,7 +246,8 @@ def affinity():
         sh.check_ok(sorted(set(got)) == ["r0", "r1"], "--balance roundrobin: one client's requests alternate (%s)"
                     % got)
     finally:
-        rr.stop()
+        rc = rr.stop(signal.SIGINT)
+    sh.check_ok(rc == 0, "SIGINT (Ctrl-C) stops the launcher the same way: exit 0 (got %d)" % rc)
 
 
 def failover():
