@@ -51,12 +51,7 @@ typedef struct {
 static load_item *add_item(load_list *l, void **dst, int is_matrix, slice_kind slice, int64_t out_rows, float mean) {
     if (l->n == l->cap) l->items = tp_realloc(l->items, (l->cap = l->cap ? l->cap * 2 : 64) * sizeof *l->items);
     load_item *it = &l->items[l->n++];
-    memset(it, 0, sizeof *it);
-    it->dst = dst;
-    it->is_matrix = is_matrix;
-    it->slice = slice;
-    it->out_rows = out_rows;
-    it->rand_mean = mean;
+    *it = (load_item){.dst = dst, .is_matrix = is_matrix, .slice = slice, .out_rows = out_rows, .rand_mean = mean};
     return it;
 }
 

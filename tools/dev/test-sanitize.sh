@@ -33,7 +33,7 @@ if [ "${1:-}" = "--thread" ]; then
     shift
     build=${TPGEN_SANITIZE_BUILD:-build-tsan}
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTPGEN_CUDA=OFF -DTPGEN_SANITIZE=thread >/dev/null
-    cmake --build "$build" -j"$(nproc)" --target tpgen sanitize_canary test_request_params
+    cmake --build "$build" -j"$(nproc)" --target tpgen sanitize_canary test_request_params test_routes_documented
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     # second_deadlock_stack: both stacks of a lock-order report; the run goes on after a report
     # (halt_on_error=0) so one test shows every race it meets, and still exits 66.
