@@ -10,7 +10,8 @@ usage: mem_emu_test.py TPGEN MPIEXEC MODE ARGS...
       under 30 s, with the figures: it needs N MiB, 448.0 (192.0) MiB are free (the device less
       the backend's 64 MiB of fixed buffers), and the plan naming the weights; on a 40 MiB device, below those fixed buffers, the backend itself is
       refused naming the device's 40.0 MiB and the 64.0 MiB it needs; at TP 2 every rank exits
-      non-zero.
+      non-zero; on a 1 GiB device, where the weights fit, `bench --batch 8 --context 1900`, whose
+      KV cache does not, is refused the same way before loading.
   kv FIXTURE NP: `tpgen generate --verbose` at TP NP with a KV pool of 2 blocks of 16 tokens and
       a request that feeds exactly 32 tokens (20 prompt ids, 13 new: the last is not fed): the
       plan's KV cache bytes (blocks x 16 x bytes per token) are one cudaMalloc of exactly that
@@ -63,6 +64,18 @@ def too_small(config):
               "stderr:\n%s)" % (np_, p.returncode, p.stderr[-1500:]), say_ok=True)
 
 
+def too_small_for_kv(config):
+    """the weights fit (680 + 64 of 1024 MiB), the run's KV cache does not (8 x ~1,920 tokens x 80 KiB):
+    refused before loading, as the weights would be (bench sizes its cache before any weight)"""
+    p, secs = run(["bench", "--config", config, "--random-weights", "--backend", "cuda", "--dtype", "f16", "--verbose",
+                   "--batch", "8", "--context", "1900", "--steps", "1", "--prefill", "0"], 1,
+                  {"TPGEN_EMU_DEVICE_MB": "1024"})
+    check(p.returncode != 0 and re.search(r"does not fit in device memory on rank 0: it needs [0-9.]+ MiB", p.stderr)
+          and re.search(r"KV cache", p.stderr) and not re.search(r"loading \w+ weights", p.stderr) and secs < 30,
+          "a 1 GiB device, the weights fit, bench's KV cache does not: refused in %.1f s before loading, naming the "
+          "KV cache (exit %d; stderr:\n%s)" % (secs, p.returncode, p.stderr[-1500:]), say_ok=True)
+
+
 def kv(fixture, np_):
     report = tempfile.mktemp(prefix="tpgen-emu-mem-")
     try:
@@ -105,6 +118,7 @@ def kv(fixture, np_):
 
 if MODE == "too-small":
     too_small(sys.argv[4])
+    too_small_for_kv(sys.argv[4])
 elif MODE == "kv":
     kv(sys.argv[4], int(sys.argv[5]))
 else:
