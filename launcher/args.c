@@ -38,7 +38,7 @@ static const char *usage(void) {
     "         [--served-model-name NAME] [--api-key KEY]... [--max-queue 256] [--max-body-bytes 8388608]\n"
     "         [--drain-timeout 30] [--conn-timeout 30] [--max-connections 512]\n"
     "         [--max-connections-per-client N (default: half of --max-connections)] [--speculate ngram:K[:N]]\n"
-    "         [--max-seqs-per-client 1024] [--request-timeout SECONDS (0: none)]\n"
+    "         [--max-seqs-per-client 1024] [--trusted-proxy ADDR]... [--request-timeout SECONDS (0: none)]\n"
     "         [--scheduling-policy fcfs|priority] [--no-prefix-cache] [--prefix-cache-scope key|shared|request]\n"
     "         [--fim FILE] [--ignore-suffix]\n"
     "         (docs/SERVING.md)\n"
@@ -189,7 +189,11 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--max-connections") && serve) a->max_connections = (int)tp_parse_long(flag, VAL(), 1, 65536);
         else if (IS("--max-connections-per-client") && serve)
             a->max_connections_per_client = (int)tp_parse_long(flag, VAL(), 1, 65536);
-        else if (IS("--max-seqs-per-client") && serve)
+        else if (IS("--trusted-proxy") && serve) {
+            if (a->n_trusted_proxies == (int)(sizeof a->trusted_proxies / sizeof *a->trusted_proxies))
+                tp_die_all("at most %d --trusted-proxy", (int)(sizeof a->trusted_proxies / sizeof *a->trusted_proxies));
+            a->trusted_proxies[a->n_trusted_proxies++] = VAL();
+        } else if (IS("--max-seqs-per-client") && serve)
             a->max_seqs_per_client = (int)tp_parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--request-timeout") && serve) a->request_timeout = parse_double(flag, VAL(), 0, 1e9);
         else if (IS("--scheduling-policy") && serve) {

@@ -61,6 +61,8 @@ typedef struct {
     int conn_timeout;        /* --conn-timeout seconds of client inactivity (0: none) */
     int max_connections;     /* --max-connections open at once */
     int max_connections_per_client; /* --max-connections-per-client (0: half of --max-connections) */
+    const char *trusted_proxies[8]; /* --trusted-proxy ADDR (repeatable): X-Forwarded-For read from these peers */
+    int n_trusted_proxies;
     int max_seqs_per_client; /* --max-seqs-per-client: sequences one peer address holds, queued or running */
     double request_timeout;  /* --request-timeout: seconds a request may take from arrival (0: none) */
     int priority_policy;     /* --scheduling-policy: 0 fcfs, 1 priority */

@@ -158,7 +158,7 @@ int tp_cmd_bench(int argc, char **argv) {
         bmax = batches[i] > bmax ? batches[i] : bmax;
     }
     tp_job job;
-    tp_job_open(&job, mpi, &a);
+    tp_job_config(&job, mpi, &a);
     tp_model *m = &job.m;
     int np;
     int32_t *plens = prefill_lengths(a.prefill, m->cfg.n_positions, &np);
@@ -171,6 +171,7 @@ int tp_cmd_bench(int argc, char **argv) {
     int prefill_blocks = np ? (plens[np - 1] + a.block_size - 1) / a.block_size : 0;
     long blocks = (long)bmax * per_seq > prefill_blocks ? (long)bmax * per_seq : prefill_blocks;
     sized.kv_cache_tokens = blocks * a.block_size;
+    tp_job_load(&job, &sized, sized.kv_cache_tokens); /* the run's KV cache too is planned before any weight */
     tp_job_alloc(&job, &sized, sized.kv_cache_tokens);
     tp_bench_zero_device(job.b, m->kv.arena, m->kv.bytes_per_token * (size_t)m->kv.n_blocks * m->kv.block_size);
 

@@ -274,7 +274,7 @@ int tp_cmd_generate(int argc, char **argv) {
             kv_need += (tp_request_tokens(m, &g.reqs[i]) + a.block_size - 1) / a.block_size * (long)a.block_size;
     }
     tp_job_agree(mpi, ok);
-    tp_job_load(&job, &a);
+    tp_job_load(&job, &a, 0);
     tp_job_alloc(&job, &a, kv_need);
 
     if (mpi->rank == 0) {

@@ -30,7 +30,7 @@ int tp_cmd_score(int argc, char **argv) {
     if (a.kv_cache_tokens && (a.kv_cache_tokens + a.block_size - 1) / a.block_size * a.block_size < n)
         tp_die_all("scoring %d tokens needs %d tokens of KV cache but the budget is %ld; raise --kv-cache-tokens", n,
                    n, (a.kv_cache_tokens + a.block_size - 1) / a.block_size * a.block_size);
-    tp_job_load(&job, &a);
+    tp_job_load(&job, &a, 0);
     tp_job_alloc(&job, &a, n);
     if ((long)m->kv.n_blocks * m->kv.block_size < n)
         tp_die_all("scoring %d tokens needs %d tokens of KV cache but the budget is %d; raise --kv-cache-tokens", n,

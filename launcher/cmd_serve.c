@@ -52,6 +52,8 @@ int tp_cmd_serve(int argc, char **argv) {
         o.fim = has_fim > 0 ? &fim : NULL;
         o.ignore_suffix = a.ignore_suffix;
         o.max_connections_per_client = a.max_connections_per_client;
+        for (int i = 0; i < a.n_trusted_proxies; i++) o.trusted_proxies[i] = a.trusted_proxies[i];
+        o.n_trusted_proxies = a.n_trusted_proxies;
         if (ok && !(srv = tp_server_start(&o, tok, err, sizeof err))) {
             fprintf(stderr, "tpgen: error: %s\n", err);
             ok = 0;

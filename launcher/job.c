@@ -132,10 +132,10 @@ void tp_job_config(tp_job *j, tp_comm *mpi, const tp_args *a) {
 
 void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a) {
     tp_job_config(j, mpi, a);
-    tp_job_load(j, a);
+    tp_job_load(j, a, 0);
 }
 
-void tp_job_load(tp_job *j, const tp_args *a) {
+void tp_job_load(tp_job *j, const tp_args *a, long kv_tokens_needed) {
     tp_comm *mpi = j->mpi;
     tp_model *m = &j->m;
     char err[1024];
@@ -157,7 +157,7 @@ void tp_job_load(tp_job *j, const tp_args *a) {
             a->model ? a->model : a->config, m->cfg.arch->hf_class, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head,
             m->cfg.n_kv_head, m->cfg.vocab_size,
             mpi->size, j->b->name, tp_dtype_name(j->b->act), j->b->weights ? ", int8 weights" : "", j->comm->name);
-    job_plan(j, a, 0, 0); /* refuse before loading weights what cannot fit */
+    job_plan(j, a, kv_tokens_needed, 0); /* refuse before loading weights what cannot fit */
     tp_model_load_weights(m, a->model, a->random_weights, a->seed + 12345);
 }
 

@@ -17,8 +17,9 @@ typedef struct {
 /* Config and shard plan only (no backend, no weights): what requests are checked against, so a
  * bad request is reported before a checkpoint is read. Every rank; errors end the job. */
 void tp_job_config(tp_job *j, tp_comm *mpi, const tp_args *a);
-/* After tp_job_config: backend, communicator, weights. */
-void tp_job_load(tp_job *j, const tp_args *a);
+/* After tp_job_config: backend, communicator, weights. Refuses before reading any weight what
+ * cannot fit with kv_tokens_needed tokens of KV cache (0: the least the job can run with). */
+void tp_job_load(tp_job *j, const tp_args *a, long kv_tokens_needed);
 /* tp_job_config + tp_job_load. */
 void tp_job_open(tp_job *j, tp_comm *mpi, const tp_args *a);
 /* KV cache and activations. kv_tokens_needed: what rank 0's requests need (rank 0's value

@@ -85,9 +85,8 @@ if(TPGEN_HAVE_CUDA AND NOT TPGEN_SANITIZE MATCHES "thread")
            "cublasGemmEx: matrix A \\(8 x 8, ld 16, CUDA_R_16F\\) spans 240 bytes .*: 112 bytes past its end"
            $<TARGET_FILE:test_emu_faults> gemm-ld)
   add_test(NAME gpu_emu_graph_replays_captured_value COMMAND test_emu_faults graph-value)
-  # every op of the module against the CPU backend (test_cuda_ops' 302 checks, F16 and BF16, graphs),
-  # on the emulated device: the kernels of every .cu but the int8 ones (test_cuda_int8 compares the
-  # CPU's int8 panel layout with the device's rows: stale, not run here)
+  # every op of the module against the CPU backend (test_cuda_ops, F16 and BF16, graphs), on the
+  # emulated device: the kernels of every .cu but the int8 ones (gpu_emu_cuda_int8, tests/gpu_emu_faults.cmake)
   add_test(NAME gpu_emu_cuda_ops COMMAND test_cuda_ops 20261206)
   list(APPEND EMU_TESTS gpu_emu_cuda_ops)
   list(APPEND EMU_TESTS gpu_emu_fault_host_pointer gpu_emu_fault_past_end gpu_emu_fault_copy_direction

@@ -114,6 +114,19 @@ TP_CUDA_EXPORT tp_backend *tpcuda_backend_create(int device, tp_dtype act, char 
                  rank, device, prop.name, prop.major, prop.minor);
         return NULL;
     }
+    /* The fixed buffers below are allocated before the memory plan runs (it counts them as held):
+     * a device without room for them is refused here with the figures, not by a failed cudaMalloc. */
+    size_t dev_free = 0, dev_total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&dev_free, &dev_total));
+    const size_t fixed = CUBLAS_WS_BYTES + 2 * STAGE_BYTES;
+    if (dev_free < fixed) {
+        snprintf(err, err_size,
+                 "rank %d: GPU %d (%s) has %.1f MiB free of %.1f MiB; the CUDA backend needs %.1f MiB before any "
+                 "model memory (cuBLAS workspace %.0f MiB, upload conversion buffers 2 x %.0f MiB)",
+                 rank, device, prop.name, dev_free / 1048576.0, dev_total / 1048576.0, fixed / 1048576.0,
+                 CUBLAS_WS_BYTES / 1048576.0, STAGE_BYTES / 1048576.0);
+        return NULL;
+    }
 
     tp_cuda *c = (tp_cuda *)calloc(1, sizeof *c);
     if (!c) tp_die("out of host memory creating the CUDA backend");

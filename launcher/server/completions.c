@@ -95,7 +95,7 @@ enum MHD_Result srv_route_completions(tp_server *s, struct MHD_Connection *c, sr
     j->created = (long)time(NULL);
     j->t_arrival = t0;
 
-    srv_peer_address(c, j->client, sizeof j->client);
+    srv_client_address(s, c, j->client, sizeof j->client);
     j->api_key = srv_api_key_of(s, c); /* its prefix-cache scope (step_loop.c) */
     int cap = s->o.max_seqs_per_client;
     if (j->n_choices > cap) {

@@ -215,8 +215,18 @@ tp_server *tp_server_start(const tp_serve_opts *o, tp_tokenizer *tok, char *err,
         snprintf(err, err_size, "--host %s: %s", o->host, gai_strerror(rc));
         return NULL;
     }
+    char canon[8][64] = {{0}}; /* the --trusted-proxy addresses, written as client.c writes a peer's */
+    for (int i = 0; i < o->n_trusted_proxies; i++)
+        if (srv_canonical_address(o->trusted_proxies[i], canon[i], sizeof canon[i])) {
+            snprintf(err, err_size, "--trusted-proxy expects a numeric IPv4 or IPv6 address (the balancer's, as "
+                     "this server sees it), got \"%s\"", o->trusted_proxies[i]);
+            freeaddrinfo(ai);
+            return NULL;
+        }
     tp_server *s = tp_calloc(1, sizeof *s);
     s->o = *o;
+    memcpy(s->trusted, canon, sizeof canon);
+    for (int i = 0; i < o->n_trusted_proxies; i++) s->o.trusted_proxies[i] = s->trusted[i];
     s->tok = tok;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->engine_cv, NULL);

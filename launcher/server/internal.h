@@ -122,6 +122,7 @@ struct tp_server {
     pthread_mutex_t mu;
     pthread_cond_t engine_cv; /* new job or cancel */
     int ready, draining;
+    char trusted[8][64];  /* o.trusted_proxies point here: canonical (srv_canonical_address) */
     int vocab, n_positions, kv_block_size, eos;
     srv_job *inbox, *inbox_tail;
     int n_jobs;           /* enqueued and not finished (for --max-queue) */

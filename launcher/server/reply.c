@@ -1,25 +1,13 @@
 /* An answer's bytes and status, for the transport (http.c) and the route handlers alike: a JSON
- * body or error object queued with libmicrohttpd (or held, route.h), who the client is, its API
- * key, and the --conn-timeout clock around the waits a completion makes. */
+ * body or error object queued with libmicrohttpd (or held, route.h), the client's API key (its
+ * address: client.c), and the --conn-timeout clock around the waits a completion makes. */
 #include <stdarg.h>
 #include <microhttpd.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 
 #include "route.h"
-
-void srv_peer_address(struct MHD_Connection *c, char *out, size_t size) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    snprintf(out, size, "?");
-    if (!ci || !ci->client_addr) return;
-    socklen_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-    int rc = getnameinfo(ci->client_addr, len, out, (socklen_t)size, NULL, 0, NI_NUMERICHOST);
-    if (rc) snprintf(out, size, "?");
-}
 
 /* --conn-timeout limits how long a client may stay silent, not how long the server makes it
  * wait: while a completion waits for the engine (its answer, or a stream's next tokens) the

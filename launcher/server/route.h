@@ -79,8 +79,12 @@ enum MHD_Result srv_send_error_v(tp_server *s, struct MHD_Connection *c, srv_req
 /* The --api-key the request's bearer key is: its index; -1 when none is configured (every
  * request passes), -2 when the key is missing or matches none. */
 int srv_api_key_of(tp_server *s, struct MHD_Connection *c);
-/* The client's numeric address ("127.0.0.1", "::1"): who holds what (--max-seqs-per-client). */
-void srv_peer_address(struct MHD_Connection *c, char *out, size_t size);
+/* client.c: the client's numeric address ("127.0.0.1", "::1"): who holds what
+ * (--max-seqs-per-client). The peer's, or from a --trusted-proxy the last X-Forwarded-For entry. */
+void srv_client_address(tp_server *s, struct MHD_Connection *c, char *out, size_t size);
+/* text, a numeric IPv4 or IPv6 address, in the form srv_client_address writes (an IPv4-mapped
+ * IPv6 address as IPv4); -1 when it is not one. */
+int srv_canonical_address(const char *text, char *out, size_t size);
 /* on 0: libmicrohttpd's --conn-timeout clock paused while the server makes the client wait. */
 void srv_client_timer(tp_server *s, struct MHD_Connection *c, int on);
 

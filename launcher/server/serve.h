@@ -39,6 +39,9 @@ typedef struct {
     int ignore_suffix;    /* --ignore-suffix: without a FIM format, `suffix` is ignored instead of refused */
     int prefix_scope;     /* --prefix-cache-scope: TP_PREFIX_SCOPE_* (who shares prefix-cache hits) */
     int max_connections_per_client; /* open at once from one peer address (0: half of max_connections) */
+    const char *trusted_proxies[8]; /* --trusted-proxy ADDR (numeric): from these peers the client is the
+                                     * last X-Forwarded-For entry (client.c) */
+    int n_trusted_proxies;
 } tp_serve_opts;
 
 typedef struct tp_server tp_server;

@@ -1,6 +1,8 @@
 /* Every op of the CUDA backend against the CPU backend (the f32 reference), for F16 and BF16.
  *
  * usage: test_cuda_ops [SEED]      (default: a fresh seed, printed so a failure can be rerun)
+ *        test_cuda_ops SEED gemms  (the GEMMs of run_gemms only: the emulated device runs them
+ *                                  with cuBLASLt finding no algorithm, the module's fallback)
  *        test_cuda_ops --oom       (alloc far more than the device has: must die with the sizes)
  * Exits 77 (ctest SKIPPED) when no CUDA GPU is visible.
  *
@@ -969,11 +971,10 @@ static void run_decode_graphs(void) {
     test_decode_graph(8, 2, 128, 128, TP_ROPE_NEOX, 2);
 }
 
-static void run_all(void) {
-    test_upload((size_t)5 << 20); /* 20 MB of f32: more than one 16 MiB staging buffer */
-    test_fill_random(100003);
-    run_norm_act();
-    /* GEMV path (T <= 4, K % 8 == 0) and cuBLAS path (T > 4 or K % 8 != 0) */
+/* The GEMMs whose bounds allow a rounding of the product before the bias (NMSE): the GEMV path
+ * (T <= 4, K % 8 == 0), the cuBLASLt epilogues and the cuBLAS path (T > 4 or K % 8 != 0), and
+ * the empty product (K = 0). */
+static void run_gemms(void) {
     test_matmul(1, 1, 8, 0, 0, 0);
     test_matmul(1, 300, 64, 1, 0, 0);
     test_matmul(1, 777, 1024, 1, 1, 0);
@@ -993,6 +994,16 @@ static void run_all(void) {
     test_matmul_gelu(3, 300, 128);
     test_matmul_gelu(8, 512, 256);  /* cuBLASLt GELU_BIAS */
     test_matmul_gelu(130, 96, 1000);
+    test_matmul(6, 40, 0, 1, 0, 0); /* K = 0: y = bias */
+    test_matmul(5, 33, 0, 0, 1, 0); /* K = 0, accumulate: y unchanged */
+    test_matmul(7, 20, 0, 0, 0, 1); /* K = 0: zeros */
+}
+
+static void run_all(void) {
+    test_upload((size_t)5 << 20); /* 20 MB of f32: more than one 16 MiB staging buffer */
+    test_fill_random(100003);
+    run_norm_act();
+    run_gemms();
     test_bias_epilogue(1, 256, 32); /* GEMV */
     test_bias_epilogue(8, 256, 32); /* cuBLASLt BIAS */
     test_bias_epilogue(64, 200, 64);
@@ -1023,6 +1034,11 @@ int main(int argc, char **argv) {
         printf("alloc of 4 PiB returned\n");
         return 0;
     }
+    const int gemms_only = argc > 2 && strcmp(argv[2], "gemms") == 0;
+    if (argc > 3 || (argc > 2 && !gemms_only)) {
+        fprintf(stderr, "usage: test_cuda_ops [SEED [gemms]] | --oom\n");
+        return 2;
+    }
     g_rng = argc > 1 ? strtoull(argv[1], NULL, 10) : (uint64_t)time(NULL);
     printf("seed %llu (rerun: test_cuda_ops %llu); %d GPU(s)\n", (unsigned long long)g_rng,
            (unsigned long long)g_rng, n_dev);
@@ -1048,7 +1064,8 @@ int main(int argc, char **argv) {
             printf("FAIL: cannot create the CUDA backend: %s\n", err);
             return 1;
         }
-        run_all();
+        if (gemms_only) run_gemms();
+        else run_all();
         g_gpu->destroy(g_gpu);
     }
     g_cpu->destroy(g_cpu);

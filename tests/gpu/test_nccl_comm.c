@@ -11,6 +11,12 @@
  *                                               rank 0's watchdog (--comm-timeout 2 s) must abort
  *                                               it, name rank 0 and the all-reduce, and end the job
  *                                               non-zero (tests/gpu/watchdog.sh checks that)
+ *        mpirun -np 2 test_nccl_comm --count-mismatch  rank r all-reduces 1000 + 8 r F16 elements
+ *        mpirun -np 2 test_nccl_comm --type-mismatch   rank 0 all-reduces F16, the others BF16
+ *                                               the ranks disagree: on GPUs NCCL hangs or corrupts
+ *                                               memory, so these run on the emulated device only
+ *                                               (tests/gpu_emu_faults.cmake), which must end the
+ *                                               job naming the call and both counts and types
  * Checks: all-reduce of 1 .. 4M+3 elements in each dtype (in place, ordered on the backend's
  * stream: the inputs are written and the results read with no explicit sync between), the same
  * through the MPI communicator, the host collectives delegated to MPI, and (one GPU per rank) a
@@ -109,6 +115,8 @@ int main(int argc, char **argv) {
     tp_comm *mpi = tp_comm_mpi_init(&argc, &argv);
     const int shared = argc > 1 && strcmp(argv[1], "--shared") == 0;
     const int watchdog = argc > 1 && strcmp(argv[1], "--watchdog") == 0;
+    const int count_mismatch = argc > 1 && strcmp(argv[1], "--count-mismatch") == 0;
+    const int type_mismatch = argc > 1 && strcmp(argv[1], "--type-mismatch") == 0;
     char err[2048];
     /* the module and its NCCL entry, before the no-GPU skip: checked on any machine */
     if (!tp_cuda_module_symbol("tpcuda_comm_nccl_create", err, sizeof err)) tp_die("%s", err);
@@ -146,6 +154,17 @@ int main(int argc, char **argv) {
             while (tp_now_seconds() - t0 < 60) usleep(100000); /* the watchdog's MPI_Abort ends this rank */
             printf("FAIL: rank 1 was not stopped within 60 s\n");
         }
+        tp_comm_finalize(mpi);
+        return 1;
+    }
+    if (count_mismatch || type_mismatch) { /* a bug in the caller: the all-reduce must not pass */
+        if (!nc) tp_die("tp_comm_nccl_create: %s", err);
+        const size_t n = count_mismatch ? 1000 + 8 * (size_t)mpi->rank : 1000;
+        const tp_dtype dt = type_mismatch && mpi->rank > 0 ? TP_BF16 : TP_F16;
+        void *d = b->alloc(b, n * 2, "mismatch test buffer");
+        nc->allreduce_sum(nc, d, n, dt);
+        b->sync(b);
+        fprintf(stderr, "FAIL: rank %d: an all-reduce of %zu x %s passed\n", mpi->rank, n, tp_dtype_name(dt));
         tp_comm_finalize(mpi);
         return 1;
     }

@@ -8,9 +8,13 @@
 # usage: tests/parity/hf_parity.sh [--backend cuda|cpu] [--np N] [--dtype bf16|f16|f32]
 #                                  [--comm mpi|nccl] [--ref hf-f32|hf-bf16] [--build DIR]
 #                                  [--timeout SECONDS] [--tol T] [--mean-tol M] [--threads N]
-#                                  [--extra 'FLAGS'] [--fixtures DIR...]  (default: every tests/data/*/ with the reference)
+#                                  [--weights int8] [--extra 'FLAGS'] [--fixtures DIR...]
+#                                  (default fixtures: every tests/data/*/ with the reference)
 #   defaults: --backend cuda --np 1 --dtype bf16 (cpu: f32) --comm mpi --ref hf-f32 --build build
-#             --timeout 120; T the dtype's tolerance (bf16 0.08, f16 0.015, f32 2e-4)
+#             --timeout 120; T the dtype's tolerance (bf16 0.08, f16 0.015, f32 2e-4); with
+#             --weights int8 (GPU: int8 weights, f16/bf16 activations) sqrt(0.15^2 + T^2):
+#             the int8 bound of tests/cpu_int8/parity_int8.sh and the dtype's, independent
+#             errors adding in quadrature (bf16 0.17, f16 0.15)
 # With --comm mpi several ranks may share one GPU: that is how TP = 2 runs on a one-GPU machine.
 #
 # Checks, with T = the log-probability tolerance (docs/CUDA.md "Parity tolerances" says why):
@@ -41,7 +45,8 @@ ap.add_argument("--ref", choices=["hf-f32", "hf-bf16"], default="hf-f32")
 ap.add_argument("--mean-tol", type=float, default=None)
 ap.add_argument("--threads", type=int, default=None)
 ap.add_argument("--fixtures", nargs="*", default=None)
-ap.add_argument("--extra", default="", help="more tpgen flags, space-separated (e.g. '--weights int8 --no-cuda-graphs')")
+ap.add_argument("--weights", choices=["int8"], default=None)
+ap.add_argument("--extra", default="", help="more tpgen flags, space-separated (e.g. '--no-cuda-graphs')")
 a = ap.parse_args()
 if a.dtype is None:
     a.dtype = "bf16" if a.backend == "cuda" else "f32"
@@ -49,7 +54,11 @@ if a.backend == "cpu" and a.dtype == "f16":
     sys.exit("hf_parity.sh: the CPU backend computes in f32 or bf16, not f16")
 # log-probability tolerances (nats), see docs/CUDA.md "Parity tolerances"
 TOL = {"bf16": 0.08, "f16": 0.015, "f32": 2e-4}
-tol = a.tol if a.tol is not None else TOL[a.dtype]
+INT8_TOL = 0.15  # tests/cpu_int8/parity_int8.sh's max |d| for int8 weights (f32 activations) against HF f32
+tol = TOL[a.dtype] if a.weights is None else round((INT8_TOL ** 2 + TOL[a.dtype] ** 2) ** 0.5, 2)
+if a.weights is not None and a.backend == "cpu":
+    sys.exit("hf_parity.sh: --weights int8 on the CPU is tests/cpu_int8/parity_int8.sh's (f32 activations)")
+tol = a.tol if a.tol is not None else tol
 exp_name = "expected-hf-bf16.json" if a.ref == "hf-bf16" else "expected.json"
 tpgen = os.path.join(a.build, "bin", "tpgen")
 if not os.access(tpgen, os.X_OK):
@@ -63,7 +72,7 @@ launch = ["mpirun"] + (["--oversubscribe", "--allow-run-as-root"] if ompi else [
 common = ["--backend", a.backend, "--dtype", a.dtype] + (["--comm", a.comm] if a.backend == "cuda" else [])
 if a.threads is not None:
     common += ["--threads", str(a.threads)]
-common += a.extra.split()
+common += (["--weights", a.weights] if a.weights else []) + a.extra.split()
 if a.backend == "cpu":
     a.comm = "mpi"
 
@@ -168,8 +177,8 @@ for path in ([os.path.join(d, exp_name) for d in a.fixtures] if a.fixtures
     worst_score, worst_gen = max(worst_score, ws), max(worst_gen, wg)
     near_ties += len(notes)
     status = "ok" if not errs else "FAIL"
-    print("%-24s np=%d %s %s: score max|d| %.3g, generate max|d| %.3g (tol %.3g) %s" %
-          (name, a.np, a.dtype, a.comm, ws, wg, tol, status))
+    print("%-24s np=%d %s%s %s: score max|d| %.3g, generate max|d| %.3g (tol %.3g) %s" %
+          (name, a.np, a.dtype, " int8" if a.weights else "", a.comm, ws, wg, tol, status))
     for n in notes:
         print("    note: " + n)
     for e in errs[:12]:

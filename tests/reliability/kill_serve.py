@@ -84,11 +84,14 @@ def main():
     if MODE == "busy":
         for i in range(4):
             threading.Thread(target=client, args=(i,), daemon=True).start()
-        # TERM: all 4 requests taken by the engine (its prompt-token counter: len(prompt) * n
-        # per request), and still running; kill: 4 sequences running
+        # TERM: all 4 requests taken by the engine -- admitted (its prompt-token counter: len(prompt)
+        # per sequence) or waiting for a batch slot -- and sequences still running: true from the
+        # moment the last one is in until the last round ends (waiting for "admitted" alone left
+        # only the last round, which a loaded machine's polls missed); kill: 4 sequences running
         taken = 4 * len(prompt) * n_choices if TERM else 0
-        held, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] >= 4
-                                   and m["tpgen_prompt_tokens_total"] >= taken, 20)
+        held, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] >= (1 if TERM else 4) and
+                                   m["tpgen_prompt_tokens_total"] + len(prompt) * m["tpgen_requests_waiting"] >= taken,
+                                   20)
         if not held:
             fail("requests never in flight (the engine took %d of %d prompt tokens)"
                  % (m["tpgen_prompt_tokens_total"], taken), srv)

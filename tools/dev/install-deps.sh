@@ -9,6 +9,7 @@ pkgs=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-de
 pkgs+=(slurm-wlm munge libpmix-dev)
 # tools/dev/fuzz.sh: clang with libFuzzer and the sanitizer runtimes; libomp for OpenMP under clang.
 pkgs+=(clang libclang-rt-14-dev libomp-dev)
+pkgs+=(haproxy) # tests/replicas: replicas behind a load balancer (launcher/tpgen-haproxy-cfg, HAProxy >= 2.6)
 pkgs+=(libmicrohttpd-dev libssl-dev curl python3-pip) # tpgen serve (libcrypto: SHA-256 of prefix-cache scopes), and its tests
 pkgs+=(python3-venv libpython3.11) # Triton tests: tools/dev/install-triton.sh's venv; the Python-backend stub embeds Debian 12's libpython3.11
 # oneDNN: the CPU backend's --dtype bf16 (batched GEMMs); the build works without it (f32 only).

@@ -330,6 +330,10 @@ extern "C" cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cubla
     *n_res = 0;
     if (st != CUBLAS_STATUS_SUCCESS) return st;
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
+    /* TPGEN_EMU_LT_ALGOS=0: no algorithm for any problem, cuBLASLt's answer to one it has no
+     * kernel for, so the module's fallback runs (cublasGemmEx, then its bias and GELU kernels) */
+    const char *algos = getenv("TPGEN_EMU_LT_ALGOS");
+    if (algos && !strcmp(algos, "0")) return CUBLAS_STATUS_NOT_SUPPORTED;
     memset(res, 0, sizeof *res);
     res->state = CUBLAS_STATUS_SUCCESS;
     res->wavesCount = 1.0f;

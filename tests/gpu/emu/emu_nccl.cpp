@@ -3,7 +3,8 @@
  * the unique id rank 0 drew (every rank of the job joins: tpgen runs one group per job).
  * ncclAllReduce is submitted on the stream like a kernel (so a graph capture records it and a
  * replay runs it again): every rank first checks that all ranks reduce the same count, type and
- * operation (a mismatch hangs or corrupts on GPUs; here it ends the job naming both ranks), then
+ * operation (a mismatch hangs or corrupts on GPUs; here every rank sees it, rank 0 names the call
+ * and the first rank that differs with both counts and types, and every rank exits 1), then
  * gathers every rank's buffer and sums in rank order, rounding to the element type after each
  * addition as NCCL's F16/BF16 sums do (an f32 add, rounded), so every rank gets the same bits. */
 #define OMPI_SKIP_MPICXX 1 /* the C API only */
@@ -20,6 +21,10 @@
 
 #include "kernels/common/tp_round.h"
 #include "tests/gpu/emu/emu_rt.h"
+
+extern "C" {
+#include "util/log.h"
+}
 
 struct ncclComm {
     MPI_Comm mpi;
@@ -105,9 +110,11 @@ static void allreduce_run(ncclComm_t c, const void *send, void *recv, size_t n, 
     mpi_check(MPI_Allgather(mine, 3, MPI_LONG, all, 3, MPI_LONG, c->mpi), "MPI_Allgather");
     for (int r = 1; r < c->size; r++)
         if (memcmp(all, all + 3 * r, sizeof mine))
-            emu_fatal("ncclAllReduce: rank 0 reduces %ld x %s but rank %d %ld x %s (every rank must give the same "
-                      "count and type)", all[0], type_name((ncclDataType_t)all[1]), r, all[3 * r],
-                      type_name((ncclDataType_t)all[3 * r + 1]));
+            /* every rank has the same table: one message (rank 0's), every rank exits 1 */
+            tp_die_all("emulated CUDA: ncclAllReduce: the ranks disagree: rank 0 reduces count %ld of %s, rank %d "
+                       "count %ld of %s (every rank must give the same count and type: NCCL would hang or corrupt)",
+                       all[0], type_name((ncclDataType_t)all[1]), r, all[3 * r],
+                       type_name((ncclDataType_t)all[3 * r + 1]));
     const size_t es = t == ncclFloat32 ? 4 : 2, bytes = n * es;
     std::vector<char> every((size_t)c->size * bytes + 1);
     mpi_check(MPI_Allgather(send, (int)bytes, MPI_BYTE, every.data(), (int)bytes, MPI_BYTE, c->mpi), "MPI_Allgather");

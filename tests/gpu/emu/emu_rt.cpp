@@ -11,7 +11,11 @@
  * Streams: work runs at submission on the calling thread (every stream is thus ordered with every
  * other); a capturing stream records it instead, with its argument values, and a graph launch
  * replays those records in order. TPGEN_EMU_REPORT=FILE appends "NAME COUNT" per kernel run at
- * exit. */
+ * exit. TPGEN_EMU_MEM_REPORT=FILE appends, at exit, what the process's device memory saw:
+ * "pid P peak BYTES" (the most cudaMalloc held at once, 16-byte rounded as counted against the
+ * device), then "pid P alloc ID BYTES unwritten U" per cudaMalloc, freed or live, in allocation
+ * order: U the bytes still in 2-byte words of the 0xff fill (never written as F16/BF16; "-" for
+ * allocations above 64 MiB, which are not filled). */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,6 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
@@ -151,8 +156,53 @@ struct alloc_rec {
     int pinned;     /* cudaMallocHost (host memory the device may read) */
 };
 static std::map<uintptr_t, alloc_rec> g_allocs; /* by base */
-static size_t g_used;
+static size_t g_used, g_peak;
 static long g_next_id;
+static const size_t FILL_MAX = (size_t)64 << 20; /* fresh allocations up to this size are 0xff-filled */
+
+/* ---- the memory report (TPGEN_EMU_MEM_REPORT) ---- */
+
+struct mem_line {
+    long id;
+    size_t bytes;
+    long unwritten; /* -1: not filled, unknown */
+};
+static std::vector<mem_line> g_mem_lines; /* freed allocations (live ones are added at exit) */
+
+static int mem_report_on(void) {
+    const char *p = getenv("TPGEN_EMU_MEM_REPORT");
+    return p && *p;
+}
+
+/* Bytes of a in 2-byte words still 0xffff, the fill: never written as F16/BF16 (caller holds g_mu). */
+static mem_line mem_line_of(const alloc_rec &a) {
+    if (a.bytes > FILL_MAX) return mem_line{a.id, a.bytes, -1};
+    long n = 0;
+    const unsigned char *u = (const unsigned char *)a.base;
+    for (size_t i = 0; i + 1 < a.bytes; i += 2) n += (u[i] == 0xff && u[i + 1] == 0xff) ? 2 : 0;
+    return mem_line{a.id, a.bytes, n};
+}
+
+static void write_mem_report(void) {
+    const char *path = getenv("TPGEN_EMU_MEM_REPORT");
+    std::lock_guard<std::mutex> l(g_mu);
+    std::vector<mem_line> lines = g_mem_lines;
+    for (const auto &kv : g_allocs)
+        if (!kv.second.pinned) lines.push_back(mem_line_of(kv.second));
+    std::sort(lines.begin(), lines.end(), [](const mem_line &x, const mem_line &y) { return x.id < y.id; });
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, "emulated CUDA: TPGEN_EMU_MEM_REPORT=%s: %s\n", path, strerror(errno));
+        return;
+    }
+    const long pid = (long)getpid();
+    fprintf(f, "pid %ld peak %zu\n", pid, g_peak);
+    for (const mem_line &m : lines) {
+        if (m.unwritten < 0) fprintf(f, "pid %ld alloc %ld %zu unwritten -\n", pid, m.id, m.bytes);
+        else fprintf(f, "pid %ld alloc %ld %zu unwritten %ld\n", pid, m.id, m.bytes, m.unwritten);
+    }
+    if (fclose(f) != 0) fprintf(stderr, "emulated CUDA: TPGEN_EMU_MEM_REPORT=%s: %s\n", path, strerror(errno));
+}
 
 /* The allocation whose [base, base + bytes] holds p (caller holds g_mu). */
 static const alloc_rec *find_locked(const void *p) {
@@ -190,10 +240,13 @@ static void *map_alloc(size_t bytes, int pinned) {
     if (m == MAP_FAILED) return NULL;
     if (mprotect(m + pages * PAGE, PAGE, PROT_NONE) != 0) emu_fatal("mprotect of a guard page: %s", strerror(errno));
     char *base = m + pages * PAGE - body; /* 16-byte aligned, ending at the guard page */
-    if (!pinned && bytes <= ((size_t)64 << 20)) memset(base, 0xff, body);
+    if (!pinned && bytes <= FILL_MAX) memset(base, 0xff, body);
     std::lock_guard<std::mutex> l(g_mu);
+    static int reg;
+    if (!pinned && !reg++ && mem_report_on()) atexit(write_mem_report);
     g_allocs[(uintptr_t)base] = alloc_rec{base, bytes, m, map_bytes, ++g_next_id, pinned};
     if (!pinned) g_used += body;
+    if (g_used > g_peak) g_peak = g_used;
     return base;
 }
 
@@ -204,6 +257,7 @@ static cudaError_t unmap_alloc(void *p, int pinned, const char *call) {
     if (it == g_allocs.end() || it->second.pinned != pinned)
         emu_fatal("%s(%p): not the start of a live %s allocation", call, p, pinned ? "cudaMallocHost" : "cudaMalloc");
     const alloc_rec a = it->second;
+    if (!pinned && mem_report_on()) g_mem_lines.push_back(mem_line_of(a));
     g_allocs.erase(it);
     if (!pinned) g_used -= (a.bytes + 15) & ~(size_t)15;
     munmap(a.map, a.map_bytes);
