@@ -8,10 +8,12 @@
  * even that. A thread polls every 100 ms the collective in flight: the activation all-reduce, the
  * gathers, the max-reduce and the barrier, which every rank enters at the same point of a step,
  * within milliseconds of the others, once the first all-reduce has begun (before it, at load, one
- * rank may read its weights for minutes longer than another). Not the broadcasts: there the ranks
- * wait for rank 0's input (a prompts FIFO, stdin, a server's next request) for as long as it
- * takes. One not done after the timeout ends the job through tp_die (MPI_Abort), naming the rank
- * and the collective, so the launcher (srun --kill-on-bad-exit, mpirun) ends the rest. */
+ * rank may read its weights for minutes longer than another); and a broadcast on its root, which
+ * only sends (rank 0 sending a step to a dead peer blocked there). Not a broadcast on the other
+ * ranks: they wait there for rank 0's input (a prompts FIFO, stdin, a server's next request) for
+ * as long as it takes. One not done after the timeout ends the job through tp_die (MPI_Abort),
+ * naming the rank and the collective, so the launcher (srun --kill-on-bad-exit, mpirun) ends the
+ * rest. */
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -162,19 +164,25 @@ static int checked_count(size_t bytes) {
 
 static void mpi_bcast(tp_comm *c, void *buf, size_t bytes, int root) {
     if (c->size == 1) return;
+    if (c->rank == root) wd_begin(c->impl, "broadcast", bytes, "bytes");
     MPI_CHECK(MPI_Bcast(buf, checked_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+    if (c->rank == root) wd_end(c->impl);
 }
 
 static void mpi_bcast_idle(tp_comm *c, void *buf, size_t bytes, int root) {
     if (c->size == 1) return;
     MPI_Request req;
     MPI_CHECK(MPI_Ibcast(buf, checked_count(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &req));
+    if (c->rank == root) wd_begin(c->impl, "broadcast", bytes, "bytes");
     double t0 = MPI_Wtime();
     long sleep_ns = 20000;
     for (;;) {
         int done = 0;
         MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-        if (done) return;
+        if (done) {
+            if (c->rank == root) wd_end(c->impl);
+            return;
+        }
         /* spin for the first 2 ms (steps follow each other that fast), then sleep: up to 1 ms
          * at a time, 5 ms once idle for 0.2 s (each wake-up costs a progress poll of MPI) */
         double idle = MPI_Wtime() - t0;

@@ -41,12 +41,17 @@ FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 JOBS = []
 
 
+NODE2_DOWN = [False]  # killed and not started again: a failure starts it, for the tests after this one
+
+
 def fail(msg, out=None):
     print("FAIL:", msg)
     if out and os.path.exists(out):
         print("--- job output\n" + open(out).read()[-4000:])
     for j in JOBS:
         subprocess.run(["scancel", j], check=False)
+    if NODE2_DOWN[0]:
+        subprocess.run(["bash", os.path.join(HERE, "cluster.sh"), "start-node", CLUSTER, "node2"], check=False)
     sys.exit(1)
 
 
@@ -182,6 +187,7 @@ def node_lost(how, extra, want):
     threads, results = streams(port, 16)
     wait_taken(port, 16, out)
     t0 = time.time()
+    NODE2_DOWN[0] = True
     subprocess.run(["bash", os.path.join(HERE, "cluster.sh"), "kill-node", CLUSTER, "node2", how], check=True)
     while job_field(job, "JobState") == "RUNNING":
         if time.time() - t0 > 25:
@@ -202,6 +208,7 @@ def node_lost(how, extra, want):
     print("node2 lost (%s): job %s left RUNNING %.1f s after the kill, ExitCode %s, %d of 16 streams cut; %s"
           % (how, job, took, code, cut, re.search(want, log, re.M).group(0)))
     r = subprocess.run(["bash", os.path.join(HERE, "cluster.sh"), "start-node", CLUSTER, "node2"], check=False)
+    NODE2_DOWN[0] = False
     if r.returncode != 0:
         fail("node2 did not come back after the loss (%s)" % how)
 
