@@ -58,11 +58,18 @@ if(TPGEN_EMU_FULL)
   set_tests_properties(gpu_emu_full_serve_tp2 PROPERTIES FIXTURES_REQUIRED server_deps)
   add_test(NAME gpu_emu_full_mem_kv_tp2 COMMAND python3 ${EMU_DIR_P}/mem_emu_test.py $<TARGET_FILE:tpgen>
            ${TPGEN_MPIEXEC} kv ${TPGEN_TEST_DATA}/tiny-f32 2)
-  set(EMU_FULL_TESTS gpu_emu_full_parity_tp4_nccl gpu_emu_full_parity_tp4_llama_gqa_mpi
+  # tpgen behind the real tritonserver (tests/triton.cmake's test and venv), --backend cuda, TP 2 over NCCL
+  add_test(NAME gpu_emu_full_triton_tp2
+           COMMAND ${TPGEN_TRITON_VENV}/bin/python ${CMAKE_CURRENT_SOURCE_DIR}/triton/triton_test.py
+                   $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} 2 ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen
+                   ${CMAKE_CURRENT_BINARY_DIR}/triton/emu-tp2 ${TPGEN_TRITON_VENV})
+  set_tests_properties(gpu_emu_full_triton_tp2 PROPERTIES FIXTURES_REQUIRED triton_venv)
+  set(EMU_FULL_TESTS gpu_emu_full_triton_tp2 gpu_emu_full_parity_tp4_nccl gpu_emu_full_parity_tp4_llama_gqa_mpi
       gpu_emu_full_parity_int8_codegen2_f16 gpu_emu_full_parity_int8_llama_gqa_bf16 gpu_emu_full_parity_int8_tp2_nccl
       gpu_emu_full_parity_llama_no_graphs gpu_emu_full_parity_codegen25_no_graphs gpu_emu_full_serve_tp2
       gpu_emu_full_mem_kv_tp2)
   set_tests_properties(${EMU_FULL_TESTS} PROPERTIES LABELS "gpu_emu_full;mpi" TIMEOUT 600 ENVIRONMENT "${EMU_ENV}")
   set_tests_properties(gpu_emu_full_parity_codegen25_no_graphs PROPERTIES TIMEOUT 1500)
+  set_tests_properties(gpu_emu_full_triton_tp2 PROPERTIES ENVIRONMENT "${EMU_ENV};TPGEN_TEST_BACKEND_FLAGS=--backend cuda --dtype f16")
 endif()
 endif()

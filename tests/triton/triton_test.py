@@ -36,6 +36,8 @@ TPGEN, MPIEXEC, NP, FIXTURE, TOKDIR, WORK, VENV = sys.argv[1:8]
 CG25 = sys.argv[8:9] == ["codegen25"]
 NP = int(NP)
 SCALE = int(os.environ.get("TPGEN_TIMEOUT_SCALE", "1"))  # x4 in a sanitizer build (tests/sanitize.cmake)
+# the backend of every tpgen this test starts (tests/gpu_emu_product.cmake: --backend cuda on the emulated device)
+BACKEND = os.environ.get("TPGEN_TEST_BACKEND_FLAGS", "--backend cpu --threads 1")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 check, ok, FAILS = sh.check, sh.ok, sh.FAILS
 EVENTS = []  # responses per stream: tpgen sends a chunk per token unless tokens come faster than read
@@ -111,8 +113,8 @@ def generate(model, prompts, flags):
     with open(path, "w") as f:
         for p in prompts:
             f.write(json.dumps(p) + "\n")
-    cmd = sh.command(TPGEN, ["generate", "--model", model, "--prompts-file", path, "--json", "--backend", "cpu",
-                             "--threads", "1"] + flags, NP, MPIEXEC if NP > 1 else None)
+    cmd = sh.command(TPGEN, ["generate", "--model", model, "--prompts-file", path, "--json"] + BACKEND.split() + flags,
+                     NP, MPIEXEC if NP > 1 else None)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120 * SCALE)
     if out.returncode != 0:
         sys.exit("FAIL: tpgen generate: " + out.stderr)
@@ -120,7 +122,7 @@ def generate(model, prompts, flags):
 
 
 VALUES = {"tp_size": str(NP), "tpgen_bin": TPGEN, "mpirun": MPIEXEC, "mpirun_flags": "--oversubscribe --allow-run-as-root",
-          "tpgen_flags": "--backend cpu --threads 1", "drain_timeout_s": str(5 * SCALE), "load_timeout_s": str(60 * SCALE), "tpgen_url": ""}
+          "tpgen_flags": BACKEND, "drain_timeout_s": str(5 * SCALE), "load_timeout_s": str(60 * SCALE), "tpgen_url": ""}
 
 
 def make_repo(model):

@@ -7,7 +7,7 @@
         [--ignore-eos] [--temperature T] [--request-rate R|inf] [--max-concurrency C] [--seed S]
         [--sweep 1,2,4,8,inf] [--plot FILE.png] [--goodput ttft_ms:500,tpot_ms:50]
         [--goodput-ttft-ms MS] [--variant LABEL=FLAGS|LABEL=URL ...]
-        [--out FILE.json] [--label NAME] [--compare OTHER.json ...] [--no-progress]
+        [--out FILE.json] [--label NAME] [--compare OTHER.json ...] [--no-progress] [--metrics-url URL ...]
         [--record docs/bench/FILE.jsonl [--record-as SECTION/TABLE] [--record-row LABEL] [--record-run NAME]]
         [-- extra tpgen serve flags]
     tools/bench/bench_serving.py --backend hf-serial --model DIR ...   # baseline (a), below
@@ -170,6 +170,9 @@ def parse_args(argv):
     ap.add_argument("--compare", nargs="*", default=[], help="other --out files drawn on the same plot")
     ap.add_argument("--request-timeout", type=float, default=600)
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--metrics-url", metavar="URL", action="append", default=[],
+                    help="read /metrics from these servers, summed (repeat: the replicas behind a balancer at --url); "
+                         "default --url")
     ap.add_argument("--record", metavar="FILE.jsonl", help="append the run to docs/bench/ (tools/bench/perf_record.py)")
     ap.add_argument("--record-as", metavar="SECTION/TABLE", default=None,
                     help="default serving/sweep, or keystroke/trace for --dataset completion-trace")
@@ -376,9 +379,11 @@ class TpgenClient:
             self.prefix = self.prefix[:-3]
         self.a = a
 
-    def body(self, prompt, max_tokens):
+    def body(self, prompt, max_tokens, client=None):
         b = {"prompt": prompt, "max_tokens": max_tokens, "temperature": self.a.temperature, "stream": True,
              "stream_options": {"include_usage": True}, "return_token_ids": True}
+        if client:
+            b["user"] = client
         if self.a.trace:
             b["stop"] = ct.STOP
         if self.a.ignore_eos:
@@ -412,24 +417,34 @@ class TpgenClient:
         return json.loads(text_out)["tokens"]
 
     def metrics(self):
-        """GET /metrics as {name: value}; None when the server has no /metrics."""
-        try:
-            st, text, _ = sh.http_request(self.host, self.port, "GET", self.prefix + "/metrics", timeout=30)
-        except (OSError, http.client.HTTPException):
-            return None
-        return sh.parse_metrics(text) if st == 200 else None
+        """GET /metrics as {name: value} (summed over --metrics-url's servers when given: the
+        replicas behind a balancer); None when a server has no /metrics."""
+        total = None
+        for url in self.a.metrics_url or [self.url]:
+            u = urllib.parse.urlsplit(url)
+            try:
+                st, text, _ = sh.http_request(u.hostname, u.port or 80, "GET", u.path.rstrip("/") + "/metrics", timeout=30)
+            except (OSError, http.client.HTTPException):
+                return None
+            if st != 200:
+                return None
+            m = sh.parse_metrics(text)
+            total = m if total is None else {k: total[k] + v for k, v in m.items() if k in total}
+        return total
 
-    def send(self, prompt, max_tokens, handle=None):
+    def send(self, prompt, max_tokens, handle=None, client=None):
         """handle (completion_trace.Cancel): closing the connection from another thread ends the
-        request as cancelled (Result.cancelled; ttft kept when the first token had come)."""
-        res = self._send(prompt, max_tokens, handle)
+        request as cancelled (Result.cancelled; ttft kept when the first token had come). client:
+        the editor's name, sent as the OpenAI "user" field and the X-Tpgen-Client header (what a
+        balancer's client affinity reads, launcher/tpgen-haproxy-cfg)."""
+        res = self._send(prompt, max_tokens, handle, client)
         if handle is not None and handle.cancelled and not res.ok:
             res.cancelled, res.error = True, "cancelled"
         return res
 
-    def _send(self, prompt, max_tokens, handle):
+    def _send(self, prompt, max_tokens, handle, client):
         res = Result()
-        body = self.body(prompt, max_tokens)
+        body = self.body(prompt, max_tokens, client)
         t0 = time.perf_counter()
         res.t_send = t0
         last, first = None, None
@@ -437,7 +452,10 @@ class TpgenClient:
             c = http.client.HTTPConnection(self.host, self.port, timeout=self.a.request_timeout)
             if handle is not None and not handle.attach(c):
                 return res
-            c.request("POST", self.prefix + "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+            headers = {"Content-Type": "application/json"}
+            if client:
+                headers["X-Tpgen-Client"] = client
+            c.request("POST", self.prefix + "/v1/completions", body=body, headers=headers)
             r = c.getresponse()
             if r.status != 200:
                 res.error = f"HTTP {r.status}: {r.read().decode(errors='replace')[:300]}"

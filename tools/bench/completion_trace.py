@@ -96,8 +96,9 @@ def list_files(pattern):
 
 
 def build_trace(spec, seed, tokenize):
-    """-> [editor: {"file", "start", "pauses": [(think_s, ids)]}]; tokenize(text) -> [id]. The
-    same spec, seed and tokenizer give the same trace."""
+    """-> [editor: {"file", "start", "client", "pauses": [(think_s, ids)]}]; tokenize(text) -> [id].
+    The same spec, seed and tokenizer give the same trace. "client" ("editor-K") is sent with each
+    of the editor's requests, as a user's editor identifies itself (a balancer's affinity key)."""
     rng = random.Random(seed)
     files = list_files(spec["files"])
     need = spec["context"] + spec["pauses"] * spec["typed"]
@@ -129,7 +130,7 @@ def build_trace(spec, seed, tokenize):
             cur += rng.randint(1, spec["typed"])
             d, n = prompt_window(cur, spec["context"], spec["step"])
             pauses.append((rng.expovariate(1000.0 / spec["think"]) if spec["think"] > 0 else 0.0, ids[d:n]))
-        editors.append({"file": path, "start": start, "pauses": pauses})
+        editors.append({"file": path, "start": start, "client": f"editor-{e}", "pauses": pauses})
     return editors
 
 
@@ -169,8 +170,8 @@ class Cancel:
 def run_trace(send, editors, max_tokens, failed):
     """Plays the trace: one thread per editor sleeps each think time (the schedule does not wait
     for answers: people type on), cancels its in-flight request and sends the next; its last
-    request runs to its end. send(ids, max_tokens, handle) -> Result; failed(error) -> a failed
-    Result. -> (results, duration_s)."""
+    request runs to its end. send(ids, max_tokens, handle, client) -> Result; failed(error) -> a
+    failed Result. -> (results, duration_s)."""
     results, lock = [], threading.Lock()
     start = time.perf_counter()
 
@@ -187,7 +188,7 @@ def run_trace(send, editors, max_tokens, failed):
 
             def one(ids=ids, h=h):
                 try:
-                    r = send(ids, max_tokens, h)
+                    r = send(ids, max_tokens, h, ed["client"])
                 except Exception as e:  # a harness bug must not lose the request: count it as failed
                     r = failed(f"{type(e).__name__}: {e}")
                 with lock:
@@ -232,6 +233,7 @@ def report(results, duration, met0, met1, summary, slo, n_sent):
         "cancelled": len(cancelled),
         "cancelled_after_first_token": sum(1 for r in cancelled if r.ttft is not None),
         "failed": len(failed),
+        "failed_before_first_token": sum(1 for r in failed if r.ttft is None),  # lost, not cut
         "duration_s": duration,
         "ttft_ms": summary([r.ttft for r in ok]),
         "e2e_ms": summary([r.e2e for r in ok]),
