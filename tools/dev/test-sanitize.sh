@@ -61,9 +61,16 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 if [ $all -eq 1 ]; then
     exec ctest --test-dir "$build" --output-on-failure -j"$(nproc)" "$@"
 fi
-# slice_tests K N: the names of the tests of slice K of N, outside the fixed subset, one a line
+# slice_tests K N: the names of the tests of slice K of N, outside the fixed subset, one a line.
+# A fixture's setup or cleanup test is never drawn by itself (ctest adds them to the tests that
+# need them): drawn alone, slurm_cluster_start left a Slurm cluster running after the run.
 slice_tests() {
-    ctest --test-dir "$build" -N | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p' | while read -r t; do
+    ctest --test-dir "$build" --show-only=json-v1 | python3 -c '
+import json, sys
+for t in json.load(sys.stdin)["tests"]:
+    props = {p["name"] for p in t.get("properties", [])}
+    if not props & {"FIXTURES_SETUP", "FIXTURES_CLEANUP"}:
+        print(t["name"])' | while read -r t; do
         [[ "$t" =~ $TPGEN_SANITIZE_SUBSET ]] && continue
         [ $(( $(printf '%s' "$t" | cksum | cut -d' ' -f1) % $2 )) -eq "$1" ] && echo "$t"
         true
