@@ -35,7 +35,7 @@ import completion_trace as ct  # noqa: E402
 HARNESS = os.path.join(ROOT, "tools", "bench", "bench_serving.py")
 check = sh.check
 KEYS = {"requests", "completed", "cancelled", "cancelled_after_first_token", "failed",
-        "failed_before_first_token", "duration_s", "ttft_ms",
+        "failed_before_answer", "duration_s", "ttft_ms",
         "e2e_ms", "prompt_tokens", "output_tokens_mean", "prefix_cache", "server_cancelled", "ttft_samples_ms",
         "config", "goodput"}
 SERVE_FLAGS = ["--backend", "cpu", "--threads", "1"]

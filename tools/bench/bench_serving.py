@@ -355,11 +355,12 @@ class StampStreamer:
 
 
 class Result:
-    __slots__ = ("ok", "error", "ttft", "e2e", "itl", "n_in", "n_out", "t_send", "cancelled", "n_cached")
+    __slots__ = ("ok", "error", "ttft", "e2e", "itl", "n_in", "n_out", "t_send", "cancelled", "n_cached", "answered")
 
     def __init__(self):
         self.ok, self.error, self.ttft, self.e2e, self.itl, self.n_in, self.n_out = False, None, None, None, [], 0, 0
         self.cancelled, self.n_cached = False, None  # n_cached: usage.prompt_tokens_details.cached_tokens
+        self.answered = False  # the server's 200 came: the answer (a stream) had begun
 
 
 def failed_result(error):
@@ -461,6 +462,7 @@ class TpgenClient:
                 res.error = f"HTTP {r.status}: {r.read().decode(errors='replace')[:300]}"
                 c.close()
                 return res
+            res.answered = True
             done = False
             for data in sh.sse_data(r):
                 now = time.perf_counter()

@@ -233,7 +233,8 @@ def report(results, duration, met0, met1, summary, slo, n_sent):
         "cancelled": len(cancelled),
         "cancelled_after_first_token": sum(1 for r in cancelled if r.ttft is not None),
         "failed": len(failed),
-        "failed_before_first_token": sum(1 for r in failed if r.ttft is None),  # lost, not cut
+        # lost, not cut: no answer had begun (a refused connection, an error status)
+        "failed_before_answer": sum(1 for r in failed if not r.answered),
         "duration_s": duration,
         "ttft_ms": summary([r.ttft for r in ok]),
         "e2e_ms": summary([r.e2e for r in ok]),
