@@ -17,7 +17,8 @@
 #   --kill-at S      also SIGKILL replica r1 S seconds into each run: a request whose answer had not
 #                    begun must not be lost (HAProxy retries it: the report's failed_before_answer),
 #                    one already streaming from r1 is cut (the rest of its failed count)
-#   --record FILE    rows "1 replica" and "N replicas, client|roundrobin" in table replicas/keystroke of FILE
+#   --record FILE    rows "run R, 1 replica" and "run R, N replicas, client|roundrobin" in table
+#                    replicas/keystroke of FILE
 #                    (tools/bench/perf_record.py), one --record-run for the whole command
 # Ports: the balancer 127.0.0.1:18600, replicas 18601... (TPGEN_BENCH_PORT moves both).
 set -euo pipefail
@@ -25,6 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 die() { echo "bench_replicas: error: $*" >&2; exit 2; }
 model="" n=2 runs=1 trace="editors=8,pauses=12" max_tokens=48 out="" record="" kill_at=""
+self_cmd="tools/bench/bench_replicas.sh $*" # recorded with the rows (--record)
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model=${2:?--model needs a value}; shift 2 ;;
@@ -54,9 +56,9 @@ cleanup() { [ -z "$rep_pid" ] || { kill -TERM "$rep_pid" 2>/dev/null; wait "$rep
 trap cleanup EXIT
 
 one() { # MODE RUN: fresh replicas, the trace, the replicas stopped (MODE single: one replica)
-  local mode=$1 run=$2 log="$out/replicas-$1-$2.log" metrics=() i k=$n balance=$1 row="$n replicas, $1"
+  local mode=$1 run=$2 log="$out/replicas-$1-$2.log" metrics=() i k=$n balance=$1 label="$n replicas, $1"
   shift 2
-  [ "$mode" != single ] || { k=1 balance=client row="1 replica"; }
+  [ "$mode" != single ] || { k=1 balance=client label="1 replica"; }
   "$root/launcher/tpgen-replicas" -n "$k" --bind "127.0.0.1:$port" --first-port $((port + 1)) \
       --cfg-flag --balance --cfg-flag "$balance" -- --model "$model" "$@" 2>"$log" &
   rep_pid=$!
@@ -68,8 +70,8 @@ one() { # MODE RUN: fresh replicas, the trace, the replicas stopped (MODE single
   grep -q "serving $k replicas on" "$log" || die "replicas not serving after 120 s ($log)"
   for ((i = 0; i < k; i++)); do metrics+=(--metrics-url "http://127.0.0.1:$((port + 1 + i))"); done
   local rec=()
-  [ -z "$record" ] || rec=(--record "$record" --record-as replicas/keystroke --record-row "$row"
-                           --record-run "$run_name")
+  [ -z "$record" ] || rec=(--record "$record" --record-as replicas/keystroke --record-row "run $run"
+                           --record-run "$run_name" --record-command "$self_cmd")
   if [ -n "$kill_at" ] && [ "$k" -gt 1 ]; then # replica r1 (port + 2) dies mid-run
     ( sleep "$kill_at"; pkill -KILL -f -- "--port $((port + 2))( |$)" || true ) &
   fi
@@ -77,7 +79,7 @@ one() { # MODE RUN: fresh replicas, the trace, the replicas stopped (MODE single
   # report counts them, and those lost before an answer began apart)
   rm -f "$out/$mode-$run.json"
   python3 "$here/bench_serving.py" --url "http://127.0.0.1:$port" "${metrics[@]}" \
-      --dataset "completion-trace:$trace" --max-tokens "$max_tokens" --label "$mode" --no-progress \
+      --dataset "completion-trace:$trace" --max-tokens "$max_tokens" --label "$label" --no-progress \
       --out "$out/$mode-$run.json" "${rec[@]}" ||
     { [ -n "$kill_at" ] && [ -s "$out/$mode-$run.json" ]; } || die "bench_serving.py failed ($mode, run $run)"
   kill -TERM "$rep_pid" 2>/dev/null || true

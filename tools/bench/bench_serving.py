@@ -8,7 +8,8 @@
         [--sweep 1,2,4,8,inf] [--plot FILE.png] [--goodput ttft_ms:500,tpot_ms:50]
         [--goodput-ttft-ms MS] [--variant LABEL=FLAGS|LABEL=URL ...]
         [--out FILE.json] [--label NAME] [--compare OTHER.json ...] [--no-progress] [--metrics-url URL ...]
-        [--record docs/bench/FILE.jsonl [--record-as SECTION/TABLE] [--record-row LABEL] [--record-run NAME]]
+        [--record docs/bench/FILE.jsonl [--record-as SECTION/TABLE] [--record-row LABEL] [--record-run NAME]
+         [--record-command CMD]]
         [-- extra tpgen serve flags]
     tools/bench/bench_serving.py --backend hf-serial --model DIR ...   # baseline (a), below
     tools/bench/bench_serving.py --compare A.json B.json --plot FILE.png  # only draw saved runs
@@ -177,6 +178,8 @@ def parse_args(argv):
     ap.add_argument("--record-as", metavar="SECTION/TABLE", default=None,
                     help="default serving/sweep, or keystroke/trace for --dataset completion-trace")
     ap.add_argument("--record-row", metavar="LABEL", default=None, help="the rows' label (default: model, TP, size)")
+    ap.add_argument("--record-command", metavar="CMD", default=None,
+                    help="the command recorded (default this one): a driver that runs this tool names itself")
     ap.add_argument("--record-run", metavar="NAME", default=None, help="join several commands' rows into one run")
     a = ap.parse_args(argv)
     a.extra = extra
@@ -232,7 +235,7 @@ def parse_args(argv):
         a.record_as = "keystroke/trace" if a.trace else "serving/sweep"
     if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", a.record_as):
         die(f"--record-as {a.record_as!r}: write SECTION/TABLE (letters, digits, . _ -)")
-    if (a.record_row or a.record_run or a.record_as not in ("keystroke/trace", "serving/sweep")) and not a.record:
+    if (a.record_row or a.record_run or a.record_command or a.record_as not in ("keystroke/trace", "serving/sweep")) and not a.record:
         die("--record-as, --record-row and --record-run go with --record FILE.jsonl")
     if a.record and not a.record.endswith(".jsonl"):
         die(f"--record {a.record}: give a .jsonl file (JSON lines, appended)")
@@ -736,7 +739,7 @@ def record_rows(a, runs):
 
 def record(a, runs, t_start, load0):
     section, table_name = a.record_as.split("/")
-    cmd = "python3 tools/bench/bench_serving.py " + shlex.join(sys.argv[1:])
+    cmd = a.record_command or "python3 tools/bench/bench_serving.py " + shlex.join(sys.argv[1:])
     servers = list(dict.fromkeys(shlex.join(c) if isinstance(c, list) else str(c)
                                  for c in (r["config"].get("server_cmd") for r in runs) if c))
     notes = ("Server: " + "; ".join(f"`{c}`" for c in servers) + ".") if servers else None
