@@ -67,11 +67,13 @@ def tier_of(flags):
 
 
 def git_commit():
-    """tpgen's commit, short, "+dirty" when the tree has changes; "unknown" outside git."""
+    """tpgen's commit, short, "+dirty" when the tree has changes (not counting docs/bench/, where
+    the records go: a run of several commands writes there between them); "unknown" outside git."""
     try:
         c = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
                            check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)docs/bench"],
                                capture_output=True, text=True, check=True).stdout.strip()
         return c + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
