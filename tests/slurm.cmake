@@ -14,7 +14,7 @@ find_program(TPGEN_SLURMCTLD slurmctld PATHS /usr/sbin /sbin)
 find_program(TPGEN_MUNGED munged PATHS /usr/sbin /sbin)
 find_program(TPGEN_SBATCH sbatch)
 execute_process(COMMAND id -u OUTPUT_VARIABLE TPGEN_UID OUTPUT_STRIP_TRAILING_WHITESPACE)
-set(TPGEN_SLURM_CASES slurm_sbatch_generate slurm_bad_model slurm_cancel slurm_codegen25)
+set(TPGEN_SLURM_CASES slurm_sbatch_generate slurm_bad_model slurm_cancel slurm_codegen25 slurm_replicas)
 set(TPGEN_SLURM2_CASES slurm_multinode_generate slurm_multinode_serve)
 if(NOT TPGEN_SLURMCTLD OR NOT TPGEN_MUNGED OR NOT TPGEN_SBATCH OR NOT TPGEN_UID STREQUAL "0")
   foreach(t ${TPGEN_SLURM_CASES} ${TPGEN_SLURM2_CASES})
@@ -36,6 +36,9 @@ else()
            COMMAND bash ${TPGEN_SLURM_TESTS}/cancel.sh $<TARGET_FILE:tpgen> ${TPGEN_TEST_DATA}/tiny-f32
                    ${TPGEN_TEST_DATA}/tokenizer/codegen ${w}/cancel)
   # CodeGen2.5's checkpoint directory as it is (tests/codegen25.cmake regenerates it): HF's ids
+  # launcher/tpgen-replicas.sbatch: 2 replicas behind HAProxy in one job, scancel --batch drains
+  add_test(NAME slurm_replicas COMMAND bash ${TPGEN_SLURM_TESTS}/replicas.sh $<TARGET_FILE:tpgen>
+                                       ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen ${w}/replicas)
   add_test(NAME slurm_codegen25 COMMAND bash ${TPGEN_SLURM_TESTS}/sbatch_codegen25.sh $<TARGET_FILE:tpgen> ${CG25_MODEL}
                                         ${w}/codegen25)
   set_tests_properties(${TPGEN_SLURM_CASES} PROPERTIES
