@@ -39,6 +39,15 @@ else()
   # launcher/tpgen-replicas.sbatch: 2 replicas behind HAProxy in one job, scancel --batch drains
   add_test(NAME slurm_replicas COMMAND bash ${TPGEN_SLURM_TESTS}/replicas.sh $<TARGET_FILE:tpgen>
                                        ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen ${w}/replicas)
+  # tpgen.sbatch given the node's 2 (stand-in) GPUs picks --backend cuda: the emulated device
+  # (tests/gpu_emu.cmake) serves it, TP 2 over its NCCL; equal to mpirun on the same device
+  if(TPGEN_CUDA_EMU)
+    add_test(NAME slurm_gpu_emu COMMAND bash ${TPGEN_SLURM_TESTS}/emu.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
+                                        ${TPGEN_TEST_DATA}/tiny-f32 ${TPGEN_TEST_DATA}/tokenizer/codegen ${w}/emu)
+    set_tests_properties(slurm_gpu_emu PROPERTIES LABELS "slurm;mpi;gpu_emu" TIMEOUT 120
+                         FIXTURES_REQUIRED slurm_cluster RESOURCE_LOCK slurm_cluster
+                         ENVIRONMENT "SLURM_CONF=${TPGEN_SLURM_DIR}/etc/slurm.conf;TPGEN_CUDA_MODULE=${TPGEN_CUDA_EMU}")
+  endif()
   add_test(NAME slurm_codegen25 COMMAND bash ${TPGEN_SLURM_TESTS}/sbatch_codegen25.sh $<TARGET_FILE:tpgen> ${CG25_MODEL}
                                         ${w}/codegen25)
   set_tests_properties(${TPGEN_SLURM_CASES} PROPERTIES

@@ -163,8 +163,13 @@ wait_idle() {
 write_conf() {
   local ctld_host=$host spool="$dir/spool/slurmd" tmpfs="$dir/tmp" d_log="$dir/log/slurmd.log"
   local d_pid="$dir/spool/slurmd.pid" node_lines d_timeout=300 kill_wait=5
-  node_lines="NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
+  # one node: 2 GPUs, stood in for by two device files (gres.conf; Slurm counts a GPU per file and
+  # refuses a count without files): a job given them runs --backend cuda, which the emulated
+  # device serves (tests/slurm/emu.sh, TPGEN_CUDA_MODULE in the job's environment)
+  node_lines="NodeName=$host CPUs=$cpus RealMemory=$mem Gres=gpu:2 State=UNKNOWN
 PartitionName=tpgen Nodes=$host Default=YES MaxTime=INFINITE State=UP"
+  rm -f "$(dirname "$conf")/gres.conf"
+  [ "$1" = 2 ] || printf 'Name=gpu File=/dev/null,/dev/zero\n' >"$(dirname "$conf")/gres.conf"
   if [ "$1" = 2 ]; then
     # slurmctld on the bridge's address; each slurmd's spool, pid and log by node name (%n);
     # TmpFS is each node's own /tmp (nodes.sh mounts DIR/nodes/NODE/tmp there)
@@ -218,7 +223,7 @@ SelectTypeParameters=CR_CPU
 SchedulerType=sched/builtin
 # schedule a job as soon as it is submitted (the default batches submissions over 3 s)
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
-# GPUs are a known resource type, so jobs may ask for --gpus-per-node (this node has none)
+# GPUs are a known resource type, so jobs may ask for --gpus-per-node (one node: 2, no devices)
 GresTypes=gpu
 ReturnToService=2
 # scancel: TERM, then KILL after KillWait seconds; short so cancellation tests are quick
