@@ -77,4 +77,6 @@ else()
                        LABELS "slurm;multinode;mpi" TIMEOUT 120 SKIP_RETURN_CODE 77
                        FIXTURES_REQUIRED slurm_multinode RESOURCE_LOCK slurm_multinode
                        ENVIRONMENT "SLURM_CONF=${TPGEN_SLURM2_DIR}/etc/slurm.conf")
+  # the node-loss cases may take 45 s each on a loaded machine (tests/slurm/multinode_serve.py)
+  set_tests_properties(slurm_multinode_serve PROPERTIES TIMEOUT 180)
 endif()

@@ -13,10 +13,10 @@ usage: multinode_serve.py TPGEN MODEL WORKDIR CLUSTER_DIR REF_JSON
    job's output says "draining: N requests in flight" (N >= 1) and "server stopped", and no rank
    is left;
 3. node2 loses slurmd and its rank (SIGKILL; its slurmstepd lives and reports), 16 streams in
-   flight: within 25 s the job has ended non-zero, srun naming node2's task, some stream cut; no
+   flight: within 45 s the job has ended non-zero, srun naming node2's task, some stream cut; no
    rank is left;
 4. node2 lost whole (every process, slurmstepd too: nothing reports), 16 streams in flight: within
-   25 s the job has ended non-zero, rank 0's MPI watchdog (--comm-timeout 2) naming the collective
+   45 s the job has ended non-zero, rank 0's MPI watchdog (--comm-timeout 2) naming the collective
    it waited in, some stream cut; no rank is left.
 After 3 and 4 node2 is started again (cluster.sh start-node) and must be idle.
 """
@@ -190,8 +190,10 @@ def node_lost(how, extra, want):
     NODE2_DOWN[0] = True
     subprocess.run(["bash", os.path.join(HERE, "cluster.sh"), "kill-node", CLUSTER, "node2", how], check=True)
     while job_field(job, "JobState") == "RUNNING":
-        if time.time() - t0 > 25:
-            fail("node2 lost (%s): job %s still RUNNING 25 s later" % (how, job), out)
+        # 13-14 s on a quiet machine (--comm-timeout 2, then srun's KillWait 10 + 2 s); a loaded
+        # CI machine once took more than 25 s
+        if time.time() - t0 > 45:
+            fail("node2 lost (%s): job %s still RUNNING 45 s later" % (how, job), out)
         time.sleep(0.1)
     took = time.time() - t0
     code = job_field(job, "ExitCode")
