@@ -120,14 +120,16 @@ static void mpi_set_timeout(tp_comm *c, double seconds) {
 
 /* A watched collective begins (once armed) and ends: what the watchdog reads. */
 static void wd_begin(mpi_impl *im, const char *what, size_t n, const char *unit) {
-    if (!atomic_load(&im->armed)) return;
+    if (!im->wd_started || !atomic_load(&im->armed)) return; /* --comm-timeout 0: no clock read a step */
     atomic_store(&im->what, what);
     atomic_store(&im->in_flight_n, n);
     atomic_store(&im->unit, unit);
     atomic_fetch_add(&im->seq, 1);
     atomic_store(&im->in_flight, tp_now_seconds());
 }
-static void wd_end(mpi_impl *im) { atomic_store(&im->in_flight, 0.0); }
+static void wd_end(mpi_impl *im) {
+    if (im->wd_started) atomic_store(&im->in_flight, 0.0);
+}
 
 /* MPI_Allreduce (sum, f32, in place) under the watchdog's eye; the first one arms it */
 static void allreduce_f32(mpi_impl *im, float *buf, size_t n) {

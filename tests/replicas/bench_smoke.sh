@@ -21,8 +21,8 @@ bad = 0
 for mode in ("single", "client", "roundrobin"):
     d = json.load(open(os.path.join(work, mode + "-1.json")))
     log = open(os.path.join(work, "replicas-%s-1.log" % mode)).read()
-    killed = ("replica 1 (port " in log and "exited with status 137" in log) or mode == "single"
-    good = d["completed"] > 0 and d["failed_before_answer"] == 0 and killed and d["config"]["label"] == {"single": "1 replica"}.get(mode, "2 replicas, " + mode)
+    killed = "n/a" if mode == "single" else ("replica 1 (port " in log and "exited with status 137" in log)
+    good = d["completed"] > 0 and d["failed_before_answer"] == 0 and killed is not False and d["config"]["label"] == {"single": "1 replica"}.get(mode, "2 replicas, " + mode)
     print("%s: %s: %d sent, %d completed, %d cancelled, %d failed (%d before an answer began), r1 killed: %s"
           % ("ok" if good else "FAIL", mode, d["requests"], d["completed"], d["cancelled"], d["failed"],
              d["failed_before_answer"], killed))
