@@ -25,6 +25,7 @@
 
 #include "dtype.h"
 #include "mem_plan.h"
+#include "kernels/common/tp_quant4.h" /* tp_q4_host */
 
 /* Device-side description of one forward step (the arrays are device int32 buffers). */
 typedef struct {
@@ -126,6 +127,19 @@ struct tp_backend {
                                  const float *row_absmax);
     void (*matrix_fill_random)(tp_backend *b, void *dst, int rows, int cols, uint64_t seed, float mean, float std);
 
+    /* --- int4 weights (--weights int4, AWQ and GPTQ checkpoints; kernels/common/tp_quant4.h) ---
+     * weights "int4": a matrix the model keeps in 4 bits (every layer's Linear weights) is stored by
+     * matrix_upload_q4 from its canonical groups (tp_q4_host, group size per matrix) into
+     * matrix_bytes_q4 bytes; every other matrix (lm_head, a Linear a checkpoint leaves unquantized)
+     * through matrix_bytes / matrix_upload(_rowmax) / matrix_fill_random as under "int8". matmul,
+     * matmul_gelu and matmul_f32out read either kind: the buffer says which. NULL elsewhere.
+     * matrix_fill_random_q4: an int4 [rows, cols] buffer of the f32 backend's draws (element (r, c)
+     * is draw r * cols + c, as int8's), quantized by tp_q4_quantize_group (bench --random-weights). */
+    size_t (*matrix_bytes_q4)(tp_backend *b, int rows, int cols, int group);
+    void (*matrix_upload_q4)(tp_backend *b, void *dst, const tp_q4_host *src, int rows, int cols);
+    void (*matrix_fill_random_q4)(tp_backend *b, void *dst, int rows, int cols, int group, uint64_t seed, float mean,
+                                  float std);
+
     /* --- ops --- */
     /* x[t,:] = wte[ids[t],:]. ids: device int32 [T]; wte: [V, E] (upload layout). */
     void (*embed)(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E);
@@ -208,7 +222,7 @@ struct tp_backend {
  * blocked W^T beside its rows or panels, and a product reads one of the two). The weight bytes
  * `tpgen bench` counts per decode step. */
 static inline size_t tp_matrix_read_bytes(const tp_backend *b, int rows, int cols) {
-    if (b->weights) return (size_t)rows * (size_t)cols + (size_t)rows * sizeof(float); /* "int8" */
+    if (b->weights) return (size_t)rows * (size_t)cols + (size_t)rows * sizeof(float); /* "int8", int4's int8 */
     return (size_t)rows * (size_t)cols * tp_dtype_size(b->act);
 }
 
@@ -233,6 +247,12 @@ const char *tp_blas_core_for(const char *corename, int avx2_fma, int avx512, int
 int tp_backend_use_int8(tp_backend *b, int verbose, char *err, size_t err_size);
 int tp_backend_cpu_use_int8(tp_backend *b, int verbose, char *err, size_t err_size);
 int tp_backend_cuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_size);
+/* --weights int4 (or an AWQ / GPTQ checkpoint) on a backend just created: as use_int8 (its
+ * matrix_upload stores int8, for lm_head), plus the int4 matrices above and GEMMs that read both
+ * (kernels/cpu/cpu_int4.c, kernels/cuda/cuda_int4.cu). Returns 0, or -1 with the reason in err. */
+int tp_backend_use_int4(tp_backend *b, int verbose, char *err, size_t err_size);
+int tp_backend_cpu_use_int4(tp_backend *b, int verbose, char *err, size_t err_size);
+int tp_backend_cuda_use_int4(tp_backend *b, int verbose, char *err, size_t err_size);
 /* dtype: TP_F16 or TP_BF16; device: CUDA device ordinal. */
 tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t err_size);
 int tp_backend_cuda_compiled(void);   /* 1 when built with CUDA (the module may still fail to load) */

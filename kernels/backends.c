@@ -43,3 +43,13 @@ int tp_backend_use_int8(tp_backend *b, int verbose, char *err, size_t err_size) 
     if (strcmp(b->name, "cpu") == 0) return tp_backend_cpu_use_int8(b, verbose, err, err_size);
     return tp_backend_cuda_use_int8(b, verbose, err, err_size);
 }
+
+int tp_backend_cuda_use_int4(tp_backend *b, int verbose, char *err, size_t err_size) {
+    __typeof__(tpcuda_use_int4) *use = tp_cuda_module_symbol("tpcuda_use_int4", err, err_size);
+    return use ? use(b, verbose, err, err_size) : -1;
+}
+
+int tp_backend_use_int4(tp_backend *b, int verbose, char *err, size_t err_size) {
+    if (strcmp(b->name, "cpu") == 0) return tp_backend_cpu_use_int4(b, verbose, err, err_size);
+    return tp_backend_cuda_use_int4(b, verbose, err, err_size);
+}

@@ -36,5 +36,6 @@ const char *tpcuda_interface(void);
 int tpcuda_device_count(void);
 tp_backend *tpcuda_backend_create(int device, tp_dtype act, char *err, size_t err_size);
 int tpcuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_size);
+int tpcuda_use_int4(tp_backend *b, int verbose, char *err, size_t err_size);
 
 #endif
