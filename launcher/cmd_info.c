@@ -1,7 +1,8 @@
 /* tpgen info: what this build has and what it sees (no MPI job); with --model, the "will it fit"
  * answer for a model: its config, parameter count, checkpoint files and format, and per rank at
  * TP 1, 2, 4, 8 the weight bytes, KV-cache bytes per token and the tokens of KV cache that fit
- * in a given memory. */
+ * in a given memory; with --weights int8 or int4, for the GEMM weights in that form (int4: the
+ * TP sizes that cut a group of a row-parallel matrix are not valid). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include "checkpoint/remote_code.h"
 #include "model/shard.h"
 #include "kernels/backend.h"
+#include "kernels/common/tp_quant4.h"
 #include "kernels/cuda_module.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -57,6 +59,31 @@ static void rank_matrices(const tp_config *c, const tp_shard *s, int64_t *elemen
     const int64_t le = tp_arch_layer_matrix_elems(c, s->n_heads, s->n_kv_heads, s->n_inner, &lr);
     *elements = c->n_layer * le + (int64_t)s->n_vocab * c->n_embd;
     *rows = c->n_layer * (int64_t)lr + s->n_vocab;
+}
+
+/* --weights int4 (kernels/common/tp_quant4.h): the bytes a decode step reads of one rank's GEMM
+ * weights, every layer's q/k/v, o and MLP matrices in groups of TP_Q4_DEFAULT_GROUP along K
+ * (tp_q4_read_bytes: nibbles, an f32 scale and a one-byte zero per group) and lm_head in int8 with
+ * an f32 scale per row, as --weights int4 keeps it. 0 with why filled when this shard cannot be
+ * grouped: a K of a matrix (E for the column-parallel ones, the rank's Hl * D of o and its Il of
+ * the MLP's output matrix for the row-parallel ones) not a multiple of the group. */
+static double rank_int4_bytes(const tp_config *c, const tp_shard *s, char *why, size_t why_size) {
+    const int64_t G = TP_Q4_DEFAULT_GROUP, E = c->n_embd, D = c->head_dim;
+    const int64_t Hl = s->n_heads, Hkl = s->n_kv_heads, Il = s->n_inner, Vl = s->n_vocab;
+    const int64_t in_rows = c->arch->mlp == TP_MLP_SILU_GATED ? 2 * Il : Il;
+    struct { const char *what; int64_t N, K; } m[] = {
+        {"q/k/v", (Hl + 2 * Hkl) * D, E}, {"the attention output matrix", E, Hl * D},
+        {"the MLP's input", in_rows, E}, {"the MLP's output matrix", E, Il}};
+    double bytes = 0;
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++) {
+        if (m[i].K % G) {
+            snprintf(why, why_size, "%s: K = %" PRId64 " a rank, not a multiple of the %" PRId64 "-wide groups",
+                     m[i].what, m[i].K, G);
+            return 0;
+        }
+        bytes += (double)tp_q4_read_bytes(m[i].N, m[i].K, G);
+    }
+    return c->n_layer * bytes + (double)Vl * (double)E + 4.0 * (double)Vl; /* lm_head: int8 + f32 row scales */
 }
 
 /* 1 when name is a weight weights.c loads for this architecture (the rest, like CodeGen's
@@ -131,8 +158,8 @@ static double default_memory(char *why, size_t size) {
     return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 }
 
-static int model_info(const char *model, const char *revision, double memory, const char *dtype_flag,
-                      const char *weights_flag) {
+/* weights: 0 (the dtype), 8 (--weights int8) or 4 (--weights int4). */
+static int model_info(const char *model, const char *revision, double memory, const char *dtype_flag, int weights) {
     char err[2048], b1[64], b2[64];
     char *dir = tp_hub_resolve(model, revision, err, sizeof err);
     if (!dir) return info_error(1, "%s", err);
@@ -210,9 +237,13 @@ static int model_info(const char *model, const char *revision, double memory, co
            : gpu      ? "the CUDA backend's default"
                       : "the CPU backend",
            human(memory, b1, sizeof b1), why);
-    const int int8 = weights_flag != NULL;
-    if (int8) printf("GEMM weights (attention, MLP, lm_head) in int8 with an f32 scale per row "
-                     "(--weights int8); embedding, norms and biases in %s\n", dt);
+    if (weights == 8)
+        printf("GEMM weights (attention, MLP, lm_head) in int8 with an f32 scale per row "
+               "(--weights int8); embedding, norms and biases in %s\n", dt);
+    if (weights == 4)
+        printf("GEMM weights (attention, MLP) in int4, groups of %d along K with an f32 scale and a one-byte zero each "
+               "(--weights int4); lm_head in int8 with an f32 scale per row; embedding, norms and biases in %s\n",
+               TP_Q4_DEFAULT_GROUP, dt);
     printf("  %-3s %16s %20s %22s\n", "TP", "weights/rank", "KV bytes/token/rank", "KV tokens that fit");
     char gemm_line[256];
     size_t gl = (size_t)snprintf(gemm_line, sizeof gemm_line, "GEMM weight bytes a decode step reads per rank "
@@ -226,16 +257,26 @@ static int model_info(const char *model, const char *revision, double memory, co
             continue;
         }
         int64_t most = 0;
+        char why4[160] = "";
         for (int r = 0; r < tp; r++) { /* shards differ by a row at most; take the largest */
             tp_shard_plan(&c, tp, r, &s, err, sizeof err);
             int64_t e = rank_elements(&c, &s);
             if (e > most) most = e;
+            if (weights == 4 && !why4[0]) rank_int4_bytes(&c, &s, why4, sizeof why4); /* why4: the first rank that fails */
+        }
+        if (why4[0]) {
+            printf("  %-3d not valid for --weights int4: %s\n", tp, why4);
+            if (gl < sizeof gemm_line)
+                gl += (size_t)snprintf(gemm_line + gl, sizeof gemm_line - gl, "%s TP %d not valid", tp > 1 ? "," : "", tp);
+            continue;
         }
         int64_t mel = 0, mrows = 0;
         tp_shard_plan(&c, tp, 0, &s, err, sizeof err); /* rank 0: the most MLP rows and vocab rows */
         rank_matrices(&c, &s, &mel, &mrows);
-        const double gemm = int8 ? (double)mel + 4.0 * (double)mrows : (double)mel * es; /* read per decode step */
-        double w = (double)most * es - (int8 ? (double)mel * es - gemm : 0.0);
+        const double gemm = weights == 8   ? (double)mel + 4.0 * (double)mrows
+                            : weights == 4 ? rank_int4_bytes(&c, &s, why4, sizeof why4)
+                                           : (double)mel * es; /* read per decode step */
+        double w = (double)most * es - (weights ? (double)mel * es - gemm : 0.0);
         double kv = 2.0 * c.n_layer * (double)s.n_kv_heads * c.head_dim * es; /* K and V of every layer, its KV heads */
         char b3[64];
         if (gl < sizeof gemm_line)
@@ -253,7 +294,8 @@ static int model_info(const char *model, const char *revision, double memory, co
 }
 
 int tp_cmd_info(int argc, char **argv) {
-    const char *model = NULL, *revision = NULL, *dtype = NULL, *weights = NULL;
+    const char *model = NULL, *revision = NULL, *dtype = NULL;
+    int weights = 0; /* 8: --weights int8, 4: int4 */
     double memory = 0;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -265,8 +307,9 @@ int tp_cmd_info(int argc, char **argv) {
             if (is_model) model = v;
             else if (!strcmp(f, "--revision")) revision = v;
             else if (!strcmp(f, "--weights")) {
-                if (strcmp(v, "int8")) return info_error(2, "--weights must be int8, got \"%s\"", v);
-                weights = v;
+                if (strcmp(v, "int8") && strcmp(v, "int4"))
+                    return info_error(2, "--weights must be int8 or int4, got \"%s\"", v);
+                weights = v[3] == '8' ? 8 : 4;
             } else if (!strcmp(f, "--dtype")) {
                 if (strcmp(v, "f16") && strcmp(v, "bf16") && strcmp(v, "f32"))
                     return info_error(2, "--dtype must be f16, bf16 or f32, got \"%s\"", v);
@@ -281,7 +324,7 @@ int tp_cmd_info(int argc, char **argv) {
             return info_error(
                 2,
                 "unknown flag %s (`tpgen info` takes no flags other than --model DIR|ORG/NAME|CONFIG.json, "
-                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32, --weights int8)",
+                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32, --weights int8|int4)",
                 f);
     }
     if (!model && (revision || dtype || weights || memory > 0))
