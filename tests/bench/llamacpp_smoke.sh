@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# tools/bench/bench_vs_llamacpp.py end to end in --smoke settings on a tiny LLaMA shape (written
+# here): the GGUF files made (llamacpp_model.py make: F16, then Q8_0 and Q4_0 by llama-quantize),
+# tpgen --weights int8 and --dtype bf16 and llama.cpp Q8_0 and Q4_0 each run, the table has one
+# column per batch, the prefill and the long context, every cell a number > 0, --record writes
+# records tools/bench/perf_tables.py accepts, with the tpgen rows' ratios against their llama.cpp
+# peers; bad flags exit 2 naming them. No timing is asserted. SKIPs (77) when llama.cpp is not
+# built (bash tools/bench/build_llamacpp.sh; $TPGEN_LLAMACPP_DIR, default ~/.cache/tpgen/llamacpp).
+# usage: llamacpp_smoke.sh TPGEN WORKDIR
+set -euo pipefail
+tpgen=$1 work=$2
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+lcpp="${TPGEN_LLAMACPP_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tpgen/llamacpp}"
+if [ ! -x "$lcpp/bin/llama-bench" ] || [ ! -d "$lcpp/gguf-py" ]; then
+  echo "SKIP: no llama.cpp build in $lcpp (bash tools/bench/build_llamacpp.sh)"
+  exit 77
+fi
+if ! miss=$(python3 -c 'import numpy, yaml' 2>&1); then
+  echo "SKIP: llamacpp_model.py needs numpy and pyyaml: ${miss##*$'\n'}"
+  exit 77
+fi
+rm -rf "$work"
+mkdir -p "$work"
+cat > "$work/tiny-llama.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
+ "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 512,
+ "max_position_embeddings": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": false,
+ "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
+JSON
+bench=(python3 "$root/tools/bench/bench_vs_llamacpp.py" --tpgen "$tpgen" --llamacpp "$lcpp" --config "$work/tiny-llama.json"
+       --models-dir "$work/models" --threads 1 --smoke)
+fail() { echo "FAIL: $*"; exit 1; }
+# bad inputs first (no model is made for them)
+for bad in "--types int5|--types takes int4, int8, bf16, f32" "--context 250|--context 250 \+ --steps 4 \+ 4 .* exceed max_position_embeddings=256" \
+           "--batch 1,x|--batch: '1,x' is not a comma-separated list"; do
+  flag=${bad%%|*} want=${bad#*|}
+  rc=0
+  # shellcheck disable=SC2086
+  "${bench[@]}" $flag > "$work/bad.txt" 2>&1 || rc=$?
+  [ "$rc" = 2 ] && grep -Eq -- "$want" "$work/bad.txt" || { cat "$work/bad.txt"; fail "$flag: exit $rc, want 2 and /$want/"; }
+  echo "ok: $flag -> exit 2"
+done
+rc=0
+"${bench[@]}" --types int8,bf16 --llama-types Q8_0,Q4_0 --out "$work/out.json" --record "$work/rec.jsonl" \
+  > "$work/table.md" 2> "$work/stderr.txt" || rc=$?
+cat "$work/table.md"
+[ "$rc" = 0 ] || { cat "$work/stderr.txt"; fail "bench_vs_llamacpp.py exited $rc"; }
+python3 - "$work/out.json" "$work/table.md" "$work/rec.jsonl" "$root" <<'PY'
+import json, os, sys
+r = json.load(open(sys.argv[1]))
+md = open(sys.argv[2]).read().splitlines()
+recs = [json.loads(x) for x in open(sys.argv[3])]
+sys.path.insert(0, os.path.join(sys.argv[4], "tools", "bench"))
+import perf_tables
+def need(cond, msg):
+    if not cond:
+        sys.exit("FAIL: " + msg)
+cols = ["batch 1", "batch 4", "prefill 64 tokens", "batch 1, context 192"]
+need(r["columns"] == cols, f"columns {r['columns']}")
+names = ["tpgen `--weights int8`", "tpgen `--dtype bf16`", "llama.cpp Q8_0", "llama.cpp Q4_0"]
+need([t["row"] for t in r["table"]] == names, f"rows {[t['row'] for t in r['table']]}")
+for t in r["table"]:
+    need(len(t["values"]) == len(cols) and all(isinstance(v, (int, float)) and v > 0 for v in t["values"]),
+         f"{t['row']}: {t['values']}")
+need(md[0] == "| | " + " | ".join(cols) + " |" and md[2:2 + len(names)] == r["table_markdown"][2:], "markdown table")
+need(sorted(r["gguf"]) == ["Q4_0", "Q8_0"] and all(os.path.getsize(p) > 0 for p in r["gguf"].values()), f"gguf {r['gguf']}")
+raw = r["per_run"]["llama.cpp Q4_0"][0]["raw"]
+need(sorted(raw) == ["batched", "pp", "tg"] and raw["batched"][0]["pl"] == 4 and raw["batched"][0]["is_pp_shared"] == 1,
+     f"llama.cpp raw records: {sorted(raw)}")
+need({x["n_depth"] for x in raw["tg"]} == {64, 192} and raw["pp"][0]["n_prompt"] == 64, "llama-bench depths / prompt")
+need(r["llamacpp_settings"].get("build_commit") and r["cpu"]["flags"] is not None, "llama.cpp settings or CPU flags")
+need(len(recs) == len(names) * len(cols) and all(x["section"] == "cpu-llamacpp" for x in recs), f"{len(recs)} records")
+peer = {"tpgen `--weights int8`": "llama.cpp Q8_0"}
+for x in recs:
+    if x["row"] in peer:
+        need(x.get("reference", {}).get("row") == peer[x["row"]] and x["ratio"] > 0, f"ratio of {x['row']} {x['metric']}")
+    elif x["row"] == "tpgen `--dtype bf16`":
+        need("ratio" not in x, "tpgen bf16 has no llama.cpp BF16 row here: no ratio")
+d = os.path.dirname(sys.argv[3])
+perf_tables.load(d)  # raises DataError on a record it would not render
+print("ok: table", len(names), "x", len(cols), "and", len(recs), "records")
+PY
