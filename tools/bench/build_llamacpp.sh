@@ -18,24 +18,28 @@
 # Exit: 0 built (and checked), 1 the build or the check failed, 2 bad usage or a missing tool.
 #
 # Flags: GGML_NATIVE=ON (-march=native: on a Sapphire Rapids or later Xeon that includes
-# avx512_vnni, avx512_bf16, amx-tile, amx-int8 and amx-bf16, which is what compiles ggml's AMX path:
-# ggml-cpu.cpp offers the AMX buffer type only `#if defined(__AMX_INT8__) && defined(__AVX512VNNI__)`;
-# the GGML_AMX_* options are read only when GGML_NATIVE is OFF), OpenMP on (llama.cpp's default; with
-# clang it needs libomp-dev), static libraries, Release, every GPU backend off, no tests, examples,
-# server, curl or OpenSSL (nothing is downloaded at build time).
+# avx512_vnni, avx512_bf16 and amx-tile/int8/bf16; the GGML_AMX_* options are read only when
+# GGML_NATIVE is OFF), OpenMP on (llama.cpp's default; with clang it needs libomp-dev), static
+# libraries, Release, every GPU backend off, no tests, examples, server, curl or OpenSSL (nothing is
+# downloaded at build time). One line is patched into llama-batched-bench (below: it lost its result
+# row at exit).
 #
-# AMX and the compiler. Debian 12's gcc 12 miscompiles ggml's AMX tile setup: its
-# amxtileintrin.h declares _tile_loadconfig's asm as reading `*(const void **)config`, 8 bytes of
-# the 64-byte tile configuration, so the optimiser drops the stores of the rows/colsb fields in
-# ggml_tile_config_init (ggml/src/ggml-cpu/amx/mmq.cpp) as dead: ldtilecfg loads a configuration
-# with palette 1 and every tile 0 x 0, and the first tile load raises SIGILL (tested: g++ 12.2
-# -O3 -march=native keeps 1 of the 9 stores, clang++ 14.0.6 all of them). Debian 12's clang 14
-# (`apt-get install clang libomp-dev`) with GGML_NATIVE=ON gives a working AMX path: its system
-# info says AMX_INT8 = 1, the model loads into an "AMX" buffer (Q4_0 and Q8_0 weights), and
-# llama-perplexity's figure with the AMX buffer equals the one with --no-repack (no AMX) to the
-# printed digits. This script checks exactly that after building (unless --no-check) on a CPU with
-# amx_int8, and refuses gcc older than 13 on such a CPU (use --cc/--cxx to try another compiler; the
-# check then says whether its AMX path works).
+# AMX and the compiler (docs/BENCHMARKING.md, "Against llama.cpp"): ggml compiles its AMX matmul
+# only `#if defined(__AMX_INT8__) && defined(__AVX512VNNI__)`.
+#  - Debian 12's gcc 12 defines __AMX_INT8__ but miscompiles ggml's AMX tile setup: its
+#    amxtileintrin.h declares _tile_loadconfig's asm as reading `*(const void **)config`, 8 bytes of
+#    the 64-byte tile configuration, so the optimiser drops the stores of the rows/colsb fields in
+#    ggml_tile_config_init (ggml/src/ggml-cpu/amx/mmq.cpp; its disassembly keeps palette_id = 1
+#    only) and the first tile load raises SIGILL (a small program with the same setup: SIGILL with
+#    g++ 12.2 -O3 -march=native, right with clang++ 14). GGML_NATIVE=OFF + GGML_AMX_INT8=ON is the
+#    same header. This script refuses gcc 12 and older on a CPU with amx_int8 (newer: not tried).
+#  - Debian 12's clang 14 (`apt-get install clang libomp-dev`) keeps the stores but names the macro
+#    __AMXINT8__, so ggml leaves AMX out silently (system info without AMX_INT8 = 1); GGML_AMX_INT8=ON
+#    does not change that. Passing -D__AMX_INT8__ (done below, exactly when the compiler enables
+#    amx-int8 under the other name) gives the working AMX path.
+# The check after the build (tools/bench/llamacpp_model.py check, unless --no-check) proves it on
+# this CPU: system info AMX_INT8 = 1, the weights of a tiny Q4_0 model in an "AMX" buffer, and
+# llama-perplexity's figure with that buffer within 1% of the one with --no-repack (no AMX).
 set -euo pipefail
 PROG=build_llamacpp.sh
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -70,6 +74,19 @@ if "$cxx" --version 2>/dev/null | head -1 | grep -qiE '(g\+\+|gcc)'; then
   fi
 fi
 
+# ggml compiles its AMX code only `#if defined(__AMX_INT8__)`: GCC's name for the feature macro.
+# Clang 14 names it __AMXINT8__ for the same -mamx-int8 (-march=native here), so ggml leaves AMX out
+# (system info AMX_INT8 = 0, no AMX buffer) unless the macro is given: define it exactly when the
+# compiler enables amx-int8 for this CPU under the other name.
+extra=""
+macros="$("$cc" -march=native -dM -E - </dev/null 2>/dev/null || true)"
+if grep -q '__AMXINT8__ 1' <<<"$macros" && ! grep -q '__AMX_INT8__ 1' <<<"$macros"; then
+  extra="-D__AMX_INT8__"
+fi
+if [ "$has_amx" = 1 ] && ! grep -qE '__AMX_?INT8__ 1' <<<"$macros"; then
+  echo "$PROG: warning: $cc -march=native does not enable amx-int8 on this AMX CPU: llama.cpp will run without AMX" >&2
+fi
+
 mkdir -p "$out/src" "$out/bin"
 out="$(cd "$out" && pwd)"
 if [ -z "$sdist" ]; then
@@ -96,10 +113,20 @@ if [ ! -f "$src/vendor/llama.cpp/CMakeLists.txt" ]; then
   [ -f "$src/vendor/llama.cpp/CMakeLists.txt" ] || die "$sdist has no vendor/llama.cpp/CMakeLists.txt" 1
 fi
 lcpp="$src/vendor/llama.cpp"
+# llama.cpp's LOG() hands lines to a logger thread that nobody flushes at exit (common/log.cpp,
+# common_log_main: logs "may be lost if not flushed before the program exits"): llama-batched-bench's
+# result row went missing in 3 runs of 6 here, with exit status 0. One line before its
+# llama_backend_free() flushes the logger; nothing measured changes.
+f="$lcpp/tools/batched-bench/batched-bench.cpp"
+if ! grep -q "tpgen: flush" "$f"; then
+  [ "$(grep -c '^    llama_backend_free();$' "$f")" = 1 ] ||
+    die "$f: not one '    llama_backend_free();' line to flush the log before: this llama.cpp is not the one this script knows (0.3.36)" 1
+  sed -i 's|^    llama_backend_free();$|    common_log_flush(common_log_main()); // tpgen: flush the logger thread before exit\n    llama_backend_free();|' "$f"
+fi
 
 bld="$out/build"
 cfg=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx"
-     -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_HIP=OFF
+     -DCMAKE_C_FLAGS="$extra" -DCMAKE_CXX_FLAGS="$extra" -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_HIP=OFF
      -DGGML_SYCL=OFF -DGGML_OPENCL=OFF -DGGML_RPC=OFF -DBUILD_SHARED_LIBS=OFF
      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF
      -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF)
@@ -121,7 +148,8 @@ rm -rf "$out/gguf-py" && cp -r "$lcpp/gguf-py" "$out/gguf-py"
 
 {
   echo "llama-cpp-python $name"
-  echo "llama.cpp $(grep -m1 -oE 'LLAMA_BUILD_NUMBER[^)]*' "$lcpp/CMakeLists.txt" || true)"
+  # the sdist carries the llama.cpp submodule's git directory: its commit (llama-bench's build_commit)
+  echo "llama.cpp commit $(git -C "$lcpp" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "compiler $("$cxx" --version | head -1)"
   echo "cmake ${cfg[*]}"
   echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
