@@ -4,7 +4,8 @@
 # tpgen --weights int8 and --dtype bf16 and llama.cpp Q8_0 and Q4_0 each run, the table has one
 # column per batch, the prefill and the long context, every cell a number > 0, --record writes
 # records tools/bench/perf_tables.py accepts, with the tpgen rows' ratios against their llama.cpp
-# peers; bad flags exit 2 naming them. No timing is asserted. SKIPs (77) when llama.cpp is not
+# peers; bad flags exit 2 naming them; the F16 GGUF's names, shapes and statistics; the build's
+# AMX check (llamacpp_model.py check). No timing is asserted. SKIPs (77) when llama.cpp is not
 # built (bash tools/bench/build_llamacpp.sh; $TPGEN_LLAMACPP_DIR, default ~/.cache/tpgen/llamacpp).
 # usage: llamacpp_smoke.sh TPGEN WORKDIR
 set -euo pipefail
@@ -80,3 +81,31 @@ d = os.path.dirname(sys.argv[3])
 perf_tables.load(d)  # raises DataError on a record it would not render
 print("ok: table", len(names), "x", len(cols), "and", len(recs), "records")
 PY
+# the F16 GGUF llamacpp_model.py wrote: LLaMA names and the config's shape, tpgen's statistics
+PYTHONPATH="$lcpp/gguf-py" python3 - "$work/models/tiny-llama-F16.gguf" <<'PY'
+import sys, numpy as np, gguf
+r = gguf.GGUFReader(sys.argv[1])
+def need(cond, msg):
+    if not cond:
+        sys.exit("FAIL: GGUF: " + msg)
+t = {x.name: x for x in r.tensors}
+names = ["token_embd.weight", "output_norm.weight", "output.weight"] + [f"blk.{i}.{n}.weight" for i in range(2) for n in (
+    "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")]
+need(sorted(t) == sorted(names), f"tensors {sorted(t)}")
+shapes = {"token_embd.weight": [256, 512], "output.weight": [256, 512], "blk.1.ffn_down.weight": [512, 256],
+          "blk.0.ffn_gate.weight": [256, 512], "blk.0.attn_q.weight": [256, 256], "output_norm.weight": [256]}
+for n, sh in shapes.items():  # GGUF order: the row length first
+    need([int(x) for x in t[n].shape] == sh, f"{n} shape {list(t[n].shape)}, want {sh}")
+m = np.asarray(t["blk.0.ffn_up.weight"].data, dtype=np.float32)
+g = np.asarray(t["blk.1.attn_norm.weight"].data, dtype=np.float32)
+need(t["blk.0.ffn_up.weight"].tensor_type.name == "F16" and abs(m.mean()) < 2e-3 and abs(m.std() - 0.02) < 1e-3,
+     f"ffn_up {t['blk.0.ffn_up.weight'].tensor_type.name} mean {m.mean()} std {m.std()}")
+need(t["blk.1.attn_norm.weight"].tensor_type.name == "F32" and abs(g.mean() - 1) < 3e-3 and abs(g.std() - 0.01) < 3e-3,
+     f"attn_norm mean {g.mean()} std {g.std()}")
+f = r.fields
+need(len(f["tokenizer.ggml.tokens"].data) == 512 and int(f["llama.block_count"].parts[-1][0]) == 2, "vocab or layers")
+print("ok: GGUF names, shapes, statistics")
+PY
+# the build's own check: on a CPU with amx_int8, AMX compiled in, used, and right (llamacpp_model.py check)
+python3 "$root/tools/bench/llamacpp_model.py" check --llamacpp "$lcpp" --work "$work/check" --threads 1 ||
+  fail "llamacpp_model.py check of $lcpp"

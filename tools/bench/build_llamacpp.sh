@@ -21,8 +21,8 @@
 # avx512_vnni, avx512_bf16 and amx-tile/int8/bf16; the GGML_AMX_* options are read only when
 # GGML_NATIVE is OFF), OpenMP on (llama.cpp's default; with clang it needs libomp-dev), static
 # libraries, Release, every GPU backend off, no tests, examples, server, curl or OpenSSL (nothing is
-# downloaded at build time). One line is patched into llama-batched-bench (below: it lost its result
-# row at exit).
+# downloaded at build time). One line is patched into llama-batched-bench and llama-perplexity
+# (below: they lost their last lines at exit).
 #
 # AMX and the compiler (docs/BENCHMARKING.md, "Against llama.cpp"): ggml compiles its AMX matmul
 # only `#if defined(__AMX_INT8__) && defined(__AVX512VNNI__)`.
@@ -115,14 +115,17 @@ fi
 lcpp="$src/vendor/llama.cpp"
 # llama.cpp's LOG() hands lines to a logger thread that nobody flushes at exit (common/log.cpp,
 # common_log_main: logs "may be lost if not flushed before the program exits"): llama-batched-bench's
-# result row went missing in 3 runs of 6 here, with exit status 0. One line before its
-# llama_backend_free() flushes the logger; nothing measured changes.
-f="$lcpp/tools/batched-bench/batched-bench.cpp"
-if ! grep -q "tpgen: flush" "$f"; then
-  [ "$(grep -c '^    llama_backend_free();$' "$f")" = 1 ] ||
-    die "$f: not one '    llama_backend_free();' line to flush the log before: this llama.cpp is not the one this script knows (0.3.36)" 1
-  sed -i 's|^    llama_backend_free();$|    common_log_flush(common_log_main()); // tpgen: flush the logger thread before exit\n    llama_backend_free();|' "$f"
-fi
+# result row went missing in 3 runs of 6 here, llama-perplexity -v's "Final estimate" too, with exit
+# status 0. One line before each one's llama_backend_free() flushes the logger; nothing measured
+# changes.
+for f in tools/batched-bench/batched-bench.cpp tools/perplexity/perplexity.cpp; do
+  f="$lcpp/$f"
+  if ! grep -q "tpgen: flush" "$f"; then
+    [ "$(grep -c '^    llama_backend_free();$' "$f")" = 1 ] ||
+      die "$f: not one '    llama_backend_free();' line to flush the log before: this llama.cpp is not the one this script knows (0.3.36)" 1
+    sed -i 's|^    llama_backend_free();$|    common_log_flush(common_log_main()); // tpgen: flush the logger thread before exit\n    llama_backend_free();|' "$f"
+  fi
+done
 
 bld="$out/build"
 cfg=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx"
@@ -156,7 +159,7 @@ rm -rf "$out/gguf-py" && cp -r "$lcpp/gguf-py" "$out/gguf-py"
 } > "$out/BUILD_INFO"
 
 if [ "$check" = 1 ]; then
-  echo "$PROG: checking the build (tools/bench/llamacpp_model.py --check-amx)" >&2
+  echo "$PROG: checking the build (tools/bench/llamacpp_model.py check)" >&2
   if python3 "$ROOT/tools/bench/llamacpp_model.py" check --llamacpp "$out" >> "$out/BUILD_INFO" 2> "$out/check.log"; then
     tail -3 "$out/BUILD_INFO" >&2
   else

@@ -304,7 +304,8 @@ def has_amx():
 
 def perplexity(exe, model, text, threads, repack):
     """(final perplexity, log) of llama-perplexity on text; Error on a crash or no figure."""
-    cmd = [exe, "-m", model, "-f", text, "-c", "128", "-b", "128", "--chunks", "2", "-t", str(threads), "--seed", "1"]
+    cmd = [exe, "-m", model, "-f", text, "-c", "128", "-b", "128", "--chunks", "2", "-t", str(threads), "--seed", "1",
+           "-v"]  # -v: the buffers the weights load into and each tensor the AMX buffer repacks
     if not repack:
         cmd.append("--no-repack")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -314,6 +315,16 @@ def perplexity(exe, model, text, threads, repack):
         raise Error(f"{' '.join(cmd)} exited {p.returncode}" + ("" if m else " with no 'Final estimate'")
                     + f" (a miscompiled AMX path dies here: build_llamacpp.sh's header):\n{log[-3000:]}")
     return float(m.group(1)), log
+
+
+def amx_tensors(log):
+    """How many weights llama.cpp's verbose log says went into a non-empty AMX buffer (0: none).
+    A first pass (the memory fit) logs an AMX buffer of 0.00 MiB; the load logs its size, then
+    "amx repack tensor NAME" for each matrix."""
+    sizes = [float(x) for x in re.findall(r"AMX model buffer size =\s*([0-9.]+) MiB", log)]
+    if not any(x > 0 for x in sizes):
+        return 0
+    return len(re.findall(r"amx repack tensor \S+", log))
 
 
 def check(a, gguf):
@@ -333,11 +344,10 @@ def check(a, gguf):
     ppl_on, log_on = perplexity(exe, q4, text, a.threads, True)
     ppl_off, log_off = perplexity(exe, q4, text, a.threads, False)
     amx_info = re.search(r"AMX_INT8 = 1", log_on) is not None
-    amx_buf_on = re.search(r"AMX model buffer size", log_on) is not None
-    amx_buf_off = re.search(r"AMX model buffer size", log_off) is not None
+    amx_buf_on, amx_buf_off = amx_tensors(log_on), amx_tensors(log_off)
     rel = abs(ppl_on - ppl_off) / max(ppl_off, 1e-9)
-    print(f"check: system info AMX_INT8 = {int(amx_info)}; weights in an AMX buffer: repacked {'yes' if amx_buf_on else 'no'},"
-          f" --no-repack {'yes' if amx_buf_off else 'no'}")
+    print(f"check: system info AMX_INT8 = {int(amx_info)}; matrices in the AMX buffer: repacked {amx_buf_on}, "
+          f"--no-repack {amx_buf_off}")
     print(f"check: Q4_0 tiny model perplexity repacked {ppl_on:.4f}, --no-repack {ppl_off:.4f} (relative difference "
           f"{rel:.1e})")
     fails = []
