@@ -168,8 +168,8 @@ def llama_run(a, lt):
     """{column: ms} and llama.cpp's own records, for GGUF type lt."""
     gguf = a.gguf[lt]
     out, raw = {}, {}
-    depths = [a.context] + ([a.long_context] if a.long_context else [])
-    if 1 in a.batches or a.long_context:
+    depths = ([a.context] if 1 in a.batches else []) + ([a.long_context] if a.long_context else [])
+    if depths:
         recs = llama_bench(a, gguf, ["-p", "0", "-n", str(a.steps), "-d", ",".join(map(str, depths))])
         raw["tg"] = recs
         for r in recs:
@@ -383,8 +383,10 @@ def llama_settings(per):
                             "type_k", "type_v", "flash_attn", "use_mmap", "repack", "embeddings")
                     s = {k: r[k] for k in keys if k in r}
                     s["build"] = f"{r.get('build_commit', '?')} (build {r.get('build_number', '?')})"
-                    s["summary"] = ", ".join(f"{k} {r[k]}" for k in ("backends", "flash_attn", "type_k", "repack",
-                                                                      "n_ubatch") if k in r)
+                    fa = {-1: "auto", 0: "off", 1: "on"}.get(r.get("flash_attn"), r.get("flash_attn"))
+                    s["summary"] = ", ".join([f"backends {r.get('backends')}", f"flash attention {fa}",
+                                              f"KV {r.get('type_k')}", f"repack {r.get('repack')}",
+                                              f"ubatch {r.get('n_ubatch')}"])
                     return s
     return {}
 
