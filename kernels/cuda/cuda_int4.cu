@@ -31,7 +31,7 @@
  *    bytes plus 5 bytes per group.
  *  - otherwise (prefill, batched decode): tiles of at most Q4_BN rows x Q4_BK columns are
  *    dequantized to the act dtype, w = act((q - zero) * scale) (tp_q4_dequant, then one rounding:
- *    2^-11 relative in F16, 2^-9 in BF16, well inside the 4-bit quantization step) into a scratch
+ *    2^-11 relative in F16, 2^-8 in BF16, well inside the 4-bit quantization step) into a scratch
  *    tile, and cublasGemmEx multiplies the tile with x into an f32 scratch of partial sums
  *    (tensor cores, f32 accumulation, the tile's K chunks summed in f32 by beta = 1); a kernel
  *    then applies the epilogue and rounds once. Steps longer than the f32 scratch's rows are
