@@ -33,6 +33,7 @@
  *  - int8 beside int4 (lm_head): matrix_upload / matrix_upload_rowmax / matrix_fill_random store
  *    int8 with row scales (tp_quant.h), and the GEMMs read them as int8, also after an int4 matrix
  *    was uploaded at the same address (and an int4 upload after an int8 one is read as int4).
+ *  - a CUDA graph of int4 GEMMs (GEMV and tiles) replays on new inputs bit for bit as the ops.
  *  - kernel_name: the int4 GEMV / tile path for the layers' GEMMs, the int8 one for logits. */
 #include <math.h>
 #include <stdarg.h>
@@ -407,6 +408,44 @@ static void test_chunks(void) {
         }
 }
 
+/* Captured in a CUDA graph (the engine's decode steps, T <= 32): matmul_gelu at T = 2 (GEMV) and
+ * 9 (tiles + cuBLAS) recorded, replayed on new x, bit for bit the ops run one by one. Runs after
+ * reserve_scratch (graphs must come after it). */
+static void test_graph(void) {
+    const int N = 130, K = 256, G = 64;
+    float *wf = randn((size_t)N * K, 0.05f, 0);
+    q4mat m = q4_quantize(wf, N, K, G);
+    void *W = q4_to_gpu(&m);
+    for (int T = 2; T <= 9; T += 7) {
+        float *x = randn((size_t)T * K, 1.0f, 1), *bias = randn(N, 0.1f, 1);
+        void *xg = gpu_put(x, (size_t)T * K), *bg = gpu_put(bias, N);
+        const size_t yb = (size_t)T * N * tp_dtype_size(g_gpu->act);
+        void *yg = g_gpu->alloc(g_gpu, yb, "y graph"), *yd = g_gpu->alloc(g_gpu, yb, "y direct");
+        g_gpu->graph_begin(g_gpu, T);
+        g_gpu->matmul_gelu(g_gpu, yg, xg, W, bg, T, N, K);
+        g_gpu->graph_end(g_gpu, T);
+        free(x);
+        x = randn((size_t)T * K, 1.0f, 1); /* new x at the same address, then the replay */
+        void *h = malloc(yb * 2 + (size_t)T * K * 4);
+        tp_convert_from_f32(h, g_gpu->act, x, (size_t)T * K);
+        g_gpu->to_device(g_gpu, xg, h, (size_t)T * K * tp_dtype_size(g_gpu->act));
+        g_checks++;
+        if (!g_gpu->graph_launch(g_gpu, T)) fail("graph", "graph_launch(%d) found no graph", T);
+        g_gpu->matmul_gelu(g_gpu, yd, xg, W, bg, T, N, K);
+        g_gpu->sync(g_gpu);
+        uint8_t *a = h, *d = a + yb;
+        g_gpu->to_host(g_gpu, a, yg, yb);
+        g_gpu->to_host(g_gpu, d, yd, yb);
+        g_checks++;
+        if (memcmp(a, d, yb) != 0) fail("graph", "matmul_gelu T=%d replayed differs from the op run directly", T);
+        g_gpu->free(g_gpu, xg); g_gpu->free(g_gpu, bg); g_gpu->free(g_gpu, yg); g_gpu->free(g_gpu, yd);
+        free(x); free(bias); free(h);
+    }
+    g_gpu->free(g_gpu, W);
+    q4_free_host(&m);
+    free(wf);
+}
+
 static void test_kernel_names(void) {
     const int f16 = g_gpu->act == TP_F16;
     const char *want[3] = {f16 ? "gemv-int4-f16" : "gemv-int4-bf16",
@@ -479,6 +518,7 @@ int main(int argc, char **argv) {
                 for (int kind = 0; kind < 4; kind++) test_gemm(Ts[i], NKGs[j][0], NKGs[j][1], NKGs[j][2], kind);
         test_int8(67, 96);
         test_chunks();
+        test_graph();
         g_gpu->destroy(g_gpu);
     }
     printf("test_cuda_int4: %d checks, %d failed\n", g_checks, g_fail);
