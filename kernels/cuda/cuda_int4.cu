@@ -25,10 +25,10 @@
  * (+ y) (+ bias) (GELU), one rounding to the output type at the end, as the int8 path.
  *  - T <= gemv_max_t (default 4, TPGEN_GEMV_MAX_T) and x 16-byte aligned: the GEMV kernel. A warp
  *    owns 2 rows; each lane streams 16 bytes of nibbles (32 k of one group, ld.global.cs: read
- *    once) for every token of the step, sums (q - zero) x over them in f32 (each product is exact:
- *    an integer of 5 bits times an F16/BF16 value) and adds that sum times the group's scale to
- *    its f32 accumulator. The matrix is read once per step for all T tokens: 1/4 of the F16
- *    bytes plus 5 bytes per group.
+ *    once; 4 such chunks per row in flight) for every token of the step, sums (q - zero) x over
+ *    them in f32 (each product is exact: an integer of 5 bits times an F16/BF16 value) and adds
+ *    that sum times the group's scale to its f32 accumulator. The matrix is read once per step
+ *    for all T tokens: 1/4 of the F16 bytes plus 5 bytes per group.
  *  - otherwise (prefill, batched decode): tiles of at most Q4_BN rows x Q4_BK columns are
  *    dequantized to the act dtype, w = act((q - zero) * scale) (tp_q4_dequant, then one rounding:
  *    2^-11 relative in F16, 2^-8 in BF16, well inside the 4-bit quantization step) into a scratch
@@ -263,8 +263,11 @@ __device__ __forceinline__ void q4_store(OT *y, const T *bias, int N, int t, int
     *yp = tpc_from<OT>(v);
 }
 
-/* ---- GEMV, T = TT tokens: a warp owns Q4_RR rows; a lane takes 32 k (16 bytes) at a time ---- */
+/* ---- GEMV, T = TT tokens: a warp owns Q4_RR rows; a lane takes 32 k (16 bytes) of a row at a time,
+ * Q4_UNROLL chunks per iteration with every load (nibbles, scale, zero) issued before the math, so
+ * each lane keeps Q4_RR * Q4_UNROLL weight loads in flight (as the F16 GEMV, cuda_matmul.cu) ---- */
 #define Q4_RR 2
+#define Q4_UNROLL 4
 #define Q4_THREADS 128
 
 template <int TT, typename T, typename OT>
@@ -277,50 +280,64 @@ q4_gemv_kernel(OT *y, const T *x, const uint8_t *q, const float *scale, const ui
     const int K32 = K >> 5, K8 = K >> 3, KG = K / G;
     const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
     const uint4 *w32[Q4_RR];
-    int row[Q4_RR];
+    const float *srow[Q4_RR];
+    const uint8_t *zrow[Q4_RR];
 #pragma unroll
     for (int r = 0; r < Q4_RR; r++) { /* rows past N re-read the last row; their sums are dropped */
-        row[r] = min(row0 + r, N - 1);
-        w32[r] = reinterpret_cast<const uint4 *>(q + (size_t)row[r] * (size_t)(K >> 1));
+        const size_t row = (size_t)min(row0 + r, N - 1);
+        w32[r] = reinterpret_cast<const uint4 *>(q + row * (size_t)(K >> 1));
+        srow[r] = scale + row * KG;
+        zrow[r] = zero + row * KG;
     }
     float acc[Q4_RR][TT];
 #pragma unroll
     for (int r = 0; r < Q4_RR; r++)
 #pragma unroll
         for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
-    for (int c = lane; c < K32; c += 32) {
-        uint4 wv[Q4_RR];
-        float s[Q4_RR], z[Q4_RR], part[Q4_RR][TT];
-        const int g = (c << 5) / G; /* the 32 k of chunk c lie in one group (G % 32 == 0) */
+    for (int c0 = lane; c0 < K32; c0 += 32 * Q4_UNROLL) {
+        uint4 wv[Q4_UNROLL][Q4_RR];
+        float s[Q4_UNROLL][Q4_RR], z[Q4_UNROLL][Q4_RR];
 #pragma unroll
-        for (int r = 0; r < Q4_RR; r++) {
-            wv[r] = __ldcs(w32[r] + c);
-            s[r] = scale[(size_t)row[r] * KG + g];
-            z[r] = (float)zero[(size_t)row[r] * KG + g];
-#pragma unroll
-            for (int t = 0; t < TT; t++) part[r][t] = 0.0f;
-        }
-#pragma unroll
-        for (int h = 0; h < 4; h++) { /* word h: k = 32 c + 8 h .. + 7 */
-            float xf[TT][8];
-#pragma unroll
-            for (int t = 0; t < TT; t++) tpc_unpack8(x8[(size_t)t * K8 + 4 * c + h], xf[t], T());
+        for (int u = 0; u < Q4_UNROLL; u++) {
+            const int c = c0 + 32 * u, g = (c << 5) / G; /* chunk c's 32 k lie in one group (G % 32 == 0) */
 #pragma unroll
             for (int r = 0; r < Q4_RR; r++) {
-                const uint32_t word = reinterpret_cast<const uint32_t *>(&wv[r])[h];
-                float wf[8];
-#pragma unroll
-                for (int j = 0; j < 8; j++) wf[j] = (float)((word >> (4 * j)) & 15u) - z[r]; /* exact */
-#pragma unroll
-                for (int t = 0; t < TT; t++)
-#pragma unroll
-                    for (int j = 0; j < 8; j++) part[r][t] = fmaf(wf[j], xf[t][j], part[r][t]);
+                wv[u][r] = c < K32 ? __ldcs(w32[r] + c) : make_uint4(0, 0, 0, 0);
+                s[u][r] = c < K32 ? srow[r][g] : 0.0f;
+                z[u][r] = c < K32 ? (float)zrow[r][g] : 0.0f;
             }
         }
 #pragma unroll
-        for (int r = 0; r < Q4_RR; r++)
+        for (int u = 0; u < Q4_UNROLL; u++) {
+            const int c = c0 + 32 * u;
+            if (c >= K32) break;
+            float part[Q4_RR][TT];
 #pragma unroll
-            for (int t = 0; t < TT; t++) acc[r][t] = fmaf(part[r][t], s[r], acc[r][t]);
+            for (int r = 0; r < Q4_RR; r++)
+#pragma unroll
+                for (int t = 0; t < TT; t++) part[r][t] = 0.0f;
+#pragma unroll
+            for (int h = 0; h < 4; h++) { /* word h: k = 32 c + 8 h .. + 7 */
+                float xf[TT][8];
+#pragma unroll
+                for (int t = 0; t < TT; t++) tpc_unpack8(x8[(size_t)t * K8 + 4 * c + h], xf[t], T());
+#pragma unroll
+                for (int r = 0; r < Q4_RR; r++) {
+                    const uint32_t word = reinterpret_cast<const uint32_t *>(&wv[u][r])[h];
+                    float wf[8];
+#pragma unroll
+                    for (int j = 0; j < 8; j++) wf[j] = (float)((word >> (4 * j)) & 15u) - z[u][r]; /* exact */
+#pragma unroll
+                    for (int t = 0; t < TT; t++)
+#pragma unroll
+                        for (int j = 0; j < 8; j++) part[r][t] = fmaf(wf[j], xf[t][j], part[r][t]);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < Q4_RR; r++)
+#pragma unroll
+                for (int t = 0; t < TT; t++) acc[r][t] = fmaf(part[r][t], s[u][r], acc[r][t]);
+        }
     }
     float out = 0.0f;
 #pragma unroll
