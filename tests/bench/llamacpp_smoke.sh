@@ -65,6 +65,9 @@ for t in r["table"]:
          f"{t['row']}: {t['values']}")
 need(md[0] == "| | " + " | ".join(cols) + " |" and md[2:2 + len(names)] == r["table_markdown"][2:], "markdown table")
 need(sorted(r["gguf"]) == ["Q4_0", "Q8_0"] and all(os.path.getsize(p) > 0 for p in r["gguf"].values()), f"gguf {r['gguf']}")
+tt = r["gguf_files"]["Q4_0"]["tensor_types"]  # llama-quantize's default Q4_0 mix: output.weight in q6_K
+need(tt == {"q4_0": 15, "q6_K": 1, "f32": 5} and r["gguf_files"]["Q8_0"]["tensor_types"] == {"q8_0": 16, "f32": 5},
+     f"tensor types {r['gguf_files']}")
 raw = r["per_run"]["llama.cpp Q4_0"][0]["raw"]
 need(sorted(raw) == ["batched", "pp", "tg"] and raw["batched"][0]["pl"] == 4 and raw["batched"][0]["is_pp_shared"] == 1,
      f"llama.cpp raw records: {sorted(raw)}")

@@ -288,7 +288,7 @@ def setup(a):
                 f"of {a.config}")
     if a.prefill > npos:
         die(f"--prefill {a.prefill} exceeds max_position_embeddings={npos} of {a.config}")
-    a.gguf = {}
+    a.gguf, a.gguf_files = {}, {}
     if a.llama_types:
         gguf = llamacpp_model.import_gguf(a.llamacpp)
         m = argparse.Namespace(config=a.config, dir=a.models_dir or os.path.join(a.llamacpp, "models"),
@@ -297,6 +297,9 @@ def setup(a):
             a.gguf = llamacpp_model.make(m, gguf)
         except llamacpp_model.Error as e:
             die(str(e), e.rc)
+        stem = os.path.splitext(os.path.basename(a.config))[0]
+        with open(os.path.join(m.dir, stem + ".json")) as f:  # make's record: bytes and tensor types per file
+            a.gguf_files = {t: v for t, v in json.load(f)["files"].items() if t in a.gguf}
     return shape
 
 
@@ -358,7 +361,7 @@ def main():
     if a.out:
         res = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)), "argv": sys.argv[1:],
                "cpu": cpu, "versions": ver, "llamacpp_settings": settings, "config": os.path.abspath(a.config),
-               "gguf": a.gguf, "threads": a.threads, "batches": a.batches, "context": a.context,
+               "gguf": a.gguf, "gguf_files": a.gguf_files, "threads": a.threads, "batches": a.batches, "context": a.context,
                "long_context": a.long_context, "steps": a.steps, "prefill": a.prefill, "runs": a.runs,
                "smoke": a.smoke, "loadavg_1_5_15": load, "columns": cols, "table": table, "table_markdown": lines,
                "failed": {f"{e} {t}": m for (e, t), m in failed.items()},

@@ -222,11 +222,11 @@ def quantize(llamacpp, src, dst, qtype, threads):
     if p.returncode != 0:
         raise Error(f"{exe} {src} {tmp} {qtype} exited {p.returncode}:\n{(p.stderr + p.stdout)[-3000:]}")
     os.replace(tmp, dst)
-    counts = {}
-    for m in re.finditer(r"converting to (\w+) \.\.|size = .*? MB\s*$|type =\s*(\w+)", p.stdout + p.stderr, re.M):
-        t = m.group(1) or m.group(2)
-        if t:
-            counts[t] = counts.get(t, 0) + 1
+    counts = {}  # "[  1/ 21] output.weight - [...], type = f16, converting to q6_K .." (or kept: no "converting")
+    for m in re.finditer(r"^\[\s*\d+/\s*\d+\]\s+\S+\s+- .*?type =\s*(\w+)(?:, converting to (\w+))?",
+                         p.stdout + p.stderr, re.M):
+        t = m.group(2) or m.group(1)
+        counts[t] = counts.get(t, 0) + 1
     return counts
 
 
