@@ -30,9 +30,9 @@
 #    amxtileintrin.h declares _tile_loadconfig's asm as reading `*(const void **)config`, 8 bytes of
 #    the 64-byte tile configuration, so the optimiser drops the stores of the rows/colsb fields in
 #    ggml_tile_config_init (ggml/src/ggml-cpu/amx/mmq.cpp; its disassembly keeps palette_id = 1
-#    only) and the first tile load raises SIGILL (a small program with the same setup: SIGILL with
-#    g++ 12.2 -O3 -march=native, right with clang++ 14). GGML_NATIVE=OFF + GGML_AMX_INT8=ON is the
-#    same header. This script refuses gcc 12 and older on a CPU with amx_int8 (newer: not tried).
+#    only, the rest is stack garbage): llama-perplexity built so (g++ 12.2, GGML_NATIVE=ON) dies of
+#    SIGSEGV at that ldtilecfg in ggml_backend_amx_mul_mat on a tiny Q4_0 model, and runs with
+#    --no-repack (no AMX). GGML_NATIVE=OFF + GGML_AMX_INT8=ON is the same header. This script refuses gcc 12 and older on a CPU with amx_int8 (newer: not tried).
 #  - Debian 12's clang 14 (`apt-get install clang libomp-dev`) keeps the stores but names the macro
 #    __AMXINT8__, so ggml leaves AMX out silently (system info without AMX_INT8 = 1); GGML_AMX_INT8=ON
 #    does not change that. Passing -D__AMX_INT8__ (done below, exactly when the compiler enables
