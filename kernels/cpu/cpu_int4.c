@@ -299,7 +299,7 @@ void cpu_int4_panels_c(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P
 
 /* ---- the kernels of a tier ---- */
 #ifndef I4_SIMD
-#define I4_SIMD 0 /* the SIMD tiers are not built yet */
+#define I4_SIMD 1
 #endif
 static cpu_i4_panels_fn *gemv_fn(i4_isa isa) {
 #if I4_SIMD
@@ -358,26 +358,33 @@ static void run_gemm(i4_isa isa, const cpu_i4_x *x, const uint8_t *q, int N, con
 
 /* x's integer form: xq, sx (cpu_int8_quantize_x) and the group sums; free with x_free. */
 static cpu_i4_x x_make(const float *x, int T, int K, int KG, int nt) {
-    cpu_i4_x r = {NULL, NULL, NULL, T, K, KG};
+    cpu_i4_x r = {NULL, NULL, NULL, NULL, NULL, T, K, KG};
     int16_t *xq = tp_malloc((size_t)T * K * sizeof *xq + 64); /* + 64: pairs read as 32 bits */
     float *sx = tp_malloc((size_t)T * sizeof *sx);
     const int ng = K / KG;
     int32_t *xs = tp_malloc((size_t)T * ng * sizeof *xs);
     cpu_int8_quantize_x(xq, sx, x, T, K, nt);
-    for (int t = 0; t < T; t++)
+    uint8_t *lo = tp_malloc((size_t)T * K + 64);
+    int8_t *hi = tp_malloc((size_t)T * K + 64);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && T > 1 && (size_t)T * K >= 4 * CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        cpu_i4_x_bytes(lo + (size_t)t * K, hi + (size_t)t * K, xq + (size_t)t * K, K);
         for (int g = 0; g < ng; g++) {
             const int16_t *p = xq + (size_t)t * K + (size_t)g * KG;
             int32_t s = 0; /* |s| <= 8192 * 16383 */
             for (int k = 0; k < KG; k++) s += p[k];
             xs[(size_t)t * ng + g] = s;
         }
-    r.xq = xq, r.sx = sx, r.xsum = xs;
+    }
+    r.xq = xq, r.sx = sx, r.xsum = xs, r.xlo = lo, r.xhi = hi;
     return r;
 }
 static void x_free(cpu_i4_x *x) {
     free((void *)x->xq);
     free((void *)x->sx);
     free((void *)x->xsum);
+    free((void *)x->xlo);
+    free((void *)x->xhi);
 }
 
 /* ---- the tier per shape: measured at load (cpu_tune.h), cached, forced, or the highest ---- */
