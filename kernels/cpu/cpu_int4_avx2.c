@@ -16,8 +16,8 @@
 #define YUNROLL _Pragma("GCC unroll 8")
 typedef void ytile_fn(const cpu_i4_x *x, const uint8_t *p0, int t0, float o[YMR][NR]);
 
-/* Panels [P0, P1), tokens [t0, t1) in tiles of mr, each through the epilogue. */
-static void ypanels(ytile_fn *const *tiles, const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0,
+/* Panels [P0, P1), tokens [t0, t1) in tiles of mr, each through the epilogue (built for AVX2). */
+__attribute__((target("avx2,fma"))) static void ypanels(ytile_fn *const *tiles, const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0,
                     int t1, const cpu_i4_epi *e, int mr) {
     float o[YMR][NR];
     for (int P = P0; P < P1; P++) {

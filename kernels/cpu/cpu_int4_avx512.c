@@ -98,8 +98,8 @@ static ztile_fn *const g_ztiles[ZMR + 1] = {NULL,      ztile_1, ztile_2, ztile_3
                                             ztile_5, ztile_6, ztile_7, ztile_8};
 
 /* Panels [P0, P1) in order (one sequential read), tokens [t0, t1) in tiles of mr, each tile
- * through the epilogue. */
-static void zpanels(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1, const cpu_i4_epi *e,
+ * through the epilogue (built for AVX-512: vectors of 16 in its passes). */
+__attribute__((target(Z_TARGET))) static void zpanels(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1, const cpu_i4_epi *e,
                     int mr) {
     float o[ZMR][NR];
     for (int P = P0; P < P1; P++) {
