@@ -315,12 +315,21 @@ static cpu_i4_panels_fn *gemm_fn(i4_isa isa) {
     }
 }
 
-/* The GEMV: each thread one contiguous range of panels, all T tokens (one sequential read). */
-static void run_gemv(i4_isa isa, const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_epi *e, int nt) {
+/* The GEMV: each thread one contiguous range of panels, all T tokens (one sequential read).
+ * cpu_s: NULL, or where the largest of the threads' CPU times over their ranges goes (the
+ * tuning's timed run, cpu_tune.h). */
+static void run_gemv(i4_isa isa, const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_epi *e, int nt,
+                     double *cpu_s) {
     cpu_i4_panels_fn *fn = gemv_fn(isa);
     const int np = cpu_i4_panels(N), per = (np + nt - 1) / nt;
-    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)x->T * N * x->K >= 1 << 17)
-    for (int P0 = 0; P0 < np; P0 += per) fn(x, q, N, P0, np - P0 < per ? np : P0 + per, 0, x->T, e);
+    double worst = 0.0;
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)x->T * N * x->K >= 1 << 17) reduction(max : worst)
+    for (int P0 = 0; P0 < np; P0 += per) {
+        const double t0 = cpu_s ? cpu_tune_thread_seconds() : 0.0;
+        fn(x, q, N, P0, np - P0 < per ? np : P0 + per, 0, x->T, e);
+        if (cpu_s) worst = fmax(worst, cpu_tune_thread_seconds() - t0);
+    }
+    if (cpu_s) *cpu_s = worst;
 }
 
 /* The GEMM: threads take groups of up to SP panels (SP * 8 K bytes of nibbles: 128 KiB at K =
@@ -409,21 +418,30 @@ static i4_shape *shape_find(tp_cpu_int4 *c, int N, int K, int KG) {
     return NULL;
 }
 
-/* One run of a candidate on the calling thread: the GEMV at T = 1 on the whole matrix, or the
- * GEMM's tiles at T tokens on its first N rows, into scratch. */
+/* One timed run of a candidate. GEMV: the whole matrix at T = 1 and at T = TUNE_T2 with the
+ * backend's threads as a decode step runs it, the matrix evicted from the caches before it (the
+ * int8 family's run, cpu_int8.c); its time the largest of the threads' CPU times. GEMM: its tiles
+ * at T tokens on the first N rows, on the calling thread (timed by cpu_tune). Into scratch. */
+#define TUNE_T2 8
 typedef struct {
     const uint8_t *q;
-    int N;
+    int N, nt;
     int gemm;
     i4_isa isa[I4_N_ISA];
-    cpu_i4_x x;
+    cpu_i4_x x, x2; /* x: T tokens (GEMM) or 1 (GEMV); x2: TUNE_T2 tokens (GEMV) */
     float *y;
 } tune_ctx;
-static void tune_run(void *ctx, int cand) {
+static double tune_run(void *ctx, int cand) {
     const tune_ctx *t = ctx;
     const cpu_i4_epi e = {t->y, NULL, t->N, 0, 0};
-    if (t->gemm) run_gemm(t->isa[cand], &t->x, t->q, t->N, &e, 1);
-    else run_gemv(t->isa[cand], &t->x, t->q, t->N, &e, 1);
+    if (t->gemm) {
+        run_gemm(t->isa[cand], &t->x, t->q, t->N, &e, 1);
+        return -1.0;
+    }
+    double s1, s8;
+    run_gemv(t->isa[cand], &t->x, t->q, t->N, &e, t->nt, &s1);
+    run_gemv(t->isa[cand], &t->x2, t->q, t->N, &e, t->nt, &s8);
+    return s1 + s8;
 }
 /* Scratch x of T tokens on the integer grid (any values: the time is the same). */
 static cpu_i4_x tune_x(int T, int K, int KG) {
@@ -456,13 +474,18 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
     char shape[64];
     snprintf(shape, sizeof shape, "g%d %dx%d", KG, N, K); /* not NxK alone: the group is part of it */
     const char *names[I4_N_ISA];
-    tune_ctx t = {.q = q, .N = N, .gemm = 0};
+    tune_ctx t = {.q = q, .N = N, .nt = c->n_threads, .gemm = 0};
     int n = tune_cands(c, gemv_tiers(), &t, names);
     t.x = tune_x(1, K, KG);
-    t.y = tp_malloc((size_t)N * sizeof *t.y);
-    cpu_tune_key key = {"int4-gemv", I4_KERNEL_SET, N, K, 1, n, names, shape, NULL};
+    t.x2 = tune_x(TUNE_T2, K, KG);
+    t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
+    const cpu_tune_key key = {.family = "int4-gemv", .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = 1 + TUNE_T2,
+                              .n_cand = n, .names = names, .shape = shape,
+                              .run = "T = 1 and 8 with the step's threads, from memory", .stream = q,
+                              .stream_bytes = q4_data_bytes(N, K, KG), .recheck = 1};
     s->gemv = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how, sizeof s->how)];
     x_free(&t.x);
+    x_free(&t.x2);
     free(t.y);
     if (c->verbose) tp_log0("cpu int4: GEMV [%d x %d] group %d -> %s: %s\n", N, K, KG, g_isa_short[s->gemv], s->how);
     for (int r = GEMM_SMALL; r <= GEMM_BIG; r++) {
@@ -471,7 +494,8 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
         n = tune_cands(c, gemm_tiers_of(c->cands), &g, names);
         g.x = tune_x(T, K, KG);
         g.y = tp_malloc((size_t)T * Ns * sizeof *g.y);
-        const cpu_tune_key gk = {g_gemm_family[r], I4_KERNEL_SET, N, K, T, n, names, shape, NULL};
+        const cpu_tune_key gk = {.family = g_gemm_family[r], .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = T,
+                                 .n_cand = n, .names = names, .shape = shape};
         s->gemm[r] = g.isa[cpu_tune_pick(&gk, tune_run, &g, s->gemm_how[r], sizeof s->gemm_how[r])];
         x_free(&g.x);
         free(g.y);
@@ -533,7 +557,7 @@ static void gemm_int4(tp_backend *b, float *y, const float *x, const uint8_t *q,
     const cpu_i4_epi e = {y, bias, N, accumulate, gelu};
     cpu_i4_x xi = x_make(x, T, K, KG, c->n_threads);
     if (gemm) run_gemm(isa, &xi, q, N, &e, c->n_threads);
-    else run_gemv(isa, &xi, q, N, &e, c->n_threads);
+    else run_gemv(isa, &xi, q, N, &e, c->n_threads, NULL);
     x_free(&xi);
 }
 
