@@ -52,7 +52,7 @@
 /* The int4 tiers, numbered as the cpu_tier each needs (the int8 family's numbering). */
 typedef enum { I4_ISA_C = 0, I4_ISA_AVX2 = 1, I4_ISA_AVXVNNI = 2, I4_ISA_AVX512VNNI = 3, I4_ISA_AMX = 4 } i4_isa;
 #define I4_N_ISA 5
-#define I4_KERNEL_SET "i4k1" /* bump when an int4 kernel changes: cached choices are measured again */
+#define I4_KERNEL_SET "i4k2" /* bump when an int4 kernel changes: cached choices are measured again */
 #define TUNE_MIN_ELEMS (1 << 20)
 #define I4_MAX_SHAPES 16
 enum { GEMM_SMALL = 0, GEMM_BIG = 1 };
@@ -70,6 +70,13 @@ typedef struct {
     char how[512], gemm_how[2][512];
 } i4_shape;
 
+/* Scratch that stays across calls (x's forms, the amx kernel's work): fresh buffers of a few MiB
+ * a call came from mmap and were page-faulted in every call (~10% of a prefill, bench_int4_gemm). */
+typedef struct {
+    uint8_t *p;
+    size_t size;
+} i4_scratch;
+
 typedef struct {
     int n_threads; /* first member: cpu_threads() of cpu_internal.h reads it */
     int verbose;
@@ -86,6 +93,7 @@ typedef struct {
     int int4_ran[2];     /* [logits]: an int4 matrix ran for the op class */
     char names[2][2][64];
     tp_backend i8; /* the int8 backend this one wraps: its impl and functions (file comment) */
+    i4_scratch scratch; /* x's forms and the amx work area, kept across calls (x_make) */
 } tp_cpu_int4;
 
 static tp_cpu_int4 *i4_impl(tp_backend *b) { return (tp_cpu_int4 *)b->impl; }
@@ -383,32 +391,39 @@ CPU_SIMD_CLONES static void i4_x_row(uint8_t *lo, int8_t *hi, int32_t *xs, const
     }
 }
 
-/* x's integer form: xq, sx (cpu_int8_quantize_x), the group sums and the byte planes
- * (cpu_int4_kernels.h); free with x_free. */
-static cpu_i4_x x_make(const float *x, int T, int K, int KG, int nt) {
-    cpu_i4_x r = {NULL, NULL, NULL, NULL, NULL, T, K, KG};
-    int16_t *xq = tp_malloc((size_t)T * K * sizeof *xq + 64); /* + 64: pairs read as 32 bits */
-    float *sx = tp_malloc((size_t)T * sizeof *sx);
-    const int ng = K / KG;
-    int32_t *xs = tp_malloc((size_t)T * ng * sizeof *xs);
+static uint8_t *scratch_get(i4_scratch *s, size_t bytes) {
+    if (bytes > s->size) {
+        free(s->p);
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes) != 0 || !p)
+            tp_die("cpu int4: cannot allocate %zu bytes of scratch for a GEMM's x", bytes);
+        s->p = p;
+        s->size = bytes;
+    }
+    return s->p;
+}
+static size_t round64(size_t v) { return (v + 63) & ~(size_t)63; }
+
+/* x's integer form in scratch: xq, sx (cpu_int8_quantize_x), the group sums, the byte planes
+ * (cpu_int4_kernels.h) and the amx kernel's work area. Valid until the scratch's next use. */
+static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int nt) {
+    const size_t Tp = ((size_t)T + 15) / 16 * 16, ng = (size_t)(K / KG); /* zero rows to 16 tokens */
+    const size_t b_xq = round64((size_t)T * K * 2 + 64), b_sx = round64((size_t)T * 4), b_xs = round64((size_t)T * ng * 4),
+                 b_pl = round64(Tp * K + 64), b_work = cpu_int4_amx_work_bytes(T, K, nt);
+    uint8_t *m = scratch_get(sc, b_xq + b_sx + b_xs + 2 * b_pl + b_work);
+    int16_t *xq = (int16_t *)m; /* + 64: pairs read as 32 bits past the end */
+    float *sx = (float *)(m + b_xq);
+    int32_t *xs = (int32_t *)(m + b_xq + b_sx);
+    uint8_t *lo = m + b_xq + b_sx + b_xs;
+    int8_t *hi = (int8_t *)(lo + b_pl);
+    cpu_i4_x r = {xq, sx, xs, lo, hi, T, K, KG, lo + 2 * b_pl};
     cpu_int8_quantize_x(xq, sx, x, T, K, nt);
-    const size_t Tp = ((size_t)T + 15) / 16 * 16; /* zero rows to 16 tokens (cpu_int4_kernels.h) */
-    uint8_t *lo = tp_malloc(Tp * K + 64);
-    int8_t *hi = tp_malloc(Tp * K + 64);
     memset(lo + (size_t)T * K, 0, (Tp - T) * K + 64);
     memset(hi + (size_t)T * K, 0, (Tp - T) * K + 64);
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && T > 1 && (size_t)T * K >= 4 * CPU_PAR_MIN)
     for (int t = 0; t < T; t++)
         i4_x_row(lo + (size_t)t * K, hi + (size_t)t * K, xs + (size_t)t * ng, xq + (size_t)t * K, K, KG);
-    r.xq = xq, r.sx = sx, r.xsum = xs, r.xlo = lo, r.xhi = hi;
     return r;
-}
-static void x_free(cpu_i4_x *x) {
-    free((void *)x->xq);
-    free((void *)x->sx);
-    free((void *)x->xsum);
-    free((void *)x->xlo);
-    free((void *)x->xhi);
 }
 
 /* ---- the tier per shape: measured at load (cpu_tune.h), cached, forced, or the highest ---- */
@@ -429,6 +444,7 @@ typedef struct {
     int gemm;
     i4_isa isa[I4_N_ISA];
     cpu_i4_x x, x2; /* x: T tokens (GEMM) or 1 (GEMV); x2: TUNE_T2 tokens (GEMV) */
+    i4_scratch s1, s2; /* theirs */
     float *y;
 } tune_ctx;
 static double tune_run(void *ctx, int cand) {
@@ -443,11 +459,11 @@ static double tune_run(void *ctx, int cand) {
     run_gemv(t->isa[cand], &t->x2, t->q, t->N, &e, t->nt, &s8);
     return s1 + s8;
 }
-/* Scratch x of T tokens on the integer grid (any values: the time is the same). */
-static cpu_i4_x tune_x(int T, int K, int KG) {
+/* Scratch x of T tokens on the integer grid (any values: the time is the same), in sc. */
+static cpu_i4_x tune_x(i4_scratch *sc, int T, int K, int KG, int nt) {
     float *xf = tp_malloc((size_t)T * K * sizeof *xf);
     for (size_t i = 0; i < (size_t)T * K; i++) xf[i] = (float)((i * 7919) % 2001) - 1000.0f;
-    cpu_i4_x x = x_make(xf, T, K, KG, 1);
+    cpu_i4_x x = x_make(sc, xf, T, K, KG, nt);
     free(xf);
     return x;
 }
@@ -476,28 +492,28 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
     const char *names[I4_N_ISA];
     tune_ctx t = {.q = q, .N = N, .nt = c->n_threads, .gemm = 0};
     int n = tune_cands(c, gemv_tiers(), &t, names);
-    t.x = tune_x(1, K, KG);
-    t.x2 = tune_x(TUNE_T2, K, KG);
+    t.x = tune_x(&t.s1, 1, K, KG, c->n_threads);
+    t.x2 = tune_x(&t.s2, TUNE_T2, K, KG, c->n_threads);
     t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
     const cpu_tune_key key = {.family = "int4-gemv", .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = 1 + TUNE_T2,
                               .n_cand = n, .names = names, .shape = shape,
                               .run = "T = 1 and 8 with the step's threads, from memory", .stream = q,
                               .stream_bytes = q4_data_bytes(N, K, KG), .recheck = 1};
     s->gemv = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how, sizeof s->how)];
-    x_free(&t.x);
-    x_free(&t.x2);
+    free(t.s1.p);
+    free(t.s2.p);
     free(t.y);
     if (c->verbose) tp_log0("cpu int4: GEMV [%d x %d] group %d -> %s: %s\n", N, K, KG, g_isa_short[s->gemv], s->how);
     for (int r = GEMM_SMALL; r <= GEMM_BIG; r++) {
         const int T = g_gemm_tune_t[r], Ns = N < g_gemm_tune_rows[r] ? N : g_gemm_tune_rows[r];
         tune_ctx g = {.q = q, .N = Ns, .gemm = 1};
         n = tune_cands(c, gemm_tiers_of(c->cands), &g, names);
-        g.x = tune_x(T, K, KG);
+        g.x = tune_x(&g.s1, T, K, KG, 1);
         g.y = tp_malloc((size_t)T * Ns * sizeof *g.y);
         const cpu_tune_key gk = {.family = g_gemm_family[r], .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = T,
                                  .n_cand = n, .names = names, .shape = shape};
         s->gemm[r] = g.isa[cpu_tune_pick(&gk, tune_run, &g, s->gemm_how[r], sizeof s->gemm_how[r])];
-        x_free(&g.x);
+        free(g.s1.p);
         free(g.y);
         if (c->verbose)
             tp_log0("cpu int4: GEMM [%d x %d] group %d at T %s %d -> %s: %s\n", N, K, KG, r == GEMM_BIG ? ">=" : "<",
@@ -555,10 +571,9 @@ static void gemm_int4(tp_backend *b, float *y, const float *x, const uint8_t *q,
         report(c, (unsigned)(lg * 2 + gemm) + (gelu ? 4 : 0), op, path);
     }
     const cpu_i4_epi e = {y, bias, N, accumulate, gelu};
-    cpu_i4_x xi = x_make(x, T, K, KG, c->n_threads);
+    cpu_i4_x xi = x_make(&c->scratch, x, T, K, KG, c->n_threads);
     if (gemm) run_gemm(isa, &xi, q, N, &e, c->n_threads);
     else run_gemv(isa, &xi, q, N, &e, c->n_threads, NULL);
-    x_free(&xi);
 }
 
 static void i4_matmul(tp_backend *b, void *y, const void *x, const void *W, const void *bias, int T, int N, int K,
@@ -621,6 +636,7 @@ static void i4_destroy(tp_backend *b) {
     if (!b) return;
     tp_cpu_int4 *c = i4_impl(b);
     free(c->i8.impl);
+    free(c->scratch.p);
     free(c);
     free(b);
 }

@@ -83,6 +83,7 @@ typedef struct {
     const uint8_t *xlo;
     const int8_t *xhi;
     int T, K, KG;
+    uint8_t *work; /* cpu_int4_amx_work_bytes of scratch for the amx kernel (64-byte aligned) */
 } cpu_i4_x;
 
 /* A line's 32 words, masked by bytes: (w & 0x0F0F) has in the 4 bytes of lane j (words 2 j,
@@ -156,5 +157,9 @@ void cpu_int4_gemm_avxvnni(const cpu_i4_x *x, const uint8_t *q, int N, int P0, i
 /* cpu_int4_amx.c: the whole GEMM (all T tokens, all N rows) on AMX tiles, threads splitting the
  * panels; the caller checks the CPU (cpu_features: amx_int8). */
 void cpu_int4_gemm_amx(const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_epi *e, int n_threads);
+/* The bytes of x->work it needs for T tokens of K with n_threads (its A tiles and each thread's
+ * unpacked panels: kept by the caller across calls, as fresh buffers of a few MiB a call were
+ * page-faulted in every call). */
+size_t cpu_int4_amx_work_bytes(int T, int K, int n_threads);
 
 #endif
