@@ -235,7 +235,7 @@ static void test_shapes(tp_backend *b, tp_backend *bc, const char *label) {
             if (b != bc)
                 CHECK(memcmp(y, yc, (size_t)T * N * 4) == 0, "%s and the c twin differ at T=%d N=%d K=%d G=%d epilogue %d",
                       label, T, N, K, G, epi);
-            if (T <= 40 || epi == 0) check_ref(yc, &m, x, bias, y0, T, epi);
+            if ((T <= 40 && (size_t)N * K < 1 << 20) || epi == 0) check_ref(yc, &m, x, bias, y0, T, epi); /* the large: once */
             if (yc != y) free(yc);
             free(y);
         }
