@@ -79,7 +79,8 @@ static void layer_linear(const tp_config *c, load_item *it) {
     int conv = 0, other = 0;
     for (int i = 0; i < it->n_parts; i++) {
         conv += tp_quant_converts(&c->quant, it->part[i].module);
-        if (i && tp_quant_converts(&c->quant, it->part[i].module) != tp_quant_converts(&c->quant, it->part[0].module))
+        if (i && !other &&
+            tp_quant_converts(&c->quant, it->part[i].module) != tp_quant_converts(&c->quant, it->part[0].module))
             other = i;
     }
     if (other)
@@ -383,9 +384,8 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     char kind[200] = "", group[32] = "a row";
     if (m->cfg.q4_group > 0) snprintf(group, sizeof group, "%d", m->cfg.q4_group);
     if (m->cfg.q4_group) /* --weights int4, or a 4-bit checkpoint */
-        snprintf(kind, sizeof kind, ", layers' GEMM weights 4-bit in groups of %s (%s), lm_head %s", group,
-                 m->cfg.quant.method ? tp_quant_describe(&m->cfg.quant) : "--weights int4, round-to-nearest",
-                 b->weights);
+        snprintf(kind, sizeof kind, ", layers' GEMM weights 4-bit in groups of %s (%s), lm_head int8", group,
+                 m->cfg.quant.method ? tp_quant_describe(&m->cfg.quant) : "--weights int4, round-to-nearest");
     else if (b->weights) snprintf(kind, sizeof kind, ", GEMM weights %s", b->weights);
     tp_log0("loading %s weights: %.1f MiB per rank (%s, TP=%d%s)\n", random ? "random" : "checkpoint",
             total / 1048576.0, b->name, m->sh.tp, kind);
