@@ -93,3 +93,18 @@ int4_error(bf16_rtn "--weights int4 on the CPU runs with f32 activations: it can
            --model ${TPGEN_TEST_DATA}/tiny-f32 --weights int4 --group-size 32 --dtype bf16)
 int4_error(bf16_4bit "a 4-bit checkpoint \\(quantization_config\\) on the CPU runs with f32 activations: it cannot be combined with --dtype bf16"
            --model ${INT4_DATA}/awq-codegen-g32 --dtype bf16)
+# The packed tensors from a torch.save checkpoint (I32 as IntStorage): output byte-identical to the
+# safetensors copy's at TP 1 and 2 (tests/bin/same_logits.sh).
+foreach(np 1 2)
+  add_test(NAME int4_bin_same_logits_tp${np}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/bin/same_logits.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC} ${np}
+                   ${INT4_DATA}/gptq-codegen-asym-g64 ${TPGEN_TEST_DATA}/bin/int4-gptq-codegen-asym-g64)
+  set_tests_properties(int4_bin_same_logits_tp${np} PROPERTIES LABELS "int4;bin;mpi" SKIP_RETURN_CODE 77 TIMEOUT 120)
+endforeach()
+# Random weights (bench --random-weights): 4-bit matrices drawn and quantized by the backend, the
+# memory plan says so.
+add_test(NAME int4_random_bench COMMAND ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> bench
+         --config ${TPGEN_TEST_DATA}/tiny-f32/config.json --random-weights --weights int4 --group-size 32 --batch 1
+         --steps 2 --context 8 --prefill 0 --backend cpu --threads 1 --verbose)
+set_tests_properties(int4_random_bench PROPERTIES LABELS "int4;mpi" TIMEOUT 120 PASS_REGULAR_EXPRESSION
+  "loading random weights.*layers' GEMM weights 4-bit in groups of 32 \\(--weights int4, round-to-nearest\\).*weights .*layer GEMMs int4, lm_head int8.*batch +context")
