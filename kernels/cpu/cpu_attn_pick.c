@@ -77,9 +77,10 @@ typedef struct {
     tp_step st;
     att_isa isa[3];
 } tune_ctx;
-static void tune_run(void *ctx, int cand) {
+static double tune_run(void *ctx, int cand) {
     const tune_ctx *t = ctx;
     cpu_attn_run(t->isa[cand], &t->a, 1);
+    return -1.0; /* one thread: cpu_tune times it */
 }
 
 /* Values in [-1, 1) from index i (any values time the same; no NaN, no overflow in exp). */

@@ -289,14 +289,24 @@ static void gemv_panels(bf16_isa isa, const bf16 *x, const float *xf, const bf16
         panels_c(xf, W, T, N, K, P0, P1, e);
 }
 
-/* Threads take contiguous ranges of panels. */
-static void gemv_path(tp_backend *b, bf16_isa isa, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e) {
+/* Threads take contiguous ranges of panels. cpu_s: NULL, or where the CPU time of x's widening
+ * plus the largest of the threads' CPU times over their ranges goes (the tuning's timed run). */
+static void gemv_path(tp_backend *b, bf16_isa isa, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e,
+                      double *cpu_s) {
     tp_cpu_bf16 *c = bf16_impl(b);
     const int nt = c->n_threads;
+    const double tw = cpu_s ? cpu_tune_thread_seconds() : 0.0;
     const float *xf = isa != BF16_ISA_AVX512BF16 ? widen_x(c, x, T, K) : NULL;
+    const double widen = cpu_s ? cpu_tune_thread_seconds() - tw : 0.0;
     const int np = bf16_n_panels(N), per = (np + nt - 1) / nt;
-    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
-    for (int P0 = 0; P0 < np; P0 += per) gemv_panels(isa, x, xf, W, T, N, K, P0, np - P0 < per ? np : P0 + per, e);
+    double worst = 0.0;
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17) reduction(max : worst)
+    for (int P0 = 0; P0 < np; P0 += per) {
+        const double t0 = cpu_s ? cpu_tune_thread_seconds() : 0.0;
+        gemv_panels(isa, x, xf, W, T, N, K, P0, np - P0 < per ? np : P0 + per, e);
+        if (cpu_s) worst = fmax(worst, cpu_tune_thread_seconds() - t0);
+    }
+    if (cpu_s) *cpu_s = widen + worst;
 }
 
 /* No oneDNN: per thread, blocks of PANEL rows of W widened to f32, then sgemm into an f32 tile
@@ -391,7 +401,7 @@ void bf16_matrix_fill_random(tp_backend *b, void *dst, int rows, int cols, uint6
 
 /* ---- the GEMV tier per shape (cpu_tune.h): measured at load on the stored matrix at T = 1,
  * cached, forced (TPGEN_CPU_ISA), or the highest below TUNE_MIN_ELEMS ---- */
-#define BF16_KERNEL_SET "b16k2" /* bump when a bf16 GEMV kernel or its timed run changes */
+#define BF16_KERNEL_SET "b16k3" /* bump when a bf16 GEMV kernel or its timed run changes */
 #define TUNE_MIN_ELEMS (1 << 20)
 static bf16_shape *shape_find(tp_cpu_bf16 *c, int N, int K) {
     for (int i = 0; i < c->n_shapes; i++)
@@ -405,8 +415,9 @@ static bf16_isa shape_isa(tp_cpu_bf16 *c, int N, int K) {
 
 /* One timed run: the GEMV at T = 1 and at T = TUNE_T2 (decode batches take the GEMV up to
  * few_tokens, and a tier that wins at one token can lose at eight: avx512bf16 against avx2 on an
- * AMX Xeon, 28.4 vs 27.7 ms at batch 1 but 63.6 vs 54.6 at batch 8), on the calling thread alone
- * (cpu_tune.h), into scratch; the tier with the least sum is kept. */
+ * AMX Xeon, 28.4 vs 27.7 ms at batch 1 but 63.6 vs 54.6 at batch 8), with the backend's threads
+ * as a decode step runs it, the matrix evicted from the caches first (cpu_tune.h), into scratch;
+ * the tier with the least sum is kept. */
 #define TUNE_T2 8
 typedef struct {
     tp_backend *b;
@@ -415,13 +426,15 @@ typedef struct {
     int N, K;
     bf16_isa isa[BF16_N_ISA];
 } tune_ctx;
-static void tune_run(void *ctx, int cand) {
+static double tune_run(void *ctx, int cand) {
     const tune_ctx *t = ctx;
     const epi e = {t->y, NULL, t->N, 0, 0, 0};
+    double sum = 0.0, s;
     for (int T = 1; T <= TUNE_T2; T += TUNE_T2 - 1) {
-        const float *xf = t->isa[cand] != BF16_ISA_AVX512BF16 ? widen_x(bf16_impl(t->b), t->x, T, t->K) : NULL;
-        gemv_panels(t->isa[cand], t->x, xf, t->W, T, t->N, t->K, 0, bf16_n_panels(t->N), &e);
+        gemv_path(t->b, t->isa[cand], t->x, t->W, T, t->N, t->K, &e, &s);
+        sum += s;
     }
+    return sum;
 }
 
 static void tune_shape(tp_backend *b, const void *W, int N, int K) {
@@ -441,7 +454,10 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
         x[k] = tp_f32_to_bf16((float)((long)(k * 7919) % 2001 - 1000) / 1000.0f);
     t.x = x;
     t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
-    const cpu_tune_key key = {"bf16-gemv", BF16_KERNEL_SET, N, K, 1 + TUNE_T2, n, names, NULL, NULL};
+    const cpu_tune_key key = {.family = "bf16-gemv", .kernel_set = BF16_KERNEL_SET, .N = N, .K = K, .T = 1 + TUNE_T2,
+                              .n_cand = n, .names = names, .run = "T = 1 and 8 with the step's threads, from memory",
+                              .stream = W, .stream_bytes = (size_t)bf16_n_panels(N) * bf16_panel_elems(K) * 2,
+                              .recheck = 1};
     bf16_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;
@@ -510,7 +526,7 @@ static void gemm(tp_backend *b, void *y, const void *x, const void *W, const voi
             return;
         }
         c->isa_used |= 1u << isa;
-        gemv_path(b, isa, x, W, T, N, K, &e);
+        gemv_path(b, isa, x, W, T, N, K, &e, NULL);
     } else if (pk == PATH_DNNL) {
         snprintf(path, sizeof path, "oneDNN matmul %s (T > %d)", tp_dnnl_impl(c->dnnl), c->few_tokens);
         bf16_report(b, bit + 1, op, path);

@@ -49,7 +49,7 @@
 typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1, I8_ISA_AVXVNNI = 2, I8_ISA_AVX512VNNI = 3, I8_ISA_AMX = 4 } i8_isa;
 #define I8_N_ISA 5
 #define I8_GEMV_TIERS (~(1u << I8_ISA_AMX)) /* amx is a GEMM only (cpu_int8_amx.c) */
-#define I8_KERNEL_SET "i8k2" /* bump when an int8 kernel changes: cached choices are then measured again */
+#define I8_KERNEL_SET "i8k3" /* bump when an int8 kernel changes: cached choices are then measured again */
 #define TUNE_MIN_ELEMS (1 << 20) /* smaller matrices take the highest tier, unmeasured */
 #define I8_MAX_SHAPES 16
 
@@ -271,13 +271,20 @@ static void gemv_panels(i8_isa isa, const int16_t *xq, const float *sx, const in
     }
 }
 
-/* Each thread one contiguous range of panels: one sequential read of its rows. */
+/* Each thread one contiguous range of panels: one sequential read of its rows. cpu_s: NULL, or
+ * where the largest of the threads' CPU times over their ranges goes (the tuning's timed run). */
 static void gemv_path(tp_backend *b, i8_isa isa, const int16_t *xq, const float *sx, const int8_t *W, int T, int N,
-                      int K, const cpu_i8_epi *e) {
+                      int K, const cpu_i8_epi *e, double *cpu_s) {
     tp_cpu_int8 *c = i8_impl(b);
     const int nt = c->n_threads, np = cpu_i8_panels(N), per = (np + nt - 1) / nt;
-    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17)
-    for (int P0 = 0; P0 < np; P0 += per) gemv_panels(isa, xq, sx, W, T, N, K, P0, np - P0 < per ? np : P0 + per, e);
+    double worst = 0.0;
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17) reduction(max : worst)
+    for (int P0 = 0; P0 < np; P0 += per) {
+        const double t0 = cpu_s ? cpu_tune_thread_seconds() : 0.0;
+        gemv_panels(isa, xq, sx, W, T, N, K, P0, np - P0 < per ? np : P0 + per, e);
+        if (cpu_s) worst = fmax(worst, cpu_tune_thread_seconds() - t0);
+    }
+    if (cpu_s) *cpu_s = worst;
 }
 
 /* The integer GEMM of a tier above c. */
@@ -347,20 +354,27 @@ static i8_isa shape_isa(tp_cpu_int8 *c, int N, int K) {
     return s ? s->isa : c->gemv_isa;
 }
 
-/* One GEMV of the matrix at T = 1 per run, on the given tier, on the calling thread alone (the
- * threads split the panels the same way for every tier; cpu_tune.h), into scratch. */
+/* One timed run: the GEMV of the whole matrix at T = 1 and at T = TUNE_T2 on the given tier, with
+ * the backend's threads as a decode step runs it (cpu_tune.h; the matrix evicted from the caches
+ * before it), into scratch. Decode batches up to few_tokens take the GEMV, and a tier can win
+ * one token and lose eight. */
+#define TUNE_T2 8
 typedef struct {
+    tp_backend *b;
     const int8_t *W;
     int N, K;
     i8_isa isa[I8_N_ISA];
     int16_t *xq;
-    float sx, *y;
+    float sx[TUNE_T2], *y;
     const float *scale;
 } tune_ctx;
-static void tune_run(void *ctx, int cand) {
+static double tune_run(void *ctx, int cand) {
     const tune_ctx *t = ctx;
     const cpu_i8_epi e = {t->y, NULL, t->scale, t->N, 0, 0};
-    gemv_panels(t->isa[cand], t->xq, &t->sx, t->W, 1, t->N, t->K, 0, cpu_i8_panels(t->N), &e);
+    double s1, s8;
+    gemv_path(t->b, t->isa[cand], t->xq, t->sx, t->W, 1, t->N, t->K, &e, &s1);
+    gemv_path(t->b, t->isa[cand], t->xq, t->sx, t->W, TUNE_T2, t->N, t->K, &e, &s8);
+    return s1 + s8;
 }
 
 /* One integer GEMM of t->T tokens on the first rows (t->N of them) on one thread. */
@@ -372,10 +386,11 @@ typedef struct {
     float *sx, *y;
     const float *scale;
 } tune_gemm_ctx;
-static void tune_gemm_run(void *ctx, int cand) {
+static double tune_gemm_run(void *ctx, int cand) {
     const tune_gemm_ctx *t = ctx;
     const cpu_i8_epi e = {t->y, NULL, t->scale, t->N, 0, 0};
     gemm_int(t->isa[cand], t->xq, t->sx, t->W, t->T, t->N, t->K, &e, 1);
+    return -1.0; /* one thread: cpu_tune times it */
 }
 
 /* The shape's integer GEMM tier for range r: the tiers from avx2 up this CPU runs, timed
@@ -400,7 +415,8 @@ static void tune_gemm(tp_cpu_int8 *c, i8_shape *s, const void *W, int r) {
     t.sx = tp_malloc((size_t)T * sizeof *t.sx);
     for (int i = 0; i < T; i++) t.sx[i] = 1.0f / XQ_MAX;
     t.y = tp_malloc((size_t)T * Ns * sizeof *t.y);
-    const cpu_tune_key key = {g_gemm_family[r], I8_KERNEL_SET, s->N, K, T, n, names, NULL, NULL};
+    const cpu_tune_key key = {.family = g_gemm_family[r], .kernel_set = I8_KERNEL_SET, .N = s->N, .K = K, .T = T,
+                              .n_cand = n, .names = names};
     s->gemm[r] = t.isa[cpu_tune_pick(&key, tune_gemm_run, &t, s->gemm_how[r], sizeof s->gemm_how[r])];
     free(t.xq);
     free(t.sx);
@@ -411,7 +427,8 @@ static void tune_gemm(tp_cpu_int8 *c, i8_shape *s, const void *W, int r) {
 static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     tp_cpu_int8 *c = i8_impl(b);
     if (c->forced || (size_t)N * K < TUNE_MIN_ELEMS || shape_find(c, N, K) || c->n_shapes == I8_MAX_SHAPES) return;
-    tune_ctx t = {.W = W, .N = N, .K = K, .sx = 1.0f / XQ_MAX, .scale = scales_of(W, N, K)};
+    tune_ctx t = {.b = b, .W = W, .N = N, .K = K, .scale = scales_of(W, N, K)};
+    for (int i = 0; i < TUNE_T2; i++) t.sx[i] = 1.0f / XQ_MAX;
     const char *names[I8_N_ISA];
     int n = 0;
     for (int i = I8_N_ISA - 1; i >= 0; i--) /* highest first: a tie keeps it */
@@ -419,10 +436,13 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
             t.isa[n] = (i8_isa)i;
             names[n++] = g_isa_short[i];
         }
-    t.xq = tp_malloc(((size_t)K + 32) * sizeof *t.xq);
-    for (int k = 0; k < K + 32; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383); /* any x: the time is the same */
-    t.y = tp_malloc((size_t)N * sizeof *t.y);
-    const cpu_tune_key key = {"int8-gemv", I8_KERNEL_SET, N, K, 1, n, names, NULL, NULL};
+    const size_t nx = (size_t)TUNE_T2 * K + 32;
+    t.xq = tp_malloc(nx * sizeof *t.xq);
+    for (size_t k = 0; k < nx; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383); /* any x: the time is the same */
+    t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
+    const cpu_tune_key key = {.family = "int8-gemv", .kernel_set = I8_KERNEL_SET, .N = N, .K = K, .T = 1 + TUNE_T2,
+                              .n_cand = n, .names = names, .run = "T = 1 and 8 with the step's threads, from memory",
+                              .stream = W, .stream_bytes = cpu_int8_q_bytes(N, K), .recheck = 1};
     i8_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;
@@ -514,7 +534,7 @@ static void gemm(tp_backend *b, float *y, const float *x, const void *W, const f
         int16_t *xq = tp_malloc((size_t)T * K * sizeof *xq + 64); /* + 64: the GEMM's 32-bit reads past K */
         float *sx = tp_malloc((size_t)T * sizeof *sx);
         cpu_int8_quantize_x(xq, sx, x, T, K, c->n_threads);
-        if (pk == I8_GEMM_GEMV) gemv_path(b, gv, xq, sx, W, T, N, K, &e);
+        if (pk == I8_GEMM_GEMV) gemv_path(b, gv, xq, sx, W, T, N, K, &e, NULL);
         else gemm_int(gi, xq, sx, W, T, N, K, &e, c->n_threads);
         free(xq);
         free(sx);

@@ -199,9 +199,10 @@ typedef struct {
     int N, K;
     f32_tier tier[F32_N_TIER];
 } rows_tune_ctx;
-static void rows_tune_run(void *ctx, int cand) {
+static double rows_tune_run(void *ctx, int cand) {
     const rows_tune_ctx *t = ctx;
     rows_run(t->tier[cand], t->y, t->x, t->W, ROWS_TUNE_T, t->N, t->K, 0, t->N, 0);
+    return -1.0; /* one thread: cpu_tune times it */
 }
 
 /* The tier for [N, K]: the first call of a shape picks it (the rows kernel only runs from 2
@@ -227,7 +228,8 @@ static f32_tier rows_tier(tp_backend *b, const float *x, const float *W, int T, 
             names[n++] = g_rows_names[i];
         }
     t.y = tp_malloc((size_t)ROWS_TUNE_T * N * sizeof *t.y);
-    const cpu_tune_key key = {"f32-rows", "f32k1", N, K, ROWS_TUNE_T, n, names, NULL, NULL};
+    const cpu_tune_key key = {.family = "f32-rows", .kernel_set = "f32k1", .N = N, .K = K, .T = ROWS_TUNE_T, .n_cand = n,
+                              .names = names};
     char how[512];
     const f32_tier pick = t.tier[cpu_tune_pick(&key, rows_tune_run, &t, how, sizeof how)];
     free(t.y);

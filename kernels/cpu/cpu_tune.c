@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +24,38 @@
 
 #define CACHE_HEADER "# tpgen CPU kernel choices, measured at load (docs/KERNELS.md); delete this file to measure again"
 #define TUNE_BUDGET_S 0.030
-#define TUNE_MIN_ROUNDS 2
-#define TUNE_MAX_ROUNDS 8
+#define TUNE_MIN_ROUNDS 3
+#define TUNE_MAX_ROUNDS 12
+#define RECHECK_ROUNDS 3
+#define RECHECK_MARGIN 0.08 /* a cached choice is contradicted when another candidate is faster by more */
 #define TUNE_DROP 4.0 /* a first timed run slower than this times the fastest: out of the rounds */
 #define TUNE_MARGIN 0.02 /* a later (lower) candidate wins only when faster by more than this */
 
 /* CPU time of the calling thread (file comment of cpu_tune.h: preemption does not count). */
-static double thread_seconds(void) {
+double cpu_tune_thread_seconds(void) {
     struct timespec ts;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return tp_now_seconds();
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Evicts [p, p + n) from every cache level (clflush: write-back and invalidate), so the next run
+ * reads it from memory as a decode step does; a no-op off x86-64. */
+static void evict(const void *p, size_t n) {
+#if defined(__x86_64__)
+    const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)63), *end = (const char *)p + n;
+    for (; c < end; c += 64) __builtin_ia32_clflush(c);
+    __builtin_ia32_mfence();
+#else
+    (void)p, (void)n;
+#endif
+}
+
+/* One timed run of candidate i: its seconds (cpu_tune.h: as the run timed itself, or the calling
+ * thread's CPU time). */
+static double timed_run(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, int i) {
+    if (k->stream) evict(k->stream, k->stream_bytes);
+    const double t0 = cpu_tune_thread_seconds(), own = run(ctx, i);
+    return own >= 0 ? own : cpu_tune_thread_seconds() - t0;
 }
 
 /* The CPU's brand string (CPUID 0x80000002-4), spaces trimmed; "unknown-cpu" elsewhere. */
@@ -274,63 +297,94 @@ static int cache_store(const char *path, const char *key, const cpu_tune_key *k,
     return rc;
 }
 
+/* The least time of each candidate over `rounds` rounds (at least min_rounds, then until budget
+ * seconds have passed), the order rotated every round, after a warm-up run each; with drop,
+ * a first run over TUNE_DROP x the fastest leaves the rounds (live[i] = 0). */
+static void time_rounds(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, int nc, int min_rounds,
+                        int max_rounds, double budget, int drop, double *best, int *live) {
+    double warm_min = 1e30;
+    for (int i = 0; i < nc; i++) run(ctx, i); /* untimed: caches, page tables, the AVX-512 units woken */
+    for (int i = 0; i < nc; i++) {
+        best[i] = timed_run(k, run, ctx, i);
+        warm_min = best[i] < warm_min ? best[i] : warm_min;
+    }
+    for (int i = 0; i < nc; i++) live[i] = !drop || best[i] <= TUNE_DROP * warm_min;
+    const double start = tp_now_seconds();
+    for (int r = 0; r < max_rounds; r++) {
+        if (r >= min_rounds && tp_now_seconds() - start > budget) break;
+        for (int j = 0; j < nc; j++) {
+            const int i = (j + r) % nc;
+            if (!live[i]) continue;
+            const double dt = timed_run(k, run, ctx, i);
+            best[i] = dt < best[i] ? dt : best[i];
+        }
+    }
+}
+
+/* "NAME 0.410, NAME 0.388 (dropped: ...)" */
+static void times_str(char *out, size_t size, const cpu_tune_key *k, int nc, const double *best, const int *live) {
+    out[0] = 0;
+    for (int i = 0; i < nc; i++)
+        snprintf(out + strlen(out), size - strlen(out), "%s%s %.3f%s", i ? ", " : "", k->names[i], best[i] * 1e3,
+                 live[i] ? "" : " (dropped: over 4x the fastest)");
+}
+
+/* The re-check of a cached choice c (cpu_tune.h): 1 when another candidate is faster by more
+ * than RECHECK_MARGIN; the times in times. */
+static int contradicted(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, int nc, int c, char *times,
+                        size_t size) {
+    double best[CPU_TUNE_MAX_CAND];
+    int live[CPU_TUNE_MAX_CAND];
+    time_rounds(k, run, ctx, nc, RECHECK_ROUNDS, RECHECK_ROUNDS, 0.0, 0, best, live);
+    times_str(times, size, k, nc, best, live);
+    for (int i = 0; i < nc; i++)
+        if (i != c && best[i] < best[c] * (1.0 - RECHECK_MARGIN)) return 1;
+    return 0;
+}
+
 int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *how, size_t how_size) {
     if (k->n_cand <= 1) {
         snprintf(how, how_size, "the only kernel this CPU runs");
         return 0;
     }
-    char path[1024], key[1024];
+    char path[1024], key[1024], was[1600] = "";
     cpu_tune_cache_path(path, sizeof path);
     make_key(k, key, sizeof key);
+    const int nc = k->n_cand < CPU_TUNE_MAX_CAND ? k->n_cand : CPU_TUNE_MAX_CAND;
     if (path[0]) {
         char *keep = NULL;
         const int c = cache_read(path, key, k, &keep, 0);
         free(keep);
-        if (c >= 0) {
-            snprintf(how, how_size, "cached in %s", path);
+        const char *rc = getenv("TPGEN_KERNEL_RECHECK");
+        const int recheck = k->recheck && c >= 0 && c < nc && !(rc && strcmp(rc, "off") == 0);
+        char times[256];
+        if (c >= 0 && recheck && contradicted(k, run, ctx, nc, c, times, sizeof times)) {
+            snprintf(was, sizeof was, "; the cached choice %s in %s was contradicted when re-checked (ms: %s)",
+                     k->names[c], path, times);
+        } else if (c >= 0) {
+            if (recheck) snprintf(how, how_size, "cached in %s, re-checked (ms: %s)", path, times);
+            else snprintf(how, how_size, "cached in %s", path);
             return c;
         }
     }
-    /* warm-up, then rounds (file comment) */
-    double best[CPU_TUNE_MAX_CAND], warm_min = 1e30;
+    double best[CPU_TUNE_MAX_CAND];
     int live[CPU_TUNE_MAX_CAND];
-    const int nc = k->n_cand < CPU_TUNE_MAX_CAND ? k->n_cand : CPU_TUNE_MAX_CAND;
-    for (int i = 0; i < nc; i++) run(ctx, i); /* untimed: caches, page tables, the AVX-512 units woken */
-    for (int i = 0; i < nc; i++) {
-        const double t0 = thread_seconds();
-        run(ctx, i);
-        best[i] = thread_seconds() - t0;
-        warm_min = best[i] < warm_min ? best[i] : warm_min;
-    }
-    for (int i = 0; i < nc; i++) live[i] = best[i] <= TUNE_DROP * warm_min;
-    const double start = thread_seconds();
-    for (int r = 0; r < TUNE_MAX_ROUNDS; r++) {
-        if (r >= TUNE_MIN_ROUNDS && thread_seconds() - start > TUNE_BUDGET_S) break;
-        for (int j = 0; j < nc; j++) {
-            const int i = (j + r) % nc;
-            if (!live[i]) continue;
-            const double t0 = thread_seconds();
-            run(ctx, i);
-            const double dt = thread_seconds() - t0;
-            best[i] = dt < best[i] ? dt : best[i];
-        }
-    }
+    time_rounds(k, run, ctx, nc, TUNE_MIN_ROUNDS, TUNE_MAX_ROUNDS, TUNE_BUDGET_S, 1, best, live);
     int pick = 0;
     for (int i = 1; i < nc; i++)
         if (best[i] < best[pick] * (1.0 - TUNE_MARGIN)) pick = i;
-    char times[256] = "", at[96];
+    char times[256], at[96];
     if (k->run) snprintf(at, sizeof at, "%s", k->run);
     else snprintf(at, sizeof at, "T = %d", k->T);
-    for (int i = 0; i < nc; i++)
-        snprintf(times + strlen(times), sizeof times - strlen(times), "%s%s %.3f%s", i ? ", " : "", k->names[i],
-                 best[i] * 1e3, live[i] ? "" : " (dropped: over 4x the fastest)");
+    times_str(times, sizeof times, k, nc, best, live);
     if (path[0]) {
         char line[1536];
         snprintf(line, sizeof line, "%s\t%s\t%s", key, k->names[pick], times);
         if (cache_store(path, key, k, line) == 0)
-            snprintf(how, how_size, "measured at %s (ms: %s), saved to %s", at, times, path);
+            snprintf(how, how_size, "measured at %s (ms: %s), saved to %s%s", at, times, path, was);
         else
-            snprintf(how, how_size, "measured at %s (ms: %s), not saved: %s: %s", at, times, path, strerror(errno));
+            snprintf(how, how_size, "measured at %s (ms: %s), not saved: %s: %s%s", at, times, path, strerror(errno),
+                     was);
     } else {
         snprintf(how, how_size, "measured at %s (ms: %s), not cached (TPGEN_KERNEL_CACHE=off)", at, times);
     }

@@ -10,15 +10,29 @@
  * Deleting it measures again. A line that does not parse (or a file without the header) is
  * ignored with a warning; the file is then rewritten from what did parse plus the new choices.
  *
- * Timing: one GEMV of the whole matrix at T = 1 on the calling thread, in that thread's CPU time
- * (CLOCK_THREAD_CPUTIME_ID): time the thread spends preempted does not count, so a loaded
- * machine does not pick at random (wall time across threads did, measured: 5-13 ms for a 0.8 ms
- * kernel), and the threads split the rows alike for every kernel. Each candidate runs once
- * untimed, once timed (one slower than 4x the fastest drops out), then rounds of one run each, the
- * candidates in an order rotated every round, until ~30 ms have passed (at least 2 and at most 8
- * rounds); the least time of each is compared, and a later candidate (a lower tier) wins only
- * when more than 2% faster: at T = 1 the tiers are often level on the memory bus, and a coin
- * toss between them would change bf16's roundings from one load to the next. */
+ * Timing: what one run does is the family's choice. The weight GEMV families run what a decode
+ * step runs (issue 43): the whole matrix with the backend's threads, split as in a step, and with
+ * `stream` set the matrix is evicted from the caches before every timed run, so it is read from
+ * memory as in a step, where the model's weights are far larger than the last-level cache (timed
+ * on one thread with the matrix cached, the bf16 GEMV chose avx2 on an AMX Xeon, 0.75 vs 1.15 ms,
+ * where a decode step was 1.16x faster on avx512bf16). Such a run times itself: each thread its
+ * own CPU time (CLOCK_THREAD_CPUTIME_ID) over its share, the run's time the largest
+ * (cpu_tune_thread_seconds); a run that returns a negative number is timed by the caller in the
+ * calling thread's CPU time (attention's single-thread builds). CPU time: time a thread spends
+ * preempted does not count, so a loaded machine does not pick at random (wall time across
+ * threads did, measured: 5-13 ms for a 0.8 ms kernel, and 30 ms for a 0.2 ms one while two
+ * builds ran). Each candidate runs once untimed, once timed (one slower than 4x the fastest drops
+ * out), then rounds of one run each, the candidates in an order rotated every round, until ~30 ms
+ * have passed (at least 3 and at most 12 rounds); the least time of each is compared, and a later
+ * candidate (a lower tier) wins only when more than 2% faster: at T = 1 the tiers are often level
+ * on the memory bus, and a coin toss between them would change bf16's roundings from one load to
+ * the next.
+ *
+ * Re-check (`recheck` set: the weight GEMVs): a cached choice is timed again at load against the
+ * other candidates, 3 rounds, the least of each; when another is faster by more than 8%, the
+ * cached choice is contradicted (measured while the machine was busy, or the machine changed
+ * under the same key), and the shape is measured again and the line rewritten. A few ms a shape.
+ * TPGEN_KERNEL_RECHECK=off uses cached choices as they are (and an edited line as edited). */
 #ifndef TPGEN_CPU_TUNE_H
 #define TPGEN_CPU_TUNE_H
 
@@ -36,10 +50,18 @@ typedef struct {
     const char *shape;        /* NULL: the shape is "NxK"; else these words (a family whose shape is no
                                  N x K, e.g. attention's heads and block size; no tab or newline) */
     const char *run;          /* NULL: the report says "at T = <T>"; else "at <run>" (what one timed run is) */
+    const void *stream;       /* NULL, or memory a run reads that a step reads from DRAM: evicted before each timed run */
+    size_t stream_bytes;
+    int recheck;              /* re-check a cached choice (file comment) */
 } cpu_tune_key;
 
-/* Runs candidate cand once on the shape (the caller's scratch inputs and outputs). */
-typedef void cpu_tune_run_fn(void *ctx, int cand);
+/* Runs candidate cand once on the shape (the caller's scratch inputs and outputs); returns the
+ * seconds it took (file comment: its threads' CPU time, the largest), or a negative number for
+ * "time me" (the calling thread's CPU time). */
+typedef double cpu_tune_run_fn(void *ctx, int cand);
+
+/* CPU time of the calling thread, in seconds (CLOCK_THREAD_CPUTIME_ID). */
+double cpu_tune_thread_seconds(void);
 
 /* The index of the chosen candidate; how (how_size bytes): "measured at T = 1 (ms: NAME 0.410, ...),
  * saved to PATH" or "cached in PATH". One candidate: chosen without timing. */

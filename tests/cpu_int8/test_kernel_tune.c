@@ -1,7 +1,8 @@
 /* Kernel selection by measurement (kernels/cpu/cpu_tune.c) for the int8 and bf16 GEMV families
  * (f32's rows kernel and attention too, below):
  * the choice is one of this CPU's candidates, the cache file is written, read back (an edited
- * line is obeyed: proof it is read, not measured again), a corrupt file or line is ignored with a
+ * line is obeyed under TPGEN_KERNEL_RECHECK=off: proof it is read, not measured again; re-checked
+ * without it, a slow one is contradicted and measured again), a corrupt file or line is ignored with a
  * warning (ctest checks the warnings' text) and rewritten, TPGEN_CPU_ISA overrides without
  * touching the file, TPGEN_KERNEL_CACHE=off neither reads nor writes, small matrices are not
  * measured, and the chosen kernel's outputs are the c twin's bits (int8). Never which is fastest.
@@ -109,12 +110,22 @@ static void test_int8(void) {
     bc->destroy(bc);
     b->free(b, W);
     b->destroy(b);
-    /* 2. read back */
+    /* 2. read back: as it is with TPGEN_KERNEL_RECHECK=off; re-checked without it (confirmed, or
+     * contradicted on a machine busy at one of the two loads: either says the recheck ran) */
+    setenv("TPGEN_KERNEL_RECHECK", "off", 1);
     b = int8_load(&W, &k, &how);
-    CHECK(strncmp(how, "cached in", 9) == 0, "int8: second load not from the cache: %s", how);
+    unsetenv("TPGEN_KERNEL_RECHECK");
+    CHECK(strncmp(how, "cached in", 9) == 0 && !strstr(how, "re-checked"), "int8: second load not from the cache: %s",
+          how);
     b->free(b, W);
     b->destroy(b);
-    /* 3. an edited line is obeyed: the file is read, not measured again */
+    b = int8_load(&W, &k, &how);
+    CHECK((strncmp(how, "cached in", 9) == 0 && strstr(how, "re-checked")) || strstr(how, "was contradicted"),
+          "int8: a cached choice was not re-checked: %s", how);
+    b->free(b, W);
+    b->destroy(b);
+    /* 3. an edited line is read: with TPGEN_KERNEL_RECHECK=off obeyed as it is; re-checked, the plain-C
+     * twin (over 4x slower than the SIMD tiers) is contradicted, measured again and replaced */
     char *p = txt ? strstr(txt, want) : NULL;
     if (p) {
         char *chosen = p + strlen(want);
@@ -123,11 +134,24 @@ static void test_int8(void) {
         char edited[1 << 16];
         snprintf(edited, sizeof edited, "%.*sc%s", (int)(chosen - txt), txt, end);
         spit(g_cache, edited);
+        setenv("TPGEN_KERNEL_RECHECK", "off", 1);
         b = int8_load(&W, &k, &how);
+        unsetenv("TPGEN_KERNEL_RECHECK");
         CHECK(k && strcmp(k, "c") == 0 && strncmp(how, "cached", 6) == 0, "int8: the edited cache line (c) was not "
               "obeyed: %s (%s)", k, how);
         b->free(b, W);
         b->destroy(b);
+        if (cpu_features_get()->avx2_fma) {
+            b = int8_load(&W, &k, &how);
+            CHECK(k && strcmp(k, "c") != 0 && strstr(how, "the cached choice c") && strstr(how, "was contradicted"),
+                  "int8: the edited cache line (c) was not re-checked: %s (%s)", k, how);
+            char *now = slurp(g_cache);
+            CHECK(now && strstr(now, want) && !strstr(now, "\tc\t"), "int8: the contradicted line was kept: %s",
+                  now ? now : "");
+            free(now);
+            b->free(b, W);
+            b->destroy(b);
+        }
     }
     /* 4. a corrupt line: ignored with a warning, measured again, the file rewritten well-formed */
     spit(g_cache, "# tpgen CPU kernel choices, measured at load (docs/KERNELS.md); delete this file to measure again\n"
@@ -181,6 +205,7 @@ static void test_int8(void) {
 static void test_bf16(void) {
     char err[512];
     remove(g_cache);
+    setenv("TPGEN_KERNEL_RECHECK", "off", 1); /* the second load reads the file as it is (int8 tests the recheck) */
     for (int round = 0; round < 2; round++) {
         tp_backend *b = tp_backend_cpu_bf16_create(2, 1, err, sizeof err);
         if (!b) { printf("bf16 part SKIPPED: %s\n", err); return; }
@@ -192,6 +217,7 @@ static void test_bf16(void) {
         b->free(b, W);
         b->destroy(b);
     }
+    unsetenv("TPGEN_KERNEL_RECHECK");
     char *txt = slurp(g_cache);
     CHECK(txt && strstr(txt, "\tbf16-gemv\t1024x1024\t"), "bf16: no cache line: %s", txt ? txt : "");
     free(txt);
