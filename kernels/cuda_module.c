@@ -32,7 +32,7 @@ static int beside_exe(char *out, size_t size) {
 /* The module's exports: its interface hash first, then every entry point, so a module from
  * other sources is refused at load rather than at first use. */
 static const char *const entry_points[] = {"tpcuda_device_count", "tpcuda_backend_create", "tpcuda_use_int8",
-                                           "tpcuda_comm_nccl_create"};
+                                           "tpcuda_use_int4", "tpcuda_comm_nccl_create"};
 
 #ifdef TPGEN_HAVE_CUDA
 static const char build_dir[] = TPGEN_CUDA_MODULE_DIR; /* the build tree's lib/ */

@@ -11,8 +11,9 @@ foreach(isa c avx2 avxvnni avx512 amx)
                          ENVIRONMENT "TPGEN_KERNEL_CACHE=off")
   endforeach()
 endforeach()
-# by T as in a job (GEMV up to 16 tokens, the GEMM above), 3 threads (uneven panel ranges)
-add_test(NAME int4_ops_auto_3threads COMMAND test_int4_ops 3 avx512 auto)
+# as in a job: the tiers measured per shape (TPGEN_CPU_ISA unset), the GEMV up to 12 tokens and the
+# GEMM above, 3 threads (uneven panel ranges)
+add_test(NAME int4_ops_auto_3threads COMMAND test_int4_ops 3 auto auto)
 set_tests_properties(int4_ops_auto_3threads PROPERTIES LABELS "unit;cpu_int4" SKIP_RETURN_CODE 77 TIMEOUT 120
                      ENVIRONMENT "TPGEN_KERNEL_CACHE=off")
 # Bad input: a clear message naming the shape, once, non-zero (tests/errors/expect_error.sh).

@@ -5,6 +5,8 @@
 #   nccl_comm         NCCL all-reduce on 2 ranks, one GPU each (skips with fewer GPUs)
 #   nccl_shared_gpu   2 ranks on GPU 0: NCCL refuses clearly; the MPI communicator's staged
 #                     all-reduce of device buffers is exact
+#   cuda_int4_ops     --weights int4's kernels (cuda_int4.cu) against a double reference from the
+#                     canonical form, F16 and BF16, int8 matrices beside them (test_cuda_int4.c)
 #   bw_copy_smoke     the copy-bandwidth probe runs (tests/gpu/check.sh uses it at 1 GiB)
 #   nccl_watchdog     rank 1 skips an all-reduce: rank 0's watchdog aborts it within --comm-timeout,
 #                     names the rank and the collective, and the job exits non-zero
@@ -60,6 +62,12 @@ if(TPGEN_HAVE_CUDA)
   set_tests_properties(cuda_oom_message PROPERTIES LABELS gpu TIMEOUT 60
     SKIP_REGULAR_EXPRESSION "SKIPPED: no CUDA GPU"
     PASS_REGULAR_EXPRESSION "out of device memory: a 4 PiB test buffer needs [0-9.]+ MiB, [0-9.]+ MiB free on device 0")
+
+  add_executable(test_cuda_int4 ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_cuda_int4.c)
+  target_link_libraries(test_cuda_int4 PRIVATE tpgen_kernels ${MATH_LIB})
+  add_dependencies(test_cuda_int4 tpgen_cuda)
+  add_test(NAME cuda_int4_ops COMMAND test_cuda_int4)
+  set_tests_properties(cuda_int4_ops PROPERTIES LABELS "gpu;int4" SKIP_RETURN_CODE 77 TIMEOUT 300)
 
   add_executable(test_nccl_comm ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_nccl_comm.c)
   target_link_libraries(test_nccl_comm PRIVATE tpgen_comm tpgen_kernels tpgen_util ${MATH_LIB})

@@ -7,11 +7,15 @@
 #   gpu_emu_fault_allreduce_count   2 ranks all-reduce different counts / types through
 #   gpu_emu_fault_allreduce_type    comm_nccl.c: the emulated NCCL ends the job, naming both
 #   gpu_emu_cuda_int8               the int8 kernels against the CPU backend (quick shapes)
+#   gpu_emu_cuda_int4               the int4 kernels against a double reference (quick shapes;
+#                                   tests/gpu/test_cuda_int4.c)
+#   gpu_emu_int4_bad_*              a bad int4 matrix (group size, columns, a q or zero past 15)
+#                                   ends the job naming it
 #   gpu_emu_gemm_fallback           the GEMMs with cuBLASLt finding no algorithm: the module's
 #                                   fallback kernels (bias, GELU) and the empty product (K = 0)
 #   gpu_emu_kernels_launched        every __global__ of kernels/cuda/*.cu is in the launch reports
-#                                   (TPGEN_EMU_REPORT) of gpu_emu_cuda_ops, gpu_emu_cuda_int8 and
-#                                   gpu_emu_gemm_fallback (ctest fixtures: they run first, after
+#                                   (TPGEN_EMU_REPORT) of gpu_emu_cuda_ops, gpu_emu_cuda_int8,
+#                                   gpu_emu_cuda_int4 and gpu_emu_gemm_fallback (ctest fixtures: they run first, after
 #                                   gpu_emu_report_reset empties the reports)
 if(TARGET tpgen_cuda_emu)
   set(EMU_FAULT_ENV "TPGEN_CUDA_MODULE=$<TARGET_FILE:tpgen_cuda_emu>")
@@ -51,26 +55,46 @@ if(TARGET tpgen_cuda_emu)
 
   # ---- every __global__ launched: the launch reports of three tests, then the check ----
   set(EMU_REPORTS ${CMAKE_CURRENT_BINARY_DIR}/emu_report_cuda_ops.txt ${CMAKE_CURRENT_BINARY_DIR}/emu_report_int8.txt
-      ${CMAKE_CURRENT_BINARY_DIR}/emu_report_gemm_fallback.txt)
+      ${CMAKE_CURRENT_BINARY_DIR}/emu_report_gemm_fallback.txt ${CMAKE_CURRENT_BINARY_DIR}/emu_report_int4.txt)
   add_test(NAME gpu_emu_report_reset COMMAND ${CMAKE_COMMAND} -E rm -f ${EMU_REPORTS})
   set_tests_properties(gpu_emu_report_reset PROPERTIES FIXTURES_SETUP emu_report_reset LABELS gpu_emu TIMEOUT 30)
   add_test(NAME gpu_emu_cuda_int8 COMMAND test_cuda_int8 20261206 quick)
+  add_test(NAME gpu_emu_cuda_int4 COMMAND test_cuda_int4 20261206 quick)
   add_test(NAME gpu_emu_gemm_fallback COMMAND test_cuda_ops 20261206 gemms)
   set_tests_properties(gpu_emu_gemm_fallback PROPERTIES ENVIRONMENT "TPGEN_EMU_LT_ALGOS=0")
   list(GET EMU_REPORTS 0 r_ops)
   list(GET EMU_REPORTS 1 r_int8)
   list(GET EMU_REPORTS 2 r_fallback)
+  list(GET EMU_REPORTS 3 r_int4)
   set_property(TEST gpu_emu_cuda_ops APPEND PROPERTY ENVIRONMENT "TPGEN_EMU_REPORT=${r_ops}")
   set_property(TEST gpu_emu_cuda_int8 APPEND PROPERTY ENVIRONMENT "TPGEN_EMU_REPORT=${r_int8}")
   set_property(TEST gpu_emu_gemm_fallback APPEND PROPERTY ENVIRONMENT "TPGEN_EMU_REPORT=${r_fallback}")
-  set_tests_properties(gpu_emu_cuda_ops gpu_emu_cuda_int8 gpu_emu_gemm_fallback PROPERTIES
+  set_property(TEST gpu_emu_cuda_int4 APPEND PROPERTY ENVIRONMENT "TPGEN_EMU_REPORT=${r_int4}")
+  set_tests_properties(gpu_emu_cuda_ops gpu_emu_cuda_int8 gpu_emu_cuda_int4 gpu_emu_gemm_fallback PROPERTIES
                        FIXTURES_REQUIRED emu_report_reset FIXTURES_SETUP emu_launch_reports)
   add_test(NAME gpu_emu_kernels_launched COMMAND ${TPGEN_PYTHON3} ${EMU_DIR}/kernels_launched.py
            ${CMAKE_SOURCE_DIR}/kernels/cuda ${EMU_REPORTS})
   set_tests_properties(gpu_emu_kernels_launched PROPERTIES FIXTURES_REQUIRED emu_launch_reports)
 
+  # ---- bad int4 matrices: the backend dies naming the shape, group or value ----
+  set(EMU_INT4_BAD bash ${TPGEN_EXPECT_ERROR})
+  add_test(NAME gpu_emu_int4_bad_group COMMAND ${EMU_INT4_BAD}
+           "cuda int4: matrix_bytes_q4: group size 48 of a \\[8, 96\\] matrix: must be a positive multiple of 32"
+           $<TARGET_FILE:test_cuda_int4> 1 bad-group)
+  add_test(NAME gpu_emu_int4_bad_cols COMMAND ${EMU_INT4_BAD}
+           "cuda int4: matrix_bytes_q4: a \\[8, 96\\] matrix has 96 columns, not a multiple of its group size 64"
+           $<TARGET_FILE:test_cuda_int4> 1 bad-cols)
+  add_test(NAME gpu_emu_int4_bad_q COMMAND ${EMU_INT4_BAD}
+           "cuda int4: matrix_upload_q4: q\\[5, 33\\] = 16 of a \\[8, 64\\] matrix is not a 4-bit value \\(0..15\\)"
+           $<TARGET_FILE:test_cuda_int4> 1 bad-q)
+  add_test(NAME gpu_emu_int4_bad_zero COMMAND ${EMU_INT4_BAD}
+           "cuda int4: matrix_upload_q4: zero\\[3, 1\\] = 200 of a \\[8, 64\\] matrix is not a 4-bit value"
+           $<TARGET_FILE:test_cuda_int4> 1 bad-zero)
+  set_tests_properties(gpu_emu_int4_bad_group gpu_emu_int4_bad_cols gpu_emu_int4_bad_q gpu_emu_int4_bad_zero
+                       PROPERTIES LABELS "gpu_emu;errors" TIMEOUT 60 ENVIRONMENT "${EMU_FAULT_ENV}")
+
   set(EMU_COVER_TESTS gpu_emu_fault_missing_barrier gpu_emu_fault_allreduce_count gpu_emu_fault_allreduce_type
-      gpu_emu_cuda_int8 gpu_emu_gemm_fallback gpu_emu_kernels_launched)
+      gpu_emu_cuda_int8 gpu_emu_cuda_int4 gpu_emu_gemm_fallback gpu_emu_kernels_launched)
   set_tests_properties(${EMU_COVER_TESTS} PROPERTIES LABELS "gpu_emu;mpi" TIMEOUT 120)
   set_property(TEST ${EMU_COVER_TESTS} APPEND PROPERTY ENVIRONMENT "${EMU_FAULT_ENV}")
 endif()

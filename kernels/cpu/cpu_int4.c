@@ -298,34 +298,21 @@ void cpu_int4_panels_c(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P
 }
 
 /* ---- the kernels of a tier ---- */
-#ifndef I4_SIMD
-#define I4_SIMD 0 /* the SIMD tiers are not built yet */
-#endif
 static cpu_i4_panels_fn *gemv_fn(i4_isa isa) {
-#if I4_SIMD
     switch (isa) {
     case I4_ISA_AVX512VNNI: return cpu_int4_gemv_avx512vnni;
     case I4_ISA_AVXVNNI: return cpu_int4_gemv_avxvnni;
     case I4_ISA_AVX2: return cpu_int4_gemv_avx2;
     default: return cpu_int4_panels_c;
     }
-#else
-    (void)isa;
-    return cpu_int4_panels_c;
-#endif
 }
 static cpu_i4_panels_fn *gemm_fn(i4_isa isa) {
-#if I4_SIMD
     switch (isa) {
     case I4_ISA_AVX512VNNI: return cpu_int4_gemm_avx512vnni;
     case I4_ISA_AVXVNNI: return cpu_int4_gemm_avxvnni;
     case I4_ISA_AVX2: return cpu_int4_gemm_avx2;
     default: return cpu_int4_panels_c;
     }
-#else
-    (void)isa;
-    return cpu_int4_panels_c;
-#endif
 }
 
 /* The GEMV: each thread one contiguous range of panels, all T tokens (one sequential read). */
@@ -342,6 +329,10 @@ static void run_gemv(i4_isa isa, const cpu_i4_x *x, const uint8_t *q, int N, con
 #define SP 16
 #define XC_BYTES (192 << 10)
 static void run_gemm(i4_isa isa, const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_epi *e, int nt) {
+    if (isa == I4_ISA_AMX) {
+        cpu_int4_gemm_amx(x, q, N, e, nt);
+        return;
+    }
     cpu_i4_panels_fn *fn = gemm_fn(isa);
     const int np = cpu_i4_panels(N), T = x->T;
     int sp = (np + nt - 1) / nt;
@@ -356,28 +347,59 @@ static void run_gemm(i4_isa isa, const cpu_i4_x *x, const uint8_t *q, int N, con
     }
 }
 
-/* x's integer form: xq, sx (cpu_int8_quantize_x) and the group sums; free with x_free. */
+/* One token's bytes (cpu_i4_x_bytes' form, written as vectors: an 8-k shuffle and two byte
+ * narrowings; the table loop was 6% of an amx prefill, perf) and its group sums (omp simd: an
+ * integer sum is exact in any order). */
+typedef int16_t v8s __attribute__((vector_size(16)));
+typedef uint8_t v8u8 __attribute__((vector_size(8)));
+typedef int8_t v8s8 __attribute__((vector_size(8)));
+CPU_SIMD_CLONES static void i4_x_row(uint8_t *lo, int8_t *hi, int32_t *xs, const int16_t *xq, int K, int KG) {
+    const v8s perm = {0, 4, 1, 5, 2, 6, 3, 7}; /* cpu_i4_xperm */
+    for (int k = 0; k < K; k += 8) {
+        v8s v;
+        memcpy(&v, xq + k, sizeof v);
+        v = __builtin_shuffle(v, perm);
+        const v8s b = v & 255;
+        const v8u8 l = __builtin_convertvector(b, v8u8);
+        const v8s8 h = __builtin_convertvector((v - b) >> 8, v8s8); /* exact: v - b is a multiple of 256 */
+        memcpy(lo + k, &l, sizeof l);
+        memcpy(hi + k, &h, sizeof h);
+    }
+    for (int g = 0; g < K / KG; g++) {
+        const int16_t *p = xq + (size_t)g * KG;
+        int32_t s = 0; /* |s| <= 8192 * 16383 */
+        #pragma omp simd reduction(+ : s)
+        for (int k = 0; k < KG; k++) s += p[k];
+        xs[g] = s;
+    }
+}
+
+/* x's integer form: xq, sx (cpu_int8_quantize_x), the group sums and the byte planes
+ * (cpu_int4_kernels.h); free with x_free. */
 static cpu_i4_x x_make(const float *x, int T, int K, int KG, int nt) {
-    cpu_i4_x r = {NULL, NULL, NULL, T, K, KG};
+    cpu_i4_x r = {NULL, NULL, NULL, NULL, NULL, T, K, KG};
     int16_t *xq = tp_malloc((size_t)T * K * sizeof *xq + 64); /* + 64: pairs read as 32 bits */
     float *sx = tp_malloc((size_t)T * sizeof *sx);
     const int ng = K / KG;
     int32_t *xs = tp_malloc((size_t)T * ng * sizeof *xs);
     cpu_int8_quantize_x(xq, sx, x, T, K, nt);
+    const size_t Tp = ((size_t)T + 15) / 16 * 16; /* zero rows to 16 tokens (cpu_int4_kernels.h) */
+    uint8_t *lo = tp_malloc(Tp * K + 64);
+    int8_t *hi = tp_malloc(Tp * K + 64);
+    memset(lo + (size_t)T * K, 0, (Tp - T) * K + 64);
+    memset(hi + (size_t)T * K, 0, (Tp - T) * K + 64);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && T > 1 && (size_t)T * K >= 4 * CPU_PAR_MIN)
     for (int t = 0; t < T; t++)
-        for (int g = 0; g < ng; g++) {
-            const int16_t *p = xq + (size_t)t * K + (size_t)g * KG;
-            int32_t s = 0; /* |s| <= 8192 * 16383 */
-            for (int k = 0; k < KG; k++) s += p[k];
-            xs[(size_t)t * ng + g] = s;
-        }
-    r.xq = xq, r.sx = sx, r.xsum = xs;
+        i4_x_row(lo + (size_t)t * K, hi + (size_t)t * K, xs + (size_t)t * ng, xq + (size_t)t * K, K, KG);
+    r.xq = xq, r.sx = sx, r.xsum = xs, r.xlo = lo, r.xhi = hi;
     return r;
 }
 static void x_free(cpu_i4_x *x) {
     free((void *)x->xq);
     free((void *)x->sx);
     free((void *)x->xsum);
+    free((void *)x->xlo);
+    free((void *)x->xhi);
 }
 
 /* ---- the tier per shape: measured at load (cpu_tune.h), cached, forced, or the highest ---- */
@@ -422,7 +444,9 @@ static int tune_cands(const tp_cpu_int4 *c, unsigned mask, tune_ctx *t, const ch
     return n;
 }
 static unsigned gemv_tiers(void) { return ~(1u << I4_ISA_AMX); }
-static unsigned gemm_tiers(void) { return ~(1u << I4_ISA_AMX); }
+/* The GEMM's: avx2 and up where this CPU has one (the twin ran 100x slower than amx at T = 32:
+ * not worth timing at load), else the twin. */
+static unsigned gemm_tiers_of(unsigned cands) { return cands & ~1u ? ~1u : 1u; }
 
 static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
     tp_cpu_int4 *c = i4_impl(b);
@@ -444,7 +468,7 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
     for (int r = GEMM_SMALL; r <= GEMM_BIG; r++) {
         const int T = g_gemm_tune_t[r], Ns = N < g_gemm_tune_rows[r] ? N : g_gemm_tune_rows[r];
         tune_ctx g = {.q = q, .N = Ns, .gemm = 1};
-        n = tune_cands(c, gemm_tiers(), &g, names);
+        n = tune_cands(c, gemm_tiers_of(c->cands), &g, names);
         g.x = tune_x(T, K, KG);
         g.y = tp_malloc((size_t)T * Ns * sizeof *g.y);
         const cpu_tune_key gk = {g_gemm_family[r], I4_KERNEL_SET, N, K, T, n, names, shape, NULL};
@@ -476,7 +500,7 @@ const char *cpu_int4_choice(tp_backend *b, int N, int K, int group, int T, const
                : (size_t)N * K < TUNE_MIN_ELEMS ? "the highest tier (below the measured size)"
                                                 : "the highest tier (not measured)";
     if (s) return g_isa_short[gemm ? s->gemm[r] : s->gemv];
-    return g_isa_short[gemm ? highest(c->cands, gemm_tiers()) : c->gemv_isa];
+    return g_isa_short[gemm ? highest(c->cands, gemm_tiers_of(c->cands)) : c->gemv_isa];
 }
 
 /* ---- the ops ---- */
@@ -497,7 +521,7 @@ static void gemm_int4(tp_backend *b, float *y, const float *x, const uint8_t *q,
     const int N = h->N, K = h->K, KG = h->kgroup, gemm = use_gemm(c, T);
     const i4_shape *s = shape_find(c, N, K, KG);
     const int r = T >= GEMM_BIG_T ? GEMM_BIG : GEMM_SMALL;
-    const i4_isa isa = gemm ? (s ? s->gemm[r] : highest(c->cands, gemm_tiers())) : (s ? s->gemv : c->gemv_isa);
+    const i4_isa isa = gemm ? (s ? s->gemm[r] : highest(c->cands, gemm_tiers_of(c->cands))) : (s ? s->gemv : c->gemv_isa);
     c->used[lg][gemm] |= 1u << isa;
     c->int4_ran[lg] = 1;
     if (c->verbose) {
@@ -555,7 +579,7 @@ static const char *i4_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
     if (op == TP_OP_ATTENTION || (lg && !c->int4_ran[1])) return c->i8.kernel_name(&c->i8, op, T, D);
     const int gemm = use_gemm(c, T);
     unsigned used = c->used[lg][gemm];
-    if (!used) used = 1u << (gemm ? highest(c->cands, gemm_tiers()) : c->gemv_isa);
+    if (!used) used = 1u << (gemm ? highest(c->cands, gemm_tiers_of(c->cands)) : c->gemv_isa);
     char *buf = c->names[lg][gemm];
     const size_t size = sizeof c->names[lg][gemm];
     snprintf(buf, size, "%s-int4-", gemm ? "gemm" : "gemv");
@@ -603,7 +627,7 @@ int tp_backend_cpu_use_int4(tp_backend *b, int verbose, char *err, size_t err_si
     int forced;
     if (cpu_tier_forced(&cap, &forced, err, err_size)) return -1;
     const cpu_features *f = cpu_features_get();
-    const int have[I4_N_ISA] = {1, I4_SIMD && f->avx2_fma, I4_SIMD && f->avxvnni, I4_SIMD && f->avx512vnni, 0};
+    const int have[I4_N_ISA] = {1, f->avx2_fma, f->avxvnni, f->avx512vnni, f->amx_int8 && f->avx512vnni};
     tp_cpu_int4 *c = tp_calloc(1, sizeof *c);
     c->i8 = *b;
     c->n_threads = cpu_threads(b);
@@ -614,7 +638,8 @@ int tp_backend_cpu_use_int4(tp_backend *b, int verbose, char *err, size_t err_si
         if (have[i] && i <= (int)cap) c->cands |= 1u << i;
     c->isa = highest(c->cands, ~0u);
     c->gemv_isa = highest(c->cands, gemv_tiers());
-    c->few_tokens = c->isa >= I4_ISA_AVX2 ? 16 : 4;
+    /* this Xeon, bench_int4_gemm: the GEMV 21 ms at T = 8 against amx's 31, 39 at 16 against 32 */
+    c->few_tokens = 12;
     b->impl = c;
     b->weights = "int4";
     b->matrix_bytes = i8w_matrix_bytes;
@@ -632,7 +657,7 @@ int tp_backend_cpu_use_int4(tp_backend *b, int verbose, char *err, size_t err_si
     if (verbose)
         tp_log0("cpu int4: weights int4 (groups of scale + zero), lm_head int8; GEMV (T <= %d) -> %s; GEMM -> %s%s\n",
                 c->few_tokens, forced ? g_isa_short[c->gemv_isa] : "measured per shape",
-                forced ? g_isa_short[highest(c->cands, gemm_tiers())] : "measured per shape",
+                forced ? g_isa_short[highest(c->cands, gemm_tiers_of(c->cands))] : "measured per shape",
                 force == I4_PATH_GEMV   ? " (TPGEN_INT4_GEMM=gemv: GEMV for every T)"
                 : force == I4_PATH_GEMM ? " (TPGEN_INT4_GEMM=gemm: GEMM for every T)"
                                         : "");

@@ -23,7 +23,10 @@
 
 #define NR CPU_I4_NR
 #define ZMR 8 /* tokens a GEMM tile */
-#define GMR 4 /* tokens a GEMV tile */
+#define GMR 8 /* tokens a GEMV tile */
+#ifndef PF
+#define PF 12288 /* bytes of prefetch distance, along the thread's panels */
+#endif
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -32,84 +35,78 @@
 #define Z_FN static inline __attribute__((always_inline, target(Z_TARGET)))
 #define UNROLL _Pragma("GCC unroll 8")
 
-static inline int32_t x_pair(const int16_t *x, long p) {
+/* acc += the products of a's 4 unsigned bytes and b's 4 signed bytes per lane (vpdpbusd). In
+ * asm, in place: with the intrinsic gcc 12 copied every accumulator once a step (objdump: 16
+ * vmovdqa a line pair at T = 1 for 8 vpdpwssd). */
+#define DPBUSD(acc, a, b) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b))
+
+static inline int32_t x_quad(const void *p) {
     int32_t v;
-    memcpy(&v, x + 2 * p, sizeof v);
+    memcpy(&v, p, sizeof v);
     return v;
 }
 
-/* o[t][16 j + r] = the f32 sums (acc, before sx) of token t0 + t, row r of panel j (p0 + j pb). */
-Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, size_t pb, int t0, const int MT, const int NP, const int S,
-                float o[ZMR][2 * NR]) {
+/* o[t][r] = the f32 sums (acc, before sx) of token t0 + t, row r of the panel p0. S = 2: the
+ * even and odd bytes' sums in chains of their own (T = 1: 4 chains). */
+Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, const int S, float o[ZMR][NR]) {
     const int K = x->K, KG = x->KG, ng = K / KG, steps = KG / 8;
-    const int16_t *xr = x->xq + (size_t)t0 * K;
+    const uint8_t *xl = x->xlo + (size_t)t0 * K;
+    const int8_t *xh = x->xhi + (size_t)t0 * K;
     const int32_t *xs = x->xsum + (size_t)t0 * ng;
-    const __m512i m4 = _mm512_set1_epi16(15);
-    const float *sc[2];
-    const uint8_t *zp[2];
-    UNROLL for (int j = 0; j < NP; j++) {
-        sc[j] = cpu_i4_scales(p0 + j * pb, K);
-        zp[j] = cpu_i4_zeros(p0 + j * pb, K, KG);
-    }
-    __m512 f[ZMR][2];
-    UNROLL for (int t = 0; t < MT; t++) UNROLL for (int j = 0; j < NP; j++) f[t][j] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const float *sc = cpu_i4_scales(p0, K);
+    const uint8_t *zp = cpu_i4_zeros(p0, K, KG);
+    __m512 f[ZMR];
+    UNROLL for (int t = 0; t < MT; t++) f[t] = _mm512_setzero_ps();
     for (int g = 0; g < ng; g++) {
-        __m512i a[4][ZMR][2];
-        UNROLL for (int c = 0; c < S; c++) UNROLL for (int t = 0; t < MT; t++) UNROLL for (int j = 0; j < NP; j++)
-            a[c][t][j] = _mm512_setzero_si512();
+        __m512i lo[2][ZMR], hi[2][ZMR]; /* [even / odd][token] */
+        UNROLL for (int c = 0; c < S; c++) UNROLL for (int t = 0; t < MT; t++) lo[c][t] = hi[c][t] = _mm512_setzero_si512();
         const uint8_t *line = p0 + (size_t)g * KG * 8;
-        const long pg = (long)g * KG / 2; /* x's first pair of the group */
+        const size_t kg = (size_t)g * KG;
         for (int s = 0; s < steps; s++, line += 64) {
-            __m512i raw[2];
-            UNROLL for (int j = 0; j < NP; j++) raw[j] = _mm512_load_si512((const void *)(line + j * pb));
-            UNROLL for (int i = 0; i < 4; i++) {
-                __m512i w[2];
-                UNROLL for (int j = 0; j < NP; j++) w[j] = i == 3 ? _mm512_srli_epi16(raw[j], 12)
-                                                          : i == 0 ? _mm512_and_si512(raw[j], m4)
-                                                                   : _mm512_and_si512(_mm512_srli_epi16(raw[j], 4 * i), m4);
-                UNROLL for (int t = 0; t < MT; t++) {
-                    const __m512i xv = _mm512_set1_epi32(x_pair(xr + (size_t)t * K, pg + 4 * s + i));
-                    UNROLL for (int j = 0; j < NP; j++) a[i % S][t][j] = _mm512_dpwssd_epi32(a[i % S][t][j], xv, w[j]);
-                }
+            _mm_prefetch((const char *)(line + PF), _MM_HINT_T0);
+            const __m512i raw = _mm512_load_si512((const void *)line);
+            const __m512i w[2] = {_mm512_and_si512(raw, m4), _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
+            UNROLL for (int t = 0; t < MT; t++) UNROLL for (int c = 0; c < 2; c++) {
+                const size_t at = (size_t)t * K + kg + 8 * (size_t)s + 4 * c;
+                const __m512i xlv = _mm512_set1_epi32(x_quad(xl + at)), xhv = _mm512_set1_epi32(x_quad(xh + at));
+                DPBUSD(lo[c % S][t], xlv, w[c]); /* lo (unsigned) x nibbles */
+                DPBUSD(hi[c % S][t], w[c], xhv); /* nibbles x hi (signed) */
             }
         }
-        UNROLL for (int j = 0; j < NP; j++) {
-            const __m512i z = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(zp[j] + g * NR)));
-            const __m512 scv = _mm512_load_ps(sc[j] + g * NR);
-            UNROLL for (int t = 0; t < MT; t++) {
-                __m512i v = a[0][t][j];
-                UNROLL for (int c = 1; c < S; c++) v = _mm512_add_epi32(v, a[c][t][j]);
-                v = _mm512_sub_epi32(v, _mm512_mullo_epi32(z, _mm512_set1_epi32(xs[(size_t)t * ng + g])));
-                f[t][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), scv, f[t][j]);
-            }
+        const __m512i z = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(zp + g * NR)));
+        const __m512 scv = _mm512_load_ps(sc + g * NR);
+        UNROLL for (int t = 0; t < MT; t++) {
+            __m512i l = lo[0][t], h = hi[0][t];
+            if (S == 2) l = _mm512_add_epi32(l, lo[1][t]), h = _mm512_add_epi32(h, hi[1][t]);
+            __m512i v = _mm512_add_epi32(_mm512_slli_epi32(h, 8), l); /* sum q xq, wrapping */
+            v = _mm512_sub_epi32(v, _mm512_mullo_epi32(z, _mm512_set1_epi32(xs[(size_t)t * ng + g])));
+            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), scv, f[t]);
         }
     }
-    UNROLL for (int t = 0; t < MT; t++) UNROLL for (int j = 0; j < NP; j++) _mm512_storeu_ps(o[t] + NR * j, f[t][j]);
+    UNROLL for (int t = 0; t < MT; t++) _mm512_storeu_ps(o[t], f[t]);
 }
 
-typedef void ztile_fn(const cpu_i4_x *x, const uint8_t *p0, size_t pb, int t0, float o[ZMR][2 * NR]);
-#define ZTILE(M, NP, S)                                                                                                \
-    __attribute__((target(Z_TARGET), noinline)) static void ztile_##M##_##NP(const cpu_i4_x *x, const uint8_t *p0,   \
-                                                                             size_t pb, int t0, float o[ZMR][2 * NR]) { \
-        ztile(x, p0, pb, t0, M, NP, S, o);                                                                             \
+typedef void ztile_fn(const cpu_i4_x *x, const uint8_t *p0, int t0, float o[ZMR][NR]);
+#define ZTILE(M, S)                                                                                                    \
+    __attribute__((target(Z_TARGET), noinline)) static void ztile_##M(const cpu_i4_x *x, const uint8_t *p0, int t0,  \
+                                                                      float o[ZMR][NR]) {                             \
+        ztile(x, p0, t0, M, S, o);                                                                                     \
     }
-ZTILE(1, 1, 4) ZTILE(2, 1, 4) ZTILE(3, 1, 2) ZTILE(4, 1, 2) ZTILE(5, 1, 1) ZTILE(6, 1, 1) ZTILE(7, 1, 1) ZTILE(8, 1, 1)
-ZTILE(1, 2, 4) ZTILE(2, 2, 2) ZTILE(3, 2, 1) ZTILE(4, 2, 1) ZTILE(5, 2, 1) ZTILE(6, 2, 1) ZTILE(7, 2, 1) ZTILE(8, 2, 1)
-static ztile_fn *const g_ztiles[2][ZMR + 1] = {
-    {NULL, ztile_1_1, ztile_2_1, ztile_3_1, ztile_4_1, ztile_5_1, ztile_6_1, ztile_7_1, ztile_8_1},
-    {NULL, ztile_1_2, ztile_2_2, ztile_3_2, ztile_4_2, ztile_5_2, ztile_6_2, ztile_7_2, ztile_8_2}};
+ZTILE(1, 2) ZTILE(2, 2) ZTILE(3, 1) ZTILE(4, 1) ZTILE(5, 1) ZTILE(6, 1) ZTILE(7, 1) ZTILE(8, 1)
+static ztile_fn *const g_ztiles[ZMR + 1] = {NULL,      ztile_1, ztile_2, ztile_3, ztile_4,
+                                            ztile_5, ztile_6, ztile_7, ztile_8};
 
-/* Panels [P0, P1) two at a time, tokens [t0, t1) in tiles of mr, each tile through the epilogue. */
-static void zpanels(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1, const cpu_i4_epi *e,
+/* Panels [P0, P1) in order (one sequential read), tokens [t0, t1) in tiles of mr, each tile
+ * through the epilogue (built for AVX-512: vectors of 16 in its passes). */
+__attribute__((target(Z_TARGET))) static void zpanels(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1, const cpu_i4_epi *e,
                     int mr) {
-    const int K = x->K, KG = x->KG;
-    const size_t pb = cpu_i4_panel_bytes(K, KG);
-    float o[ZMR][2 * NR];
-    for (int P = P0; P < P1; P += 2) {
-        const int np = P1 - P < 2 ? 1 : 2, n0 = P * NR, nn = N - n0 < np * NR ? N - n0 : np * NR;
+    float o[ZMR][NR];
+    for (int P = P0; P < P1; P++) {
+        const int n0 = P * NR, nn = N - n0 < NR ? N - n0 : NR;
         for (int t = t0; t < t1; t += mr) {
             const int m = t1 - t < mr ? t1 - t : mr;
-            g_ztiles[np - 1][m](x, cpu_i4_panel(q, K, KG, P), pb, t, o);
+            g_ztiles[m](x, cpu_i4_panel(q, x->K, x->KG, P), t, o);
             for (int i = 0; i < m; i++) cpu_i4_epi_row(e, t + i, x->sx[t + i], n0, nn, o[i]);
         }
     }

@@ -70,13 +70,33 @@ static inline const uint8_t *cpu_i4_zeros(const uint8_t *panel, int K, int KG) {
     return panel + (size_t)K * 8 + (size_t)(K / KG) * 64;
 }
 
-/* ---- x: xq [T][K] int16 and sx [T] (cpu_int8_quantize_x), xsum [T][K / KG] int32 ---- */
+/* ---- x: xq [T][K] int16 and sx [T] (cpu_int8_quantize_x), xsum [T][K / KG] int32, and xq in
+ * two bytes for the byte dot products (vpdpbusd, AMX), xq = 256 hi + lo, lo = xq mod 256 in
+ * 0..255, hi in -64..63 (|xq| <= 16383): xlo, xhi [T][K], each 8 k of a token (a panel line's)
+ * in the order CPU_I4_XPERM, so that 4 consecutive bytes are the k of one int32 lane of a line's
+ * nibbles unpacked to bytes (cpu_i4_x_bytes); zero rows up to a multiple of 16 tokens (the AMX
+ * kernel's A tiles read them). ---- */
 typedef struct {
     const int16_t *xq;
     const float *sx;
     const int32_t *xsum; /* sum of xq over each kernel group (the zero's term) */
+    const uint8_t *xlo;
+    const int8_t *xhi;
     int T, K, KG;
 } cpu_i4_x;
+
+/* A line's 32 words, masked by bytes: (w & 0x0F0F) has in the 4 bytes of lane j (words 2 j,
+ * 2 j + 1) q[j, k] for k = 8 s + {0, 4, 1, 5}; ((w >> 4) & 0x0F0F) for k = 8 s + {2, 6, 3, 7}.
+ * x's bytes follow that order. */
+static const int cpu_i4_xperm[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+static inline void cpu_i4_x_bytes(uint8_t *lo, int8_t *hi, const int16_t *xq, int K) {
+    for (int s = 0; s < K / 8; s++)
+        for (int i = 0; i < 8; i++) {
+            const int v = xq[8 * s + cpu_i4_xperm[i]], b = v & 255;
+            lo[8 * s + i] = (uint8_t)b;
+            hi[8 * s + i] = (int8_t)((v - b) / 256);
+        }
+}
 
 /* ---- epilogue: v = acc * sx[t] (+ y) (+ bias[n]) (GELU), f32 ---- */
 typedef struct {
@@ -133,5 +153,8 @@ void cpu_int4_gemv_avxvnni(const cpu_i4_x *x, const uint8_t *q, int N, int P0, i
                            const cpu_i4_epi *e);
 void cpu_int4_gemm_avxvnni(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1,
                            const cpu_i4_epi *e);
+/* cpu_int4_amx.c: the whole GEMM (all T tokens, all N rows) on AMX tiles, threads splitting the
+ * panels; the caller checks the CPU (cpu_features: amx_int8). */
+void cpu_int4_gemm_amx(const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_epi *e, int n_threads);
 
 #endif

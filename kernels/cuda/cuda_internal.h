@@ -87,6 +87,7 @@ typedef struct {
 
     int64_t wait_since_ns; /* CLOCK_MONOTONIC ns when the host began waiting on the stream; 0: not waiting */
     int gemv_max_t; /* matmuls with T <= this use the GEMV kernel (TPGEN_GEMV_MAX_T, default 4) */
+    struct tpc_q4 *q4; /* --weights int4: its matrix table, int8 fallbacks, GEMM scratch (cuda_int4.cu); else NULL */
 } tp_cuda;
 
 static inline tp_cuda *tpc(tp_backend *b) { return (tp_cuda *)b; }
@@ -208,7 +209,7 @@ void tpc_matmul_destroy(tp_cuda *c);
 void tpc_attention_init(tp_cuda *c);
 void tpc_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache, const tp_step *st,
                          const tp_attn_shape *a);
-/* The backend's kernel_name (cuda_backend.cu; the int8 matmuls have their own, cuda_int8.cu). */
+/* The backend's kernel_name (cuda_backend.cu; the int8 and int4 matmuls have their own, cuda_int8.cu, cuda_int4.cu). */
 const char *tpc_kernel_name(tp_backend *b, tp_op_class op, int T, int D);
 void tpc_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
                    const tp_step *st, const tp_attn_shape *a);

@@ -2,7 +2,7 @@
  *
  * usage: test_int4_ops THREADS ISA PATH
  *   ISA: c | avx2 | avxvnni | avx512 | amx (the tier, forced through TPGEN_CPU_ISA; amx runs its
- *        GEMM where it has one, avx512vnni's GEMV)
+ *        GEMM, avx512vnni's GEMV) | auto (TPGEN_CPU_ISA unset: the tiers measured per shape)
  *   PATH: gemv | gemm | auto (TPGEN_INT4_GEMM: every T through one path, or by T as in a job)
  *        test_int4_ops bad WHAT N K GROUP: one bad call (the error tests, tests/cpu_int4.cmake)
  * Exits 77 (ctest SKIPPED) when this CPU cannot run the requested tier.
@@ -222,7 +222,8 @@ static void test_shapes(tp_backend *b, tp_backend *bc, const char *label) {
     static const int shapes[][4] = {/* T, N, K, G */
         {1, 35, 256, 32},   {2, 67, 192, 64},  {3, 16, 384, 128}, {4, 9, 96, 32},    {5, 130, 288, 96},
         {7, 33, 512, 128},  {8, 48, 1024, 64}, {13, 17, 640, 128}, {16, 50, 128, 32}, {17, 35, 256, 128},
-        {24, 100, 160, 32}, {40, 23, 512, 64}, {131, 37, 384, 128}, {3, 19, 8256, 8256}, {33, 64, 4096, 128}};
+        {24, 100, 160, 32}, {40, 23, 512, 64}, {131, 37, 384, 128}, {3, 19, 8256, 8256}, {33, 64, 4096, 128},
+        {2, 1030, 1024, 128}, {40, 1030, 1024, 128}}; /* 2^20 weights and more: measured at upload (auto) */
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const int T = shapes[i][0], N = shapes[i][1], K = shapes[i][2], G = shapes[i][3];
         q4m m = q4_random(N, K, G, -0.3 + 0.1 * (int)(i % 4), 0.4);
@@ -328,6 +329,7 @@ static void test_nonfinite(tp_backend *b) {
 
 static int have_tier(const char *isa) {
     const cpu_features *f = cpu_features_get();
+    if (strcmp(isa, "auto") == 0) return 1;
     if (strcmp(isa, "avx2") == 0) return f->avx2_fma;
     if (strcmp(isa, "avxvnni") == 0) return f->avxvnni;
     if (strcmp(isa, "avx512") == 0) return f->avx512vnni;
@@ -336,7 +338,8 @@ static int have_tier(const char *isa) {
 }
 
 static tp_backend *make(int threads, const char *isa, const char *path) {
-    setenv("TPGEN_CPU_ISA", isa, 1);
+    if (strcmp(isa, "auto") == 0) unsetenv("TPGEN_CPU_ISA"); /* measured per shape (cpu_tune.h) */
+    else setenv("TPGEN_CPU_ISA", isa, 1);
     if (strcmp(path, "auto") == 0) unsetenv("TPGEN_INT4_GEMM");
     else setenv("TPGEN_INT4_GEMM", path, 1);
     tp_backend *b = tp_backend_cpu_create(threads);
@@ -387,9 +390,16 @@ int main(int argc, char **argv) {
     snprintf(label, sizeof label, "%s %s", isa, path);
     const char *how, *kern = cpu_int4_choice(b, 64, 64, 32, strcmp(path, "gemm") == 0 ? 64 : 1, &how);
     printf("test_int4_ops: %s runs the %s kernels (%s)\n", label, kern ? kern : "(none)", how);
+    CHECK(kern && (strcmp(isa, "auto") == 0 || strcmp(isa, "c") == 0 ||
+                   strncmp(kern, isa, strlen(isa)) == 0 || (strcmp(isa, "amx") == 0 && strcmp(path, "gemv") == 0)),
+          "TPGEN_CPU_ISA=%s: the int4 kernels are %s", isa, kern ? kern : "(none)");
     test_rtn();
     test_layout(b);
     test_shapes(b, bc, label);
+    for (int T = 1; T <= 64; T *= 8) { /* the large shape's choices (auto: measured at its upload) */
+        kern = cpu_int4_choice(b, 1030, 1024, 128, T, &how);
+        printf("test_int4_ops: %s [1030 x 1024] group 128 at T %d: %s (%s)\n", label, T, kern ? kern : "(none)", how);
+    }
     test_every_t(b, bc, label);
     test_int8_matrices(threads, isa, path);
     test_nonfinite(b);
