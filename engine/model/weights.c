@@ -76,17 +76,14 @@ static void add_norm(load_list *l, const tp_arch *A, void **g, void **bias, cons
  * gate/up) must agree. */
 static void layer_linear(const tp_config *c, load_item *it) {
     if (!c->q4_group || !it->is_matrix) return;
-    int conv = 0, other = 0;
-    for (int i = 0; i < it->n_parts; i++) {
-        conv += tp_quant_converts(&c->quant, it->part[i].module);
-        if (i && !other &&
-            tp_quant_converts(&c->quant, it->part[i].module) != tp_quant_converts(&c->quant, it->part[0].module))
-            other = i;
-    }
-    if (other)
-        tp_die_all("%s and %s: config.json's quantization_config.modules_to_not_convert keeps one of them in float, "
-                   "not the other; tpgen loads them into one matrix", it->part[0].module, it->part[other].module);
-    it->q4_src = conv > 0;
+    int conv[3], n_conv = 0;
+    for (int i = 0; i < it->n_parts; i++) n_conv += conv[i] = tp_quant_converts(&c->quant, it->part[i].module);
+    for (int i = 1; i < it->n_parts; i++)
+        if (conv[i] != conv[0])
+            tp_die_all("%s and %s: config.json's quantization_config.modules_to_not_convert keeps one of them in "
+                       "float, not the other; tpgen loads them into one matrix", it->part[0].module,
+                       it->part[i].module);
+    it->q4_src = n_conv > 0;
     it->q4 = c->quant.method == TP_QUANT_NONE || it->q4_src; /* --weights int4: every layer Linear */
     it->group = c->q4_group > 0 ? c->q4_group : (int)item_out_cols(it);
 }
