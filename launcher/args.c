@@ -11,6 +11,7 @@
 #include "util/threads.h"
 #include "checkpoint/hub.h"
 #include "checkpoint/remote_code.h" /* TP_MAX_QKV_GROUPS */
+#include "kernels/common/tp_quant4.h" /* TP_Q4_GROUP_ALIGN */
 #include "sched/sampler.h"
 #include "sched/speculate.h"
 
@@ -44,7 +45,7 @@ static const char *usage(void) {
     "         (docs/SERVING.md)\n"
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
-    "          [--block-size N] [--no-cuda-graphs] [--stats] [--weights int8]\n"
+    "          [--block-size N] [--no-cuda-graphs] [--stats] [--weights int8|int4 [--group-size 128]]\n"
     "          [--verbose] [--comm-timeout SECONDS (default 300, 0: none)]\n"
     "          [--qkv-groups G (qkv_proj's mp_num: 8 for CodeGen2; default: from the checkpoint)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md", gen, score);
@@ -140,6 +141,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--backend")) a->backend = VAL();
         else if (IS("--dtype")) a->dtype = VAL();
         else if (IS("--weights")) a->weights = VAL();
+        else if (IS("--group-size")) a->group_size = (int)tp_parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--comm")) a->comm = VAL();
         else if (IS("--threads")) a->threads = (int)tp_parse_long(flag, VAL(), 0, TP_THREADS_MAX);
         else if (IS("--fim") && (gen || serve)) a->fim = VAL();
@@ -231,9 +233,14 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         tp_die_all("--backend must be cpu or cuda, got \"%s\"", a->backend);
     if (a->dtype && strcmp(a->dtype, "f16") && strcmp(a->dtype, "bf16") && strcmp(a->dtype, "f32"))
         tp_die_all("--dtype must be f16 or bf16 (cuda) or f32|bf16 (cpu), got \"%s\"", a->dtype);
-    if (a->weights && strcmp(a->weights, "int8"))
-        tp_die_all("--weights must be int8 (GEMM weights quantized per output row at load; leave it out for the "
-                   "checkpoint's precision), got \"%s\"", a->weights);
+    if (a->weights && strcmp(a->weights, "int8") && strcmp(a->weights, "int4"))
+        tp_die_all("--weights must be int8 or int4 (GEMM weights quantized at load: int8 per output row, int4 in "
+                   "groups of --group-size k; leave it out for the checkpoint's precision), got \"%s\"", a->weights);
+    if (a->group_size && !(a->weights && !strcmp(a->weights, "int4")))
+        tp_die_all("--group-size is for --weights int4 (the k of one 4-bit group; a 4-bit checkpoint has its own)");
+    if (a->group_size % TP_Q4_GROUP_ALIGN)
+        tp_die_all("--group-size %d: must be a multiple of %d (the int4 kernels' k step)", a->group_size,
+                   TP_Q4_GROUP_ALIGN);
     if (a->comm && strcmp(a->comm, "mpi") && strcmp(a->comm, "nccl"))
         tp_die_all("--comm must be mpi or nccl, got \"%s\"", a->comm);
     if (a->max_batch > a->max_batch_tokens)

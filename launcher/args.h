@@ -17,7 +17,9 @@ typedef struct {
     int random_weights;      /* --random-weights (bench) */
     const char *backend;     /* --backend cpu|cuda (NULL: cuda when a GPU is present) */
     const char *dtype;       /* --dtype f16|bf16 (cuda) */
-    const char *weights;     /* --weights int8 (NULL: the GEMM weights in the activation dtype) */
+    const char *weights;     /* --weights int8|int4 (NULL: the GEMM weights in the activation dtype, or a 4-bit
+                              * checkpoint's own) */
+    int group_size;          /* --group-size N of --weights int4 (0: TP_Q4_DEFAULT_GROUP) */
     const char *comm;        /* --comm mpi|nccl */
     int threads;             /* --threads N (cpu; 0: cores / ranks on the node) */
     const char *fim;         /* --fim FILE: the FIM format (engine/tokenizer/fim.h; default: the model dir's fim.json) */

@@ -19,21 +19,30 @@ void tp_job_agree(tp_comm *c, int ok) {
     }
 }
 
-/* --weights int8 on the backend just made; the same answer on every rank. */
-static tp_backend *with_weights(tp_backend *b, const tp_args *a) {
-    if (!a->weights) return b;
+/* weights ("int8", "int4" or NULL) on the backend just made; the same answer on every rank. */
+static tp_backend *with_weights(tp_backend *b, const char *weights, int verbose) {
+    if (!weights) return b;
     char err[512];
-    if (tp_backend_use_int8(b, a->verbose, err, sizeof err)) tp_die_all("%s", err);
+    if (strcmp(weights, "int4") == 0 ? tp_backend_use_int4(b, verbose, err, sizeof err)
+                                     : tp_backend_use_int8(b, verbose, err, sizeof err))
+        tp_die_all("%s", err);
     return b;
 }
 
+/* The backend with weights: a->weights, or "int4" for a 4-bit checkpoint (named `why` in messages). */
 static tp_backend *job_backend(const tp_args *a, tp_comm *mpi);
-tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi) {
+static tp_backend *backend_with(const tp_args *a, tp_comm *mpi, const char *weights, const char *why) {
     const int cpu = a->backend ? strcmp(a->backend, "cpu") == 0 : tp_backend_cuda_device_count() == 0;
-    if (a->weights && cpu && a->dtype && strcmp(a->dtype, "f32") != 0) /* before the bf16 backend's own checks */
-        tp_die_all("--weights int8 on the CPU runs with f32 activations: it cannot be combined with --dtype %s (drop "
-                   "--dtype, or use --dtype f32)", a->dtype);
-    return with_weights(job_backend(a, mpi), a);
+    if (weights && cpu && a->dtype && strcmp(a->dtype, "f32") != 0) /* before the bf16 backend's own checks */
+        tp_die_all("%s on the CPU runs with f32 activations: it cannot be combined with --dtype %s (drop --dtype, or "
+                   "use --dtype f32)", why, a->dtype);
+    return with_weights(job_backend(a, mpi), weights, a->verbose);
+}
+
+tp_backend *tp_job_backend(const tp_args *a, tp_comm *mpi) {
+    char why[64];
+    snprintf(why, sizeof why, "--weights %s", a->weights ? a->weights : "");
+    return backend_with(a, mpi, a->weights, why);
 }
 
 static tp_backend *job_backend(const tp_args *a, tp_comm *mpi) {
@@ -114,6 +123,23 @@ static long job_plan(tp_job *j, const tp_args *a, long kv_tokens_needed, int pri
     return blocks;
 }
 
+/* 4-bit layers: a checkpoint's quantization_config (AWQ, GPTQ: no --weights needed, int8 refused), or
+ * --weights int4 in groups of --group-size (default TP_Q4_DEFAULT_GROUP). */
+static void job_q4(tp_config *c, const tp_args *a, const char *path) {
+    if (c->quant.method != TP_QUANT_NONE) {
+        if (a->weights && strcmp(a->weights, "int4"))
+            tp_die_all("--weights %s: %s is a 4-bit checkpoint (config.json quantization_config: %s); its weights "
+                       "load as they are: leave --weights out", a->weights, path, tp_quant_describe(&c->quant));
+        if (a->group_size)
+            tp_die_all("--group-size: %s is a 4-bit checkpoint with its own group_size (config.json "
+                       "quantization_config: %s)", path, tp_quant_describe(&c->quant));
+        return;
+    }
+    if (!a->weights || strcmp(a->weights, "int4")) return;
+    c->q4_group = a->group_size ? a->group_size : TP_Q4_DEFAULT_GROUP;
+    c->q4_from_flag = 1;
+}
+
 void tp_job_config(tp_job *j, tp_comm *mpi, const tp_args *a) {
     memset(j, 0, sizeof *j);
     j->mpi = mpi;
@@ -127,6 +153,7 @@ void tp_job_config(tp_job *j, tp_comm *mpi, const tp_args *a) {
     } else if (a->qkv_groups > 0)
         tp_die_all("--qkv-groups is for CodeGen's fused qkv_proj; %s has separate q/k/v projections",
                    m->cfg.arch->hf_class);
+    job_q4(&m->cfg, a, path);
     if (tp_shard_plan(&m->cfg, mpi->size, mpi->rank, &m->sh, err, sizeof err)) tp_die_all("%s", err);
 }
 
@@ -139,7 +166,9 @@ void tp_job_load(tp_job *j, const tp_args *a, long kv_tokens_needed) {
     tp_comm *mpi = j->mpi;
     tp_model *m = &j->m;
     char err[1024];
-    j->b = tp_job_backend(a, mpi);
+    if (m->cfg.q4_group) /* int4 for a 4-bit checkpoint without --weights */
+        j->b = backend_with(a, mpi, "int4", a->weights ? "--weights int4" : "a 4-bit checkpoint (quantization_config)");
+    else j->b = tp_job_backend(a, mpi);
     tp_comm_mpi_set_backend(mpi, j->b);
     j->comm = mpi;
     int want_nccl = a->comm ? strcmp(a->comm, "nccl") == 0 : strcmp(j->b->name, "cuda") == 0 && mpi->size > 1;
@@ -153,10 +182,12 @@ void tp_job_load(tp_job *j, const tp_args *a, long kv_tokens_needed) {
     m->comm = j->comm;
     m->use_graphs = !a->no_cuda_graphs;
     m->no_prefix_cache = a->no_prefix_cache;
+    char weights_note[48] = "";
+    if (j->b->weights) snprintf(weights_note, sizeof weights_note, ", %s weights", j->b->weights);
     tp_log0("tpgen: %s, %s, %d layers, E=%d, H=%d (%d KV), V=%d; TP=%d, backend %s (%s%s), comm %s\n",
             a->model ? a->model : a->config, m->cfg.arch->hf_class, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head,
             m->cfg.n_kv_head, m->cfg.vocab_size,
-            mpi->size, j->b->name, tp_dtype_name(j->b->act), j->b->weights ? ", int8 weights" : "", j->comm->name);
+            mpi->size, j->b->name, tp_dtype_name(j->b->act), weights_note, j->comm->name);
     job_plan(j, a, kv_tokens_needed, 0); /* refuse before loading weights what cannot fit */
     tp_model_load_weights(m, a->model, a->random_weights, a->seed + 12345);
 }

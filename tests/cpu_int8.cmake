@@ -28,7 +28,8 @@ set_tests_properties(parity_int8_tp1_tp2 PROPERTIES LABELS "parity;mpi;int8" TIM
 set(INT8_ERR bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh)
 set(INT8_RUN ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate --model ${TPGEN_TEST_DATA}/tiny-f32
     --prompt-ids 1,2 --max-new-tokens 2 --backend cpu --threads 1)
-add_test(NAME errors_int8_bad_value COMMAND ${INT8_ERR} "--weights must be int8 .*got \"int4\"" ${INT8_RUN} --weights int4)
+add_test(NAME errors_int8_bad_value COMMAND ${INT8_ERR} "--weights must be int8 or int4 .*got \"int2\"" ${INT8_RUN}
+         --weights int2)
 add_test(NAME errors_int8_with_bf16 COMMAND ${INT8_ERR} "--weights int8 on the CPU .* cannot be combined with --dtype bf16"
          ${INT8_RUN} --weights int8 --dtype bf16)
 add_test(NAME errors_int8_isa COMMAND ${INT8_ERR} "TPGEN_CPU_ISA=sse9: expected amx, avx512, avxvnni, avx2 or c" ${INT8_RUN}

@@ -32,7 +32,7 @@ struct tp_st_model {
     tp_tensor_table table; /* file by file, each file's tensors in offset order */
 };
 
-#define TP_ST_DTYPES "F32, F16, BF16"
+#define TP_ST_DTYPES "F32, F16, BF16 (and I32, the packed tensors of 4-bit checkpoints)"
 
 /* "an array", "a number", ... for messages. */
 static const char *a_type(json_type t) {
@@ -59,9 +59,9 @@ const char *tp_st_shape_str(const int64_t *shape, int ndim, char *buf, size_t si
 
 /* ---- one header entry ---- */
 
-static int parse_dtype(const char *file, const char *name, const json_value *v, tp_dtype *out, char *err,
-                       size_t err_size) {
-    static const char *unsupported[] = {"BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64", "F64",
+static int parse_dtype(const char *file, const char *name, const json_value *v, tp_dtype *out, int *int32,
+                       char *err, size_t err_size) {
+    static const char *unsupported[] = {"BOOL", "U8", "I8", "I16", "U16", "U32", "I64", "U64", "F64",
                                         "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"};
     if (!v) { tp_ckpt_err(err, err_size, "%s: tensor %s has no \"dtype\"", file, name); return 0; }
     if (v->type != JSON_STRING) {
@@ -71,6 +71,7 @@ static int parse_dtype(const char *file, const char *name, const json_value *v, 
     if (strcmp(v->str, "F32") == 0) { *out = TP_F32; return 1; }
     if (strcmp(v->str, "F16") == 0) { *out = TP_F16; return 1; }
     if (strcmp(v->str, "BF16") == 0) { *out = TP_BF16; return 1; }
+    if (strcmp(v->str, "I32") == 0) { *out = TP_F32; *int32 = 1; return 1; } /* 4 bytes an element */
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (strcmp(v->str, unsupported[i]) == 0) {
             tp_ckpt_err(err, err_size, "%s: tensor %s: dtype %s is not supported; tpgen reads " TP_ST_DTYPES, file, name,
@@ -143,7 +144,8 @@ static int parse_entry(const st_file *f, const char *name, const json_value *v, 
         return 0;
     }
     uint64_t begin, end;
-    if (!parse_dtype(file, name, json_get(v, "dtype"), &t->dtype, err, err_size)) return 0;
+    t->int32 = 0;
+    if (!parse_dtype(file, name, json_get(v, "dtype"), &t->dtype, &t->int32, err, err_size)) return 0;
     if (!parse_shape(file, name, json_get(v, "shape"), t, err, err_size)) return 0;
     if (!parse_offsets(file, name, json_get(v, "data_offsets"), &begin, &end, err, err_size)) return 0;
 
@@ -160,7 +162,7 @@ static int parse_entry(const st_file *f, const char *name, const json_value *v, 
         char sh[160];
         tp_ckpt_err(err, err_size,
                "%s: tensor %s: shape %s of %s needs %llu bytes, but data_offsets [%llu, %llu] hold %llu bytes", file,
-               name, tp_st_shape_str(t->shape, t->ndim, sh, sizeof sh), tp_dtype_name(t->dtype),
+               name, tp_st_shape_str(t->shape, t->ndim, sh, sizeof sh), t->int32 ? "I32" : tp_dtype_name(t->dtype),
                (unsigned long long)need, (unsigned long long)begin, (unsigned long long)end,
                (unsigned long long)(end - begin));
         return 0;

@@ -24,7 +24,10 @@
 
 typedef struct {
     const char *name;       /* tensor name */
-    tp_dtype dtype;         /* F32, F16, BF16 */
+    tp_dtype dtype;         /* F32, F16, BF16; TP_F32 (its 4-byte size) when int32 */
+    int int32;              /* 1: stored as I32 (IntStorage in a .bin): the packed 4-bit weights and
+                               indices of AWQ / GPTQ checkpoints (qweight, qzeros, g_idx), read as
+                               integers (tp_load_i32), never converted as floats */
     int ndim;
     int64_t shape[TP_ST_MAX_DIMS];
     const uint8_t *data;    /* into the mmap of its file: the tensor's first byte; files from the

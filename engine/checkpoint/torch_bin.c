@@ -47,7 +47,9 @@ static const char *dims_str(const int64_t *d, int n, char *buf, size_t size) {
 static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, const tp_pickle_tensor *pt, char *err,
                       size_t err_size) {
     tp_dtype dt;
+    int int32 = 0;
     switch (pt->type) {
+    case TP_STORE_I32: dt = TP_F32, int32 = 1; break; /* 4-bit checkpoints' packed tensors (safetensors.h) */
     case TP_STORE_F32: dt = TP_F32; break;
     case TP_STORE_F16: dt = TP_F16; break;
     case TP_STORE_BF16: dt = TP_BF16; break;
@@ -99,6 +101,7 @@ static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, co
     tp_st_tensor *t = tp_tensor_table_reserve(&m->table);
     t->name = tp_strdup(name);
     t->dtype = dt;
+    t->int32 = int32;
     t->ndim = pt->ndim;
     memcpy(t->shape, pt->shape, sizeof pt->shape[0] * (size_t)pt->ndim);
     t->data = rec->data + (size_t)pt->offset * es;

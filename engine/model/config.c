@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kernels/common/tp_quant4.h" /* TP_Q4_GROUP_ALIGN */
 #include "util/json.h"
 #include "util/log.h"
 
@@ -33,6 +34,8 @@ int tp_config_load(const char *path_in, tp_config *c, char *err, size_t err_size
     int rc = -1;
     c->arch = tp_arch_of_config(root, path, err, err_size);
     if (!c->arch || c->arch->read(root, path, c, err, err_size)) goto out;
+    if (tp_quant_config_read(root, path, &c->quant, err, err_size)) goto out;
+    c->q4_group = c->quant.method != TP_QUANT_NONE ? c->quant.group : 0;
     c->eos_token_id = c->bos_token_id = -1;
     const char *ids[2] = {"eos_token_id", "bos_token_id"};
     int *dst[2] = {&c->eos_token_id, &c->bos_token_id};
@@ -81,8 +84,48 @@ out:
     return rc;
 }
 
+/* The k a 4-bit matrix's rows have on one rank (slice of k0 + n of its K columns) fits group G: G
+ * divides both (so a rank's groups are the whole row's), or with G = -1 (each rank's slice is one
+ * group) the slice is a multiple of the kernels' step. */
+static int q4_slice_ok(int G, long K, long k0, long n) {
+    if (G > 0) return K % G == 0 && k0 % G == 0 && n % G == 0;
+    return n > 0 && n % TP_Q4_GROUP_ALIGN == 0;
+}
+
+int tp_config_q4_ok(const tp_config *c, int tp, int G, char *why, size_t size) {
+    if (!G) return 1;
+    const long E = c->n_embd, HD = (long)c->n_head * c->head_dim, I = c->n_inner;
+    const char *src = c->q4_from_flag ? "--group-size" : "group_size (config.json quantization_config)";
+    if (!q4_slice_ok(G, E, 0, E)) { /* qkv and the MLP input read all of x: no slice */
+        if (why)
+            snprintf(why, size, "%s %d does not fit n_embd %ld, the columns of %s and %s%s", src, G, E,
+                     c->arch->names.qkv ? "qkv_proj" : "q/k/v_proj", c->arch->mlp == TP_MLP_SILU_GATED ? "gate/up_proj" : "fc_in",
+                     G > 0 ? " (it must divide them)" : " (a multiple of 32)");
+        return 0;
+    }
+    if (tp < 1 || c->n_head % tp || !q4_slice_ok(G, HD, 0, HD / tp)) {
+        if (why)
+            snprintf(why, size, "TP=%d cuts the 4-bit groups of %s: each rank's %ld of its %ld columns (n_head * "
+                     "head_dim / TP) %s %s %d", tp, c->arch->names.qkv ? "out_proj" : "o_proj", tp >= 1 ? HD / tp : 0,
+                     HD, G > 0 ? "are not a multiple of" : "are not one group of a multiple of 32 for", src, G);
+        return 0;
+    }
+    for (int r = 0; r < tp; r++) { /* the MLP output's column slices: tp_shard_plan's integer bounds */
+        const long k0 = r * I / tp, n = (r + 1) * I / tp - k0;
+        if (!q4_slice_ok(G, I, k0, n)) {
+            if (why)
+                snprintf(why, size, "TP=%d cuts the 4-bit groups of %s: rank %d's columns [%ld, %ld) of the MLP width "
+                         "%ld do not fit %s %d", tp, c->arch->mlp == TP_MLP_SILU_GATED ? "down_proj" : "fc_out", r, k0,
+                         k0 + n, I, src, G);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int tp_config_tp_ok(const tp_config *c, int tp) {
-    return tp >= 1 && c->n_head % tp == 0 && (c->n_kv_head % tp == 0 || tp % c->n_kv_head == 0);
+    return tp >= 1 && c->n_head % tp == 0 && (c->n_kv_head % tp == 0 || tp % c->n_kv_head == 0) &&
+           tp_config_q4_ok(c, tp, c->q4_group, NULL, 0);
 }
 
 void tp_config_valid_tp(const tp_config *c, char *buf, size_t size) {

@@ -6,6 +6,7 @@
 #define TPGEN_CONFIG_FIELDS_H
 
 #include "arch.h"
+#include "quant_config.h" /* tp_quant */
 
 struct tp_config {
     const tp_arch *arch; /* CodeGen or LLaMA: the block's structure, tensor names, rotary style */
@@ -28,6 +29,10 @@ struct tp_config {
     int qkv_bias, o_bias, mlp_in_bias, mlp_out_bias, lm_head_bias;
     int qkv_groups;   /* G: CodeGen's qkv_proj groups (mp_num), 0 until set from tp_checkpoint_qkv_groups
                        * (engine/checkpoint/remote_code.h); 0 for architectures without a fused qkv_proj */
+    tp_quant quant;   /* config.json's quantization_config (AWQ, GPTQ; method NONE for float weights) */
+    int q4_group;     /* the layers' Linears in 4 bits, k per group: > 0; -1 the whole row (each rank's
+                       * slice of it, row-parallel); 0 not 4-bit. From quant, or --weights int4 --group-size */
+    int q4_from_flag; /* q4_group is --weights int4's (messages name the flag, not config.json) */
 };
 
 /* Limits a config must respect (far above any CodeGen or LLaMA). */

@@ -1,6 +1,9 @@
 #include "shard.h"
 
 #include <stdio.h>
+#include <string.h>
+
+#include "kernels/common/tp_quant4.h" /* TP_Q4_GROUP_ALIGN */
 
 int tp_shard_plan(const tp_config *c, int tp, int rank, tp_shard *s, char *err, size_t err_size) {
     if (tp < 1 || c->n_head % tp) {
@@ -10,13 +13,28 @@ int tp_shard_plan(const tp_config *c, int tp, int rank, tp_shard *s, char *err, 
                  c->n_head, valid);
         return -1;
     }
-    if (!tp_config_tp_ok(c, tp)) {
+    if (c->n_kv_head % tp && tp % c->n_kv_head) {
         char valid[256];
         tp_config_valid_tp(c, valid, sizeof valid);
         snprintf(err, err_size,
                  "TP=%d (the number of ranks) neither divides nor is a multiple of num_key_value_heads=%d: a rank "
                  "must hold whole KV heads, or one KV head replicated; valid TP sizes: %s",
                  tp, c->n_kv_head, valid);
+        return -1;
+    }
+    char why[384];
+    if (!tp_config_q4_ok(c, tp, c->q4_group, why, sizeof why)) { /* every rank's 4-bit groups whole */
+        char valid[256];
+        tp_config_valid_tp(c, valid, sizeof valid);
+        size_t u = (size_t)snprintf(err, err_size, "%s%s; valid TP sizes: %s", c->q4_from_flag ? "--weights int4: " : "",
+                                    why, valid[0] ? valid : "none");
+        if (c->q4_from_flag && u < err_size) { /* the flag's values that would fit this TP size */
+            u += (size_t)snprintf(err + u, err_size - u, "; --group-size values that fit TP=%d:", tp);
+            int n = 0;
+            for (int g = TP_Q4_GROUP_ALIGN; g <= c->n_embd && u + 16 < err_size; g += TP_Q4_GROUP_ALIGN)
+                if (tp_config_q4_ok(c, tp, g, NULL, 0)) u += (size_t)snprintf(err + u, err_size - u, n++ ? ", %d" : " %d", g);
+            if (!n && u < err_size) snprintf(err + u, err_size - u, " none");
+        }
         return -1;
     }
     if (tp > c->vocab_size || tp > c->n_inner) {

@@ -1,6 +1,12 @@
 /* Weight loading: this rank's shard of every tensor, from the mmapped checkpoint (safetensors
  * or torch.save .bin: checkpoint.h) into one device arena carved by a size table.
  *
+ * 4-bit layers (config.h's q4_group: an AWQ / GPTQ checkpoint, or --weights int4): every layer
+ * Linear (qkv, out, MLP in and out) is a 4-bit device matrix, staged in canonical form on the host
+ * (weights_q4.c: unpacked from the checkpoint, or quantized here by round-to-nearest) with the same
+ * row and column slicing as every other tensor; lm_head and a Linear the checkpoint leaves in
+ * float (modules_to_not_convert) go through matrix_upload, int8 under int4 as under --weights int8.
+ *
  * Every rank validates every tensor it needs (presence, dtype, shape) from the headers before
  * reading any data; the checks see the same files on every rank, so a problem is reported once
  * (tp_die_all) and every rank exits. Then each rank copies only its own rows / columns into a
@@ -16,32 +22,9 @@
 #include "checkpoint/checkpoint.h"
 #include "kernels/common/tp_quant.h" /* tp_q8_absmax: row scales of column slices (--weights int8) */
 #include "arch.h"
+#include "weights_items.h"
 
 #define ARENA_ALIGN 256
-
-typedef enum { SLICE_ALL, SLICE_ROWS, SLICE_COLS, SLICE_QKV } slice_kind;
-
-/* One file tensor an item reads, and the part of it this rank takes. */
-typedef struct {
-    char name[112];
-    int64_t rows, cols;   /* full shape in the file (cols = 1 for vectors) */
-    int64_t first, count; /* rows or columns taken; SLICE_QKV: heads */
-    const tp_st_tensor *t; /* the checkpoint's tensor (NULL with random weights) */
-} load_part;
-
-/* One device tensor to load: where it goes, and the file tensors it is made of -- one, or for
- * SLICE_ROWS up to three whose row slices are stacked (LLaMA's q/k/v_proj into one qkv matrix,
- * gate_proj and up_proj into one). */
-typedef struct {
-    load_part part[3];
-    int n_parts;
-    void **dst;        /* where the device pointer is stored */
-    int is_matrix;
-    slice_kind slice;
-    int64_t out_rows;  /* rows of the device tensor (>= the rows taken for padded lm_head) */
-    float rand_mean;
-    size_t offset;     /* in the arena */
-} load_item;
 
 typedef struct {
     load_item *items;
@@ -59,6 +42,7 @@ static load_item *add_item(load_list *l, void **dst, int is_matrix, slice_kind s
 static void add_part(load_item *it, const char *fmt, int layer, const char *suffix, int64_t rows, int64_t cols,
                      int64_t first, int64_t count) {
     load_part *p = &it->part[it->n_parts++];
+    tp_arch_tensor(p->module, sizeof p->module, fmt, layer, "");
     tp_arch_tensor(p->name, sizeof p->name, fmt, layer, suffix);
     p->rows = rows;
     p->cols = cols;
@@ -66,13 +50,10 @@ static void add_part(load_item *it, const char *fmt, int layer, const char *suff
     p->count = count;
 }
 
-/* Device shape of an item: [out_rows, out_cols]. */
-static int64_t item_out_cols(const load_item *it) {
-    return it->slice == SLICE_COLS ? it->part[0].count : it->part[0].cols;
-}
-
 static size_t item_bytes(tp_backend *b, const load_item *it) {
     int64_t r = it->out_rows, c = item_out_cols(it);
+    if (it->q4 && !b->matrix_bytes_q4) tp_die("internal: a 4-bit matrix on the %s backend without int4", b->name);
+    if (it->q4) return b->matrix_bytes_q4(b, (int)r, (int)c, it->group);
     if (it->is_matrix) return b->matrix_bytes(b, (int)r, (int)c);
     return (size_t)(r * c) * tp_dtype_size(b->act);
 }
@@ -89,6 +70,24 @@ static void add_norm(load_list *l, const tp_arch *A, void **g, void **bias, cons
     if (A->norm_bias) add_all(l, bias, fmt, layer, ".bias", E, 1, 0);
 }
 
+/* A layer's Linear matrix under 4-bit layers (config.h's q4_group; biases are not matrices): 4-bit on
+ * the device unless the checkpoint keeps it in float (modules_to_not_convert), in groups of q4_group,
+ * or under group_size -1 of the k this rank's slice has. The parts of one device matrix (q/k/v,
+ * gate/up) must agree. */
+static void layer_linear(const tp_config *c, load_item *it) {
+    if (!c->q4_group || !it->is_matrix) return;
+    int conv[3], n_conv = 0;
+    for (int i = 0; i < it->n_parts; i++) n_conv += conv[i] = tp_quant_converts(&c->quant, it->part[i].module);
+    for (int i = 1; i < it->n_parts; i++)
+        if (conv[i] != conv[0])
+            tp_die_all("%s and %s: config.json's quantization_config.modules_to_not_convert keeps one of them in "
+                       "float, not the other; tpgen loads them into one matrix", it->part[0].module,
+                       it->part[i].module);
+    it->q4_src = n_conv > 0;
+    it->q4 = c->quant.method == TP_QUANT_NONE || it->q4_src; /* --weights int4: every layer Linear */
+    it->group = c->q4_group > 0 ? c->q4_group : (int)item_out_cols(it);
+}
+
 /* This rank's q, k and v rows ([(Hl + 2 Hkl) D, E], or the bias [(Hl + 2 Hkl) D] when is_bias). */
 static void add_qkv(load_list *l, const tp_config *c, const tp_shard *s, void **dst, int layer, int is_bias) {
     const tp_arch_names *N = &c->arch->names;
@@ -96,13 +95,16 @@ static void add_qkv(load_list *l, const tp_config *c, const tp_shard *s, void **
     const int64_t Hl = s->n_heads, Hkl = s->n_kv_heads, out = (Hl + 2 * Hkl) * D, cols = is_bias ? 1 : E;
     const char *sfx = is_bias ? ".bias" : ".weight";
     if (N->qkv) { /* CodeGen's fused qkv_proj in mp_num groups (no bias) */
-        add_part(add_item(l, dst, !is_bias, SLICE_QKV, out, 0), N->qkv, layer, sfx, 3 * H * D, cols, s->head0, Hl);
+        load_item *it = add_item(l, dst, !is_bias, SLICE_QKV, out, 0);
+        add_part(it, N->qkv, layer, sfx, 3 * H * D, cols, s->head0, Hl);
+        layer_linear(c, it);
         return;
     }
     load_item *it = add_item(l, dst, !is_bias, SLICE_ROWS, out, 0);
     add_part(it, N->q, layer, sfx, H * D, cols, s->head0 * D, Hl * D);
     add_part(it, N->k, layer, sfx, Hk * D, cols, s->kv_head0 * D, Hkl * D);
     add_part(it, N->v, layer, sfx, Hk * D, cols, s->kv_head0 * D, Hkl * D);
+    layer_linear(c, it);
 }
 
 /* This rank's MLP input rows: fc_in [Il, E], or gate_proj then up_proj [2 Il, E] (or the bias). */
@@ -113,6 +115,15 @@ static void add_mlp_in(load_list *l, const tp_config *c, const tp_shard *s, void
     load_item *it = add_item(l, dst, !is_bias, SLICE_ROWS, N->mlp_up ? 2 * Il : Il, 0);
     add_part(it, N->mlp_in, layer, sfx, I, cols, s->inner0, Il);
     if (N->mlp_up) add_part(it, N->mlp_up, layer, sfx, I, cols, s->inner0, Il);
+    layer_linear(c, it);
+}
+
+/* A row-parallel Linear: all E rows, this rank's k columns [k0, k0 + kn) of K. */
+static void add_row_parallel(load_list *l, const tp_config *c, void **dst, const char *fmt, int layer, int64_t K,
+                             int64_t k0, int64_t kn) {
+    load_item *it = add_item(l, dst, 1, SLICE_COLS, c->n_embd, 0);
+    add_part(it, fmt, layer, ".weight", c->n_embd, K, k0, kn);
+    layer_linear(c, it);
 }
 
 /* Every tensor this rank loads, by the architecture's names (engine/model/arch.h) and the shard plan. */
@@ -129,14 +140,12 @@ static void build_list(tp_model *m, load_list *l) {
         add_norm(l, A, &L->norm1_g, &L->norm1_b, N->norm1, i, E);
         add_qkv(l, c, s, &L->qkv, i, 0);
         if (c->qkv_bias) add_qkv(l, c, s, &L->qkv_b, i, 1);
-        add_part(add_item(l, &L->out, 1, SLICE_COLS, E, 0), N->o, i, ".weight", E, HD, s->head0 * D,
-                 s->n_heads * D);
+        add_row_parallel(l, c, &L->out, N->o, i, HD, s->head0 * D, s->n_heads * D);
         if (c->o_bias) add_all(l, &L->out_b, N->o, i, ".bias", E, 1, 0);
         if (N->norm2) add_norm(l, A, &L->norm2_g, &L->norm2_b, N->norm2, i, E);
         add_mlp_in(l, c, s, &L->mlp_in, i, 0);
         if (c->mlp_in_bias) add_mlp_in(l, c, s, &L->mlp_in_b, i, 1);
-        add_part(add_item(l, &L->mlp_out, 1, SLICE_COLS, E, 0), N->mlp_out, i, ".weight", E, I, s->inner0,
-                 s->n_inner);
+        add_row_parallel(l, c, &L->mlp_out, N->mlp_out, i, I, s->inner0, s->n_inner);
         if (c->mlp_out_bias) add_all(l, &L->mlp_out_b, N->mlp_out, i, ".bias", E, 1, 0);
     }
     add_norm(l, A, &m->w.normf_g, &m->w.normf_b, N->norm_f, -1, E);
@@ -155,6 +164,10 @@ static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
 
 /* Source tensors of an item; the checks every rank makes identically. */
 static void check_item(const tp_ckpt *st, const char *dir, const tp_config *c, load_item *it) {
+    if (it->q4_src) { /* AWQ / GPTQ tensors: weights_q4.c */
+        tp_q4_check_item(st, dir, c, it);
+        return;
+    }
     char embed[112], lm[112]; /* tie_word_embeddings: lm_head.weight is the embedding, often not stored */
     tp_arch_tensor(embed, sizeof embed, c->arch->names.embed, -1, ".weight");
     tp_arch_tensor(lm, sizeof lm, c->arch->names.lm_head, -1, ".weight");
@@ -164,7 +177,16 @@ static void check_item(const tp_ckpt *st, const char *dir, const tp_config *c, l
         if (!t && c->tie_word_embeddings && strcmp(p->name, lm) == 0) t = tp_ckpt_find(st, embed);
         if (!t && tp_ckpt_unsupported(st, p->name))
             tp_die_all("tensor %s in the checkpoint %s: %s", p->name, dir, tp_ckpt_unsupported(st, p->name));
-        if (!t) tp_die_all("missing tensor %s in the checkpoint %s", p->name, dir);
+        if (!t) {
+            char packed[120]; /* a 4-bit checkpoint whose config.json says nothing of it */
+            snprintf(packed, sizeof packed, "%s.qweight", p->module);
+            tp_die_all("missing tensor %s in the checkpoint %s%s%s%s", p->name, dir,
+                       tp_ckpt_find(st, packed) ? " (it holds " : "", tp_ckpt_find(st, packed) ? packed : "",
+                       tp_ckpt_find(st, packed) ? ", 4-bit weights, but config.json has no quantization_config "
+                                                  "naming this module quantized)" : "");
+        }
+        if (t->int32)
+            tp_die_all("tensor %s in %s is I32; tpgen reads it as F32, F16 or BF16 weights", p->name, t->file);
         int64_t want[2] = {p->rows, p->cols};
         int want_nd = p->cols == 1 && !it->is_matrix ? 1 : 2;
         int ok = t->ndim == want_nd;
@@ -184,50 +206,20 @@ static void check_item(const tp_ckpt *st, const char *dir, const tp_config *c, l
 }
 
 /* Copies this rank's part of the file tensors into staging (file dtype), laid out
- * [out_rows, out_cols]. */
+ * [out_rows, out_cols], row by row as tp_item_row_source maps them. */
 static void stage_slice(const load_item *it, const tp_config *c, uint8_t *staging) {
-    const load_part *p0 = &it->part[0];
-    size_t es = tp_dtype_size(p0->t->dtype);
-    int64_t cols = p0->cols, oc = item_out_cols(it);
-    const uint8_t *src = p0->t->data;
-    memset(staging, 0, (size_t)(it->out_rows * oc) * es); /* padding rows stay zero */
-    switch (it->slice) {
-    case SLICE_ALL:
-        memcpy(staging, src, (size_t)(p0->rows * cols) * es);
-        break;
-    case SLICE_ROWS: {
-        size_t at = 0; /* parts' row slices stacked */
-        for (int i = 0; i < it->n_parts; i++) {
-            const load_part *p = &it->part[i];
-            const size_t bytes = (size_t)(p->count * cols) * es;
-            memcpy(staging + at, (const uint8_t *)p->t->data + (size_t)(p->first * cols) * es, bytes);
-            at += bytes;
+    const size_t es = tp_dtype_size(it->part[0].t->dtype);
+    const int64_t oc = item_out_cols(it), c0 = item_col0(it);
+    for (int64_t r = 0; r < it->out_rows; r++) {
+        int part;
+        int64_t src;
+        tp_item_row_source(it, c, r, &part, &src);
+        uint8_t *dst = staging + (size_t)(r * oc) * es;
+        if (part < 0) memset(dst, 0, (size_t)oc * es); /* padding rows stay zero */
+        else {
+            const load_part *p = &it->part[part];
+            memcpy(dst, (const uint8_t *)p->t->data + (size_t)(src * p->cols + c0) * es, (size_t)oc * es);
         }
-        break;
-    }
-    case SLICE_COLS:
-        for (int64_t r = 0; r < p0->rows; r++)
-            memcpy(staging + (size_t)(r * oc) * es, src + (size_t)(r * cols + p0->first) * es, (size_t)oc * es);
-        break;
-    case SLICE_QKV: {
-        /* qkv_proj rows come in G groups (mp_num: 4 for CodeGen, 8 for CodeGen2; remote_code.h),
-         * group g = [Q_g; V_g; K_g], each E/G rows = H/G whole heads. Head h is in group h / (H/G)
-         * at index h % (H/G). Gather this rank's heads into [q heads; k heads; v heads]. */
-        const int64_t G = c->qkv_groups;
-        if (G < 1 || c->n_head % G) tp_die("qkv_proj: %d groups for %d heads (tp_checkpoint_qkv_groups not applied)",
-                                           (int)G, c->n_head);
-        int64_t E = c->n_embd, D = c->head_dim, per_group = c->n_head / G, Hl = p0->count;
-        static const int part_of[3] = {0, 2, 1}; /* q, k, v -> offset in group: Q=0, V=1, K=2 */
-        for (int which = 0; which < 3; which++)
-            for (int64_t hl = 0; hl < Hl; hl++) {
-                int64_t h = p0->first + hl, grp = h / per_group, j = h % per_group;
-                int64_t src_row = grp * (3 * E / G) + part_of[which] * (E / G) + j * D;
-                int64_t dst_row = (which * Hl + hl) * D;
-                memcpy(staging + (size_t)(dst_row * cols) * es, src + (size_t)(src_row * cols) * es,
-                       (size_t)(D * cols) * es);
-            }
-        break;
-    }
     }
 }
 
@@ -257,11 +249,14 @@ static void upload_item(tp_backend *b, const load_item *it, const void *host) {
 }
 
 /* Random weights for benchmarks, drawn on the device (the whole buffer, whatever its layout;
- * a matrix through the backend's own fill where it has one: int8, which draws f32 values and
- * quantizes them, and the bf16 CPU backend's panels). */
+ * a matrix through the backend's own fill where it has one: int8 and int4, which draw f32 values and
+ * quantize them, and the bf16 CPU backend's panels). */
 static void random_item(tp_backend *b, const load_item *it, uint64_t seed) {
     float stdv = it->rand_mean != 0 ? 0.01f : 0.02f;
-    if (it->is_matrix && b->matrix_fill_random)
+    if (it->q4)
+        b->matrix_fill_random_q4(b, *it->dst, (int)it->out_rows, (int)item_out_cols(it), it->group, seed,
+                                 it->rand_mean, stdv);
+    else if (it->is_matrix && b->matrix_fill_random)
         b->matrix_fill_random(b, *it->dst, (int)it->out_rows, (int)item_out_cols(it), seed, it->rand_mean, stdv);
     else b->fill_random(b, *it->dst, item_bytes(b, it) / tp_dtype_size(b->act), seed, it->rand_mean, stdv);
 }
@@ -278,10 +273,37 @@ size_t tp_model_weights_bytes(const tp_model *m) {
     return total;
 }
 
+/* Host buffers of one 4-bit matrix in canonical form (the largest item's sizes). */
+typedef struct {
+    uint8_t *q, *zero; /* [rows * cols], [rows * cols / group] */
+    float *scale, *row; /* [rows * cols / group], [cols] */
+} q4_staging;
+
+static void q4_staging_grow(q4_staging *s, const load_item *it, size_t *q_max, size_t *g_max, size_t *c_max) {
+    const size_t n = (size_t)(it->out_rows * item_out_cols(it)), g = n / (size_t)it->group;
+    const size_t cols = (size_t)item_out_cols(it);
+    if (n > *q_max) s->q = tp_realloc(s->q, *q_max = n);
+    if (g > *g_max) {
+        s->zero = tp_realloc(s->zero, g);
+        s->scale = tp_realloc(s->scale, (*g_max = g) * sizeof(float));
+    }
+    if (cols > *c_max) s->row = tp_realloc(s->row, (*c_max = cols) * sizeof(float));
+}
+
+/* A 4-bit item: its canonical slice (weights_q4.c) to the backend. */
+static void upload_q4_item(tp_backend *b, const tp_config *c, const load_item *it, const uint8_t *staging,
+                           const q4_staging *s) {
+    tp_q4_stage(it, c, staging, s->row, s->q, s->scale, s->zero);
+    const tp_q4_host h = {s->q, s->scale, s->zero, it->group};
+    b->matrix_upload_q4(b, *it->dst, &h, (int)it->out_rows, (int)item_out_cols(it));
+}
+
 void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t seed) {
     tp_backend *b = m->b;
     char aerr[512];
     if (tp_arch_backend_ok(m->cfg.arch, b, aerr, sizeof aerr)) tp_die_all("%s", aerr);
+    if (m->cfg.q4_group && !b->matrix_upload_q4) /* the job turns int4 on for these (launcher/job.c) */
+        tp_die_all("internal: 4-bit layers on the %s backend without its int4 weights", b->name);
     load_list l = {0};
     build_list(m, &l);
 
@@ -296,7 +318,8 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     }
 
     /* Size table, then one arena. */
-    size_t total = 0, staging_max = 0, matrices = 0, matrices_read = 0;
+    size_t total = 0, staging_max = 0, matrices = 0, matrices_read = 0, q_max = 0, g_max = 0, c_max = 0;
+    q4_staging q4s = {0};
     for (int i = 0; i < l.n; i++) {
         load_item *it = &l.items[i];
         it->offset = total;
@@ -304,9 +327,11 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
         total += (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
         if (it->is_matrix) {
             matrices += bytes;
-            matrices_read += tp_matrix_read_bytes(b, (int)it->out_rows, (int)item_out_cols(it));
+            matrices_read += it->q4 ? tp_q4_read_bytes(it->out_rows, item_out_cols(it), it->group)
+                                    : tp_matrix_read_bytes(b, (int)it->out_rows, (int)item_out_cols(it));
         }
-        if (!random) {
+        if (it->q4 && !random) q4_staging_grow(&q4s, it, &q_max, &g_max, &c_max);
+        if (!random && !it->q4_src) {
             size_t sb = (size_t)(it->out_rows * item_out_cols(it)) * tp_dtype_size(it->part[0].t->dtype);
             if (sb > staging_max) staging_max = sb;
         }
@@ -317,15 +342,24 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     m->w.matrix_read_bytes = matrices_read;
     for (int i = 0; i < l.n; i++) *l.items[i].dst = (char *)m->w.arena + l.items[i].offset;
 
+    char kind[200] = "", group[32] = "a row";
+    if (m->cfg.q4_group > 0) snprintf(group, sizeof group, "%d", m->cfg.q4_group);
+    if (m->cfg.q4_group) /* --weights int4, or a 4-bit checkpoint */
+        snprintf(kind, sizeof kind, ", layers' GEMM weights 4-bit in groups of %s (%s), lm_head int8", group,
+                 m->cfg.quant.method ? tp_quant_describe(&m->cfg.quant) : "--weights int4, round-to-nearest");
+    else if (b->weights) snprintf(kind, sizeof kind, ", GEMM weights %s", b->weights);
     tp_log0("loading %s weights: %.1f MiB per rank (%s, TP=%d%s)\n", random ? "random" : "checkpoint",
-            total / 1048576.0, b->name, m->sh.tp, b->weights ? ", GEMM weights int8" : "");
+            total / 1048576.0, b->name, m->sh.tp, kind);
     double t0 = tp_now_seconds(), last = t0;
     uint8_t *staging = staging_max ? b->host_alloc(b, staging_max, "weight staging buffer") : NULL;
     size_t done = 0;
     for (int i = 0; i < l.n; i++) {
         load_item *it = &l.items[i];
         if (random) random_item(b, it, seed + (uint64_t)i * 7919u + (uint64_t)m->sh.rank * 104729u);
-        else {
+        else if (it->q4) {
+            if (!it->q4_src) stage_slice(it, &m->cfg, staging); /* float: quantized from its slice */
+            upload_q4_item(b, &m->cfg, it, staging, &q4s);
+        } else {
             stage_slice(it, &m->cfg, staging);
             upload_item(b, it, staging);
         }
@@ -340,6 +374,7 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     b->sync(b);
     tp_log0("loaded in %.2f s\n", tp_now_seconds() - t0);
     if (staging) b->host_free(b, staging);
+    free(q4s.q), free(q4s.zero), free(q4s.scale), free(q4s.row);
     free(l.items);
     if (st) tp_ckpt_close(st);
 }

@@ -1,0 +1,133 @@
+/* int4 GEMV and GEMM tiles on AVX-512 VNNI (zmm): the arithmetic of cpu_int4_kernels.h, so the
+ * plain-C twin's bits.
+ *
+ * A 64-byte line of a panel is k [8 s, 8 s + 8) of its 16 rows as 32 words of 4 nibbles
+ * (cpu_int4_kernels.h): one load, then (w >> 4 i) & 15 for i = 0..3 (vpsrlw + vpandd; the last
+ * needs no mask) are four zmm of int16, each k pair 4 s + i of the 16 rows interleaved, which
+ * vpdpwssd multiplies by x's pair (broadcast, 32 bits) and adds into 16 int32 lanes, a row each:
+ * 32 products an instruction, exact (non-saturating form). 7 ALU operations unpack 64 weights
+ * from 32 bytes, which is cheap next to the memory they come from at T = 1 and shared by every
+ * token of a tile above it.
+ * Per group: the lanes hold sum q xq (wrapping int32), minus zero * sum xq (vpmulld, the zeros
+ * widened from bytes, x's group sum broadcast) = the exact s (cpu_int4_kernels.h); then
+ * acc = vfmadd(cvt(s), scale, acc): the twin's fmaf, one rounding.
+ * Tiles: MT tokens x NP panels (2: two streams, 32 rows), all of K, the f32 sums to o; the int32
+ * lanes split by nibble index in S chains at MT <= 2 (vpdpwssd's latency: 8 chains at T = 1).
+ * GEMV (T <= few): MT <= 4, a thread's range of panels one sequential read, a pair of panels at a
+ * time, its tokens in tiles of 4. GEMM: MT = 8 (16 int32 accumulators), the caller's blocking
+ * (groups of panels, x in chunks kept in L2: cpu_int4.c). */
+#include <string.h>
+
+#include "util/log.h"
+#include "kernels/cpu/cpu_int4_kernels.h"
+
+#define NR CPU_I4_NR
+#define ZMR 8 /* tokens a GEMM tile */
+#define GMR 8 /* tokens a GEMV tile */
+#ifndef PF
+#define PF 12288 /* bytes of prefetch distance, along the thread's panels */
+#endif
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define Z_TARGET "avx512f,avx512bw,avx512vl,avx512vnni"
+#define Z_FN static inline __attribute__((always_inline, target(Z_TARGET)))
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* acc += the products of a's 4 unsigned bytes and b's 4 signed bytes per lane (vpdpbusd). In
+ * asm, in place: with the intrinsic gcc 12 copied every accumulator once a step (objdump: 16
+ * vmovdqa a line pair at T = 1 for 8 vpdpwssd). */
+#define DPBUSD(acc, a, b) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b))
+
+static inline int32_t x_quad(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* o[t][r] = the f32 sums (acc, before sx) of token t0 + t, row r of the panel p0. S = 2: the
+ * even and odd bytes' sums in chains of their own (T = 1: 4 chains). */
+Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, const int S, float o[ZMR][NR]) {
+    const int K = x->K, KG = x->KG, ng = K / KG, steps = KG / 8;
+    const uint8_t *xl = x->xlo + (size_t)t0 * K;
+    const int8_t *xh = x->xhi + (size_t)t0 * K;
+    const int32_t *xs = x->xsum + (size_t)t0 * ng;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const float *sc = cpu_i4_scales(p0, K);
+    const uint8_t *zp = cpu_i4_zeros(p0, K, KG);
+    __m512 f[ZMR];
+    UNROLL for (int t = 0; t < MT; t++) f[t] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        __m512i lo[2][ZMR], hi[2][ZMR]; /* [even / odd][token] */
+        UNROLL for (int c = 0; c < S; c++) UNROLL for (int t = 0; t < MT; t++) lo[c][t] = hi[c][t] = _mm512_setzero_si512();
+        const uint8_t *line = p0 + (size_t)g * KG * 8;
+        const size_t kg = (size_t)g * KG;
+        for (int s = 0; s < steps; s++, line += 64) {
+            _mm_prefetch((const char *)(line + PF), _MM_HINT_T0);
+            const __m512i raw = _mm512_load_si512((const void *)line);
+            const __m512i w[2] = {_mm512_and_si512(raw, m4), _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
+            UNROLL for (int t = 0; t < MT; t++) UNROLL for (int c = 0; c < 2; c++) {
+                const size_t at = (size_t)t * K + kg + 8 * (size_t)s + 4 * c;
+                const __m512i xlv = _mm512_set1_epi32(x_quad(xl + at)), xhv = _mm512_set1_epi32(x_quad(xh + at));
+                DPBUSD(lo[c % S][t], xlv, w[c]); /* lo (unsigned) x nibbles */
+                DPBUSD(hi[c % S][t], w[c], xhv); /* nibbles x hi (signed) */
+            }
+        }
+        const __m512i z = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(zp + g * NR)));
+        const __m512 scv = _mm512_load_ps(sc + g * NR);
+        UNROLL for (int t = 0; t < MT; t++) {
+            __m512i l = lo[0][t], h = hi[0][t];
+            if (S == 2) l = _mm512_add_epi32(l, lo[1][t]), h = _mm512_add_epi32(h, hi[1][t]);
+            __m512i v = _mm512_add_epi32(_mm512_slli_epi32(h, 8), l); /* sum q xq, wrapping */
+            v = _mm512_sub_epi32(v, _mm512_mullo_epi32(z, _mm512_set1_epi32(xs[(size_t)t * ng + g])));
+            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), scv, f[t]);
+        }
+    }
+    UNROLL for (int t = 0; t < MT; t++) _mm512_storeu_ps(o[t], f[t]);
+}
+
+typedef void ztile_fn(const cpu_i4_x *x, const uint8_t *p0, int t0, float o[ZMR][NR]);
+#define ZTILE(M, S)                                                                                                    \
+    __attribute__((target(Z_TARGET), noinline)) static void ztile_##M(const cpu_i4_x *x, const uint8_t *p0, int t0,  \
+                                                                      float o[ZMR][NR]) {                             \
+        ztile(x, p0, t0, M, S, o);                                                                                     \
+    }
+ZTILE(1, 2) ZTILE(2, 2) ZTILE(3, 1) ZTILE(4, 1) ZTILE(5, 1) ZTILE(6, 1) ZTILE(7, 1) ZTILE(8, 1)
+static ztile_fn *const g_ztiles[ZMR + 1] = {NULL,      ztile_1, ztile_2, ztile_3, ztile_4,
+                                            ztile_5, ztile_6, ztile_7, ztile_8};
+
+/* Panels [P0, P1) in order (one sequential read), tokens [t0, t1) in tiles of mr, each tile
+ * through the epilogue (built for AVX-512: vectors of 16 in its passes). */
+__attribute__((target(Z_TARGET))) static void zpanels(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1, const cpu_i4_epi *e,
+                    int mr) {
+    float o[ZMR][NR];
+    for (int P = P0; P < P1; P++) {
+        const int n0 = P * NR, nn = N - n0 < NR ? N - n0 : NR;
+        for (int t = t0; t < t1; t += mr) {
+            const int m = t1 - t < mr ? t1 - t : mr;
+            g_ztiles[m](x, cpu_i4_panel(q, x->K, x->KG, P), t, o);
+            for (int i = 0; i < m; i++) cpu_i4_epi_row(e, t + i, x->sx[t + i], n0, nn, o[i]);
+        }
+    }
+}
+
+void cpu_int4_gemv_avx512vnni(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1,
+                              const cpu_i4_epi *e) {
+    zpanels(x, q, N, P0, P1, t0, t1, e, GMR);
+}
+void cpu_int4_gemm_avx512vnni(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1,
+                              const cpu_i4_epi *e) {
+    zpanels(x, q, N, P0, P1, t0, t1, e, ZMR);
+}
+#else
+void cpu_int4_gemv_avx512vnni(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1,
+                              const cpu_i4_epi *e) {
+    (void)x, (void)q, (void)N, (void)P0, (void)P1, (void)t0, (void)t1, (void)e;
+    tp_die_all("cpu int4: the avx512vnni kernel was called on a CPU other than x86-64");
+}
+void cpu_int4_gemm_avx512vnni(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1,
+                              const cpu_i4_epi *e) {
+    cpu_int4_gemv_avx512vnni(x, q, N, P0, P1, t0, t1, e);
+}
+#endif
