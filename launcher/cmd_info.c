@@ -1,8 +1,8 @@
 /* tpgen info: what this build has and what it sees (no MPI job); with --model, the "will it fit"
  * answer for a model: its config, parameter count, checkpoint files and format, and per rank at
  * TP 1, 2, 4, 8 the weight bytes, KV-cache bytes per token and the tokens of KV cache that fit
- * in a given memory; with --weights int8 or int4, for the GEMM weights in that form (int4: the
- * TP sizes that cut a group of a row-parallel matrix are not valid). */
+ * in a given memory; with --weights int8 or int4 [--group-size G], for the GEMM weights in that
+ * form (int4: the TP sizes that cut a group of a row-parallel matrix are not valid). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -62,13 +62,13 @@ static void rank_matrices(const tp_config *c, const tp_shard *s, int64_t *elemen
 }
 
 /* --weights int4 (kernels/common/tp_quant4.h): the bytes a decode step reads of one rank's GEMM
- * weights, every layer's q/k/v, o and MLP matrices in groups of TP_Q4_DEFAULT_GROUP along K
+ * weights, every layer's q/k/v, o and MLP matrices in groups of G along K (--group-size)
  * (tp_q4_read_bytes: nibbles, an f32 scale and a one-byte zero per group) and lm_head in int8 with
  * an f32 scale per row, as --weights int4 keeps it. 0 with why filled when this shard cannot be
  * grouped: a K of a matrix (E for the column-parallel ones, the rank's Hl * D of o and its Il of
  * the MLP's output matrix for the row-parallel ones) not a multiple of the group. */
-static double rank_int4_bytes(const tp_config *c, const tp_shard *s, char *why, size_t why_size) {
-    const int64_t G = TP_Q4_DEFAULT_GROUP, E = c->n_embd, D = c->head_dim;
+static double rank_int4_bytes(const tp_config *c, const tp_shard *s, int64_t G, char *why, size_t why_size) {
+    const int64_t E = c->n_embd, D = c->head_dim;
     const int64_t Hl = s->n_heads, Hkl = s->n_kv_heads, Il = s->n_inner, Vl = s->n_vocab;
     const int64_t in_rows = c->arch->mlp == TP_MLP_SILU_GATED ? 2 * Il : Il;
     struct { const char *what; int64_t N, K; } m[] = {
@@ -158,8 +158,9 @@ static double default_memory(char *why, size_t size) {
     return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 }
 
-/* weights: 0 (the dtype), 8 (--weights int8) or 4 (--weights int4). */
-static int model_info(const char *model, const char *revision, double memory, const char *dtype_flag, int weights) {
+/* weights: 0 (the dtype), 8 (--weights int8) or 4 (--weights int4, in groups of group). */
+static int model_info(const char *model, const char *revision, double memory, const char *dtype_flag, int weights,
+                      int group) {
     char err[2048], b1[64], b2[64];
     char *dir = tp_hub_resolve(model, revision, err, sizeof err);
     if (!dir) return info_error(1, "%s", err);
@@ -243,7 +244,7 @@ static int model_info(const char *model, const char *revision, double memory, co
     if (weights == 4)
         printf("GEMM weights (attention, MLP) in int4, groups of %d along K with an f32 scale and a one-byte zero each "
                "(--weights int4); lm_head in int8 with an f32 scale per row; embedding, norms and biases in %s\n",
-               TP_Q4_DEFAULT_GROUP, dt);
+               group, dt);
     printf("  %-3s %16s %20s %22s\n", "TP", "weights/rank", "KV bytes/token/rank", "KV tokens that fit");
     char gemm_line[256];
     size_t gl = (size_t)snprintf(gemm_line, sizeof gemm_line, "GEMM weight bytes a decode step reads per rank "
@@ -262,7 +263,7 @@ static int model_info(const char *model, const char *revision, double memory, co
             tp_shard_plan(&c, tp, r, &s, err, sizeof err);
             int64_t e = rank_elements(&c, &s);
             if (e > most) most = e;
-            if (weights == 4 && !why4[0]) rank_int4_bytes(&c, &s, why4, sizeof why4); /* why4: the first rank that fails */
+            if (weights == 4 && !why4[0]) rank_int4_bytes(&c, &s, group, why4, sizeof why4); /* the first rank that fails */
         }
         if (why4[0]) {
             printf("  %-3d not valid for --weights int4: %s\n", tp, why4);
@@ -274,7 +275,7 @@ static int model_info(const char *model, const char *revision, double memory, co
         tp_shard_plan(&c, tp, 0, &s, err, sizeof err); /* rank 0: the most MLP rows and vocab rows */
         rank_matrices(&c, &s, &mel, &mrows);
         const double gemm = weights == 8   ? (double)mel + 4.0 * (double)mrows
-                            : weights == 4 ? rank_int4_bytes(&c, &s, why4, sizeof why4)
+                            : weights == 4 ? rank_int4_bytes(&c, &s, group, why4, sizeof why4)
                                            : (double)mel * es; /* read per decode step */
         double w = (double)most * es - (weights ? (double)mel * es - gemm : 0.0);
         double kv = 2.0 * c.n_layer * (double)s.n_kv_heads * c.head_dim * es; /* K and V of every layer, its KV heads */
@@ -295,13 +296,13 @@ static int model_info(const char *model, const char *revision, double memory, co
 
 int tp_cmd_info(int argc, char **argv) {
     const char *model = NULL, *revision = NULL, *dtype = NULL;
-    int weights = 0; /* 8: --weights int8, 4: int4 */
+    int weights = 0, group = 0; /* 8: --weights int8, 4: int4; --group-size (int4) */
     double memory = 0;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int is_model = !strcmp(f, "--model") || !strcmp(f, "--config");
         if (is_model || !strcmp(f, "--revision") || !strcmp(f, "--memory") || !strcmp(f, "--dtype") ||
-            !strcmp(f, "--weights")) {
+            !strcmp(f, "--weights") || !strcmp(f, "--group-size")) {
             if (!v) return info_error(2, "%s needs a value", f);
             i++;
             if (is_model) model = v;
@@ -310,6 +311,13 @@ int tp_cmd_info(int argc, char **argv) {
                 if (strcmp(v, "int8") && strcmp(v, "int4"))
                     return info_error(2, "--weights must be int8 or int4, got \"%s\"", v);
                 weights = v[3] == '8' ? 8 : 4;
+            } else if (!strcmp(f, "--group-size")) {
+                char *end;
+                long g = strtol(v, &end, 10);
+                if (end == v || *end || g < TP_Q4_GROUP_ALIGN || g > 1 << 20 || g % TP_Q4_GROUP_ALIGN)
+                    return info_error(2, "--group-size %s: must be a multiple of %d (the int4 kernels' k step)", v,
+                                      TP_Q4_GROUP_ALIGN);
+                group = (int)g;
             } else if (!strcmp(f, "--dtype")) {
                 if (strcmp(v, "f16") && strcmp(v, "bf16") && strcmp(v, "f32"))
                     return info_error(2, "--dtype must be f16, bf16 or f32, got \"%s\"", v);
@@ -324,11 +332,13 @@ int tp_cmd_info(int argc, char **argv) {
             return info_error(
                 2,
                 "unknown flag %s (`tpgen info` takes no flags other than --model DIR|ORG/NAME|CONFIG.json, "
-                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32, --weights int8|int4)",
+                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32, --weights int8|int4, --group-size G)",
                 f);
     }
-    if (!model && (revision || dtype || weights || memory > 0))
-        return info_error(2, "--revision, --memory, --dtype and --weights need --model");
+    if (!model && (revision || dtype || weights || group || memory > 0))
+        return info_error(2, "--revision, --memory, --dtype, --weights and --group-size need --model");
+    if (group && weights != 4) return info_error(2, "--group-size is for --weights int4 (the k of one 4-bit group)");
+    if (!group) group = TP_Q4_DEFAULT_GROUP;
     printf("backends: cpu%s\n", tp_backend_cuda_compiled() ? ", cuda" : "");
     printf("cpu cores: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     const char *why;
@@ -345,5 +355,5 @@ int tp_cmd_info(int argc, char **argv) {
         const int n = tp_backend_cuda_device_count();
         printf("cuda devices: %d%s\n", n, tp_cuda_module_emulated() ? " (emulated)" : "");
     }
-    return model ? model_info(model, revision, memory, dtype, weights) : 0;
+    return model ? model_info(model, revision, memory, dtype, weights, group) : 0;
 }

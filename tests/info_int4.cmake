@@ -24,3 +24,17 @@ set_tests_properties(info_int4_codegen25_7b PROPERTIES LABELS "int4;launcher" TI
 tpgen_expect_error(info_int4_bad_weights "--weights must be int8 or int4, got \"int3\"" NP 0 LABELS "int4;errors"
                    DRIVER_FLAGS --status 2 TIMEOUT 30
                    ARGS info --model ${CMAKE_SOURCE_DIR}/configs/codegen25-7B.json --weights int3)
+# --group-size 64 (as `tpgen --weights int4 --group-size 64`): CodeGen2.5-7B, TP 1: qkv 29,097,984 + o
+# 9,699,328 + gate/up 52,133,888 + down 26,066,944 = 116,998,144; x 32 + lm_head 209,920,000 = 3.68 GiB.
+# TP 4 (down_proj's K 2752 = 43 groups of 64): 29,249,536 x 32 + 52,480,000 = 942.7 MiB; TP 8
+# (1376 = 21.5 groups) not valid.
+add_test(NAME info_int4_group64 COMMAND $<TARGET_FILE:tpgen> info --model ${CMAKE_SOURCE_DIR}/configs/codegen25-7B.json
+         --weights int4 --group-size 64 --dtype f32 --memory 80)
+set_tests_properties(info_int4_group64 PROPERTIES LABELS "int4;launcher" TIMEOUT 30
+  PASS_REGULAR_EXPRESSION "groups of 64 along K.*\n  8 +not valid for --weights int4: the MLP's output matrix: K = 1376 a rank, not a multiple of the 64-wide groups.*TP 1 3\\.68 GiB, TP 2 1\\.84 GiB, TP 4 942\\.7 MiB, TP 8 not valid")
+tpgen_expect_error(info_int4_group_without_int4 "--group-size is for --weights int4" NP 0 LABELS "int4;errors"
+                   DRIVER_FLAGS --status 2 TIMEOUT 30
+                   ARGS info --model ${CMAKE_SOURCE_DIR}/configs/codegen25-7B.json --weights int8 --group-size 64)
+tpgen_expect_error(info_int4_group_not_32 "--group-size 48: must be a multiple of 32" NP 0 LABELS "int4;errors"
+                   DRIVER_FLAGS --status 2 TIMEOUT 30
+                   ARGS info --model ${CMAKE_SOURCE_DIR}/configs/codegen25-7B.json --weights int4 --group-size 48)
