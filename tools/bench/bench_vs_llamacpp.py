@@ -2,7 +2,7 @@
 """tpgen vs llama.cpp on the CPU, in one run, on the same LLaMA (CodeGen2.5) shape with random weights.
 
     python3 tools/bench/bench_vs_llamacpp.py [--config configs/codegen25-350M-shape.json] [--threads N]
-        [--types int4,int8,bf16,f32] [--llama-types Q4_0,Q8_0,BF16] [--batch 1,8,32] [--context 512]
+        [--types int4,int8,bf16,f32] [--llama-types Q4_0,Q8_0,BF16] [--group-size G] [--batch 1,8,32] [--context 512]
         [--long-context 1900] [--steps 32] [--prefill 512] [--runs 3] [--smoke]
         [--llamacpp DIR] [--models-dir DIR] [--out FILE.json] [--record docs/bench/cpu-llamacpp.jsonl]
 
@@ -17,8 +17,9 @@ Rows (--types for tpgen, --llama-types for llama.cpp; ratios pair them as writte
 tpgen draws its weights (`bench --config --random-weights`: Gaussian, std 0.02, norms mean 1), llama.cpp
 reads a GGUF with the same statistics (not the same values); llama-quantize makes Q4_0/Q8_0/BF16 from
 F16 with llama.cpp's default tensor mix (Q4_0 keeps output.weight in Q6_K; tpgen int4 keeps lm_head
-int8). The int4 rows need a tpgen whose `--weights int4` exists: until then tpgen refuses the flag
-and the row says "refused" (exit 1).
+int8). Q4_0 is blocks of 32 weights with an f16 scale (4.5 bits a weight); tpgen int4 is groups of
+--group-size (tpgen's default 128) with an f32 scale and a byte zero (4.31 bits at 128, 5.25 at
+32). A type tpgen refuses (a tpgen without `--weights int4`) is a "refused" row, exit status 1.
 
 Columns, each a median over --runs (figures in ms):
   batch B (decode ms/step at context --context): tpgen `bench --batch 1,8,32 --context C --steps S`
@@ -120,7 +121,7 @@ def tpgen_bench(a, flags, batches, context, prefill):
 
 def tpgen_run(a, t):
     """{column: ms} and the kernels tpgen named, for tpgen type t."""
-    flags = TPGEN_TYPES[t][0]
+    flags = TPGEN_TYPES[t][0] + (["--group-size", str(a.group_size)] if t == "int4" and a.group_size else [])
     rows, cmd = tpgen_bench(a, flags, a.batches, a.context, a.prefill)
     out, kern = {}, {}
     for r in rows:
@@ -234,6 +235,8 @@ def parse():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--types", default="int4,int8,bf16,f32", help="tpgen's rows")
     ap.add_argument("--llama-types", default="Q4_0,Q8_0,BF16", help="llama.cpp's rows")
+    ap.add_argument("--group-size", type=int, help="tpgen int4's --group-size (default tpgen's, 128; Q4_0's "
+                                                      "blocks are 32)")
     for k in DEFAULTS:
         ap.add_argument("--" + k.replace("_", "-"), type=str if k == "batch" else int, default=None,
                         help=f"default {DEFAULTS[k]} (--smoke: {SMOKE[k]})")
