@@ -19,7 +19,9 @@ reads a GGUF with the same statistics (not the same values); llama-quantize make
 F16 with llama.cpp's default tensor mix (Q4_0 keeps output.weight in Q6_K; tpgen int4 keeps lm_head
 int8). Q4_0 is blocks of 32 weights with an f16 scale (4.5 bits a weight); tpgen int4 is groups of
 --group-size (tpgen's default 128) with an f32 scale and a byte zero (4.31 bits at 128, 5.25 at
-32). A type tpgen refuses (a tpgen without `--weights int4`) is a "refused" row, exit status 1.
+32). A type tpgen refuses (its own error: a tpgen without `--weights int4`, or a shape whose MLP width
+no group divides, as configs/codegen25-350M-shape.json's 2736) is a "refused" row, exit status 1;
+llama-quantize keeps such matrices in f16 (the table's footer says how many).
 
 Columns, each a median over --runs (figures in ms):
   batch B (decode ms/step at context --context): tpgen `bench --batch 1,8,32 --context C --steps S`
@@ -263,6 +265,19 @@ def parse():
     return a
 
 
+def kept_matrices(files):
+    """{type: "20 matrices f16"}: the quantized GGUFs in which llama-quantize left matrices in f16
+    or bf16 (it does so for a matrix whose row length its block does not divide)."""
+    out = {}
+    for t, v in files.items():
+        tt = v.get("tensor_types") or {}
+        if t.startswith("Q"):
+            left = {k: n for k, n in tt.items() if k in ("f16", "bf16")}
+            if left:
+                out[t] = ", ".join(f"{n} matrices {k}" for k, n in left.items())
+    return out
+
+
 def setup(a):
     """The binaries, the config's shape and the GGUF files; exits 77 without llama.cpp."""
     if not os.access(a.tpgen, os.X_OK):
@@ -291,7 +306,7 @@ def setup(a):
                 f"of {a.config}")
     if a.prefill > npos:
         die(f"--prefill {a.prefill} exceeds max_position_embeddings={npos} of {a.config}")
-    a.gguf, a.gguf_files = {}, {}
+    a.gguf, a.gguf_files, a.kept = {}, {}, {}
     if a.llama_types:
         gguf = llamacpp_model.import_gguf(a.llamacpp)
         m = argparse.Namespace(config=a.config, dir=a.models_dir or os.path.join(a.llamacpp, "models"),
@@ -303,6 +318,10 @@ def setup(a):
         stem = os.path.splitext(os.path.basename(a.config))[0]
         with open(os.path.join(m.dir, stem + ".json")) as f:  # make's record: bytes and tensor types per file
             a.gguf_files = {t: v for t, v in json.load(f)["files"].items() if t in a.gguf}
+    a.kept = kept_matrices(a.gguf_files)
+    for t, n in a.kept.items():
+        print(f"{PROG}: note: {t}: llama-quantize kept {n} (their row length is not a multiple of {t}'s block, "
+              f"as configs/codegen25-350M-shape.json's MLP width 2736 in ffn_down)", file=sys.stderr)
     return shape
 
 
@@ -340,7 +359,7 @@ def main():
         for t in types:
             name = TPGEN_TYPES[t][1] if eng == "tpgen" else f"llama.cpp {t}"
             if (eng, t) in failed:
-                word = "refused" if "must be" in failed[(eng, t)] or "unknown" in failed[(eng, t)] else "failed"
+                word = "refused" if "tpgen: error:" in failed[(eng, t)] else "failed"  # its own clear error, or a crash
                 table.append({"row": name, "engine": eng, "type": t, "values": [word] * len(cols),
                               "error": failed[(eng, t)]})
                 continue
@@ -354,17 +373,21 @@ def main():
             f"{' '.join(cpu['flags']) or 'none of ' + ' '.join(perf_record.CPU_FLAGS)}), --threads {a.threads} each, "
             f"{os.path.basename(a.config)}, median of {a.runs} alternating run{'s' if a.runs > 1 else ''}; ms per decode "
             f"step at context {a.context} (tpgen bench --steps {a.steps}; llama-bench -n {a.steps} -d {a.context}, "
-            f"llama-batched-bench -npp {a.context} -ntg {a.steps} -pps), ms per {a.prefill}-token prefill at batch 1. "
+            f"llama-batched-bench -npp {a.context} -ntg {a.steps} -pps)"
+            + (f", ms per {a.prefill}-token prefill at batch 1" if a.prefill else "") + ". "
             f"tpgen {ver['tpgen_git']}" + (f"; llama.cpp {settings['build']} ({settings['summary']})" if settings else "")
             + ". "
-            f"Load average {load[0][0]:.1f} -> {load[-1][0]:.1f}." + (" SMOKE settings: not figures." if a.smoke else ""))
+            f"Load average {load[0][0]:.1f} -> {load[-1][0]:.1f}."
+            + "".join(f" llama.cpp {t} keeps {n} (llama-quantize)." for t, n in a.kept.items())
+            + (" SMOKE settings: not figures." if a.smoke else ""))
     print("\n".join(lines) + "\n\n" + foot)
     for (eng, t), err in failed.items():
         print(f"{PROG}: {eng} {t}: {err}", file=sys.stderr)
     if a.out:
         res = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)), "argv": sys.argv[1:],
                "cpu": cpu, "versions": ver, "llamacpp_settings": settings, "config": os.path.abspath(a.config),
-               "gguf": a.gguf, "gguf_files": a.gguf_files, "threads": a.threads, "batches": a.batches, "context": a.context,
+               "gguf": a.gguf, "gguf_files": a.gguf_files, "llamacpp_kept": a.kept, "threads": a.threads,
+               "batches": a.batches, "context": a.context,
                "long_context": a.long_context, "steps": a.steps, "prefill": a.prefill, "runs": a.runs,
                "smoke": a.smoke, "loadavg_1_5_15": load, "columns": cols, "table": table, "table_markdown": lines,
                "failed": {f"{e} {t}": m for (e, t), m in failed.items()},
@@ -417,6 +440,7 @@ def record(a, table, cols, ver, settings, load, t_start, cpu):
              f"(batch 1 also at {a.long_context}) and per {a.prefill}-token prefill at batch 1, medians of {a.runs} "
              f"alternating runs, {a.threads} threads each; llama.cpp {settings.get('build', '?')} "
              f"({settings.get('summary', '')}), GGUF by tools/bench/llamacpp_model.py (llama-quantize's default mix)."
+             + "".join(f" llama.cpp {t} keeps {n}." for t, n in a.kept.items())
              + (" SMOKE settings." if a.smoke else ""))
     perf_record.record(a.record, "cpu-llamacpp", "decode-prefill", cells,
                        "python3 tools/bench/bench_vs_llamacpp.py " + shlex.join(sys.argv[1:]), notes=notes,
