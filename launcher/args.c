@@ -46,6 +46,7 @@ static const char *usage(void) {
     "  common: [--backend cpu|cuda] [--dtype f32|f16|bf16] [--comm mpi|nccl] [--threads N]\n"
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats] [--weights int8|int4 [--group-size 128]]\n"
+    "          [--lm-head int8|int4 (under 4-bit weights; default int8)]\n"
     "          [--verbose] [--comm-timeout SECONDS (default 300, 0: none)]\n"
     "          [--qkv-groups G (qkv_proj's mp_num: 8 for CodeGen2; default: from the checkpoint)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md", gen, score);
@@ -142,6 +143,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--dtype")) a->dtype = VAL();
         else if (IS("--weights")) a->weights = VAL();
         else if (IS("--group-size")) a->group_size = (int)tp_parse_long(flag, VAL(), 1, 1 << 20);
+        else if (IS("--lm-head")) a->lm_head = VAL();
         else if (IS("--comm")) a->comm = VAL();
         else if (IS("--threads")) a->threads = (int)tp_parse_long(flag, VAL(), 0, TP_THREADS_MAX);
         else if (IS("--fim") && (gen || serve)) a->fim = VAL();
@@ -241,6 +243,8 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     if (a->group_size % TP_Q4_GROUP_ALIGN)
         tp_die_all("--group-size %d: must be a multiple of %d (the int4 kernels' k step)", a->group_size,
                    TP_Q4_GROUP_ALIGN);
+    if (a->lm_head && strcmp(a->lm_head, "int8") && strcmp(a->lm_head, "int4"))
+        tp_die_all("--lm-head must be int8 or int4 (lm_head's weights under 4-bit layers), got \"%s\"", a->lm_head);
     if (a->comm && strcmp(a->comm, "mpi") && strcmp(a->comm, "nccl"))
         tp_die_all("--comm must be mpi or nccl, got \"%s\"", a->comm);
     if (a->max_batch > a->max_batch_tokens)

@@ -20,6 +20,7 @@ typedef struct {
     const char *weights;     /* --weights int8|int4 (NULL: the GEMM weights in the activation dtype, or a 4-bit
                               * checkpoint's own) */
     int group_size;          /* --group-size N of --weights int4 (0: TP_Q4_DEFAULT_GROUP) */
+    const char *lm_head;     /* --lm-head int8|int4 under 4-bit layers (NULL: int8) */
     const char *comm;        /* --comm mpi|nccl */
     int threads;             /* --threads N (cpu; 0: cores / ranks on the node) */
     const char *fim;         /* --fim FILE: the FIM format (engine/tokenizer/fim.h; default: the model dir's fim.json) */

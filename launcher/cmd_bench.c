@@ -210,7 +210,10 @@ int tp_cmd_bench(int argc, char **argv) {
         tp_step_output_init(&out, m);
         if (!a.json) {
             printf("GEMM weights: %s, %.1f MB per rank read by every decode step (%.1f MB per token at batch 1)",
-                   job.b->weights ? "int8 + f32 row scales (--weights int8)" : tp_dtype_name(job.b->act),
+                   !job.b->weights                 ? tp_dtype_name(job.b->act)
+                   : strcmp(job.b->weights, "int4") ? "int8 + f32 row scales (--weights int8)"
+                   : m->cfg.q4_lm_head              ? "int4 in groups with f32 scales and zero points, lm_head too"
+                                                     : "int4 in groups with f32 scales and zero points, lm_head int8",
                    m->w.matrix_read_bytes / 1e6, m->w.matrix_read_bytes / 1e6);
             if (m->w.matrix_bytes > m->w.matrix_read_bytes * 1.01) /* a second layout beside the plain one */
                 printf("; they occupy %.1f MB (a step reads one layout)", m->w.matrix_bytes / 1e6);

@@ -126,7 +126,12 @@ static long job_plan(tp_job *j, const tp_args *a, long kv_tokens_needed, int pri
 /* 4-bit layers: a checkpoint's quantization_config (AWQ, GPTQ: no --weights needed, int8 refused), or
  * --weights int4 in groups of --group-size (default TP_Q4_DEFAULT_GROUP). */
 static void job_q4(tp_config *c, const tp_args *a, const char *path) {
+    const int lm4 = a->lm_head && strcmp(a->lm_head, "int4") == 0;
+    if (a->lm_head && c->quant.method == TP_QUANT_NONE && !(a->weights && strcmp(a->weights, "int4") == 0))
+        tp_die_all("--lm-head %s is for 4-bit weights (--weights int4, or an AWQ / GPTQ checkpoint); %s", a->lm_head,
+                   a->weights ? "--weights int8 stores lm_head in int8" : "without them lm_head has the layers' dtype");
     if (c->quant.method != TP_QUANT_NONE) {
+        c->q4_lm_head = lm4;
         if (a->weights && strcmp(a->weights, "int4"))
             tp_die_all("--weights %s: %s is a 4-bit checkpoint (config.json quantization_config: %s); its weights "
                        "load as they are: leave --weights out", a->weights, path, tp_quant_describe(&c->quant));
@@ -138,6 +143,7 @@ static void job_q4(tp_config *c, const tp_args *a, const char *path) {
     if (!a->weights || strcmp(a->weights, "int4")) return;
     c->q4_group = a->group_size ? a->group_size : TP_Q4_DEFAULT_GROUP;
     c->q4_from_flag = 1;
+    c->q4_lm_head = lm4;
 }
 
 void tp_job_config(tp_job *j, tp_comm *mpi, const tp_args *a) {

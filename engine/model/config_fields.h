@@ -33,6 +33,7 @@ struct tp_config {
     int q4_group;     /* the layers' Linears in 4 bits, k per group: > 0; -1 the whole row (each rank's
                        * slice of it, row-parallel); 0 not 4-bit. From quant, or --weights int4 --group-size */
     int q4_from_flag; /* q4_group is --weights int4's (messages name the flag, not config.json) */
+    int q4_lm_head;   /* lm_head in 4 bits too, groups of q4_group (--lm-head int4); else int8 with row scales */
 };
 
 /* Limits a config must respect (far above any CodeGen or LLaMA). */

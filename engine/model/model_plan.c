@@ -26,7 +26,8 @@ long tp_model_plan(const tp_model *m, const tp_plan_args *pa, size_t avail, tp_m
     tp_mem_plan_add(p, "weights", wb, m->w.arena ? TP_MEM_HELD : TP_MEM_DEVICE,
                     "%d layers, %d heads (%d KV), %d MLP rows, %d vocab rows%s",
                     c->n_layer, m->sh.n_heads, m->sh.n_kv_heads, m->sh.n_inner, m->sh.n_vocab,
-                    c->q4_group  ? "; layer GEMMs int4, lm_head int8"
+                    c->q4_lm_head ? "; GEMMs int4, lm_head too"
+                    : c->q4_group ? "; layer GEMMs int4, lm_head int8"
                     : b->weights ? "; GEMMs int8 + f32 row scales"
                                  : "");
     /* The block table (in the activations) is sized by the KV blocks, which are known only after

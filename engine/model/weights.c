@@ -149,8 +149,15 @@ static void build_list(tp_model *m, load_list *l) {
         if (c->mlp_out_bias) add_all(l, &L->mlp_out_b, N->mlp_out, i, ".bias", E, 1, 0);
     }
     add_norm(l, A, &m->w.normf_g, &m->w.normf_b, N->norm_f, -1, E);
-    add_part(add_item(l, &m->w.lm_head, 1, SLICE_ROWS, s->n_vocab, 0), N->lm_head, -1, ".weight", V, E, s->vocab0,
-             s->n_vocab_valid);
+    load_item *lm = add_item(l, &m->w.lm_head, 1, SLICE_ROWS, s->n_vocab, 0);
+    add_part(lm, N->lm_head, -1, ".weight", V, E, s->vocab0, s->n_vocab_valid);
+    if (c->q4_lm_head) { /* --lm-head int4: quantized here from the float lm_head, groups along E */
+        lm->q4 = 1;
+        lm->group = c->q4_group > 0 ? c->q4_group : (int)E;
+        if (E % lm->group)
+            tp_die_all("--lm-head int4: lm_head's %lld columns (n_embd) do not split into 4-bit groups of %d",
+                       (long long)E, lm->group);
+    }
     if (c->lm_head_bias)
         add_part(add_item(l, &m->w.lm_head_b, 0, SLICE_ROWS, s->n_vocab, 0), N->lm_head, -1, ".bias", V, 1, s->vocab0,
                  s->n_vocab_valid);
@@ -345,8 +352,9 @@ void tp_model_load_weights(tp_model *m, const char *dir, int random, uint64_t se
     char kind[200] = "", group[32] = "a row";
     if (m->cfg.q4_group > 0) snprintf(group, sizeof group, "%d", m->cfg.q4_group);
     if (m->cfg.q4_group) /* --weights int4, or a 4-bit checkpoint */
-        snprintf(kind, sizeof kind, ", layers' GEMM weights 4-bit in groups of %s (%s), lm_head int8", group,
-                 m->cfg.quant.method ? tp_quant_describe(&m->cfg.quant) : "--weights int4, round-to-nearest");
+        snprintf(kind, sizeof kind, ", layers' GEMM weights 4-bit in groups of %s (%s), lm_head %s", group,
+                 m->cfg.quant.method ? tp_quant_describe(&m->cfg.quant) : "--weights int4, round-to-nearest",
+                 m->cfg.q4_lm_head ? "4-bit too (--lm-head int4)" : "int8");
     else if (b->weights) snprintf(kind, sizeof kind, ", GEMM weights %s", b->weights);
     tp_log0("loading %s weights: %.1f MiB per rank (%s, TP=%d%s)\n", random ? "random" : "checkpoint",
             total / 1048576.0, b->name, m->sh.tp, kind);

@@ -44,6 +44,7 @@ ap.add_argument("--checkpoint")
 ap.add_argument("--rtn")
 ap.add_argument("--group-size", type=int)
 ap.add_argument("--hold-hf", action="store_true", help="--rtn: hold the distance to HF too (trained models)")
+ap.add_argument("--lm-head", choices=["int8", "int4"], help="passed to tpgen (--rtn: lm_head 4-bit too)")
 ap.add_argument("--np", default="1,2,4")
 ap.add_argument("--build", default="build")
 ap.add_argument("--timeout", type=float, default=120)
@@ -59,6 +60,7 @@ if not os.access(tpgen, os.X_OK):
 ver = subprocess.run(["mpirun", "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
 ompi = "Open MPI" in ver or "OpenRTE" in ver
 extra = ["--weights", "int4", "--group-size", str(a.group_size)] if mode == "rtn" else []
+extra += ["--lm-head", a.lm_head] if a.lm_head else []
 exp = json.load(open(os.path.join(fx, "expected.json")))
 name = os.path.basename(fx.rstrip("/"))
 
