@@ -1,8 +1,8 @@
 /* tpgen info: what this build has and what it sees (no MPI job); with --model, the "will it fit"
  * answer for a model: its config, parameter count, checkpoint files and format, and per rank at
  * TP 1, 2, 4, 8 the weight bytes, KV-cache bytes per token and the tokens of KV cache that fit
- * in a given memory; with --weights int8 or int4 [--group-size G], for the GEMM weights in that
- * form (int4: the TP sizes that cut a group of a row-parallel matrix are not valid). */
+ * in a given memory; with --weights int8 or int4 [--group-size G] [--lm-head int4], for the GEMM
+ * weights in that form (int4: the TP sizes that cut a group of a row-parallel matrix are not valid). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -64,10 +64,10 @@ static void rank_matrices(const tp_config *c, const tp_shard *s, int64_t *elemen
 /* --weights int4 (kernels/common/tp_quant4.h): the bytes a decode step reads of one rank's GEMM
  * weights, every layer's q/k/v, o and MLP matrices in groups of G along K (--group-size)
  * (tp_q4_read_bytes: nibbles, an f32 scale and a one-byte zero per group) and lm_head in int8 with
- * an f32 scale per row, as --weights int4 keeps it. 0 with why filled when this shard cannot be
+ * an f32 scale per row, as --weights int4 keeps it (lm4, --lm-head int4: lm_head in groups of G too). 0 with why filled when this shard cannot be
  * grouped: a K of a matrix (E for the column-parallel ones, the rank's Hl * D of o and its Il of
  * the MLP's output matrix for the row-parallel ones) not a multiple of the group. */
-static double rank_int4_bytes(const tp_config *c, const tp_shard *s, int64_t G, char *why, size_t why_size) {
+static double rank_int4_bytes(const tp_config *c, const tp_shard *s, int64_t G, int lm4, char *why, size_t why_size) {
     const int64_t E = c->n_embd, D = c->head_dim;
     const int64_t Hl = s->n_heads, Hkl = s->n_kv_heads, Il = s->n_inner, Vl = s->n_vocab;
     const int64_t in_rows = c->arch->mlp == TP_MLP_SILU_GATED ? 2 * Il : Il;
@@ -83,7 +83,9 @@ static double rank_int4_bytes(const tp_config *c, const tp_shard *s, int64_t G, 
         }
         bytes += (double)tp_q4_read_bytes(m[i].N, m[i].K, G);
     }
-    return c->n_layer * bytes + (double)Vl * (double)E + 4.0 * (double)Vl; /* lm_head: int8 + f32 row scales */
+    const double lm = lm4 ? (double)tp_q4_read_bytes(Vl, E, G)      /* --lm-head int4: groups along E too */
+                          : (double)Vl * (double)E + 4.0 * (double)Vl; /* int8 + f32 row scales */
+    return c->n_layer * bytes + lm;
 }
 
 /* 1 when name is a weight weights.c loads for this architecture (the rest, like CodeGen's
@@ -158,9 +160,9 @@ static double default_memory(char *why, size_t size) {
     return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 }
 
-/* weights: 0 (the dtype), 8 (--weights int8) or 4 (--weights int4, in groups of group). */
+/* weights: 0 (the dtype), 8 (--weights int8) or 4 (--weights int4, in groups of group; lm4: --lm-head int4). */
 static int model_info(const char *model, const char *revision, double memory, const char *dtype_flag, int weights,
-                      int group) {
+                      int group, int lm4) {
     char err[2048], b1[64], b2[64];
     char *dir = tp_hub_resolve(model, revision, err, sizeof err);
     if (!dir) return info_error(1, "%s", err);
@@ -242,9 +244,9 @@ static int model_info(const char *model, const char *revision, double memory, co
         printf("GEMM weights (attention, MLP, lm_head) in int8 with an f32 scale per row "
                "(--weights int8); embedding, norms and biases in %s\n", dt);
     if (weights == 4)
-        printf("GEMM weights (attention, MLP) in int4, groups of %d along K with an f32 scale and a one-byte zero each "
-               "(--weights int4); lm_head in int8 with an f32 scale per row; embedding, norms and biases in %s\n",
-               group, dt);
+        printf("GEMM weights (attention, MLP%s) in int4, groups of %d along K with an f32 scale and a one-byte zero "
+               "each (--weights int4%s); %sembedding, norms and biases in %s\n", lm4 ? ", lm_head" : "", group,
+               lm4 ? " --lm-head int4" : "", lm4 ? "" : "lm_head in int8 with an f32 scale per row; ", dt);
     printf("  %-3s %16s %20s %22s\n", "TP", "weights/rank", "KV bytes/token/rank", "KV tokens that fit");
     char gemm_line[256];
     size_t gl = (size_t)snprintf(gemm_line, sizeof gemm_line, "GEMM weight bytes a decode step reads per rank "
@@ -263,7 +265,7 @@ static int model_info(const char *model, const char *revision, double memory, co
             tp_shard_plan(&c, tp, r, &s, err, sizeof err);
             int64_t e = rank_elements(&c, &s);
             if (e > most) most = e;
-            if (weights == 4 && !why4[0]) rank_int4_bytes(&c, &s, group, why4, sizeof why4); /* the first rank that fails */
+            if (weights == 4 && !why4[0]) rank_int4_bytes(&c, &s, group, lm4, why4, sizeof why4); /* the first rank that fails */
         }
         if (why4[0]) {
             printf("  %-3d not valid for --weights int4: %s\n", tp, why4);
@@ -275,7 +277,7 @@ static int model_info(const char *model, const char *revision, double memory, co
         tp_shard_plan(&c, tp, 0, &s, err, sizeof err); /* rank 0: the most MLP rows and vocab rows */
         rank_matrices(&c, &s, &mel, &mrows);
         const double gemm = weights == 8   ? (double)mel + 4.0 * (double)mrows
-                            : weights == 4 ? rank_int4_bytes(&c, &s, group, why4, sizeof why4)
+                            : weights == 4 ? rank_int4_bytes(&c, &s, group, lm4, why4, sizeof why4)
                                            : (double)mel * es; /* read per decode step */
         double w = (double)most * es - (weights ? (double)mel * es - gemm : 0.0);
         double kv = 2.0 * c.n_layer * (double)s.n_kv_heads * c.head_dim * es; /* K and V of every layer, its KV heads */
@@ -296,13 +298,13 @@ static int model_info(const char *model, const char *revision, double memory, co
 
 int tp_cmd_info(int argc, char **argv) {
     const char *model = NULL, *revision = NULL, *dtype = NULL;
-    int weights = 0, group = 0; /* 8: --weights int8, 4: int4; --group-size (int4) */
+    int weights = 0, group = 0, lm4 = -1; /* 8: --weights int8, 4: int4; --group-size, --lm-head (int4) */
     double memory = 0;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int is_model = !strcmp(f, "--model") || !strcmp(f, "--config");
         if (is_model || !strcmp(f, "--revision") || !strcmp(f, "--memory") || !strcmp(f, "--dtype") ||
-            !strcmp(f, "--weights") || !strcmp(f, "--group-size")) {
+            !strcmp(f, "--weights") || !strcmp(f, "--group-size") || !strcmp(f, "--lm-head")) {
             if (!v) return info_error(2, "%s needs a value", f);
             i++;
             if (is_model) model = v;
@@ -311,6 +313,10 @@ int tp_cmd_info(int argc, char **argv) {
                 if (strcmp(v, "int8") && strcmp(v, "int4"))
                     return info_error(2, "--weights must be int8 or int4, got \"%s\"", v);
                 weights = v[3] == '8' ? 8 : 4;
+            } else if (!strcmp(f, "--lm-head")) {
+                if (strcmp(v, "int8") && strcmp(v, "int4"))
+                    return info_error(2, "--lm-head must be int8 or int4, got \"%s\"", v);
+                lm4 = v[3] == '4';
             } else if (!strcmp(f, "--group-size")) {
                 char *end;
                 long g = strtol(v, &end, 10);
@@ -332,12 +338,14 @@ int tp_cmd_info(int argc, char **argv) {
             return info_error(
                 2,
                 "unknown flag %s (`tpgen info` takes no flags other than --model DIR|ORG/NAME|CONFIG.json, "
-                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32, --weights int8|int4, --group-size G)",
+                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32, --weights int8|int4, --group-size G, --lm-head int8|int4)",
                 f);
     }
-    if (!model && (revision || dtype || weights || group || memory > 0))
-        return info_error(2, "--revision, --memory, --dtype, --weights and --group-size need --model");
+    if (!model && (revision || dtype || weights || group || lm4 >= 0 || memory > 0))
+        return info_error(2, "--revision, --memory, --dtype, --weights, --group-size and --lm-head need --model");
     if (group && weights != 4) return info_error(2, "--group-size is for --weights int4 (the k of one 4-bit group)");
+    if (lm4 >= 0 && weights != 4) return info_error(2, "--lm-head is for --weights int4 (lm_head under 4-bit layers)");
+    if (lm4 < 0) lm4 = 0;
     if (!group) group = TP_Q4_DEFAULT_GROUP;
     printf("backends: cpu%s\n", tp_backend_cuda_compiled() ? ", cuda" : "");
     printf("cpu cores: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
@@ -355,5 +363,5 @@ int tp_cmd_info(int argc, char **argv) {
         const int n = tp_backend_cuda_device_count();
         printf("cuda devices: %d%s\n", n, tp_cuda_module_emulated() ? " (emulated)" : "");
     }
-    return model ? model_info(model, revision, memory, dtype, weights, group) : 0;
+    return model ? model_info(model, revision, memory, dtype, weights, group, lm4) : 0;
 }

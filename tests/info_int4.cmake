@@ -39,8 +39,11 @@ tpgen_expect_error(info_int4_group_not_32 "--group-size 48: must be a multiple o
                    DRIVER_FLAGS --status 2 TIMEOUT 30
                    ARGS info --model ${CMAKE_SOURCE_DIR}/configs/codegen25-7B.json --weights int4 --group-size 48)
 # the same count from the engine: info's int4 GEMM bytes per rank = `tpgen bench --weights int4`'s
-# weight bytes, TP 1 and 2, groups of 128 and 64, on a tiny LLaMA shape
+# weight bytes, TP 1 and 2, groups of 128 and 64, lm_head int8 and int4 (--lm-head), on a tiny LLaMA shape
 add_test(NAME info_int4_vs_bench
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/launcher/info_int4_vs_bench.sh $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
                  ${CMAKE_CURRENT_BINARY_DIR}/info_int4_vs_bench)
 set_tests_properties(info_int4_vs_bench PROPERTIES LABELS "int4;launcher;mpi" TIMEOUT 120)
+tpgen_expect_error(info_int4_lm_head_without_int4 "--lm-head is for --weights int4" NP 0 LABELS "int4;errors"
+                   DRIVER_FLAGS --status 2 TIMEOUT 30
+                   ARGS info --model ${CMAKE_SOURCE_DIR}/configs/codegen25-7B.json --weights int8 --lm-head int4)
