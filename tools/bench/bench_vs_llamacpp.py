@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """tpgen vs llama.cpp on the CPU, in one run, on the same LLaMA (CodeGen2.5) shape with random weights.
 
-    python3 tools/bench/bench_vs_llamacpp.py [--config configs/codegen25-350M-shape.json] [--threads N]
-        [--types int4,int8,bf16,f32] [--llama-types Q4_0,Q8_0,BF16] [--group-size G] [--batch 1,8,32] [--context 512]
+    python3 tools/bench/bench_vs_llamacpp.py [--config configs/codegen25-350M-q4-shape.json] [--threads N]
+        [--types int4,int8,bf16,f32] [--llama-types Q4_0,Q8_0,BF16] [--group-size G] [--lm-head int8|int4]
+        [--batch 1,8,32] [--context 512]
         [--long-context 1900] [--steps 32] [--prefill 512] [--runs 3] [--smoke]
         [--llamacpp DIR] [--models-dir DIR] [--out FILE.json] [--record docs/bench/cpu-llamacpp.jsonl]
 
@@ -11,7 +12,9 @@ Needs llama.cpp built by tools/bench/build_llamacpp.sh (--llamacpp, default $TPG
 numpy (tools/bench/llamacpp_model.py writes the GGUF files, once, into --models-dir, default
 LLAMACPP/models). Exit 77 when llama.cpp is not built (the ctest smoke test skips on it).
 
-Rows (--types for tpgen, --llama-types for llama.cpp; ratios pair them as written):
+The default shape, configs/codegen25-350M-q4-shape.json, is CodeGen-350M's size with an MLP width
+(2688) that splits into 4-bit groups of 128 and Q4_0's blocks of 32 (configs/codegen25-350M-shape.json's
+2736 does neither). Rows (--types for tpgen, --llama-types for llama.cpp; ratios pair them as written):
     tpgen `--weights int4` ~ llama.cpp Q4_0    tpgen `--weights int8` ~ llama.cpp Q8_0
     tpgen `--dtype bf16`   ~ llama.cpp BF16    tpgen f32 ~ llama.cpp F32 (F16 has no tpgen peer on the CPU)
 tpgen draws its weights (`bench --config --random-weights`: Gaussian, std 0.02, norms mean 1), llama.cpp
@@ -121,9 +124,25 @@ def tpgen_bench(a, flags, batches, context, prefill):
     return rows, cmd
 
 
+def tpgen_flags(a, t):
+    """tpgen bench's flags for type t: int4 with --group-size and --lm-head when given."""
+    extra = []
+    if t == "int4" and a.group_size:
+        extra += ["--group-size", str(a.group_size)]
+    if t == "int4" and a.lm_head:
+        extra += ["--lm-head", a.lm_head]
+    return TPGEN_TYPES[t][0] + extra
+
+
+def tpgen_row(a, t):
+    """The row's name: the flags, when they are more than the type's own."""
+    flags = tpgen_flags(a, t)
+    return TPGEN_TYPES[t][1] if flags == TPGEN_TYPES[t][0] else f"tpgen `{' '.join(flags)}`"
+
+
 def tpgen_run(a, t):
     """{column: ms} and the kernels tpgen named, for tpgen type t."""
-    flags = TPGEN_TYPES[t][0] + (["--group-size", str(a.group_size)] if t == "int4" and a.group_size else [])
+    flags = tpgen_flags(a, t)
     rows, cmd = tpgen_bench(a, flags, a.batches, a.context, a.prefill)
     out, kern = {}, {}
     for r in rows:
@@ -230,7 +249,7 @@ def fmt(v):
 
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--config", default=os.path.join(ROOT, "configs", "codegen25-350M-shape.json"))
+    ap.add_argument("--config", default=os.path.join(ROOT, "configs", "codegen25-350M-q4-shape.json"))
     ap.add_argument("--tpgen", default=os.path.join(ROOT, "build", "bin", "tpgen"))
     ap.add_argument("--llamacpp", default=llamacpp_model.DEFAULT_DIR)
     ap.add_argument("--models-dir", help="where the GGUF files are kept (default LLAMACPP/models)")
@@ -239,6 +258,8 @@ def parse():
     ap.add_argument("--llama-types", default="Q4_0,Q8_0,BF16", help="llama.cpp's rows")
     ap.add_argument("--group-size", type=int, help="tpgen int4's --group-size (default tpgen's, 128; Q4_0's "
                                                       "blocks are 32)")
+    ap.add_argument("--lm-head", choices=("int8", "int4"), help="tpgen int4's --lm-head (default tpgen's, int8; "
+                                                                  "Q4_0 keeps output.weight in Q6_K)")
     for k in DEFAULTS:
         ap.add_argument("--" + k.replace("_", "-"), type=str if k == "batch" else int, default=None,
                         help=f"default {DEFAULTS[k]} (--smoke: {SMOKE[k]})")
@@ -357,7 +378,7 @@ def main():
     table = []
     for eng, types in (("tpgen", a.types), ("llama.cpp", a.llama_types)):
         for t in types:
-            name = TPGEN_TYPES[t][1] if eng == "tpgen" else f"llama.cpp {t}"
+            name = tpgen_row(a, t) if eng == "tpgen" else f"llama.cpp {t}"
             if (eng, t) in failed:
                 word = "refused" if "tpgen: error:" in failed[(eng, t)] else "failed"  # its own clear error, or a crash
                 table.append({"row": name, "engine": eng, "type": t, "values": [word] * len(cols),
