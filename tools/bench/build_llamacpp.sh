@@ -66,7 +66,7 @@ for t in cmake python3 "$cc" "$cxx"; do
 done
 has_amx=0
 grep -qw amx_int8 /proc/cpuinfo && has_amx=1
-# gcc < 13 with AMX: the miscompiled tile setup above (a crash at the first AMX matmul)
+# gcc 12 or older with AMX: the miscompiled tile setup above (a crash at the first AMX matmul)
 if "$cxx" --version 2>/dev/null | head -1 | grep -qiE '(g\+\+|gcc)'; then
   gmaj="$("$cxx" -dumpversion | cut -d. -f1)"
   if [ "$has_amx" = 1 ] && [ "$gmaj" -lt 13 ]; then
@@ -105,7 +105,6 @@ fi
 name="$(basename "$sdist" .tar.gz)"
 [[ "$name" =~ ^llama_cpp_python-[0-9][0-9a-zA-Z.+-]*$ ]] ||
   die "--sdist $sdist: expected llama_cpp_python-VERSION.tar.gz (the llama-cpp-python sdist)"
-# unpack outside any git work tree: llama.cpp's build-info.cmake would take that tree's commit
 src="$out/src/$name"
 if [ ! -f "$src/vendor/llama.cpp/CMakeLists.txt" ]; then
   rm -rf "$src"
