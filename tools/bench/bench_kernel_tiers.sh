@@ -11,6 +11,7 @@
 # usage: tools/bench/bench_kernel_tiers.sh [--threads N] [--runs R] [--context C] [--steps S]
 #                                    [--prefill P] [--build DIR] [--out DIR] [--dtypes f32,bf16,int8]
 #                                    [--config FILE] [--no-load-times] [--check] [--record FILE.jsonl]
+#                                    [--tiers avx2,avx512,... (of those this CPU runs)] [--batch 1,8,32]
 #                                    [--model DIR (instead of the 350M config; a smoke test)]
 # --check (issue 43): for each dtype, at batch 1 and 8, the measured choice's median against the
 # fastest forced tier's; exits 1 when one is more than 5% slower (OUT/check.md says which).
@@ -31,6 +32,8 @@ dtypes=(f32 bf16 int8)
 check=0
 record=
 load_times=1
+only_tiers=
+batch=1,8,32
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
@@ -46,6 +49,8 @@ while [ $# -gt 0 ]; do
     --check) check=1; shift ;;
     --record) record=$2; shift 2 ;;
     --no-load-times) load_times=0; shift ;;
+    --tiers) only_tiers=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
     *) echo "bench_kernel_tiers.sh: unknown argument $1 (see the usage at the top of this file)" >&2; exit 2 ;;
   esac
 done
@@ -66,6 +71,11 @@ has avx2 fma && tiers+=(avx2)
 has avx2 fma avx_vnni && tiers+=(avxvnni)
 has avx2 fma avx512f avx512bw avx512vl && tiers+=(avx512)
 has avx2 fma avx512f avx512bw avx512vl amx_tile amx_int8 && tiers+=(amx)
+if [ -n "$only_tiers" ]; then
+  keep=()
+  for t in "${tiers[@]}"; do [[ ",$only_tiers," == *",$t,"* ]] && keep+=("$t"); done
+  tiers=("${keep[@]}")
+fi
 tiers+=(measured)
 configs=()
 for d in "${dtypes[@]}"; do for t in "${tiers[@]}"; do configs+=("$d:$t"); done; done
@@ -77,7 +87,7 @@ run_one() { # dtype tier -> one JSON line appended to raw
   [ "$t" = measured ] || env+=(TPGEN_CPU_ISA="$t")
   local rows
   rows=$("${env[@]}" "$tpgen" bench "${model_args[@]}" --backend cpu --threads "$threads" "${dflags[@]}" \
-         --batch 1,8,32 --context "$context" --steps "$steps" --prefill "$prefill" --prefill-runs 1 --json 2>/dev/null |
+         --batch "$batch" --context "$context" --steps "$steps" --prefill "$prefill" --prefill-runs 1 --json 2>/dev/null |
          grep '^{' | paste -sd, -)
   echo "{\"dtype\": \"$d\", \"tier\": \"$t\", \"rows\": [$rows]}" >> "$raw"
 }
