@@ -29,8 +29,9 @@ typedef enum { BF16_ISA_C = 0, BF16_ISA_AVX2 = 1, BF16_ISA_AVX512BF16 = 2 } bf16
 #define BF16_MAX_SHAPES 16
 typedef struct {
     int N, K;
-    bf16_isa isa;
-    char how[512]; /* measured (times), cached, ... */
+    bf16_isa isa;       /* steps of one or two tokens (measured at T = 1) */
+    bf16_isa isa_batch; /* larger decode batches (measured at T = 8) */
+    char how[512], how_batch[512]; /* measured (times), cached, ... */
 } bf16_shape;
 
 typedef struct tp_dnnl tp_dnnl; /* cpu_dnnl.c; NULL when oneDNN is not used */

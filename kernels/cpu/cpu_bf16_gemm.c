@@ -399,42 +399,41 @@ void bf16_matrix_fill_random(tp_backend *b, void *dst, int rows, int cols, uint6
     store_matrix(b, dst, &s, rows, cols);
 }
 
-/* ---- the GEMV tier per shape (cpu_tune.h): measured at load on the stored matrix at T = 1,
+/* ---- the GEMV tier per shape and T range (cpu_tune.h): measured at load on the stored matrix,
  * cached, forced (TPGEN_CPU_ISA), or the highest below TUNE_MIN_ELEMS ---- */
-#define BF16_KERNEL_SET "b16k3" /* bump when a bf16 GEMV kernel or its timed run changes */
+#define BF16_KERNEL_SET "b16k4" /* bump when a bf16 GEMV kernel or its timed run changes */
 #define TUNE_MIN_ELEMS (1 << 20)
 static bf16_shape *shape_find(tp_cpu_bf16 *c, int N, int K) {
     for (int i = 0; i < c->n_shapes; i++)
         if (c->shapes[i].N == N && c->shapes[i].K == K) return &c->shapes[i];
     return NULL;
 }
-static bf16_isa shape_isa(tp_cpu_bf16 *c, int N, int K) {
+/* A tier wins one token and loses eight: on an AMX Xeon, decode of CodeGen-350M in bf16 ran
+ * 27.9 ms at batch 1 on avx512bf16 against avx2's 29.3, and 61.8 at batch 8 against avx2's 52.8
+ * (tools/bench/bench_kernel_tiers.sh, 2026-12-06). So a shape keeps two choices: for steps of up
+ * to ONE_T tokens, measured at T = 1, and for larger GEMV steps, measured at T = TUNE_T2. */
+#define ONE_T 2
+#define TUNE_T2 8
+static bf16_isa shape_isa(tp_cpu_bf16 *c, int N, int K, int T) {
     const bf16_shape *s = shape_find(c, N, K);
-    return s ? s->isa : c->isa;
+    return !s ? c->isa : T <= ONE_T ? s->isa : s->isa_batch;
 }
 
-/* One timed run: the GEMV at T = 1 and at T = TUNE_T2 (decode batches take the GEMV up to
- * few_tokens, and a tier that wins at one token can lose at eight: avx512bf16 against avx2 on an
- * AMX Xeon, 28.4 vs 27.7 ms at batch 1 but 63.6 vs 54.6 at batch 8), with the backend's threads
- * as a decode step runs it, the matrix evicted from the caches first (cpu_tune.h), into scratch;
- * the tier with the least sum is kept. */
-#define TUNE_T2 8
+/* One timed run: the GEMV at t->T tokens with the backend's threads as a decode step runs it,
+ * the matrix evicted from the caches first (cpu_tune.h), into scratch. */
 typedef struct {
     tp_backend *b;
     const bf16 *W, *x;
     bf16 *y;
-    int N, K;
+    int N, K, T;
     bf16_isa isa[BF16_N_ISA];
 } tune_ctx;
 static double tune_run(void *ctx, int cand) {
     const tune_ctx *t = ctx;
     const epi e = {t->y, NULL, t->N, 0, 0, 0};
-    double sum = 0.0, s;
-    for (int T = 1; T <= TUNE_T2; T += TUNE_T2 - 1) {
-        gemv_path(t->b, t->isa[cand], t->x, t->W, T, t->N, t->K, &e, &s);
-        sum += s;
-    }
-    return sum;
+    double s;
+    gemv_path(t->b, t->isa[cand], t->x, t->W, t->T, t->N, t->K, &e, &s);
+    return s;
 }
 
 static void tune_shape(tp_backend *b, const void *W, int N, int K) {
@@ -454,17 +453,25 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
         x[k] = tp_f32_to_bf16((float)((long)(k * 7919) % 2001 - 1000) / 1000.0f);
     t.x = x;
     t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
-    const cpu_tune_key key = {.family = "bf16-gemv", .kernel_set = BF16_KERNEL_SET, .N = N, .K = K, .T = 1 + TUNE_T2,
-                              .n_cand = n, .names = names, .run = "T = 1 and 8 with the step's threads, from memory",
-                              .stream = W, .stream_bytes = (size_t)bf16_n_panels(N) * bf16_panel_elems(K) * 2,
-                              .recheck = 1};
+    cpu_tune_key key = {.family = "bf16-gemv", .kernel_set = BF16_KERNEL_SET, .N = N, .K = K, .T = 1,
+                        .n_cand = n, .names = names, .run = "T = 1 with the step's threads, from memory",
+                        .stream = W, .stream_bytes = (size_t)bf16_n_panels(N) * bf16_panel_elems(K) * 2,
+                        .recheck = 1};
     bf16_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;
+    t.T = 1;
     s->isa = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how, sizeof s->how)];
+    key.family = "bf16-gemv-batch";
+    key.T = t.T = TUNE_T2;
+    key.run = "T = 8 with the step's threads, from memory";
+    s->isa_batch = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how_batch, sizeof s->how_batch)];
     free(x);
     free(t.y);
-    if (c->verbose) tp_log0("cpu bf16: GEMV [%d x %d] -> %s: %s\n", N, K, g_isa_short[s->isa], s->how);
+    if (c->verbose) {
+        tp_log0("cpu bf16: GEMV [%d x %d] at T <= %d -> %s: %s\n", N, K, ONE_T, g_isa_short[s->isa], s->how);
+        tp_log0("cpu bf16: GEMV [%d x %d] at T > %d -> %s: %s\n", N, K, ONE_T, g_isa_short[s->isa_batch], s->how_batch);
+    }
 }
 
 const char *cpu_bf16_gemv_choice(tp_backend *b, int N, int K, const char **how) {
@@ -517,7 +524,7 @@ static void gemm(tp_backend *b, void *y, const void *x, const void *W, const voi
     char path[160];
     const gemm_path pk = path_pick(c, T);
     if (pk == PATH_GEMV || K <= 0) {
-        const bf16_isa isa = shape_isa(c, N, K);
+        const bf16_isa isa = shape_isa(c, N, K, T);
         snprintf(path, sizeof path, "GEMV %s (T <= %d)", bf16_isa_name(isa), c->few_tokens);
         bf16_report(b, bit, op, path);
         if (K <= 0) {
