@@ -463,7 +463,9 @@ def record(a, table, cols, ver, settings, load, t_start, cpu):
              f"({settings.get('summary', '')}), GGUF by tools/bench/llamacpp_model.py (llama-quantize's default mix)."
              + "".join(f" llama.cpp {t} keeps {n}." for t, n in a.kept.items())
              + (" SMOKE settings." if a.smoke else ""))
-    perf_record.record(a.record, "cpu-llamacpp", "decode-prefill", cells,
+    # tpgen alone (--llama-types ""): a table of its own per shape, beside the comparison's
+    table = "decode-prefill" if a.llama_types else "tpgen-" + os.path.splitext(os.path.basename(a.config))[0]
+    perf_record.record(a.record, "cpu-llamacpp", table, cells,
                        "python3 tools/bench/bench_vs_llamacpp.py " + shlex.join(sys.argv[1:]), notes=notes,
                        date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
                        cpu={"model": cpu["model"], "cpus": os.cpu_count(), "flags": cpu["flags"]},
