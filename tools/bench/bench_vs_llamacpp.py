@@ -316,11 +316,15 @@ def setup(a):
     if any(B > 1 for B in a.batches) and a.llama_types and "llama-batched-bench" not in a.bin:
         print(f"{PROG}: note: no llama-batched-bench in {a.llamacpp}/bin: llama.cpp's batch > 1 cells are n/a",
               file=sys.stderr)
-    try:
-        shape = llamacpp_model.read_config(a.config)
-    except llamacpp_model.Error as e:
+    try:  # tpgen alone (--llama-types ""): any shape tpgen runs (CodeGen 1 too); a llama.cpp peer needs LLaMA
+        if a.llama_types:
+            npos = llamacpp_model.read_config(a.config)["max_position_embeddings"]
+        else:
+            with open(a.config) as f:
+                c = json.load(f)
+            npos = c.get("max_position_embeddings") or c.get("n_positions") or 2048
+    except (llamacpp_model.Error, OSError, ValueError) as e:
         die(str(e))
-    npos = shape["max_position_embeddings"]
     for flag, ctx in (("--context", a.context), ("--long-context", a.long_context)):
         if ctx and ctx + a.steps + 4 > npos:
             die(f"{flag} {ctx} + --steps {a.steps} + 4 (tpgen bench's warm-up) exceed max_position_embeddings={npos} "
