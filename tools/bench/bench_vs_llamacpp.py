@@ -347,7 +347,7 @@ def setup(a):
     for t, n in a.kept.items():
         print(f"{PROG}: note: {t}: llama-quantize kept {n} (their row length is not a multiple of {t}'s block, "
               f"as configs/codegen25-350M-shape.json's MLP width 2736 in ffn_down)", file=sys.stderr)
-    return shape
+    return npos
 
 
 def main():
