@@ -19,6 +19,7 @@
 # Writes OUT/raw.jsonl (one line per run: config and tpgen's JSON rows) and prints the table
 # (also OUT/table.md). The tiers are the TPGEN_CPU_ISA values this CPU runs (kernels/cpu/cpu_isa.h).
 set -euo pipefail
+cmdline="bash tools/bench/bench_kernel_tiers.sh $*" # for --record, before the parsing shifts them away
 
 threads=$(nproc)
 runs=5
@@ -119,7 +120,6 @@ for ((r = 0; r < 3 * load_times; r++)); do
 done
 [ ${#loads[@]} -eq 0 ] || echo "{\"load_int8_s\": [$(IFS=,; echo "${loads[*]}")]}" >> "$raw"
 
-cmdline="bash tools/bench/bench_kernel_tiers.sh $*"
 python3 - "$raw" "$out/table.md" "$prefill" "$check" "$record" "$cmdline" "$threads" "$runs" "$context" \
   "${model_args[*]}" <<'EOF'
 import json, os, statistics, sys
@@ -181,7 +181,7 @@ if record and cells:
     perf_record.record(record, "cpu-tiers", "default-vs-forced", cells, command=cmdline,
                        row_header="dtype, batch",
                        notes="%s, %s threads, TP 1; decode at context %s; medians of %s runs alternating every "
-                             "configuration; 'measured' = TPGEN_CPU_ISA unset, each shape's kernel chosen at load"
+                             "configuration; 'measured' = TPGEN_CPU_ISA unset, each shape's kernel chosen at load."
                              % (model, threads, context, runs))
 sys.exit(1 if check and failed else 0)
 EOF

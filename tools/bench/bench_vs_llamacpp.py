@@ -463,8 +463,9 @@ def record(a, table, cols, ver, settings, load, t_start, cpu):
             cells.append(c)
     notes = (f"{os.path.basename(a.config)} with random weights; ms per decode step at context {a.context} "
              f"(batch 1 also at {a.long_context}) and per {a.prefill}-token prefill at batch 1, medians of {a.runs} "
-             f"alternating runs, {a.threads} threads each; llama.cpp {settings.get('build', '?')} "
-             f"({settings.get('summary', '')}), GGUF by tools/bench/llamacpp_model.py (llama-quantize's default mix)."
+             f"alternating runs, {a.threads} threads each"
+             + (f"; llama.cpp {settings.get('build', '?')} ({settings.get('summary', '')}), GGUF by "
+                f"tools/bench/llamacpp_model.py (llama-quantize's default mix)." if a.llama_types else ".")
              + "".join(f" llama.cpp {t} keeps {n}." for t, n in a.kept.items())
              + (" SMOKE settings." if a.smoke else ""))
     # tpgen alone (--llama-types ""): a table of its own per shape, beside the comparison's
