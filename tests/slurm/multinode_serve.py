@@ -12,7 +12,7 @@ usage: multinode_serve.py TPGEN MODEL WORKDIR CLUSTER_DIR REF_JSON
    took every one: /metrics) when scancel lands; each is answered in full ([DONE], "length"), the
    job's output says "draining: N requests in flight" (N >= 1) and "server stopped", and no rank
    is left;
-3. node2 loses slurmd and its rank (SIGKILL; its slurmstepd lives and reports), 16 streams in
+3. node2 loses slurmd and its rank (SIGKILL; its slurmstepd lives and reports), 48 streams in
    flight: within 45 s the job has ended non-zero, srun naming node2's task, some stream cut; no
    rank is left;
 4. node2 lost whole (every process, slurmstepd too: nothing reports), 16 streams in flight: within
@@ -183,8 +183,10 @@ def served_and_drained():
 
 def node_lost(how, extra, want):
     job, out, port = start_server("lost-" + how, extra)
-    # 16 x 120 tokens one at a time (--max-batch 1): seconds of steps, so the kill lands mid-step
-    threads, results = streams(port, 16)
+    # 48 x 120 tokens one at a time (--max-batch 1): ~6 s of steps. The kill follows the 16th's start
+    # (wait_taken counts prompts run), so 32 are still to run and it lands mid-request (with 16 streams
+    # only the last was left, and on a loaded CI machine it once finished before cluster.sh's kill)
+    threads, results = streams(port, 48)
     wait_taken(port, 16, out)
     t0 = time.time()
     NODE2_DOWN[0] = True
