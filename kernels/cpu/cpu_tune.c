@@ -297,18 +297,18 @@ static int cache_store(const char *path, const char *key, const cpu_tune_key *k,
     return rc;
 }
 
-/* The least time of each candidate over `rounds` rounds (at least min_rounds, then until budget
- * seconds have passed), the order rotated every round, after a warm-up run each; with drop,
- * a first run over TUNE_DROP x the fastest leaves the rounds (live[i] = 0). */
+/* The least time of each candidate over at least min_rounds rounds, then until budget seconds have
+ * passed (max_rounds at most), the order rotated every round, after a warm-up run each; a first
+ * timed run over TUNE_DROP x the fastest leaves the rounds (live[i] = 0). */
 static void time_rounds(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, int nc, int min_rounds,
-                        int max_rounds, double budget, int drop, double *best, int *live) {
+                        int max_rounds, double budget, double *best, int *live) {
     double warm_min = 1e30;
     for (int i = 0; i < nc; i++) run(ctx, i); /* untimed: caches, page tables, the AVX-512 units woken */
     for (int i = 0; i < nc; i++) {
         best[i] = timed_run(k, run, ctx, i);
         warm_min = best[i] < warm_min ? best[i] : warm_min;
     }
-    for (int i = 0; i < nc; i++) live[i] = !drop || best[i] <= TUNE_DROP * warm_min;
+    for (int i = 0; i < nc; i++) live[i] = best[i] <= TUNE_DROP * warm_min;
     const double start = tp_now_seconds();
     for (int r = 0; r < max_rounds; r++) {
         if (r >= min_rounds && tp_now_seconds() - start > budget) break;
@@ -330,12 +330,14 @@ static void times_str(char *out, size_t size, const cpu_tune_key *k, int nc, con
 }
 
 /* The re-check of a cached choice c (cpu_tune.h): 1 when another candidate is faster by more
- * than RECHECK_MARGIN; the times in times. */
+ * than RECHECK_MARGIN; the times in times. A candidate over TUNE_DROP x the fastest at its first
+ * timed run cannot contradict anything and leaves the rounds (the plain-C twin: 160 ms a run on
+ * an int4 lm_head of 51200 rows). */
 static int contradicted(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, int nc, int c, char *times,
                         size_t size) {
     double best[CPU_TUNE_MAX_CAND];
     int live[CPU_TUNE_MAX_CAND];
-    time_rounds(k, run, ctx, nc, RECHECK_ROUNDS, RECHECK_ROUNDS, 0.0, 0, best, live);
+    time_rounds(k, run, ctx, nc, RECHECK_ROUNDS, RECHECK_ROUNDS, 0.0, best, live);
     times_str(times, size, k, nc, best, live);
     for (int i = 0; i < nc; i++)
         if (i != c && best[i] < best[c] * (1.0 - RECHECK_MARGIN)) return 1;
@@ -369,7 +371,7 @@ int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *
     }
     double best[CPU_TUNE_MAX_CAND];
     int live[CPU_TUNE_MAX_CAND];
-    time_rounds(k, run, ctx, nc, TUNE_MIN_ROUNDS, TUNE_MAX_ROUNDS, TUNE_BUDGET_S, 1, best, live);
+    time_rounds(k, run, ctx, nc, TUNE_MIN_ROUNDS, TUNE_MAX_ROUNDS, TUNE_BUDGET_S, best, live);
     int pick = 0;
     for (int i = 1; i < nc; i++)
         if (best[i] < best[pick] * (1.0 - TUNE_MARGIN)) pick = i;
