@@ -371,11 +371,10 @@ typedef int16_t v8s __attribute__((vector_size(16)));
 typedef uint8_t v8u8 __attribute__((vector_size(8)));
 typedef int8_t v8s8 __attribute__((vector_size(8)));
 CPU_SIMD_CLONES static void i4_x_row(uint8_t *lo, int8_t *hi, int32_t *xs, const int16_t *xq, int K, int KG) {
-    const v8s perm = {0, 4, 1, 5, 2, 6, 3, 7}; /* cpu_i4_xperm */
     for (int k = 0; k < K; k += 8) {
         v8s v;
         memcpy(&v, xq + k, sizeof v);
-        v = __builtin_shuffle(v, perm);
+        v = __builtin_shufflevector(v, v, 0, 4, 1, 5, 2, 6, 3, 7); /* cpu_i4_xperm (GCC 12 and clang) */
         const v8s b = v & 255;
         const v8u8 l = __builtin_convertvector(b, v8u8);
         const v8s8 h = __builtin_convertvector((v - b) >> 8, v8s8); /* exact: v - b is a multiple of 256 */
