@@ -1,6 +1,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,16 @@ char *tp_strdup(const char *s) {
     char *d = tp_malloc(n);
     memcpy(d, s, n);
     return d;
+}
+
+int tp_set_err(char *err, size_t size, const char *fmt, ...) {
+    if (err && size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, size, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
 }
 
 char *tp_read_file(const char *path, size_t *len) {

@@ -28,6 +28,9 @@ void tp_die_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noret
 /* The message of the tp_die_all in progress ("" if none): a die_all hook that finds this rank
  * failing alone prints it, since rank 0 did not. */
 const char *tp_log_die_all_message(void);
+/* The message into err (size bytes; nothing when err is NULL), for a function that reports its
+ * failure by returning -1: returns -1. */
+int tp_set_err(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* malloc/calloc/realloc that die with the size on failure. */
 void *tp_malloc(size_t bytes);

@@ -1,7 +1,6 @@
 #include "ckpt_path.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +46,7 @@ char *tp_ckpt_resolve(const char *path, const char *single, const char *index, c
     *index_dir = NULL;
     struct stat st;
     if (stat(path, &st) != 0) {
-        tp_ckpt_err(err, err_size, "%s: %s", path, strerror(errno));
+        tp_set_err(err, err_size, "%s: %s", path, strerror(errno));
         return NULL;
     }
     if (!S_ISDIR(st.st_mode)) {
@@ -66,9 +65,9 @@ char *tp_ckpt_resolve(const char *path, const char *single, const char *index, c
         return x;
     }
     int index_errno = errno;
-    if (single_errno != ENOENT) tp_ckpt_err(err, err_size, "%s: %s", s, strerror(single_errno));
-    else if (index_errno != ENOENT) tp_ckpt_err(err, err_size, "%s: %s", x, strerror(index_errno));
-    else tp_ckpt_err(err, err_size, "no %s or %s in %s", single, index, path);
+    if (single_errno != ENOENT) tp_set_err(err, err_size, "%s: %s", s, strerror(single_errno));
+    else if (index_errno != ENOENT) tp_set_err(err, err_size, "%s: %s", x, strerror(index_errno));
+    else tp_set_err(err, err_size, "no %s or %s in %s", single, index, path);
     free(s);
     free(x);
     return NULL;
@@ -86,12 +85,3 @@ int tp_ckpt_ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-int tp_ckpt_err(char *err, size_t size, const char *fmt, ...) {
-    if (err && size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, size, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}

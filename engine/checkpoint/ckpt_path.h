@@ -25,7 +25,5 @@ int tp_ckpt_ends_with(const char *s, const char *suffix);
  * be found. */
 char *tp_ckpt_resolve(const char *path, const char *single, const char *index, char **index_dir, char *err,
                       size_t err_size);
-/* The readers' one error writer: fmt into err (when err and size are non-zero); returns -1. */
-int tp_ckpt_err(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

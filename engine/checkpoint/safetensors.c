@@ -63,9 +63,9 @@ static int parse_dtype(const char *file, const char *name, const json_value *v, 
                        char *err, size_t err_size) {
     static const char *unsupported[] = {"BOOL", "U8", "I8", "I16", "U16", "U32", "I64", "U64", "F64",
                                         "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"};
-    if (!v) { tp_ckpt_err(err, err_size, "%s: tensor %s has no \"dtype\"", file, name); return 0; }
+    if (!v) { tp_set_err(err, err_size, "%s: tensor %s has no \"dtype\"", file, name); return 0; }
     if (v->type != JSON_STRING) {
-        tp_ckpt_err(err, err_size, "%s: tensor %s: \"dtype\" is %s, not a string", file, name, a_type(v->type));
+        tp_set_err(err, err_size, "%s: tensor %s: \"dtype\" is %s, not a string", file, name, a_type(v->type));
         return 0;
     }
     if (strcmp(v->str, "F32") == 0) { *out = TP_F32; return 1; }
@@ -74,23 +74,23 @@ static int parse_dtype(const char *file, const char *name, const json_value *v, 
     if (strcmp(v->str, "I32") == 0) { *out = TP_F32; *int32 = 1; return 1; } /* 4 bytes an element */
     for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
         if (strcmp(v->str, unsupported[i]) == 0) {
-            tp_ckpt_err(err, err_size, "%s: tensor %s: dtype %s is not supported; tpgen reads " TP_ST_DTYPES, file, name,
+            tp_set_err(err, err_size, "%s: tensor %s: dtype %s is not supported; tpgen reads " TP_ST_DTYPES, file, name,
                    v->str);
             return 0;
         }
-    tp_ckpt_err(err, err_size, "%s: tensor %s: unknown dtype \"%.40s\"; tpgen reads " TP_ST_DTYPES, file, name, v->str);
+    tp_set_err(err, err_size, "%s: tensor %s: unknown dtype \"%.40s\"; tpgen reads " TP_ST_DTYPES, file, name, v->str);
     return 0;
 }
 
 static int parse_shape(const char *file, const char *name, const json_value *v, tp_st_tensor *t, char *err,
                        size_t err_size) {
-    if (!v) { tp_ckpt_err(err, err_size, "%s: tensor %s has no \"shape\"", file, name); return 0; }
+    if (!v) { tp_set_err(err, err_size, "%s: tensor %s has no \"shape\"", file, name); return 0; }
     if (v->type != JSON_ARRAY) {
-        tp_ckpt_err(err, err_size, "%s: tensor %s: \"shape\" is %s, not an array", file, name, a_type(v->type));
+        tp_set_err(err, err_size, "%s: tensor %s: \"shape\" is %s, not an array", file, name, a_type(v->type));
         return 0;
     }
     if (v->n > TP_ST_MAX_DIMS) {
-        tp_ckpt_err(err, err_size, "%s: tensor %s: shape has %zu dims; at most %d are supported", file, name, v->n,
+        tp_set_err(err, err_size, "%s: tensor %s: shape has %zu dims; at most %d are supported", file, name, v->n,
                TP_ST_MAX_DIMS);
         return 0;
     }
@@ -98,11 +98,11 @@ static int parse_shape(const char *file, const char *name, const json_value *v, 
     for (size_t i = 0; i < v->n; i++) {
         const json_value *d = &v->items[i];
         if (d->type != JSON_NUMBER || !d->is_integer) {
-            tp_ckpt_err(err, err_size, "%s: tensor %s: shape[%zu] is not an integer", file, name, i);
+            tp_set_err(err, err_size, "%s: tensor %s: shape[%zu] is not an integer", file, name, i);
             return 0;
         }
         if (d->integer < 0) {
-            tp_ckpt_err(err, err_size, "%s: tensor %s: shape[%zu] = %lld is negative", file, name, i,
+            tp_set_err(err, err_size, "%s: tensor %s: shape[%zu] = %lld is negative", file, name, i,
                    (long long)d->integer);
             return 0;
         }
@@ -113,20 +113,20 @@ static int parse_shape(const char *file, const char *name, const json_value *v, 
 
 static int parse_offsets(const char *file, const char *name, const json_value *v, uint64_t *begin, uint64_t *end,
                          char *err, size_t err_size) {
-    if (!v) { tp_ckpt_err(err, err_size, "%s: tensor %s has no \"data_offsets\"", file, name); return 0; }
+    if (!v) { tp_set_err(err, err_size, "%s: tensor %s has no \"data_offsets\"", file, name); return 0; }
     if (v->type != JSON_ARRAY || v->n != 2 || v->items[0].type != JSON_NUMBER || !v->items[0].is_integer ||
         v->items[1].type != JSON_NUMBER || !v->items[1].is_integer) {
-        tp_ckpt_err(err, err_size, "%s: tensor %s: \"data_offsets\" must be [begin, end], two integers", file, name);
+        tp_set_err(err, err_size, "%s: tensor %s: \"data_offsets\" must be [begin, end], two integers", file, name);
         return 0;
     }
     int64_t b = v->items[0].integer, e = v->items[1].integer;
     if (b < 0 || e < 0) {
-        tp_ckpt_err(err, err_size, "%s: tensor %s: data_offsets [%lld, %lld] are negative", file, name, (long long)b,
+        tp_set_err(err, err_size, "%s: tensor %s: data_offsets [%lld, %lld] are negative", file, name, (long long)b,
                (long long)e);
         return 0;
     }
     if (b > e) {
-        tp_ckpt_err(err, err_size, "%s: tensor %s: data_offsets [%lld, %lld] have begin > end", file, name, (long long)b,
+        tp_set_err(err, err_size, "%s: tensor %s: data_offsets [%lld, %lld] have begin > end", file, name, (long long)b,
                (long long)e);
         return 0;
     }
@@ -140,7 +140,7 @@ static int parse_entry(const st_file *f, const char *name, const json_value *v, 
                        size_t err_size) {
     const char *file = f->path;
     if (v->type != JSON_OBJECT) {
-        tp_ckpt_err(err, err_size, "%s: tensor %s: entry is %s, not an object", file, name, a_type(v->type));
+        tp_set_err(err, err_size, "%s: tensor %s: entry is %s, not an object", file, name, a_type(v->type));
         return 0;
     }
     uint64_t begin, end;
@@ -153,14 +153,14 @@ static int parse_entry(const st_file *f, const char *name, const json_value *v, 
     for (int i = 0; i < t->ndim; i++) {
         if (__builtin_mul_overflow(need, (uint64_t)t->shape[i], &need) || need > SIZE_MAX) {
             char sh[160];
-            tp_ckpt_err(err, err_size, "%s: tensor %s: shape %s is too large", file, name,
+            tp_set_err(err, err_size, "%s: tensor %s: shape %s is too large", file, name,
                    tp_st_shape_str(t->shape, t->ndim, sh, sizeof sh));
             return 0;
         }
     }
     if (end - begin != need) {
         char sh[160];
-        tp_ckpt_err(err, err_size,
+        tp_set_err(err, err_size,
                "%s: tensor %s: shape %s of %s needs %llu bytes, but data_offsets [%llu, %llu] hold %llu bytes", file,
                name, tp_st_shape_str(t->shape, t->ndim, sh, sizeof sh), t->int32 ? "I32" : tp_dtype_name(t->dtype),
                (unsigned long long)need, (unsigned long long)begin, (unsigned long long)end,
@@ -168,7 +168,7 @@ static int parse_entry(const st_file *f, const char *name, const json_value *v, 
         return 0;
     }
     if (end > f->data_size) {
-        tp_ckpt_err(err, err_size, "%s: truncated: tensor %s needs bytes up to %llu of the data area, file has %zu", file,
+        tp_set_err(err, err_size, "%s: truncated: tensor %s needs bytes up to %llu of the data area, file has %zu", file,
                name, (unsigned long long)end, f->data_size);
         return 0;
     }
@@ -180,13 +180,13 @@ static int parse_entry(const st_file *f, const char *name, const json_value *v, 
 
 static int check_metadata(const st_file *f, const json_value *v, char *err, size_t err_size) {
     if (v->type != JSON_OBJECT) {
-        tp_ckpt_err(err, err_size, "%s: \"__metadata__\" is %s, not an object of strings", f->path,
+        tp_set_err(err, err_size, "%s: \"__metadata__\" is %s, not an object of strings", f->path,
                a_type(v->type));
         return 0;
     }
     for (size_t i = 0; i < v->n; i++)
         if (v->items[i].type != JSON_STRING) {
-            tp_ckpt_err(err, err_size, "%s: \"__metadata__\" member \"%s\" is %s, not a string", f->path, v->keys[i],
+            tp_set_err(err, err_size, "%s: \"__metadata__\" member \"%s\" is %s, not a string", f->path, v->keys[i],
                    a_type(v->items[i].type));
             return 0;
         }
@@ -211,9 +211,9 @@ static int check_overlap(tp_st_model *m, size_t first, char *err, size_t err_siz
         if (!t[i].nbytes) continue; /* an empty range overlaps nothing */
         if (last && t[i].data < last->data + last->nbytes) {
             if (strcmp(last->name, t[i].name) == 0)
-                tp_ckpt_err(err, err_size, "%s: tensor %s appears twice in the header", t[i].file, t[i].name);
+                tp_set_err(err, err_size, "%s: tensor %s appears twice in the header", t[i].file, t[i].name);
             else
-                tp_ckpt_err(err, err_size, "%s: tensors %s and %s overlap in the data area (the format forbids it)",
+                tp_set_err(err, err_size, "%s: tensors %s and %s overlap in the data area (the format forbids it)",
                        t[i].file, last->name, t[i].name);
             return 0;
         }
@@ -239,42 +239,42 @@ static int load_file(tp_st_model *m, const char *path, const char *named_by, cha
 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        tp_ckpt_err(err, err_size, "%s: cannot open%s%s: %s", path, named_by ? " " : "", named_by ? named_by : "",
+        tp_set_err(err, err_size, "%s: cannot open%s%s: %s", path, named_by ? " " : "", named_by ? named_by : "",
                strerror(errno));
         return 0;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        tp_ckpt_err(err, err_size, "%s: fstat failed: %s", path, strerror(errno));
+        tp_set_err(err, err_size, "%s: fstat failed: %s", path, strerror(errno));
         close(fd);
         return 0;
     }
     if (!S_ISREG(st.st_mode)) {
-        tp_ckpt_err(err, err_size, "%s: not a regular file", path);
+        tp_set_err(err, err_size, "%s: not a regular file", path);
         close(fd);
         return 0;
     }
     if (st.st_size < 8) {
-        tp_ckpt_err(err, err_size,
+        tp_set_err(err, err_size,
                "%s: file is %lld bytes, shorter than the 8-byte header length: not a safetensors file (truncated?)",
                path, (long long)st.st_size);
         close(fd);
         return 0;
     }
     if ((uint64_t)st.st_size > SIZE_MAX) {
-        tp_ckpt_err(err, err_size, "%s: file of %lld bytes cannot be mapped", path, (long long)st.st_size);
+        tp_set_err(err, err_size, "%s: file of %lld bytes cannot be mapped", path, (long long)st.st_size);
         close(fd);
         return 0;
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
     if (close(fd) != 0 && map != MAP_FAILED) {
-        tp_ckpt_err(err, err_size, "%s: close failed: %s", path, strerror(errno));
+        tp_set_err(err, err_size, "%s: close failed: %s", path, strerror(errno));
         munmap(map, (size_t)st.st_size);
         return 0;
     }
     if (map == MAP_FAILED) {
-        tp_ckpt_err(err, err_size, "%s: mmap of %lld bytes failed: %s", path, (long long)st.st_size, strerror(map_errno));
+        tp_set_err(err, err_size, "%s: mmap of %lld bytes failed: %s", path, (long long)st.st_size, strerror(map_errno));
         return 0;
     }
     f->map = map;
@@ -288,13 +288,13 @@ static int load_header(tp_st_model *m, st_file *f, char *err, size_t err_size) {
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i]; /* little-endian u64 */
     if (hlen > TP_ST_MAX_HEADER) {
-        tp_ckpt_err(err, err_size,
+        tp_set_err(err, err_size,
                "%s: header length %llu bytes is absurd (limit %u): not a safetensors file, or a corrupt one", path,
                (unsigned long long)hlen, TP_ST_MAX_HEADER);
         return 0;
     }
     if (hlen > f->size - 8) {
-        tp_ckpt_err(err, err_size, "%s: truncated: header length %llu goes beyond the end of the file (%zu bytes)", path,
+        tp_set_err(err, err_size, "%s: truncated: header length %llu goes beyond the end of the file (%zu bytes)", path,
                (unsigned long long)hlen, f->size);
         return 0;
     }
@@ -304,12 +304,12 @@ static int load_header(tp_st_model *m, st_file *f, char *err, size_t err_size) {
     char jerr[160];
     json_value *root = json_parse((const char *)f->map + 8, (size_t)hlen, jerr, sizeof jerr);
     if (!root) {
-        tp_ckpt_err(err, err_size, "%s: header (%llu bytes from byte 8) is not valid JSON: %s", path,
+        tp_set_err(err, err_size, "%s: header (%llu bytes from byte 8) is not valid JSON: %s", path,
                (unsigned long long)hlen, jerr);
         return 0;
     }
     if (root->type != JSON_OBJECT) {
-        tp_ckpt_err(err, err_size, "%s: header is %s, not a JSON object", path, a_type(root->type));
+        tp_set_err(err, err_size, "%s: header is %s, not a JSON object", path, a_type(root->type));
         json_free(root);
         return 0;
     }
@@ -318,7 +318,7 @@ static int load_header(tp_st_model *m, st_file *f, char *err, size_t err_size) {
     for (size_t i = 0; ok && i < root->n; i++) {
         const char *name = root->keys[i];
         if (root->key_lens[i] != strlen(name)) {
-            tp_ckpt_err(err, err_size, "%s: a tensor name contains a NUL byte", path);
+            tp_set_err(err, err_size, "%s: a tensor name contains a NUL byte", path);
             ok = 0;
         } else if (strcmp(name, "__metadata__") == 0) {
             ok = check_metadata(f, &root->items[i], err, err_size);
@@ -370,7 +370,7 @@ tp_st_model *tp_st_open_memory(const void *data, size_t size, const char *name, 
     f->borrowed = 1;
     int ok = 0;
     if (size < 8)
-        tp_ckpt_err(err, err_size, /* the words of load_file */
+        tp_set_err(err, err_size, /* the words of load_file */
                "%s: file is %zu bytes, shorter than the 8-byte header length: not a safetensors file (truncated?)",
                name, size);
     else ok = load_header(m, f, err, err_size);

@@ -65,11 +65,11 @@ static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, co
     snprintf(rec_name, sizeof rec_name, "%s/data/%s", prefix, pt->storage_key);
     const tp_zip_entry *rec = tp_zip_find(&f->zip, rec_name);
     if (!rec)
-        return tp_ckpt_err(err, err_size, "%s: tensor %s: its storage record %s is missing from the archive", file, name,
+        return tp_set_err(err, err_size, "%s: tensor %s: its storage record %s is missing from the archive", file, name,
                     rec_name);
     uint64_t es = tp_store_type_size(pt->type), store_bytes;
     if (__builtin_mul_overflow((uint64_t)pt->storage_numel, es, &store_bytes) || store_bytes > rec->size)
-        return tp_ckpt_err(err, err_size,
+        return tp_set_err(err, err_size,
                     "%s: tensor %s: storage %s should hold %lld elements of %s (%llu bytes) but the "
                     "record has %llu bytes (truncated or corrupt)",
                     file, name, rec_name, (long long)pt->storage_numel, tp_store_type_name(pt->type),
@@ -79,23 +79,23 @@ static int add_tensor(tp_bin_model *m, const bin_file *f, const char *prefix, co
     int contiguous = 1;
     for (int i = pt->ndim; i-- > 0;) {
         if (pt->shape[i] < 0)
-            return tp_ckpt_err(err, err_size, "%s: tensor %s: shape %s has a negative size", file, name,
+            return tp_set_err(err, err_size, "%s: tensor %s: shape %s has a negative size", file, name,
                         dims_str(pt->shape, pt->ndim, sh, sizeof sh));
         if (pt->shape[i] != 1 && (uint64_t)pt->stride[i] != expect) contiguous = 0;
         if (__builtin_mul_overflow(expect, (uint64_t)pt->shape[i], &expect) ||
             __builtin_mul_overflow(numel, (uint64_t)pt->shape[i], &numel))
-            return tp_ckpt_err(err, err_size, "%s: tensor %s: shape %s is too large", file, name,
+            return tp_set_err(err, err_size, "%s: tensor %s: shape %s is too large", file, name,
                         dims_str(pt->shape, pt->ndim, sh, sizeof sh));
     }
     if (!contiguous && numel)
-        return tp_ckpt_err(err, err_size,
+        return tp_set_err(err, err_size,
                     "%s: tensor %s: strides %s for shape %s are not contiguous; tpgen reads only "
                     "contiguous tensors (save tensor.contiguous())",
                     file, name, dims_str(pt->stride, pt->ndim, st, sizeof st),
                     dims_str(pt->shape, pt->ndim, sh, sizeof sh));
     if ((uint64_t)pt->offset > (uint64_t)pt->storage_numel ||
         numel > (uint64_t)pt->storage_numel - (uint64_t)pt->offset)
-        return tp_ckpt_err(err, err_size, "%s: tensor %s: elements %lld..%llu of a storage of %lld (%s) are out of range",
+        return tp_set_err(err, err_size, "%s: tensor %s: elements %lld..%llu of a storage of %lld (%s) are out of range",
                     file, name, (long long)pt->offset, (unsigned long long)(pt->offset + numel),
                     (long long)pt->storage_numel, rec_name);
     tp_st_tensor *t = tp_tensor_table_reserve(&m->table);
@@ -121,15 +121,15 @@ static int by_data(const void *a, const void *b) {
 static int parse_archive(tp_bin_model *m, bin_file *f, char *err, size_t err_size) {
     const uint8_t *b = f->map;
     const char *path = f->path;
-    if (f->size == 0) return tp_ckpt_err(err, err_size, "%s: empty file", path);
+    if (f->size == 0) return tp_set_err(err, err_size, "%s: empty file", path);
     if (f->size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
-        return tp_ckpt_err(err, err_size,
+        return tp_set_err(err, err_size,
                     "%s: a torch checkpoint in the legacy format of torch < 1.6 (a bare pickle, not a "
                     "zip archive); tpgen never runs such files: re-save it with torch >= 1.6 "
                     "(torch.save(torch.load(f), f)) or convert it to safetensors",
                     path);
     if (f->size < 4 || memcmp(b, "PK\003\004", 4) != 0)
-        return tp_ckpt_err(err, err_size,
+        return tp_set_err(err, err_size,
                     "%s: not a torch.save zip archive (it starts with %02x %02x %02x %02x, not PK\\3\\4)", path, b[0],
                     f->size > 1 ? b[1] : 0, f->size > 2 ? b[2] : 0, f->size > 3 ? b[3] : 0);
     if (tp_zip_open(&f->zip, b, f->size, path, err, err_size)) return -1;
@@ -139,20 +139,20 @@ static int parse_archive(tp_bin_model *m, bin_file *f, char *err, size_t err_siz
         const char *n = f->zip.entries[i].name, *slash = strchr(n, '/');
         if (slash && strcmp(slash, "/data.pkl") == 0) {
             if (pkl)
-                return tp_ckpt_err(err, err_size, "%s: two data.pkl records (%s, %s): not one torch.save checkpoint", path,
+                return tp_set_err(err, err_size, "%s: two data.pkl records (%s, %s): not one torch.save checkpoint", path,
                             pkl->name, n);
             pkl = &f->zip.entries[i];
         }
     }
     if (!pkl)
-        return tp_ckpt_err(err, err_size, "%s: a zip archive without a <name>/data.pkl record: not a torch.save checkpoint",
+        return tp_set_err(err, err_size, "%s: a zip archive without a <name>/data.pkl record: not a torch.save checkpoint",
                     path);
     char prefix[256], rec[300];
     snprintf(prefix, sizeof prefix, "%.*s", (int)(strchr(pkl->name, '/') - pkl->name), pkl->name);
     snprintf(rec, sizeof rec, "%s/byteorder", prefix);
     const tp_zip_entry *bo = tp_zip_find(&f->zip, rec);
     if (bo && !(bo->size == 6 && memcmp(bo->data, "little", 6) == 0))
-        return tp_ckpt_err(err, err_size, "%s: byteorder record is \"%.*s\"; tpgen reads little-endian checkpoints only", path,
+        return tp_set_err(err, err_size, "%s: byteorder record is \"%.*s\"; tpgen reads little-endian checkpoints only", path,
                     (int)(bo->size < 16 ? bo->size : 16), (const char *)bo->data);
     tp_pickle_dict d;
     if (tp_unpickle_state_dict(pkl->data, (size_t)pkl->size, path, &d, err, err_size)) return -1;
@@ -179,16 +179,16 @@ static bin_file *new_file(tp_bin_model *m, const char *path) {
 static int load_file(tp_bin_model *m, const char *path, const char *why, char *err, size_t err_size) {
     bin_file *f = new_file(m, path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tp_ckpt_err(err, err_size, "%s%s%s: %s", path, why ? " " : "", why ? why : "", strerror(errno));
+    if (fd < 0) return tp_set_err(err, err_size, "%s%s%s: %s", path, why ? " " : "", why ? why : "", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return tp_ckpt_err(err, err_size, "%s: %s", path, strerror(e));
+        return tp_set_err(err, err_size, "%s: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return tp_ckpt_err(err, err_size, "%s: not a regular file", path);
+        return tp_set_err(err, err_size, "%s: not a regular file", path);
     }
     f->size = (size_t)st.st_size;
     if (f->size) {
@@ -197,7 +197,7 @@ static int load_file(tp_bin_model *m, const char *path, const char *why, char *e
             int e = errno;
             close(fd);
             f->size = 0;
-            return tp_ckpt_err(err, err_size, "%s: mmap of %lld bytes failed: %s", path, (long long)st.st_size, strerror(e));
+            return tp_set_err(err, err_size, "%s: mmap of %lld bytes failed: %s", path, (long long)st.st_size, strerror(e));
         }
         f->map = p;
     }

@@ -47,14 +47,14 @@ static int read_zip64_extra(const uint8_t *extra, size_t n, uint64_t *usize, uin
     for (size_t i = 0; i + 4 <= n;) {
         uint16_t id = rd16(extra + i), len = rd16(extra + i + 2);
         if (i + 4 + len > n)
-            return tp_ckpt_err(err, err_size, "%s: corrupt zip: extra field of entry %s overruns", what, name);
+            return tp_set_err(err, err_size, "%s: corrupt zip: extra field of entry %s overruns", what, name);
         if (id == 1) {
             const uint8_t *p = extra + i + 4, *end = p + len;
             uint64_t *fields[3] = {usize, csize, off};
             for (int k = 0; k < 3; k++) {
                 if (*fields[k] != 0xffffffffu) continue;
                 if (end - p < 8)
-                    return tp_ckpt_err(err, err_size, "%s: corrupt zip: ZIP64 extra field of entry %s is too short", what,
+                    return tp_set_err(err, err_size, "%s: corrupt zip: ZIP64 extra field of entry %s is too short", what,
                                 name);
                 *fields[k] = rd64(p);
                 p += 8;
@@ -64,13 +64,13 @@ static int read_zip64_extra(const uint8_t *extra, size_t n, uint64_t *usize, uin
         i += 4 + (size_t)len;
     }
     if (*usize == 0xffffffffu || *csize == 0xffffffffu || *off == 0xffffffffu)
-        return tp_ckpt_err(err, err_size, "%s: corrupt zip: entry %s needs a ZIP64 extra field and has none", what, name);
+        return tp_set_err(err, err_size, "%s: corrupt zip: entry %s needs a ZIP64 extra field and has none", what, name);
     return 0;
 }
 
 int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, char *err, size_t err_size) {
     memset(z, 0, sizeof *z);
-    if (size < END_SIZE) return tp_ckpt_err(err, err_size, "%s: truncated zip: %zu bytes, no end record", what, size);
+    if (size < END_SIZE) return tp_set_err(err, err_size, "%s: truncated zip: %zu bytes, no end record", what, size);
     /* The end record is the last 22 bytes plus a comment of up to 65535 bytes. */
     size_t lo = size - END_SIZE > 65535 ? size - END_SIZE - 65535 : 0, end = 0;
     int found = 0;
@@ -81,17 +81,17 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
             break;
         }
     if (!found)
-        return tp_ckpt_err(err, err_size,
+        return tp_set_err(err, err_size,
                     "%s: truncated or corrupt zip: no end-of-central-directory record in the last %zu bytes", what,
                     size - lo);
     const uint8_t *e = buf + end;
     if (rd16(e + 4) != 0 || rd16(e + 6) != 0)
-        return tp_ckpt_err(err, err_size, "%s: multi-disk zip archives are not supported", what);
+        return tp_set_err(err, err_size, "%s: multi-disk zip archives are not supported", what);
     uint64_t count = rd16(e + 10), cd_size = rd32(e + 12), cd_off = rd32(e + 16);
     if (end >= LOC64_SIZE && rd32(buf + end - LOC64_SIZE) == SIG_LOC64) {
         uint64_t off64 = rd64(buf + end - LOC64_SIZE + 8);
         if (!inside(off64, END64_SIZE, end) || rd32(buf + off64) != SIG_END64)
-            return tp_ckpt_err(err, err_size,
+            return tp_set_err(err, err_size,
                         "%s: corrupt zip: the ZIP64 locator points at byte %llu, not at a ZIP64 end record", what,
                         (unsigned long long)off64);
         const uint8_t *e64 = buf + off64;
@@ -101,17 +101,17 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
         z->zip64 = 1;
     }
     if (!inside(cd_off, cd_size, size))
-        return tp_ckpt_err(err, err_size,
+        return tp_set_err(err, err_size,
                     "%s: truncated zip: central directory at byte %llu (+%llu) is past the end (%zu bytes)", what,
                     (unsigned long long)cd_off, (unsigned long long)cd_size, size);
     if (count > cd_size / CENTRAL_SIZE)
-        return tp_ckpt_err(err, err_size, "%s: corrupt zip: %llu entries cannot fit a %llu-byte central directory", what,
+        return tp_set_err(err, err_size, "%s: corrupt zip: %llu entries cannot fit a %llu-byte central directory", what,
                     (unsigned long long)count, (unsigned long long)cd_size);
     z->entries = tp_calloc(count ? count : 1, sizeof *z->entries);
     const uint8_t *c = buf + cd_off, *cend = c + cd_size;
     for (uint64_t i = 0; i < count; i++) {
         if (cend - c < CENTRAL_SIZE || rd32(c) != SIG_CENTRAL) {
-            tp_ckpt_err(err, err_size, "%s: corrupt zip: central directory entry %llu is malformed", what,
+            tp_set_err(err, err_size, "%s: corrupt zip: central directory entry %llu is malformed", what,
                  (unsigned long long)i);
             goto bad;
         }
@@ -119,7 +119,7 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
                  clen = rd16(c + 32);
         uint64_t csize = rd32(c + 20), usize = rd32(c + 24), loff = rd32(c + 42);
         if ((size_t)(cend - c) < (size_t)CENTRAL_SIZE + nlen + xlen + clen) {
-            tp_ckpt_err(err, err_size, "%s: corrupt zip: central directory entry %llu overruns the directory", what,
+            tp_set_err(err, err_size, "%s: corrupt zip: central directory entry %llu overruns the directory", what,
                  (unsigned long long)i);
             goto bad;
         }
@@ -129,16 +129,16 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
         tp_zip_entry *ze = &z->entries[z->n++];
         ze->name = name;
         if (strlen(name) != nlen) {
-            tp_ckpt_err(err, err_size, "%s: corrupt zip: an entry name contains a NUL byte", what);
+            tp_set_err(err, err_size, "%s: corrupt zip: an entry name contains a NUL byte", what);
             goto bad;
         }
         if (read_zip64_extra(c + CENTRAL_SIZE + nlen, xlen, &usize, &csize, &loff, what, name, err, err_size)) goto bad;
         if (flags & 1) {
-            tp_ckpt_err(err, err_size, "%s: entry %s is encrypted", what, name);
+            tp_set_err(err, err_size, "%s: entry %s is encrypted", what, name);
             goto bad;
         }
         if (method != 0 || csize != usize) {
-            tp_ckpt_err(err, err_size,
+            tp_set_err(err, err_size,
                  "%s: entry %s is compressed (method %u); torch.save stores entries uncompressed, "
                  "and tpgen reads only stored entries",
                  what, name, method);
@@ -154,7 +154,7 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
         const char *name = ze->name;
         uint64_t loff = ze->local_offset, usize = ze->size;
         if (!inside(loff, LOCAL_SIZE, size) || rd32(buf + loff) != SIG_LOCAL) {
-            tp_ckpt_err(err, err_size, "%s: %s zip: entry %s: no local header at byte %llu", what,
+            tp_set_err(err, err_size, "%s: %s zip: entry %s: no local header at byte %llu", what,
                  inside(loff, LOCAL_SIZE, size) ? "corrupt" : "truncated", name, (unsigned long long)loff);
             goto bad;
         }
@@ -162,7 +162,7 @@ int tp_zip_open(tp_zip *z, const uint8_t *buf, size_t size, const char *what, ch
         if (!inside(data, usize, size)) {
             /* the sizes come from the central directory: a cut file or a corrupt entry (a ZIP64
              * size can make data + usize wrap: say the size, not the sum) */
-            tp_ckpt_err(err, err_size,
+            tp_set_err(err, err_size,
                  "%s: truncated or corrupt zip: entry %s: %llu bytes from byte %llu run past the end of the file "
                  "(%zu bytes)",
                  what, name, (unsigned long long)usize, (unsigned long long)data, size);

@@ -3,10 +3,11 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/log.h" /* tp_set_err */
 
 #include "request_params.h"
 #include "sampler.h"
@@ -93,27 +94,19 @@ void tp_fields_index(const json_value *obj, const json_value *at_[]) {
     for (int i = 0; i < tp_n_fields; i++) at_[i] = seen[i] && seen[i]->type != JSON_NULL ? seen[i] : NULL;
 }
 
-static int fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t err_size, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_size, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* stop: a string or an array of strings, each non-empty, without NUL (the flags) */
 static int strings_from_json(const tp_field *f, const json_value *v, tp_request_fields *r, char *err, size_t es) {
     const char *k = f->key;
-    if (v->type != JSON_STRING && v->type != JSON_ARRAY) return fail(err, es, "'%s' must be a string or an array of strings", k);
+    if (v->type != JSON_STRING && v->type != JSON_ARRAY) return tp_set_err(err, es, "'%s' must be a string or an array of strings", k);
     size_t ns = v->type == JSON_STRING ? 1 : v->n;
-    if (ns > TP_MAX_STOP) return fail(err, es, "at most %d %s strings, got %zu", TP_MAX_STOP, k, ns);
+    if (ns > TP_MAX_STOP) return tp_set_err(err, es, "at most %d %s strings, got %zu", TP_MAX_STOP, k, ns);
     for (size_t i = 0; i < ns; i++) {
         const json_value *x = v->type == JSON_STRING ? v : &v->items[i];
-        if (x->type != JSON_STRING) return fail(err, es, "%s %zu is a %s, not a string", k, i, type_of(x));
-        if ((f->flags & TP_FIELD_NON_EMPTY) && x->str_len == 0) return fail(err, es, "%s %zu is an empty string", k, i);
+        if (x->type != JSON_STRING) return tp_set_err(err, es, "%s %zu is a %s, not a string", k, i, type_of(x));
+        if ((f->flags & TP_FIELD_NON_EMPTY) && x->str_len == 0) return tp_set_err(err, es, "%s %zu is an empty string", k, i);
         if ((f->flags & TP_FIELD_NO_NUL) && strlen(x->str) != x->str_len)
-            return fail(err, es, "%s %zu holds a NUL character", k, i);
+            return tp_set_err(err, es, "%s %zu holds a NUL character", k, i);
         r->stop[i] = (tp_text){x->str, x->str_len};
     }
     r->n_stop = (int)ns;
@@ -130,7 +123,7 @@ int tp_field_from_json(const tp_field *f, const json_value *v, tp_request_fields
         int plen = (int)(dot - key);
         if (v->type != JSON_OBJECT) {
             snprintf(param, ps, "%.*s", plen, key);
-            return fail(err, es, "'%.*s' must be an object, got %s", plen, key, type_of(v));
+            return tp_set_err(err, es, "'%.*s' must be an object, got %s", plen, key, type_of(v));
         }
         const json_value *m = NULL;
         for (size_t i = 0; i < v->n && !m; i++)
@@ -143,14 +136,14 @@ int tp_field_from_json(const tp_field *f, const json_value *v, tp_request_fields
     snprintf(name, sizeof name, "'%s'", key);
     switch (f->type) {
     case TP_FIELD_BOOL:
-        if (v->type != JSON_BOOL) return fail(err, es, "%s must be a boolean, got %s", name, type_of(v));
+        if (v->type != JSON_BOOL) return tp_set_err(err, es, "%s must be a boolean, got %s", name, type_of(v));
         tp_field_set(f, r, v->boolean);
         return 0;
     case TP_FIELD_INT:
     case TP_FIELD_FLOAT:
     case TP_FIELD_NUMBER:
     case TP_FIELD_INT64: {
-        if (v->type != JSON_NUMBER) return fail(err, es, "%s must be %s, got %s", name, kind(f), type_of(v));
+        if (v->type != JSON_NUMBER) return tp_set_err(err, es, "%s must be %s, got %s", name, kind(f), type_of(v));
         if (f->type == TP_FIELD_INT64 && v->is_integer) { /* exact: a double has 53 bits */
             *(uint64_t *)at(f, r) = (uint64_t)v->integer;
             return 0;
@@ -163,17 +156,17 @@ int tp_field_from_json(const tp_field *f, const json_value *v, tp_request_fields
     case TP_FIELD_STRING: {
         tp_text *t = at(f, r);
         if (v->type != JSON_STRING || ((f->flags & TP_FIELD_NON_EMPTY) && v->str_len == 0))
-            return fail(err, es, "%s must be a %sstring, got %s", name, f->flags & TP_FIELD_NON_EMPTY ? "non-empty " : "",
+            return tp_set_err(err, es, "%s must be a %sstring, got %s", name, f->flags & TP_FIELD_NON_EMPTY ? "non-empty " : "",
                         v->type == JSON_STRING ? "an empty one" : type_of(v));
         if ((f->flags & TP_FIELD_NO_NUL) && strlen(v->str) != v->str_len)
-            return fail(err, es, "%s holds a NUL character", name);
+            return tp_set_err(err, es, "%s holds a NUL character", name);
         *t = (tp_text){v->str, v->str_len};
         return 0;
     }
     case TP_FIELD_STRINGS: return strings_from_json(f, v, r, err, es);
     case TP_FIELD_REFUSED:
         if (v->type == JSON_OBJECT && v->n == 0) return 0;
-        return fail(err, es, "%s is not supported", name);
+        return tp_set_err(err, es, "%s is not supported", name);
     case TP_FIELD_PROMPT: return 0; /* the front end's */
     }
     return 0;
@@ -212,15 +205,15 @@ int tp_field_from_text(const tp_field *f, const char *v, tp_request_fields *r, c
         return 0;
     }
     case TP_FIELD_STRING:
-        if ((f->flags & TP_FIELD_NON_EMPTY) && !*v) return fail(err, es, "%s needs a non-empty string", flag);
+        if ((f->flags & TP_FIELD_NON_EMPTY) && !*v) return tp_set_err(err, es, "%s needs a non-empty string", flag);
         *(tp_text *)at(f, r) = (tp_text){v, strlen(v)};
         return 0;
     case TP_FIELD_STRINGS:
-        if (r->n_stop == TP_MAX_STOP) return fail(err, es, "at most %d %s strings", TP_MAX_STOP, flag);
-        if ((f->flags & TP_FIELD_NON_EMPTY) && !*v) return fail(err, es, "%s needs a non-empty string", flag);
+        if (r->n_stop == TP_MAX_STOP) return tp_set_err(err, es, "at most %d %s strings", TP_MAX_STOP, flag);
+        if ((f->flags & TP_FIELD_NON_EMPTY) && !*v) return tp_set_err(err, es, "%s needs a non-empty string", flag);
         r->stop[r->n_stop++] = (tp_text){v, strlen(v)};
         return 0;
-    default: return fail(err, es, "%s is not a flag", flag); /* the table gives these no flag */
+    default: return tp_set_err(err, es, "%s is not a flag", flag); /* the table gives these no flag */
     }
 }
 
