@@ -220,6 +220,8 @@ static void test_bf16(void) {
     unsetenv("TPGEN_KERNEL_RECHECK");
     char *txt = slurp(g_cache);
     CHECK(txt && strstr(txt, "\tbf16-gemv\t1024x1024\t"), "bf16: no cache line: %s", txt ? txt : "");
+    /* the GEMV's second choice, for decode batches above 2 tokens (cpu_bf16_gemm.c: ONE_T) */
+    CHECK(txt && strstr(txt, "\tbf16-gemv-batch\t1024x1024\t"), "bf16: no batch-GEMV cache line: %s", txt ? txt : "");
     free(txt);
     setenv("TPGEN_CPU_ISA", "c", 1);
     tp_backend *b = tp_backend_cpu_bf16_create(2, 1, err, sizeof err);
