@@ -37,8 +37,8 @@ void tp_threads_env_early(char **argv, const char *blas_core) {
     if (getenv(TP_THREADS_SET_VAR)) return; /* this is the re-executed process (or a child of one) */
     char set[128] = "";
     if (!set_in_env("OMP_WAIT_POLICY") && !set_in_env("GOMP_SPINCOUNT")) {
-        if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
-        strcat(set, "OMP_WAIT_POLICY");
+        if (setenv("GOMP_SPINCOUNT", TP_THREADS_SPIN, 1) != 0) return;
+        strcat(set, "GOMP_SPINCOUNT");
     }
     if (!set_in_env("OPENBLAS_NUM_THREADS") && !set_in_env("GOTO_NUM_THREADS")) {
         /* OpenBLAS (pthreads build) starts its pool in its constructor; one thread: no pool */
@@ -56,7 +56,7 @@ void tp_threads_env_early(char **argv, const char *blas_core) {
     fprintf(stderr, "tpgen: warning: cannot re-execute /proc/self/exe to set %s for OpenMP/OpenBLAS (%s); their "
                     "defaults stay (set them in the environment yourself)\n", set, strerror(errno));
     unsetenv(TP_THREADS_SET_VAR); /* and ours: they would read as the user's (tp_threads_user_blas) */
-    if (strstr(set, "OMP_WAIT_POLICY")) unsetenv("OMP_WAIT_POLICY");
+    if (strstr(set, "GOMP_SPINCOUNT")) unsetenv("GOMP_SPINCOUNT");
     if (strstr(set, "OPENBLAS_NUM_THREADS")) unsetenv("OPENBLAS_NUM_THREADS");
     if (strstr(set, "OPENBLAS_CORETYPE")) unsetenv("OPENBLAS_CORETYPE");
 }
@@ -127,8 +127,8 @@ int tp_threads_user_blas(void) {
 void tp_threads_describe(char *buf, int size, int threads, const char *why) {
     char wait[160], blas[160];
     const char *pol = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
-    if (tp_threads_set_by_tpgen("OMP_WAIT_POLICY"))
-        snprintf(wait, sizeof wait, "passive (OMP_WAIT_POLICY=PASSIVE, set by tpgen)");
+    if (tp_threads_set_by_tpgen("GOMP_SPINCOUNT"))
+        snprintf(wait, sizeof wait, "a short spin, then sleep (GOMP_SPINCOUNT=%s, set by tpgen)", TP_THREADS_SPIN);
     else if (set_in_env("OMP_WAIT_POLICY") || set_in_env("GOMP_SPINCOUNT"))
         snprintf(wait, sizeof wait, "the user's (OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s)", pol ? pol : "unset",
                  spin ? spin : "unset");

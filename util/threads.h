@@ -4,8 +4,12 @@
  *    OpenBLAS runs single-threaded inside them, so no second pool competes for the cores;
  *  - threads per rank: --threads N, else OMP_NUM_THREADS, else the cores this rank may use
  *    divided by the ranks of its node, so ranks x threads <= cores;
- *  - waiting threads sleep (OMP_WAIT_POLICY=PASSIVE) instead of spinning: on a shared machine a
- *    spinning thread burns the time slice that the thread it waits for needs.
+ *  - a waiting thread spins briefly, then sleeps (GOMP_SPINCOUNT=TP_THREADS_SPIN, about 0.3 ms):
+ *    a decode step runs a few hundred parallel regions microseconds apart, and a futex wake-up
+ *    per region made batch-1 decode 1.7-1.9x slower than spinning (int4, int8: docs/PERFORMANCE.md
+ *    "Threading"); the spin is short so that a thread waiting longer (between requests, on a
+ *    shared machine) gives its core back. libgomp's own default spins 100x longer, and only
+ *    100 turns when a process has more threads than CPUs.
  *  - MPI ranks waiting in a collective yield the core (OMPI_MCA_mpi_yield_when_idle=1).
  * The user's own OMP_WAIT_POLICY, GOMP_SPINCOUNT, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
  * OMPI_MCA_mpi_yield_when_idle win.
@@ -15,11 +19,16 @@
 
 #include <stddef.h>
 
+/* The spin count tpgen gives libgomp when the user set neither OMP_WAIT_POLICY nor
+ * GOMP_SPINCOUNT (libgomp counts ~100,000 turns a millisecond). clang's libomp ignores it and
+ * keeps its own default (KMP_BLOCKTIME, 200 ms of spinning). */
+#define TP_THREADS_SPIN "30000"
+
 /* Variables tpgen sets for the runtimes when the user did not (comma-separated in
  * TPGEN_THREADS_SET after the re-exec, which also marks that it happened). */
 #define TP_THREADS_SET_VAR "TPGEN_THREADS_SET"
 
-/* First thing in main(): when OMP_WAIT_POLICY / OPENBLAS_NUM_THREADS are to be set and are not
+/* First thing in main(): when GOMP_SPINCOUNT / OPENBLAS_NUM_THREADS are to be set and are not
  * yet, or blas_core is not NULL (OPENBLAS_CORETYPE to set: kernels/cpu/cpu_blas_core.c), sets
  * them and execv()s /proc/self/exe with the same argv (does not return then). When the exec
  * fails, warns once and returns (the process runs with the runtimes' defaults). */
@@ -53,7 +62,7 @@ int tp_threads_local_ranks_env(void);
 int tp_threads_user_blas(void);
 
 /* One line describing the model in effect ("threads: 2 per rank (cores 2 / 1 ranks); OpenMP
- * wait: passive (tpgen); OpenBLAS: 1 thread inside OpenMP (tpgen)") into buf. */
+ * wait: a short spin (tpgen); OpenBLAS: 1 thread inside OpenMP (tpgen)") into buf. */
 void tp_threads_describe(char *buf, int size, int threads, const char *why);
 /* 1 when the variable was set by tp_threads_env_early (listed in TPGEN_THREADS_SET), not the user. */
 int tp_threads_set_by_tpgen(const char *name);
