@@ -4,7 +4,7 @@
     python3 tools/bench/bench_vs_llamacpp.py [--config configs/codegen25-350M-q4-shape.json] [--threads N]
         [--types int4,int8,bf16,f32] [--llama-types Q4_0,Q8_0,BF16] [--group-size G] [--lm-head int8|int4]
         [--batch 1,8,32] [--context 512]
-        [--long-context 1900] [--steps 32] [--prefill 512] [--runs 3] [--smoke]
+        [--short-context 100] [--long-context 1900] [--steps 32] [--prefill 512] [--runs 3] [--smoke]
         [--llamacpp DIR] [--models-dir DIR] [--out FILE.json] [--record docs/bench/cpu-llamacpp.jsonl]
 
 Needs llama.cpp built by tools/bench/build_llamacpp.sh (--llamacpp, default $TPGEN_LLAMACPP_DIR or
@@ -35,7 +35,9 @@ Columns, each a median over --runs (figures in ms):
       T_TG / S).
   prefill P tokens (batch 1): tpgen bench's prefill row (chunks of --max-batch-tokens, 512 by
       default), llama-bench `-p P -n 0` (P / tokens/s; one ubatch of 512 by default).
-  batch 1, context L (--long-context): as batch 1 above at depth L.
+  batch 1, context L (--short-context, --long-context; 0 leaves one out): as batch 1 above at depth L
+      (the KV cache read by a step grows with L: at 512 on the default shape, f32 KV, it is half of
+      int4's weight bytes, so short contexts show the weights' formats apart).
 Both engines get --threads threads (tpgen --threads, llama.cpp -t); llama.cpp runs its defaults
 otherwise (repacked weights: the AMX buffer for Q4_0/Q8_0 on a CPU with AMX, flash attention
 "auto", f16 KV cache), recorded in --out. The engines alternate (llama.cpp first on even runs,
@@ -46,7 +48,7 @@ section cpu-llamacpp, table decode-prefill; a tpgen cell's ratio is its speed ag
 peer).
 
 --smoke: tiny settings for checking the harness, not for figures (--runs 1 --steps 4 --batch 1,4
---context 64 --long-context 192 --prefill 64, unless given).
+--context 64 --short-context 32 --long-context 192 --prefill 64, unless given).
 """
 import argparse
 import json
@@ -69,8 +71,9 @@ TPGEN_TYPES = {"int4": (["--weights", "int4"], "tpgen `--weights int4`", "Q4_0")
                "bf16": (["--dtype", "bf16"], "tpgen `--dtype bf16`", "BF16"),
                "f32": ([], "tpgen f32", "F32")}
 LLAMA_TYPES = ("Q4_0", "Q8_0", "BF16", "F16", "F32")
-SMOKE = {"runs": 1, "steps": 4, "batch": "1,4", "context": 64, "long_context": 192, "prefill": 64}
-DEFAULTS = {"runs": 3, "steps": 32, "batch": "1,8,32", "context": 512, "long_context": 1900, "prefill": 512}
+SMOKE = {"runs": 1, "steps": 4, "batch": "1,4", "context": 64, "short_context": 32, "long_context": 192, "prefill": 64}
+DEFAULTS = {"runs": 3, "steps": 32, "batch": "1,8,32", "context": 512, "short_context": 100, "long_context": 1900,
+            "prefill": 512}
 
 
 class Failed(Exception):
@@ -106,9 +109,13 @@ def columns(a):
     cols = [f"batch {B}" for B in a.batches]
     if a.prefill:
         cols.append(f"prefill {a.prefill} tokens")
-    if a.long_context:
-        cols.append(f"batch 1, context {a.long_context}")
+    cols += [f"batch 1, context {L}" for L in b1_contexts(a)]
     return cols
+
+
+def b1_contexts(a):
+    """The contexts of the extra batch-1 columns (--short-context, --long-context; 0: none)."""
+    return [L for L in (a.short_context, a.long_context) if L]
 
 
 # ---- tpgen ----
@@ -152,12 +159,12 @@ def tpgen_run(a, t):
         elif r.get("kind") == "prefill":
             out[f"prefill {r['prefill_tokens']} tokens"] = r["ms"]
             kern[f"prefill {r['prefill_tokens']} tokens"] = r.get("kernels")
-    if a.long_context:
-        rows, _ = tpgen_bench(a, flags, [1], a.long_context, 0)
+    for L in b1_contexts(a):
+        rows, _ = tpgen_bench(a, flags, [1], L, 0)
         for r in rows:
             if r.get("kind") == "decode" and r["batch"] == 1:
-                out[f"batch 1, context {a.long_context}"] = r["ms_per_step"]
-                kern[f"batch 1, context {a.long_context}"] = r.get("kernels")
+                out[f"batch 1, context {L}"] = r["ms_per_step"]
+                kern[f"batch 1, context {L}"] = r.get("kernels")
     missing = [c for c in columns(a) if c not in out]
     if missing:
         raise Failed(f"tpgen bench gave no row for {missing}: {shlex.join(cmd)}")
@@ -190,7 +197,7 @@ def llama_run(a, lt):
     """{column: ms} and llama.cpp's own records, for GGUF type lt."""
     gguf = a.gguf[lt]
     out, raw = {}, {}
-    depths = ([a.context] if 1 in a.batches else []) + ([a.long_context] if a.long_context else [])
+    depths = ([a.context] if 1 in a.batches else []) + b1_contexts(a)
     if depths:
         recs = llama_bench(a, gguf, ["-p", "0", "-n", str(a.steps), "-d", ",".join(map(str, depths))])
         raw["tg"] = recs
@@ -198,8 +205,8 @@ def llama_run(a, lt):
             ms = 1000.0 / r["avg_ts"]
             if r["n_depth"] == a.context and 1 in a.batches:
                 out["batch 1"] = ms
-            if a.long_context and r["n_depth"] == a.long_context:
-                out[f"batch 1, context {a.long_context}"] = ms
+            if r["n_depth"] in b1_contexts(a):
+                out[f"batch 1, context {r['n_depth']}"] = ms
     if a.prefill:
         recs = llama_bench(a, gguf, ["-p", str(a.prefill), "-n", "0"])
         raw["pp"] = recs
@@ -279,7 +286,8 @@ def parse():
         die(f"--types takes {', '.join(TPGEN_TYPES)} and --llama-types {', '.join(LLAMA_TYPES)}; got "
             f"{','.join(bad) or 'none'}")
     for flag, v, lo in (("--threads", a.threads, 1), ("--runs", a.runs, 1), ("--steps", a.steps, 2),
-                        ("--context", a.context, 1), ("--long-context", a.long_context, 0),
+                        ("--context", a.context, 1), ("--short-context", a.short_context, 0),
+                        ("--long-context", a.long_context, 0),
                         ("--prefill", a.prefill, 0)):
         if v < lo:
             die(f"{flag} must be >= {lo}, got {v}")
@@ -325,7 +333,8 @@ def setup(a):
             npos = c.get("max_position_embeddings") or c.get("n_positions") or 2048
     except (llamacpp_model.Error, OSError, ValueError) as e:
         die(str(e))
-    for flag, ctx in (("--context", a.context), ("--long-context", a.long_context)):
+    for flag, ctx in (("--context", a.context), ("--short-context", a.short_context),
+                      ("--long-context", a.long_context)):
         if ctx and ctx + a.steps + 4 > npos:
             die(f"{flag} {ctx} + --steps {a.steps} + 4 (tpgen bench's warm-up) exceed max_position_embeddings={npos} "
                 f"of {a.config}")
@@ -413,7 +422,7 @@ def main():
                "cpu": cpu, "versions": ver, "llamacpp_settings": settings, "config": os.path.abspath(a.config),
                "gguf": a.gguf, "gguf_files": a.gguf_files, "llamacpp_kept": a.kept, "threads": a.threads,
                "batches": a.batches, "context": a.context,
-               "long_context": a.long_context, "steps": a.steps, "prefill": a.prefill, "runs": a.runs,
+               "short_context": a.short_context, "long_context": a.long_context, "steps": a.steps, "prefill": a.prefill, "runs": a.runs,
                "smoke": a.smoke, "loadavg_1_5_15": load, "columns": cols, "table": table, "table_markdown": lines,
                "failed": {f"{e} {t}": m for (e, t), m in failed.items()},
                "per_run": {f"{e} {t}": v for (e, t), v in per.items()}}
@@ -462,7 +471,7 @@ def record(a, table, cols, ver, settings, load, t_start, cpu):
                 c["ratio"], c["reference"] = round(rv / v, 2), {"row": ref["row"], "value": rv}
             cells.append(c)
     notes = (f"{os.path.basename(a.config)} with random weights; ms per decode step at context {a.context} "
-             f"(batch 1 also at {a.long_context}) and per {a.prefill}-token prefill at batch 1, medians of {a.runs} "
+             f"(batch 1 also at {' and '.join(map(str, b1_contexts(a))) or 'no other'}) and per {a.prefill}-token prefill at batch 1, medians of {a.runs} "
              f"alternating runs, {a.threads} threads each"
              + (f"; llama.cpp {settings.get('build', '?')} ({settings.get('summary', '')}), GGUF by "
                 f"tools/bench/llamacpp_model.py (llama-quantize's default mix)." if a.llama_types else ".")
