@@ -52,7 +52,7 @@
 /* The int4 tiers, numbered as the cpu_tier each needs (the int8 family's numbering). */
 typedef enum { I4_ISA_C = 0, I4_ISA_AVX2 = 1, I4_ISA_AVXVNNI = 2, I4_ISA_AVX512VNNI = 3, I4_ISA_AMX = 4 } i4_isa;
 #define I4_N_ISA 5
-#define I4_KERNEL_SET "i4k2" /* bump when an int4 kernel changes: cached choices are measured again */
+#define I4_KERNEL_SET "i4k3" /* bump when an int4 kernel changes: cached choices are measured again */
 #define TUNE_MIN_ELEMS (1 << 20)
 #define I4_MAX_SHAPES 16
 enum { GEMM_SMALL = 0, GEMM_BIG = 1 };
@@ -370,16 +370,17 @@ static void run_gemm(i4_isa isa, const cpu_i4_x *x, const uint8_t *q, int N, con
 typedef int16_t v8s __attribute__((vector_size(16)));
 typedef uint8_t v8u8 __attribute__((vector_size(8)));
 typedef int8_t v8s8 __attribute__((vector_size(8)));
-CPU_SIMD_CLONES static void i4_x_row(uint8_t *lo, int8_t *hi, int32_t *xs, const int16_t *xq, int K, int KG) {
+CPU_SIMD_CLONES static void i4_x_row(uint8_t *lo, int8_t *hi, int32_t *xs, const int16_t *xq, int K, int KG, int tk) {
     for (int k = 0; k < K; k += 8) {
+        const size_t at = tk ? (size_t)(k / tk) * tk * 16 + (size_t)(k % tk) : (size_t)k; /* tile order: cpu_i4_x_tile_at */
         v8s v;
         memcpy(&v, xq + k, sizeof v);
         v = __builtin_shufflevector(v, v, 0, 4, 1, 5, 2, 6, 3, 7); /* cpu_i4_xperm (GCC 12 and clang) */
         const v8s b = v & 255;
         const v8u8 l = __builtin_convertvector(b, v8u8);
         const v8s8 h = __builtin_convertvector((v - b) >> 8, v8s8); /* exact: v - b is a multiple of 256 */
-        memcpy(lo + k, &l, sizeof l);
-        memcpy(hi + k, &h, sizeof h);
+        memcpy(lo + at, &l, sizeof l);
+        memcpy(hi + at, &h, sizeof h);
     }
     for (int g = 0; g < K / KG; g++) {
         const int16_t *p = xq + (size_t)g * KG;
@@ -404,8 +405,9 @@ static uint8_t *scratch_get(i4_scratch *s, size_t bytes) {
 static size_t round64(size_t v) { return (v + 63) & ~(size_t)63; }
 
 /* x's integer form in scratch: xq, sx (cpu_int8_quantize_x), the group sums, the byte planes
- * (cpu_int4_kernels.h) and the amx kernel's work area. Valid until the scratch's next use. */
-static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int nt) {
+ * (cpu_int4_kernels.h; tiles: in the amx kernel's A-tile order, which spares it a copy of both,
+ * 4% of a prefill) and the amx kernel's work area. Valid until the scratch's next use. */
+static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int nt, int tiles) {
     const size_t Tp = ((size_t)T + 15) / 16 * 16, ng = (size_t)(K / KG); /* zero rows to 16 tokens */
     const size_t b_xq = round64((size_t)T * K * 2 + 64), b_sx = round64((size_t)T * 4), b_xs = round64((size_t)T * ng * 4),
                  b_pl = round64(Tp * K + 64), b_work = cpu_int4_amx_work_bytes(T, K, nt);
@@ -415,13 +417,17 @@ static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int
     int32_t *xs = (int32_t *)(m + b_xq + b_sx);
     uint8_t *lo = m + b_xq + b_sx + b_xs;
     int8_t *hi = (int8_t *)(lo + b_pl);
-    cpu_i4_x r = {xq, sx, xs, lo, hi, T, K, KG, lo + 2 * b_pl};
+    cpu_i4_x r = {xq, sx, xs, lo, hi, T, K, KG, tiles, lo + 2 * b_pl};
     cpu_int8_quantize_x(xq, sx, x, T, K, nt);
-    memset(lo + (size_t)T * K, 0, (Tp - T) * K + 64);
-    memset(hi + (size_t)T * K, 0, (Tp - T) * K + 64);
+    const int tk = tiles ? cpu_i4_amx_tk(KG) : 0;
+    const size_t pad = tiles ? (size_t)(T / 16 * 16) * K : (size_t)T * K; /* the zero rows from here (tiles: the last block) */
+    memset(lo + pad, 0, Tp * K - pad + 64);
+    memset(hi + pad, 0, Tp * K - pad + 64);
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && T > 1 && (size_t)T * K >= 4 * CPU_PAR_MIN)
-    for (int t = 0; t < T; t++)
-        i4_x_row(lo + (size_t)t * K, hi + (size_t)t * K, xs + (size_t)t * ng, xq + (size_t)t * K, K, KG);
+    for (int t = 0; t < T; t++) {
+        const size_t at = tiles ? cpu_i4_x_tile_at(t, 0, K, tk) : (size_t)t * K;
+        i4_x_row(lo + at, hi + at, xs + (size_t)t * ng, xq + (size_t)t * K, K, KG, tk);
+    }
     return r;
 }
 
@@ -442,15 +448,15 @@ typedef struct {
     int N, nt;
     int gemm;
     i4_isa isa[I4_N_ISA];
-    cpu_i4_x x, x2; /* x: T tokens (GEMM) or 1 (GEMV); x2: TUNE_T2 tokens (GEMV) */
-    i4_scratch s1, s2; /* theirs */
+    cpu_i4_x x, x2, xt; /* x: T tokens (GEMM) or 1 (GEMV); x2: TUNE_T2 tokens (GEMV); xt: x in tile order (amx) */
+    i4_scratch s1, s2, s3; /* theirs */
     float *y;
 } tune_ctx;
 static double tune_run(void *ctx, int cand) {
     const tune_ctx *t = ctx;
     const cpu_i4_epi e = {t->y, NULL, t->N, 0, 0};
     if (t->gemm) {
-        run_gemm(t->isa[cand], &t->x, t->q, t->N, &e, 1);
+        run_gemm(t->isa[cand], t->isa[cand] == I4_ISA_AMX ? &t->xt : &t->x, t->q, t->N, &e, 1);
         return -1.0;
     }
     double s1, s8;
@@ -459,10 +465,10 @@ static double tune_run(void *ctx, int cand) {
     return s1 + s8;
 }
 /* Scratch x of T tokens on the integer grid (any values: the time is the same), in sc. */
-static cpu_i4_x tune_x(i4_scratch *sc, int T, int K, int KG, int nt) {
+static cpu_i4_x tune_x(i4_scratch *sc, int T, int K, int KG, int nt, int tiles) {
     float *xf = tp_malloc((size_t)T * K * sizeof *xf);
     for (size_t i = 0; i < (size_t)T * K; i++) xf[i] = (float)((i * 7919) % 2001) - 1000.0f;
-    cpu_i4_x x = x_make(sc, xf, T, K, KG, nt);
+    cpu_i4_x x = x_make(sc, xf, T, K, KG, nt, tiles);
     free(xf);
     return x;
 }
@@ -491,8 +497,8 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
     const char *names[I4_N_ISA];
     tune_ctx t = {.q = q, .N = N, .nt = c->n_threads, .gemm = 0};
     int n = tune_cands(c, gemv_tiers(), &t, names);
-    t.x = tune_x(&t.s1, 1, K, KG, c->n_threads);
-    t.x2 = tune_x(&t.s2, TUNE_T2, K, KG, c->n_threads);
+    t.x = tune_x(&t.s1, 1, K, KG, c->n_threads, 0);
+    t.x2 = tune_x(&t.s2, TUNE_T2, K, KG, c->n_threads, 0);
     t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
     const cpu_tune_key key = {.family = "int4-gemv", .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = 1 + TUNE_T2,
                               .n_cand = n, .names = names, .shape = shape,
@@ -507,12 +513,14 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
         const int T = g_gemm_tune_t[r], Ns = N < g_gemm_tune_rows[r] ? N : g_gemm_tune_rows[r];
         tune_ctx g = {.q = q, .N = Ns, .gemm = 1};
         n = tune_cands(c, gemm_tiers_of(c->cands), &g, names);
-        g.x = tune_x(&g.s1, T, K, KG, 1);
+        g.x = tune_x(&g.s1, T, K, KG, 1, 0);
+        if (c->cands & (1u << I4_ISA_AMX)) g.xt = tune_x(&g.s3, T, K, KG, 1, 1);
         g.y = tp_malloc((size_t)T * Ns * sizeof *g.y);
         const cpu_tune_key gk = {.family = g_gemm_family[r], .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = T,
                                  .n_cand = n, .names = names, .shape = shape};
         s->gemm[r] = g.isa[cpu_tune_pick(&gk, tune_run, &g, s->gemm_how[r], sizeof s->gemm_how[r])];
         free(g.s1.p);
+        free(g.s3.p);
         free(g.y);
         if (c->verbose)
             tp_log0("cpu int4: GEMM [%d x %d] group %d at T %s %d -> %s: %s\n", N, K, KG, r == GEMM_BIG ? ">=" : "<",
@@ -570,7 +578,7 @@ static void gemm_int4(tp_backend *b, float *y, const float *x, const uint8_t *q,
         report(c, (unsigned)(lg * 2 + gemm) + (gelu ? 4 : 0), op, path);
     }
     const cpu_i4_epi e = {y, bias, N, accumulate, gelu};
-    cpu_i4_x xi = x_make(&c->scratch, x, T, K, KG, c->n_threads);
+    cpu_i4_x xi = x_make(&c->scratch, x, T, K, KG, c->n_threads, gemm && isa == I4_ISA_AMX);
     if (gemm) run_gemm(isa, &xi, q, N, &e, c->n_threads);
     else run_gemv(isa, &xi, q, N, &e, c->n_threads, NULL);
 }

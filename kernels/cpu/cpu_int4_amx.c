@@ -68,14 +68,13 @@ static AMX_FN void unpack_panel(uint8_t *b, const uint8_t *panel, int K, int KG)
     }
 }
 
-/* x's byte planes as A tiles, one after the other: [Tp / 16][K / TK][16][TK] bytes, so a tile
- * load is one contiguous run (16 rows K bytes apart ran 1.4x slower in int8's, cpu_int8_amx.c). */
+/* x's byte planes as A tiles, one after the other (cpu_i4_x_tile_at), so a tile load is one
+ * contiguous run (16 rows K bytes apart ran 1.4x slower in int8's, cpu_int8_amx.c); where x came
+ * in row order (the tuning's x, shared with the other tiers; a job's comes in tile order). */
 static void make_a(uint8_t *a, const uint8_t *plane, int Tp, int K, int tk) {
     #pragma omp parallel for schedule(static) if (Tp * K >= 1 << 18)
     for (int t = 0; t < Tp; t++)
-        for (int k = 0; k < K; k += tk)
-            memcpy(a + ((size_t)(t / TM) * K + (size_t)k) * TM + (size_t)(t % TM) * tk, plane + (size_t)t * K + k,
-                   (size_t)tk);
+        for (int k = 0; k < K; k += tk) memcpy(a + cpu_i4_x_tile_at(t, k, K, tk), plane + (size_t)t * K + k, (size_t)tk);
 }
 
 /* A block of 16 tokens (al, ah: its A tiles, TK * 16 bytes each) against np (1, 2) panels of
@@ -141,15 +140,19 @@ size_t cpu_int4_amx_work_bytes(int T, int K, int n_threads) {
 }
 
 void cpu_int4_gemm_amx(const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_epi *e, int n_threads) {
-    const int K = x->K, KG = x->KG, T = x->T, np = cpu_i4_panels(N), tk = KG % 64 == 0 ? 64 : 32;
+    const int K = x->K, KG = x->KG, T = x->T, np = cpu_i4_panels(N), tk = cpu_i4_amx_tk(KG);
     const size_t bp = (size_t)K * 16, pb = cpu_i4_panel_bytes(K, KG); /* an unpacked panel; a packed one */
     int sp = (np + n_threads - 1) / n_threads;
     sp = sp < 1 ? 1 : sp > sp_max(K) ? sp_max(K) : sp;
     const int groups = (np + sp - 1) / sp, Tp = (T + TM - 1) / TM * TM;
     /* x->work: A tiles of lo, of hi, then each thread's B (cpu_int4_amx_work_bytes) */
-    uint8_t *al = x->work, *ah = x->work + round64((size_t)Tp * K), *Bs = ah + round64((size_t)Tp * K);
-    make_a(al, x->xlo, Tp, K, tk); /* the planes have zero rows to Tp (cpu_int4_kernels.h) */
-    make_a(ah, (const uint8_t *)x->xhi, Tp, K, tk);
+    uint8_t *wl = x->work, *wh = x->work + round64((size_t)Tp * K), *Bs = wh + round64((size_t)Tp * K);
+    const uint8_t *al = x->xlo, *ah = (const uint8_t *)x->xhi;
+    if (!x->tiles) {
+        make_a(wl, x->xlo, Tp, K, tk); /* the planes have zero rows to Tp (cpu_int4_kernels.h) */
+        make_a(wh, (const uint8_t *)x->xhi, Tp, K, tk);
+        al = wl, ah = wh;
+    }
     #pragma omp parallel num_threads(n_threads) if (n_threads > 1 && groups > 1)
     {
         uint8_t *B = Bs + (size_t)omp_get_thread_num() * round64((size_t)sp_max(K) * K * 16);

@@ -83,6 +83,7 @@ typedef struct {
     const uint8_t *xlo;
     const int8_t *xhi;
     int T, K, KG;
+    int tiles; /* 1: xlo, xhi in the amx kernel's A-tile order (cpu_i4_x_tile_at), for it alone */
     uint8_t *work; /* cpu_int4_amx_work_bytes of scratch for the amx kernel (64-byte aligned) */
 } cpu_i4_x;
 
@@ -97,6 +98,14 @@ static inline void cpu_i4_x_bytes(uint8_t *lo, int8_t *hi, const int16_t *xq, in
             lo[8 * s + i] = (uint8_t)b;
             hi[8 * s + i] = (int8_t)((v - b) / 256);
         }
+}
+
+/* The amx kernel's k a tile step (TK): 64, or 32 where the group is an odd multiple of 32. */
+static inline int cpu_i4_amx_tk(int KG) { return KG % 64 == 0 ? 64 : 32; }
+/* x's planes in A-tile order ([Tp / 16][K / tk][16][tk] bytes: a tile load one contiguous run):
+ * where byte k of token t goes. */
+static inline size_t cpu_i4_x_tile_at(int t, int k, int K, int tk) {
+    return ((size_t)(t / 16) * K + (size_t)(k / tk) * tk) * 16 + (size_t)(t % 16) * tk + (size_t)(k % tk);
 }
 
 /* ---- epilogue: v = acc * sx[t] (+ y) (+ bias[n]) (GELU), f32 ---- */
