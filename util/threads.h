@@ -8,8 +8,8 @@
  *    a decode step runs a few hundred parallel regions microseconds apart, and a futex wake-up
  *    per region made batch-1 decode 1.7-1.9x slower than spinning (int4, int8: docs/PERFORMANCE.md
  *    "Threading"); the spin is short so that a thread waiting longer (between requests, on a
- *    shared machine) gives its core back. libgomp's own default spins 100x longer, and only
- *    100 turns when a process has more threads than CPUs.
+ *    shared machine) gives its core back (libgomp's own default spins 10x longer). libgomp
+ *    itself cuts the spin to 100 turns while a process has more threads than CPUs.
  *  - MPI ranks waiting in a collective yield the core (OMPI_MCA_mpi_yield_when_idle=1).
  * The user's own OMP_WAIT_POLICY, GOMP_SPINCOUNT, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
  * OMPI_MCA_mpi_yield_when_idle win.
