@@ -2,7 +2,7 @@
 # tools/bench/bench_vs_llamacpp.py end to end in --smoke settings on a tiny LLaMA shape (written
 # here): the GGUF files made (llamacpp_model.py make: F16, then Q8_0 and Q4_0 by llama-quantize),
 # tpgen --weights int4 (--group-size 64 --lm-head int4) and int8 and --dtype bf16, llama.cpp Q8_0 and Q4_0 each run, the table has one
-# column per batch, the prefill and the long context, every cell a number > 0, --record writes
+# column per batch, the prefill and the short and long contexts, every cell a number > 0, --record writes
 # records tools/bench/perf_tables.py accepts, with the tpgen rows' ratios against their llama.cpp
 # peers; bad flags exit 2 naming them; the F16 GGUF's names, shapes and statistics; the build's
 # AMX check (llamacpp_model.py check). No timing is asserted. SKIPs (77) when llama.cpp is not
@@ -56,7 +56,7 @@ import perf_tables
 def need(cond, msg):
     if not cond:
         sys.exit("FAIL: " + msg)
-cols = ["batch 1", "batch 4", "prefill 64 tokens", "batch 1, context 192"]
+cols = ["batch 1", "batch 4", "prefill 64 tokens", "batch 1, context 32", "batch 1, context 192"]
 need(r["columns"] == cols, f"columns {r['columns']}")
 i4 = "tpgen `--weights int4 --group-size 64 --lm-head int4`"  # the row names its flags
 names = [i4, "tpgen `--weights int8`", "tpgen `--dtype bf16`", "llama.cpp Q8_0", "llama.cpp Q4_0"]
@@ -72,7 +72,7 @@ need(tt == {"q4_0": 15, "q6_K": 1, "f32": 5} and r["gguf_files"]["Q8_0"]["tensor
 raw = r["per_run"]["llama.cpp Q4_0"][0]["raw"]
 need(sorted(raw) == ["batched", "pp", "tg"] and raw["batched"][0]["pl"] == 4 and raw["batched"][0]["is_pp_shared"] == 1,
      f"llama.cpp raw records: {sorted(raw)}")
-need({x["n_depth"] for x in raw["tg"]} == {64, 192} and raw["pp"][0]["n_prompt"] == 64, "llama-bench depths / prompt")
+need({x["n_depth"] for x in raw["tg"]} == {64, 32, 192} and raw["pp"][0]["n_prompt"] == 64, "llama-bench depths / prompt")
 need(r["llamacpp_settings"].get("build_commit") and r["cpu"]["flags"] is not None, "llama.cpp settings or CPU flags")
 need(len(recs) == len(names) * len(cols) and all(x["section"] == "cpu-llamacpp" for x in recs), f"{len(recs)} records")
 peer = {"tpgen `--weights int8`": "llama.cpp Q8_0", i4: "llama.cpp Q4_0"}
