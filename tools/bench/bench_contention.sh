@@ -67,21 +67,17 @@ echo "$(date -u +%F) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs
      "median of $runs alternating runs, $busy busy background processes; load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| OpenMP waiting | quiet ms/step | with $busy busy ms/step | busy / quiet |"
 echo "| --- | ---: | ---: | ---: |"
-for pol in "${policies[@]}"; do
-  q=$(tr ' ' '\n' <<< "${res[$pol.quiet]}" | grep . | median)
-  b=$(tr ' ' '\n' <<< "${res[$pol.busy]}" | grep . | median)
-  awk -v p="$pol" -v s="$short" -v q="$q" -v b="$b" 'BEGIN { printf "| %s | %.2f | %.2f | %.2fx |\n",
-      p == "spin" ? "spin (GOMP_SPINCOUNT=300000, the libgomp default)" : p == "short" ? "short spin (GOMP_SPINCOUNT=" s (s == 30000 ? ", the tpgen default)" : ")") : "passive (OMP_WAIT_POLICY=PASSIVE)", q, b, b / q }'
-done
-[ -n "${RECORD:-}" ] || exit 0
-rows=()
+rows=() # for RECORD: policy, medians, the runs
 for pol in "${policies[@]}"; do
   q=$(tr ' ' '\n' <<< "${res[$pol.quiet]}" | grep . | median)
   b=$(tr ' ' '\n' <<< "${res[$pol.busy]}" | grep . | median)
   rows+=("$pol" "$q" "$b" "${res[$pol.quiet]}" "${res[$pol.busy]}")
+  awk -v p="$pol" -v s="$short" -v q="$q" -v b="$b" 'BEGIN { printf "| %s | %.2f | %.2f | %.2fx |\n",
+      p == "spin" ? "spin (GOMP_SPINCOUNT=300000, the libgomp default)" : p == "short" ? "short spin (GOMP_SPINCOUNT=" s (s == 30000 ? ", the tpgen default)" : ")") : "passive (OMP_WAIT_POLICY=PASSIVE)", q, b, b / q }'
 done
+[ -n "${RECORD:-}" ] || exit 0
 python3 - "$(dirname "$0")" "$RECORD" "$short" "$busy" "$runs" "$threads" "$model" "$flags" "${rows[@]}" <<'PY'
-import os, sys
+import sys
 sys.path.insert(0, sys.argv[1])
 import perf_record
 here, path, short, busy, runs, threads, model, flags, *r = sys.argv[1:]
