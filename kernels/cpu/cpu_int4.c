@@ -408,9 +408,9 @@ static size_t round64(size_t v) { return (v + 63) & ~(size_t)63; }
  * (cpu_int4_kernels.h; tiles: in the amx kernel's A-tile order, which spares it a copy of both,
  * 4% of a prefill) and the amx kernel's work area. Valid until the scratch's next use. */
 static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int nt, int tiles) {
-    const size_t Tp = ((size_t)T + 15) / 16 * 16, ng = (size_t)(K / KG); /* zero rows to 16 tokens */
+    const size_t Tp = tiles ? ((size_t)T + 15) / 16 * 16 : (size_t)T, ng = (size_t)(K / KG); /* tiles: zero rows to 16 */
     const size_t b_xq = round64((size_t)T * K * 2 + 64), b_sx = round64((size_t)T * 4), b_xs = round64((size_t)T * ng * 4),
-                 b_pl = round64(Tp * K + 64), b_work = cpu_int4_amx_work_bytes(T, K, nt);
+                 b_pl = round64(Tp * K + 64), b_work = tiles ? cpu_int4_amx_work_bytes(K, nt) : 0;
     uint8_t *m = scratch_get(sc, b_xq + b_sx + b_xs + 2 * b_pl + b_work);
     int16_t *xq = (int16_t *)m; /* + 64: pairs read as 32 bits past the end */
     float *sx = (float *)(m + b_xq);
@@ -420,7 +420,7 @@ static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int
     cpu_i4_x r = {xq, sx, xs, lo, hi, T, K, KG, tiles, lo + 2 * b_pl};
     cpu_int8_quantize_x(xq, sx, x, T, K, nt);
     const int tk = tiles ? cpu_i4_amx_tk(KG) : 0;
-    const size_t pad = tiles ? (size_t)(T / 16 * 16) * K : (size_t)T * K; /* the zero rows from here (tiles: the last block) */
+    const size_t pad = tiles ? (size_t)(T / 16 * 16) * K : (size_t)T * K; /* zeros from here (tiles: the last block) */
     memset(lo + pad, 0, Tp * K - pad + 64);
     memset(hi + pad, 0, Tp * K - pad + 64);
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && T > 1 && (size_t)T * K >= 4 * CPU_PAR_MIN)

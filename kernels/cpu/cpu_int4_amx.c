@@ -9,14 +9,15 @@
  * stored and flushed: s = 256 H + L, acc = fmaf((float)s, scale, acc).
  *
  * Tiles (8 registers): C 0-1 the lo sums of 2 panels, C 2-3 the hi sums (16 tokens x 16 rows,
- * int32); A 4-5: lo and hi of 16 tokens x TK k, loaded straight from x's byte planes (rows K
- * bytes apart, zero rows past T); B 6-7: 2 panels' TK k as TK / 4 rows of 64 bytes: a line's
- * nibbles masked to bytes, minus the zero, are two such rows (q & 15: k 8 s + {0, 4, 1, 5} of
- * the 16 rows, then (q >> 4) & 15: k 8 s + {2, 6, 3, 7}), the order of x's planes. TK = 64 k a step, 32 where the
- * group is an odd multiple of 32 (a step never crosses a group).
+ * int32); A 4-5: lo and hi of 16 tokens x TK k, loaded straight from x's byte planes, which
+ * come in tile order (cpu_i4_x_tile_at: a tile one contiguous run; zero rows past T); B 6-7:
+ * 2 panels' TK k as TK / 4 rows of 64 bytes: a line's nibbles masked to bytes, minus the zero,
+ * are two such rows (q & 15: k 8 s + {0, 4, 1, 5} of the 16 rows, then (q >> 4) & 15: k 8 s +
+ * {2, 6, 3, 7}), the order of x's planes. TK = 64 k a step, 32 where the group is an odd
+ * multiple of 32 (a step never crosses a group: cpu_i4_amx_tk).
  * A thread unpacks its group of up to SP panels per call into B rows (one pass over the nibbles
- * it reads anyway; 2 bytes a weight), then runs every 16-token block through them. The A tiles
- * and the B rows live in the caller's scratch (cpu_i4_x.work), which stays across calls. */
+ * it reads anyway; 2 bytes a weight), then runs every 16-token block through them. The B rows
+ * live in the caller's scratch (cpu_i4_x.work), which stays across calls. */
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -66,15 +67,6 @@ static AMX_FN void unpack_panel(uint8_t *b, const uint8_t *panel, int K, int KG)
                                _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), z));
         }
     }
-}
-
-/* x's byte planes as A tiles, one after the other (cpu_i4_x_tile_at), so a tile load is one
- * contiguous run (16 rows K bytes apart ran 1.4x slower in int8's, cpu_int8_amx.c); where x came
- * in row order (the tuning's x, shared with the other tiers; a job's comes in tile order). */
-static void make_a(uint8_t *a, const uint8_t *plane, int Tp, int K, int tk) {
-    #pragma omp parallel for schedule(static) if (Tp * K >= 1 << 18)
-    for (int t = 0; t < Tp; t++)
-        for (int k = 0; k < K; k += tk) memcpy(a + cpu_i4_x_tile_at(t, k, K, tk), plane + (size_t)t * K + k, (size_t)tk);
 }
 
 /* A block of 16 tokens (al, ah: its A tiles, TK * 16 bytes each) against np (1, 2) panels of
@@ -134,9 +126,8 @@ static int sp_max(int K) {
     return m < 2 ? 2 : m;
 }
 static size_t round64(size_t v) { return (v + 63) & ~(size_t)63; }
-size_t cpu_int4_amx_work_bytes(int T, int K, int n_threads) {
-    const size_t Tp = (size_t)(T + TM - 1) / TM * TM;
-    return 2 * round64(Tp * K) + (size_t)n_threads * round64((size_t)sp_max(K) * K * 16);
+size_t cpu_int4_amx_work_bytes(int K, int n_threads) {
+    return (size_t)n_threads * round64((size_t)sp_max(K) * K * 16);
 }
 
 void cpu_int4_gemm_amx(const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_epi *e, int n_threads) {
@@ -144,15 +135,10 @@ void cpu_int4_gemm_amx(const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_
     const size_t bp = (size_t)K * 16, pb = cpu_i4_panel_bytes(K, KG); /* an unpacked panel; a packed one */
     int sp = (np + n_threads - 1) / n_threads;
     sp = sp < 1 ? 1 : sp > sp_max(K) ? sp_max(K) : sp;
-    const int groups = (np + sp - 1) / sp, Tp = (T + TM - 1) / TM * TM;
-    /* x->work: A tiles of lo, of hi, then each thread's B (cpu_int4_amx_work_bytes) */
-    uint8_t *wl = x->work, *wh = x->work + round64((size_t)Tp * K), *Bs = wh + round64((size_t)Tp * K);
-    const uint8_t *al = x->xlo, *ah = (const uint8_t *)x->xhi;
-    if (!x->tiles) {
-        make_a(wl, x->xlo, Tp, K, tk); /* the planes have zero rows to Tp (cpu_int4_kernels.h) */
-        make_a(wh, (const uint8_t *)x->xhi, Tp, K, tk);
-        al = wl, ah = wh;
-    }
+    const int groups = (np + sp - 1) / sp;
+    if (!x->tiles) tp_die("cpu int4: the amx GEMM was given x in row order; it reads x's planes in tile order");
+    const uint8_t *al = x->xlo, *ah = (const uint8_t *)x->xhi; /* the A tiles, one after the other */
+    uint8_t *Bs = x->work;                                      /* each thread's B rows (cpu_int4_amx_work_bytes) */
     #pragma omp parallel num_threads(n_threads) if (n_threads > 1 && groups > 1)
     {
         uint8_t *B = Bs + (size_t)omp_get_thread_num() * round64((size_t)sp_max(K) * K * 16);
@@ -188,8 +174,8 @@ void cpu_int4_gemm_amx(const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_
     (void)x, (void)q, (void)N, (void)e, (void)n_threads;
     tp_die_all("cpu int4: the amx kernel was called on a CPU other than x86-64");
 }
-size_t cpu_int4_amx_work_bytes(int T, int K, int n_threads) {
-    (void)T, (void)K, (void)n_threads;
+size_t cpu_int4_amx_work_bytes(int K, int n_threads) {
+    (void)K, (void)n_threads;
     return 0;
 }
 #endif

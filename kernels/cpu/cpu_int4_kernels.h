@@ -74,8 +74,8 @@ static inline const uint8_t *cpu_i4_zeros(const uint8_t *panel, int K, int KG) {
  * two bytes for the byte dot products (vpdpbusd, AMX), xq = 256 hi + lo, lo = xq mod 256 in
  * 0..255, hi in -64..63 (|xq| <= 16383): xlo, xhi [T][K], each 8 k of a token (a panel line's)
  * in the order CPU_I4_XPERM, so that 4 consecutive bytes are the k of one int32 lane of a line's
- * nibbles unpacked to bytes (cpu_i4_x_bytes); zero rows up to a multiple of 16 tokens (the AMX
- * kernel's A tiles read them). ---- */
+ * nibbles unpacked to bytes (cpu_i4_x_bytes); for the amx kernel in its A-tile order instead
+ * (tiles, cpu_i4_x_tile_at), with zero rows up to a multiple of 16 tokens. ---- */
 typedef struct {
     const int16_t *xq;
     const float *sx;
@@ -166,9 +166,8 @@ void cpu_int4_gemm_avxvnni(const cpu_i4_x *x, const uint8_t *q, int N, int P0, i
 /* cpu_int4_amx.c: the whole GEMM (all T tokens, all N rows) on AMX tiles, threads splitting the
  * panels; the caller checks the CPU (cpu_features: amx_int8). */
 void cpu_int4_gemm_amx(const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_epi *e, int n_threads);
-/* The bytes of x->work it needs for T tokens of K with n_threads (its A tiles and each thread's
- * unpacked panels: kept by the caller across calls, as fresh buffers of a few MiB a call were
- * page-faulted in every call). */
-size_t cpu_int4_amx_work_bytes(int T, int K, int n_threads);
+/* The bytes of x->work it needs for K with n_threads (each thread's unpacked panels: kept by the
+ * caller across calls, as fresh buffers of a few MiB a call were page-faulted in every call). */
+size_t cpu_int4_amx_work_bytes(int K, int n_threads);
 
 #endif
