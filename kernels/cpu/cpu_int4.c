@@ -372,7 +372,7 @@ typedef uint8_t v8u8 __attribute__((vector_size(8)));
 typedef int8_t v8s8 __attribute__((vector_size(8)));
 CPU_SIMD_CLONES static void i4_x_row(uint8_t *lo, int8_t *hi, int32_t *xs, const int16_t *xq, int K, int KG, int tk) {
     for (int k = 0; k < K; k += 8) {
-        const size_t at = tk ? (size_t)(k / tk) * tk * 16 + (size_t)(k % tk) : (size_t)k; /* tile order: cpu_i4_x_tile_at */
+        const size_t at = tk ? cpu_i4_x_tile_at(0, k, K, tk) : (size_t)k; /* from the token's first byte */
         v8s v;
         memcpy(&v, xq + k, sizeof v);
         v = __builtin_shufflevector(v, v, 0, 4, 1, 5, 2, 6, 3, 7); /* cpu_i4_xperm (GCC 12 and clang) */
