@@ -18,10 +18,12 @@ void tp_bench_zero_device(tp_backend *b, void *dst, size_t bytes);
 double tp_bench_copy_gbs(tp_backend *b);
 
 /* Read-only bandwidth of host memory in GB/s: `threads` OpenMP threads each sum their slice of
- * a buffer of 8 x the last-level cache (256 to 512 MiB; each thread first-touches its own
+ * a buffer of 8 x the last-level cache (256 to 512 MiB, allocated by b as its weights are: on
+ * the CPU backend 2 MiB aligned on transparent huge pages; each thread first-touches its own
  * slice), best of 7 passes. This is the floor for decode on the CPU backend, which reads its
- * weights and KV cache and writes almost nothing. *bytes_out: the buffer size. */
-double tp_bench_read_gbs(int threads, size_t *bytes_out);
+ * weights and KV cache and writes almost nothing. b: the CPU backend (its memory is host
+ * memory). *bytes_out: the buffer size. */
+double tp_bench_read_gbs(tp_backend *b, int threads, size_t *bytes_out);
 
 /* The backend's GEMM rate in GFLOP/s: matmul of x[T,K] by a [N,K] matrix, median of 5 after a
  * warm-up (OpenBLAS sgemm on the CPU, cuBLAS on the GPU). */

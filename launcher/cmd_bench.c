@@ -184,7 +184,7 @@ int tp_cmd_bench(int argc, char **argv) {
     mpi->barrier(mpi);
     /* The read probe streams host memory: the CPU backend's memory. A GPU's has no read-only
      * probe in the backend interface, so its read floor is not reported (n/a, null). */
-    double read_gbs = cpu ? tp_bench_read_gbs(threads, &read_bytes) : 0.0;
+    double read_gbs = cpu ? tp_bench_read_gbs(job.b, threads, &read_bytes) : 0.0;
     int chunk = sized.max_batch_tokens, gemm_T = np && plens[np - 1] < chunk ? plens[np - 1] : chunk;
     double gemm = 0.0;
     if (np) {
