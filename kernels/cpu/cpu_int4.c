@@ -52,7 +52,7 @@
 /* The int4 tiers, numbered as the cpu_tier each needs (the int8 family's numbering). */
 typedef enum { I4_ISA_C = 0, I4_ISA_AVX2 = 1, I4_ISA_AVXVNNI = 2, I4_ISA_AVX512VNNI = 3, I4_ISA_AMX = 4 } i4_isa;
 #define I4_N_ISA 5
-#define I4_KERNEL_SET "i4k3" /* bump when an int4 kernel changes: cached choices are measured again */
+#define I4_KERNEL_SET "i4k4" /* bump when an int4 kernel changes: cached choices are measured again */
 #define TUNE_MIN_ELEMS (1 << 20)
 #define I4_MAX_SHAPES 16
 enum { GEMM_SMALL = 0, GEMM_BIG = 1 };
@@ -368,16 +368,15 @@ static void run_gemm(i4_isa isa, const cpu_i4_x *x, const uint8_t *q, int N, con
  * narrowings; the table loop was 6% of an amx prefill, perf) and its group sums (omp simd: an
  * integer sum is exact in any order). */
 typedef int16_t v8s __attribute__((vector_size(16)));
-typedef uint8_t v8u8 __attribute__((vector_size(8)));
 typedef int8_t v8s8 __attribute__((vector_size(8)));
-CPU_SIMD_CLONES static void i4_x_row(uint8_t *lo, int8_t *hi, int32_t *xs, const int16_t *xq, int K, int KG, int tk) {
+CPU_SIMD_CLONES static void i4_x_row(int8_t *lo, int8_t *hi, int32_t *xs, const int16_t *xq, int K, int KG, int tk) {
     for (int k = 0; k < K; k += 8) {
         const size_t at = tk ? cpu_i4_x_tile_at(0, k, K, tk) : (size_t)k; /* from the token's first byte */
         v8s v;
         memcpy(&v, xq + k, sizeof v);
         v = __builtin_shufflevector(v, v, 0, 4, 1, 5, 2, 6, 3, 7); /* cpu_i4_xperm (GCC 12 and clang) */
-        const v8s b = v & 255;
-        const v8u8 l = __builtin_convertvector(b, v8u8);
+        const v8s b = ((v + 128) & 255) - 128; /* the low byte, signed (xq + 128 <= 16511: no wrap) */
+        const v8s8 l = __builtin_convertvector(b, v8s8);
         const v8s8 h = __builtin_convertvector((v - b) >> 8, v8s8); /* exact: v - b is a multiple of 256 */
         memcpy(lo + at, &l, sizeof l);
         memcpy(hi + at, &h, sizeof h);
@@ -415,9 +414,8 @@ static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int
     int16_t *xq = (int16_t *)m; /* + 64: pairs read as 32 bits past the end */
     float *sx = (float *)(m + b_xq);
     int32_t *xs = (int32_t *)(m + b_xq + b_sx);
-    uint8_t *lo = m + b_xq + b_sx + b_xs;
-    int8_t *hi = (int8_t *)(lo + b_pl);
-    cpu_i4_x r = {xq, sx, xs, lo, hi, T, K, KG, tiles, lo + 2 * b_pl};
+    int8_t *lo = (int8_t *)(m + b_xq + b_sx + b_xs), *hi = lo + b_pl;
+    cpu_i4_x r = {xq, sx, xs, lo, hi, T, K, KG, tiles, (uint8_t *)hi + b_pl};
     cpu_int8_quantize_x(xq, sx, x, T, K, nt);
     const int tk = tiles ? cpu_i4_amx_tk(KG) : 0;
     const size_t pad = tiles ? (size_t)(T / 16 * 16) * K : (size_t)T * K; /* zeros from here (tiles: the last block) */

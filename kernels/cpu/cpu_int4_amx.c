@@ -1,11 +1,11 @@
 /* int4 GEMM on AMX (AMX-TILE + AMX-INT8; --weights int4, T above the GEMV range): the arithmetic
  * of cpu_int4_kernels.h, so the plain-C twin's bits, on Intel's tile unit.
  *
- * Scheme: int8's AMX GEMM (cpu_int8_amx.c) on the int4 panels. x is split in two bytes (xlo
- * unsigned, xhi signed: cpu_i4_x, already in the order of a line's nibbles as bytes), so
+ * Scheme: int8's AMX GEMM (cpu_int8_amx.c) on the int4 panels. x is split in two signed bytes
+ * (cpu_i4_x, already in the order of a line's nibbles as bytes), so
  *     sum_k q xq = 256 (sum_k q hi) + (sum_k q lo)
- * with tdpbssd (hi x (q - zero)) and tdpbusd (lo x (q - zero)), q - zero in -15..15 as signed
- * bytes; both exact in int32 (a group: KG * 15 * 255 < 2^31). Per kernel group the C tiles are
+ * with tdpbssd (hi x (q - zero), lo x (q - zero)), q - zero in -15..15 as signed bytes; both
+ * exact in int32 (a group: KG * 15 * 128 < 2^31). Per kernel group the C tiles are
  * stored and flushed: s = 256 H + L, acc = fmaf((float)s, scale, acc).
  *
  * Tiles (8 registers): C 0-1 the lo sums of 2 panels, C 2-3 the hi sums (16 tokens x 16 rows,
@@ -72,7 +72,7 @@ static AMX_FN void unpack_panel(uint8_t *b, const uint8_t *panel, int K, int KG)
 /* A block of 16 tokens (al, ah: its A tiles, TK * 16 bytes each) against np (1, 2) panels of
  * B (bp bytes a panel; raw: the panels themselves, for scales and zeros) over every group; f
  * [16][32]: the f32 sums. */
-static AMX_FN void block(const cpu_i4_x *x, const uint8_t *al, const uint8_t *ah, const uint8_t *B,
+static AMX_FN void block(const cpu_i4_x *x, const int8_t *al, const int8_t *ah, const uint8_t *B,
                          size_t bp, const uint8_t *raw, size_t pb, int np, int tk, float f[TM][2 * NR]) {
     const int K = x->K, KG = x->KG, ng = K / KG;
     int32_t s[4][TM][NR];
@@ -86,11 +86,11 @@ static AMX_FN void block(const cpu_i4_x *x, const uint8_t *al, const uint8_t *ah
             _tile_loadd(4, al + k * TM, tk); /* the block's A tile k / TK */
             _tile_loadd(5, ah + k * TM, tk);
             _tile_loadd(6, B + 16 * k, 64); /* row k / 4 of [K / 4][64] */
-            _tile_dpbusd(0, 4, 6);
+            _tile_dpbssd(0, 4, 6);
             _tile_dpbssd(2, 5, 6);
             if (np == 2) {
                 _tile_loadd(7, B + bp + 16 * k, 64);
-                _tile_dpbusd(1, 4, 7);
+                _tile_dpbssd(1, 4, 7);
                 _tile_dpbssd(3, 5, 7);
             }
         }
@@ -137,7 +137,7 @@ void cpu_int4_gemm_amx(const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_
     sp = sp < 1 ? 1 : sp > sp_max(K) ? sp_max(K) : sp;
     const int groups = (np + sp - 1) / sp;
     if (!x->tiles) tp_die("cpu int4: the amx GEMM was given x in row order; it reads x's planes in tile order");
-    const uint8_t *al = x->xlo, *ah = (const uint8_t *)x->xhi; /* the A tiles, one after the other */
+    const int8_t *al = x->xlo, *ah = x->xhi; /* the A tiles, one after the other */
     uint8_t *Bs = x->work;                                      /* each thread's B rows (cpu_int4_amx_work_bytes) */
     #pragma omp parallel num_threads(n_threads) if (n_threads > 1 && groups > 1)
     {

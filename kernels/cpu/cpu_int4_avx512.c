@@ -2,20 +2,24 @@
  * plain-C twin's bits.
  *
  * A 64-byte line of a panel is k [8 s, 8 s + 8) of its 16 rows as 32 words of 4 nibbles
- * (cpu_int4_kernels.h): one load, then (w >> 4 i) & 15 for i = 0..3 (vpsrlw + vpandd; the last
- * needs no mask) are four zmm of int16, each k pair 4 s + i of the 16 rows interleaved, which
- * vpdpwssd multiplies by x's pair (broadcast, 32 bits) and adds into 16 int32 lanes, a row each:
- * 32 products an instruction, exact (non-saturating form). 7 ALU operations unpack 64 weights
- * from 32 bytes, which is cheap next to the memory they come from at T = 1 and shared by every
- * token of a tile above it.
+ * (cpu_int4_kernels.h). One load, then two byte masks: raw & 0x0F holds in each int32 lane (a
+ * row) its k 8 s + {0, 4, 1, 5}, the high nibbles its k 8 s + {2, 6, 3, 7}: the order of x's
+ * byte planes (cpu_i4_xperm). vpdpbusd multiplies the nibbles (its unsigned operand) by x's
+ * signed lo and hi bytes (4 bytes broadcast) and adds 4 products into each int32 lane: 64
+ * products an instruction, exact; sum q xq = 256 (sum q hi) + (sum q lo). 4 vpdpbusd a line.
+ * The high nibbles are taken in place (raw & 0xF0: 16 q, still a byte) where the two nibble
+ * halves have chains of their own (S = 2): that chain's sums are then 16 times the true ones
+ * (|16 s| < 2^27 over a group of at most 8192 k) and an exact arithmetic shift right by 4 at the
+ * group's end undoes it. This spares the vpsrlw a line (port 0 with vpdpbusd on Intel); at S = 1
+ * (the GEMM's tiles, where the unpack is shared by 3 or more tokens) the nibbles are shifted.
  * Per group: the lanes hold sum q xq (wrapping int32), minus zero * sum xq (vpmulld, the zeros
  * widened from bytes, x's group sum broadcast) = the exact s (cpu_int4_kernels.h); then
  * acc = vfmadd(cvt(s), scale, acc): the twin's fmaf, one rounding.
- * Tiles: MT tokens x NP panels (2: two streams, 32 rows), all of K, the f32 sums to o; the int32
- * lanes split by nibble index in S chains at MT <= 2 (vpdpwssd's latency: 8 chains at T = 1).
- * GEMV (T <= few): MT <= 4, a thread's range of panels one sequential read, a pair of panels at a
- * time, its tokens in tiles of 4. GEMM: MT = 8 (16 int32 accumulators), the caller's blocking
- * (groups of panels, x in chunks kept in L2: cpu_int4.c). */
+ * Tiles: MT tokens x one panel (16 rows), all of K, the f32 sums to o; the int32 lanes split by
+ * nibble half in S = 2 chains at MT <= 2 (T = 1: 4 chains, lo and hi).
+ * GEMV (T <= few): a thread's range of panels one sequential read, one panel at a time, its
+ * tokens in tiles of 8. GEMM: the same tiles (MT = 8) over the caller's blocking (groups of
+ * panels, x in chunks kept in L2: cpu_int4.c). */
 #include <string.h>
 
 #include "util/log.h"
@@ -50,8 +54,7 @@ static inline int32_t x_quad(const void *p) {
  * even and odd bytes' sums in chains of their own (T = 1: 4 chains). */
 Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, const int S, float o[ZMR][NR]) {
     const int K = x->K, KG = x->KG, ng = K / KG, steps = KG / 8;
-    const uint8_t *xl = x->xlo + (size_t)t0 * K;
-    const int8_t *xh = x->xhi + (size_t)t0 * K;
+    const int8_t *xl = x->xlo + (size_t)t0 * K, *xh = x->xhi + (size_t)t0 * K;
     const int32_t *xs = x->xsum + (size_t)t0 * ng;
     const __m512i m4 = _mm512_set1_epi8(15);
     const float *sc = cpu_i4_scales(p0, K);
@@ -66,11 +69,12 @@ Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, cons
         for (int s = 0; s < steps; s++, line += 64) {
             _mm_prefetch((const char *)(line + PF), _MM_HINT_T0);
             const __m512i raw = _mm512_load_si512((const void *)line);
-            const __m512i w[2] = {_mm512_and_si512(raw, m4), _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
+            const __m512i w[2] = {_mm512_and_si512(raw, m4), S == 2 ? _mm512_andnot_si512(m4, raw) /* 16 q */
+                                                                     : _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
             UNROLL for (int t = 0; t < MT; t++) UNROLL for (int c = 0; c < 2; c++) {
                 const size_t at = (size_t)t * K + kg + 8 * (size_t)s + 4 * c;
                 const __m512i xlv = _mm512_set1_epi32(x_quad(xl + at)), xhv = _mm512_set1_epi32(x_quad(xh + at));
-                DPBUSD(lo[c % S][t], xlv, w[c]); /* lo (unsigned) x nibbles */
+                DPBUSD(lo[c % S][t], w[c], xlv); /* nibbles x lo (signed) */
                 DPBUSD(hi[c % S][t], w[c], xhv); /* nibbles x hi (signed) */
             }
         }
@@ -78,7 +82,8 @@ Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, cons
         const __m512 scv = _mm512_load_ps(sc + g * NR);
         UNROLL for (int t = 0; t < MT; t++) {
             __m512i l = lo[0][t], h = hi[0][t];
-            if (S == 2) l = _mm512_add_epi32(l, lo[1][t]), h = _mm512_add_epi32(h, hi[1][t]);
+            if (S == 2) /* the high nibbles' chains hold 16 times their sums: exact shifts */
+                l = _mm512_add_epi32(l, _mm512_srai_epi32(lo[1][t], 4)), h = _mm512_add_epi32(h, _mm512_srai_epi32(hi[1][t], 4));
             __m512i v = _mm512_add_epi32(_mm512_slli_epi32(h, 8), l); /* sum q xq, wrapping */
             v = _mm512_sub_epi32(v, _mm512_mullo_epi32(z, _mm512_set1_epi32(xs[(size_t)t * ng + g])));
             f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), scv, f[t]);

@@ -71,8 +71,9 @@ static inline const uint8_t *cpu_i4_zeros(const uint8_t *panel, int K, int KG) {
 }
 
 /* ---- x: xq [T][K] int16 and sx [T] (cpu_int8_quantize_x), xsum [T][K / KG] int32, and xq in
- * two bytes for the byte dot products (vpdpbusd, AMX), xq = 256 hi + lo, lo = xq mod 256 in
- * 0..255, hi in -64..63 (|xq| <= 16383): xlo, xhi [T][K], each 8 k of a token (a panel line's)
+ * two signed bytes for the byte dot products (vpdpbusd with the nibbles as its unsigned side,
+ * AMX), xq = 256 hi + lo, lo = xq's low byte read as signed (-128..127), hi = (xq - lo) / 256 in
+ * -64..64 (|xq| <= 16383): xlo, xhi [T][K], each 8 k of a token (a panel line's)
  * in the order CPU_I4_XPERM, so that 4 consecutive bytes are the k of one int32 lane of a line's
  * nibbles unpacked to bytes (cpu_i4_x_bytes); for the amx kernel in its A-tile order instead
  * (tiles, cpu_i4_x_tile_at), with zero rows up to a multiple of 16 tokens. ---- */
@@ -80,8 +81,7 @@ typedef struct {
     const int16_t *xq;
     const float *sx;
     const int32_t *xsum; /* sum of xq over each kernel group (the zero's term) */
-    const uint8_t *xlo;
-    const int8_t *xhi;
+    const int8_t *xlo, *xhi;
     int T, K, KG;
     int tiles; /* 1: xlo, xhi in the amx kernel's A-tile order (cpu_i4_x_tile_at), for it alone */
     uint8_t *work; /* cpu_int4_amx_work_bytes of scratch for the amx kernel (64-byte aligned) */
@@ -91,11 +91,11 @@ typedef struct {
  * 2 j + 1) q[j, k] for k = 8 s + {0, 4, 1, 5}; ((w >> 4) & 0x0F0F) for k = 8 s + {2, 6, 3, 7}.
  * x's bytes follow that order. */
 static const int cpu_i4_xperm[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-static inline void cpu_i4_x_bytes(uint8_t *lo, int8_t *hi, const int16_t *xq, int K) {
+static inline void cpu_i4_x_bytes(int8_t *lo, int8_t *hi, const int16_t *xq, int K) {
     for (int s = 0; s < K / 8; s++)
         for (int i = 0; i < 8; i++) {
-            const int v = xq[8 * s + cpu_i4_xperm[i]], b = v & 255;
-            lo[8 * s + i] = (uint8_t)b;
+            const int v = xq[8 * s + cpu_i4_xperm[i]], b = ((v + 128) & 255) - 128;
+            lo[8 * s + i] = (int8_t)b;
             hi[8 * s + i] = (int8_t)((v - b) / 256);
         }
 }
