@@ -4,9 +4,11 @@
  * token counts T, each path by its own backend: int8 (the int8 family's choice), int4 GEMV and
  * int4 GEMM forced (TPGEN_INT4_GEMM), int4 as in a job. Built, not a test: runs interleave the
  * variants, the median of REPS.
- * usage: bench_int4_gemm [THREADS] [E] [GROUP] [LAYERS] [cpu]   (CodeGen-350M: E 1024, 20 layers;
- *        AWQ/GPTQ: group 128)
- * cpu: the process's CPU time instead of the wall clock (THREADS 1 then). */
+ * usage: bench_int4_gemm [THREADS] [E] [GROUP] [LAYERS] [cpu|wall] [I]   (CodeGen-350M: E 1024,
+ *        20 layers; AWQ/GPTQ: group 128)
+ * cpu: the process's CPU time instead of the wall clock (THREADS 1 then). I: a LLaMA layer's
+ * MLP width instead (gate and up as one [2 I, E] matrix, down [E, I], as the engine holds them;
+ * CodeGen2.5-7B: 2 4096 128 4 wall 11008, whose 4 layers are 1.2 GB of matrices in int8). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +36,13 @@ int main(int argc, char **argv) {
     const int threads = argc > 1 ? atoi(argv[1]) : 2, E = argc > 2 ? atoi(argv[2]) : 1024,
               G = argc > 3 ? atoi(argv[3]) : 128, L = argc > 4 ? atoi(argv[4]) : 20;
     if (argc > 5 && strcmp(argv[5], "cpu") == 0) g_clock = CLOCK_PROCESS_CPUTIME_ID;
-    if (L < 1 || L > 64) {
-        fprintf(stderr, "bench_int4_gemm: LAYERS must be 1..64\n");
+    const int I = argc > 6 ? atoi(argv[6]) : 0;
+    if (L < 1 || L > 64 || I < 0) {
+        fprintf(stderr, "bench_int4_gemm: LAYERS must be 1..64 and I at least 0\n");
         return 2;
     }
-    const int shapes[NS][2] = {{3 * E, E}, {E, E}, {4 * E, E}, {E, 4 * E}}; /* qkv, out, fc_in, fc_out */
+    /* qkv, out, fc_in, fc_out (CodeGen); qkv, o, gate+up, down (LLaMA, I > 0) */
+    const int shapes[NS][2] = {{3 * E, E}, {E, E}, {I ? 2 * I : 4 * E, E}, {E, I ? I : 4 * E}};
     const int Ts[] = {1, 2, 4, 8, 16, 32, 128, 512};
     const char *name[NV] = {"int8", "int4 gemv", "int4 gemm", "int4 auto"}, *path[NV] = {NULL, "gemv", "gemm", ""};
     char err[256];
@@ -69,10 +73,16 @@ int main(int argc, char **argv) {
             }
     }
     const int Tmax = 512;
-    float *x = malloc((size_t)Tmax * 4 * E * 4), *y = malloc((size_t)Tmax * 4 * E * 4);
-    for (size_t i = 0; i < (size_t)Tmax * 4 * E; i++) x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
-    printf("threads %d, E %d, group %d, %d layers: ms (%s) for the layers' 4 GEMMs each (median of %d)\n", threads, E, G, L,
-           g_clock == CLOCK_MONOTONIC ? "wall clock" : "process CPU time", REPS);
+    const size_t wide = (size_t)(2 * I > 4 * E ? 2 * I : 4 * E); /* the widest N or K */
+    float *x = malloc((size_t)Tmax * wide * 4), *y = malloc((size_t)Tmax * wide * 4);
+    if (!x || !y) {
+        fprintf(stderr, "bench_int4_gemm: out of memory for x and y (%zu MiB each)\n", (size_t)Tmax * wide * 4 >> 20);
+        return 1;
+    }
+    for (size_t i = 0; i < (size_t)Tmax * wide; i++) x[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+    printf("threads %d, E %d, %s %d, group %d, %d layers: ms (%s) for the layers' 4 GEMMs each (median of %d)\n", threads,
+           E, I ? "LLaMA MLP" : "CodeGen MLP", I ? I : 4 * E, G, L, g_clock == CLOCK_MONOTONIC ? "wall clock" : "process CPU time",
+           REPS);
     printf("%5s", "T");
     for (int v = 0; v < NV; v++) printf(" %12s", name[v]);
     printf(" %14s   kernels\n", "int8/int4auto");
