@@ -77,9 +77,11 @@ def same(a, b):
 
 def at_once(srv):
     got = [None] * len(PROMPTS)
+    go = threading.Barrier(len(PROMPTS))  # the 4 requests leave together: in flight at once
 
     def run(i):
         try:
+            go.wait(30)
             got[i] = answer(srv, PROMPTS[i], stream=i % 2 == 1)
         except Exception as e:  # noqa: BLE001 (a failure below)
             got[i] = ("error", str(e), None)
@@ -184,15 +186,21 @@ def first_server():
 
 def preempting_server(alone):
     # 6 blocks of 4: the 4 prompts at once grow to 2-5 blocks each (3..15 ids + 4 new)
+    # The 4 must overlap for the pool to overflow; on a loaded CI machine one may end before the
+    # last arrives (CI 2026-12-07: 0 preemptions once), so up to 3 tries, each checked against alone.
     srv = server(["--kv-cache-tokens", "24"])
     try:
-        got = at_once(srv)
-        res = [same(g, a) for g, a in zip(got, alone)]
-        for i, (ok, _) in enumerate(res):
-            if not ok:
-                print("  prompt %d, small pool: %s\n                   alone: %s" % (i, got[i], alone[i]))
-        m = blocks_free(srv, "after the preemptions")
-        pre = m.get("tpgen_preemptions_total", 0)
+        for attempt in range(1, 4):
+            got = at_once(srv)
+            res = [same(g, a) for g, a in zip(got, alone)]
+            for i, (ok, _) in enumerate(res):
+                if not ok:
+                    print("  prompt %d, small pool: %s\n                   alone: %s" % (i, got[i], alone[i]))
+            m = blocks_free(srv, "after the preemptions")
+            pre = m.get("tpgen_preemptions_total", 0)
+            if pre > 0 or not all(ok for ok, _ in res):
+                break
+            print("try %d: the 4 prompts did not overlap enough to preempt: again" % attempt)
         check(all(ok for ok, _ in res) and pre > 0, "preemption: %d prompts at once in a pool of 6 blocks: %d "
               "preemption(s), each answer == alone (max |d| %s)"
               % (len(PROMPTS), pre, max((d for _, d in res if d is not None), default=None)), say_ok=True)
