@@ -253,6 +253,11 @@ int tp_backend_cuda_use_int8(tp_backend *b, int verbose, char *err, size_t err_s
 int tp_backend_use_int4(tp_backend *b, int verbose, char *err, size_t err_size);
 int tp_backend_cpu_use_int4(tp_backend *b, int verbose, char *err, size_t err_size);
 int tp_backend_cuda_use_int4(tp_backend *b, int verbose, char *err, size_t err_size);
+/* --int4-activations int8, after use_int4 and before any matrix is stored: the CPU int4 kernels
+ * round x to int8 per token and group instead of int16 per token (faster, not exact:
+ * docs/KERNELS.md). Returns 0, or -1 with the reason in err (another backend, no int4 weights). */
+int tp_backend_int4_act8(tp_backend *b, char *err, size_t err_size);
+int tp_backend_cpu_int4_act8(tp_backend *b, char *err, size_t err_size);
 /* dtype: TP_F16 or TP_BF16; device: CUDA device ordinal. */
 tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t err_size);
 int tp_backend_cuda_compiled(void);   /* 1 when built with CUDA (the module may still fail to load) */

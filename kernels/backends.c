@@ -1,6 +1,7 @@
 /* The CUDA backend's entry points, reached in its module (kernels/cuda_module.h). A build
  * without CUDA, or a process that cannot load the module, gets the reason in err. */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,4 +53,12 @@ int tp_backend_cuda_use_int4(tp_backend *b, int verbose, char *err, size_t err_s
 int tp_backend_use_int4(tp_backend *b, int verbose, char *err, size_t err_size) {
     if (strcmp(b->name, "cpu") == 0) return tp_backend_cpu_use_int4(b, verbose, err, err_size);
     return tp_backend_cuda_use_int4(b, verbose, err, err_size);
+}
+
+int tp_backend_int4_act8(tp_backend *b, char *err, size_t err_size) {
+    if (strcmp(b->name, "cpu") == 0) return tp_backend_cpu_int4_act8(b, err, err_size);
+    snprintf(err, err_size, "--int4-activations int8 is an option of the CPU int4 kernels; the %s backend "
+                            "multiplies 4-bit weights with %s activations (leave it out, or --backend cpu)",
+             b->name, b->act == TP_BF16 ? "bf16" : "f16");
+    return -1;
 }

@@ -47,6 +47,7 @@ static const char *usage(void) {
     "          [--kv-cache-tokens N | --kv-cache-mem FRAC] [--max-batch N] [--max-batch-tokens N]\n"
     "          [--block-size N] [--no-cuda-graphs] [--stats] [--weights int8|int4 [--group-size 128]]\n"
     "          [--lm-head int8|int4 (under 4-bit weights; default int8)]\n"
+    "          [--int4-activations int16|int8 (under 4-bit weights on the CPU; default int16)]\n"
     "          [--verbose] [--comm-timeout SECONDS (default 300, 0: none)]\n"
     "          [--qkv-groups G (qkv_proj's mp_num: 8 for CodeGen2; default: from the checkpoint)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md", gen, score);
@@ -144,6 +145,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--weights")) a->weights = VAL();
         else if (IS("--group-size")) a->group_size = (int)tp_parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--lm-head")) a->lm_head = VAL();
+        else if (IS("--int4-activations")) a->int4_act = VAL();
         else if (IS("--comm")) a->comm = VAL();
         else if (IS("--threads")) a->threads = (int)tp_parse_long(flag, VAL(), 0, TP_THREADS_MAX);
         else if (IS("--fim") && (gen || serve)) a->fim = VAL();
@@ -245,6 +247,9 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
                    TP_Q4_GROUP_ALIGN);
     if (a->lm_head && strcmp(a->lm_head, "int8") && strcmp(a->lm_head, "int4"))
         tp_die_all("--lm-head must be int8 or int4 (lm_head's weights under 4-bit layers), got \"%s\"", a->lm_head);
+    if (a->int4_act && strcmp(a->int4_act, "int16") && strcmp(a->int4_act, "int8"))
+        tp_die_all("--int4-activations must be int16 (exact to the int8 family's grid; default) or int8 (faster, "
+                   "within a wider bound: docs/KERNELS.md), got \"%s\"", a->int4_act);
     if (a->comm && strcmp(a->comm, "mpi") && strcmp(a->comm, "nccl"))
         tp_die_all("--comm must be mpi or nccl, got \"%s\"", a->comm);
     if (a->max_batch > a->max_batch_tokens)

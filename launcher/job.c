@@ -127,6 +127,9 @@ static long job_plan(tp_job *j, const tp_args *a, long kv_tokens_needed, int pri
  * --weights int4 in groups of --group-size (default TP_Q4_DEFAULT_GROUP). */
 static void job_q4(tp_config *c, const tp_args *a, const char *path) {
     const int lm4 = a->lm_head && strcmp(a->lm_head, "int4") == 0;
+    if (a->int4_act && c->quant.method == TP_QUANT_NONE && !(a->weights && strcmp(a->weights, "int4") == 0))
+        tp_die_all("--int4-activations %s is for 4-bit weights (--weights int4, or an AWQ / GPTQ checkpoint)",
+                   a->int4_act);
     if (a->lm_head && c->quant.method == TP_QUANT_NONE && !(a->weights && strcmp(a->weights, "int4") == 0))
         tp_die_all("--lm-head %s is for 4-bit weights (--weights int4, or an AWQ / GPTQ checkpoint); %s", a->lm_head,
                    a->weights ? "--weights int8 stores lm_head in int8" : "without them lm_head has the layers' dtype");
@@ -172,9 +175,11 @@ void tp_job_load(tp_job *j, const tp_args *a, long kv_tokens_needed) {
     tp_comm *mpi = j->mpi;
     tp_model *m = &j->m;
     char err[1024];
-    if (m->cfg.q4_group) /* int4 for a 4-bit checkpoint without --weights */
+    if (m->cfg.q4_group) { /* int4 for a 4-bit checkpoint without --weights */
         j->b = backend_with(a, mpi, "int4", a->weights ? "--weights int4" : "a 4-bit checkpoint (quantization_config)");
-    else j->b = tp_job_backend(a, mpi);
+        if (a->int4_act && strcmp(a->int4_act, "int8") == 0 && tp_backend_int4_act8(j->b, err, sizeof err))
+            tp_die_all("%s", err);
+    } else j->b = tp_job_backend(a, mpi);
     tp_comm_mpi_set_backend(mpi, j->b);
     j->comm = mpi;
     int want_nccl = a->comm ? strcmp(a->comm, "nccl") == 0 : strcmp(j->b->name, "cuda") == 0 && mpi->size > 1;

@@ -4,18 +4,21 @@
 # lm_head through the int4 backend; bad group sizes and a matrix of another shape (label errors).
 add_executable(test_int4_ops ${CMAKE_CURRENT_SOURCE_DIR}/cpu_int4/test_int4_ops.c)
 target_link_libraries(test_int4_ops PRIVATE tpgen_kernels ${MATH_LIB})
+# _a8: the same with 8-bit activations (--int4-activations int8), the twin's too
 foreach(isa c avx2 avxvnni avx512 amx)
   foreach(path gemv gemm)
     add_test(NAME int4_ops_${isa}_${path} COMMAND test_int4_ops 2 ${isa} ${path})
-    set_tests_properties(int4_ops_${isa}_${path} PROPERTIES LABELS "unit;cpu_int4" SKIP_RETURN_CODE 77 TIMEOUT 120
-                         ENVIRONMENT "TPGEN_KERNEL_CACHE=off")
+    add_test(NAME int4_ops_${isa}_${path}_a8 COMMAND test_int4_ops 2 ${isa} ${path} a8)
+    set_tests_properties(int4_ops_${isa}_${path} int4_ops_${isa}_${path}_a8 PROPERTIES LABELS "unit;cpu_int4"
+                         SKIP_RETURN_CODE 77 TIMEOUT 120 ENVIRONMENT "TPGEN_KERNEL_CACHE=off")
   endforeach()
 endforeach()
 # as in a job: the tiers measured per shape (TPGEN_CPU_ISA unset), the GEMV up to 12 tokens and the
 # GEMM above, 3 threads (uneven panel ranges)
 add_test(NAME int4_ops_auto_3threads COMMAND test_int4_ops 3 auto auto)
-set_tests_properties(int4_ops_auto_3threads PROPERTIES LABELS "unit;cpu_int4" SKIP_RETURN_CODE 77 TIMEOUT 120
-                     ENVIRONMENT "TPGEN_KERNEL_CACHE=off")
+add_test(NAME int4_ops_auto_3threads_a8 COMMAND test_int4_ops 3 auto auto a8)
+set_tests_properties(int4_ops_auto_3threads int4_ops_auto_3threads_a8 PROPERTIES LABELS "unit;cpu_int4"
+                     SKIP_RETURN_CODE 77 TIMEOUT 120 ENVIRONMENT "TPGEN_KERNEL_CACHE=off")
 # Bad input: a clear message naming the shape, once, non-zero (tests/errors/expect_error.sh).
 set(INT4_ERR bash ${CMAKE_CURRENT_SOURCE_DIR}/errors/expect_error.sh)
 add_test(NAME errors_int4_group_not_dividing COMMAND ${INT4_ERR}

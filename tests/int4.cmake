@@ -32,13 +32,29 @@ add_test(NAME int4_rtn_codegen2 COMMAND ${INT4_PARITY} --rtn ${TPGEN_TEST_DATA}/
 # held-out perplexity 42.03 against f32's 41.85, tools/fixtures/eval_tiny.py).
 add_test(NAME int4_rtn_lm_head_int4 COMMAND ${INT4_PARITY} --rtn ${CMAKE_SOURCE_DIR}/models/codegen-tiny-py
          --group-size 32 --lm-head int4 --np 1,2,4 --build ${CMAKE_BINARY_DIR})
-set_tests_properties(int4_rtn_codegen_tiny_py int4_rtn_codegen2 int4_rtn_lm_head_int4 PROPERTIES LABELS "parity;mpi;int4"
+# --int4-activations int8 (x rounded to int8 per group): within the wider bounds of parity_int4.sh
+# on an AWQ LLaMA and a GPTQ CodeGen checkpoint, and RTN on the trained tiny model (HF held).
+add_test(NAME int4_hf_awq-llama-g32_a8 COMMAND ${INT4_PARITY} --checkpoint ${INT4_DATA}/awq-llama-g32
+         --int4-activations int8 --np 1,2,4 --build ${CMAKE_BINARY_DIR})
+add_test(NAME int4_hf_gptq-codegen-asym-g64_a8 COMMAND ${INT4_PARITY} --checkpoint ${INT4_DATA}/gptq-codegen-asym-g64
+         --int4-activations int8 --np 1,2 --build ${CMAKE_BINARY_DIR})
+add_test(NAME int4_rtn_codegen_tiny_py_a8 COMMAND ${INT4_PARITY} --rtn ${CMAKE_SOURCE_DIR}/models/codegen-tiny-py
+         --group-size 32 --hold-hf --int4-activations int8 --np 1,2 --build ${CMAKE_BINARY_DIR})
+set_tests_properties(int4_rtn_codegen_tiny_py int4_rtn_codegen2 int4_rtn_lm_head_int4 int4_hf_awq-llama-g32_a8
+                     int4_hf_gptq-codegen-asym-g64_a8 int4_rtn_codegen_tiny_py_a8 PROPERTIES LABELS "parity;mpi;int4"
                      TIMEOUT 300)
 # --verbose says what was loaded: the checkpoint's method and group, lm_head int8.
 add_test(NAME int4_log COMMAND ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate
          --model ${INT4_DATA}/gptq-llama-asym-row --prompt-ids 1,2,3 --max-new-tokens 2 --backend cpu --threads 1)
 set_tests_properties(int4_log PROPERTIES LABELS "int4;mpi" TIMEOUT 90 PASS_REGULAR_EXPRESSION
   "int4 weights.*layers' GEMM weights 4-bit in groups of a row \\(GPTQ \\(checkpoint_format gptq\\), group_size -1\\), lm_head int8")
+
+# --int4-activations int8 says so, and the layers' kernels are the int4a8 ones.
+add_test(NAME int4_a8_log COMMAND ${TPGEN_MPIEXEC} ${TPGEN_MPI_FLAGS} -np 2 $<TARGET_FILE:tpgen> generate
+         --model ${INT4_DATA}/awq-llama-g32 --prompt-ids 1,2,3 --max-new-tokens 2 --backend cpu --threads 1
+         --int4-activations int8 --verbose)
+set_tests_properties(int4_a8_log PROPERTIES LABELS "int4;mpi" TIMEOUT 90 PASS_REGULAR_EXPRESSION
+  "cpu int4: 8-bit activations .--int4-activations int8.*int4 8-bit x GEMV")
 
 # Bad input (a ';' of a message is '.' in its regex: cmake would split the list there): one clear error naming config.json's field, the tensor, the flag or the TP sizes;
 # every rank exits 1 (tests/errors/expect_error.sh). The bad checkpoints are derived from the
@@ -97,6 +113,10 @@ int4_error(lm_head_alone "--lm-head int4 is for 4-bit weights .--weights int4, o
            --model ${TPGEN_TEST_DATA}/tiny-f32 --lm-head int4)
 int4_error(lm_head_int8 "--lm-head int4 is for 4-bit weights .*--weights int8 stores lm_head in int8"
            --model ${TPGEN_TEST_DATA}/tiny-f32 --weights int8 --lm-head int4)
+int4_error(int4_act_value "--int4-activations must be int16 .* or int8 .*got \"int4\"" --model ${TPGEN_TEST_DATA}/tiny-f32
+           --weights int4 --group-size 32 --int4-activations int4)
+int4_error(int4_act_alone "--int4-activations int8 is for 4-bit weights .--weights int4, or an AWQ / GPTQ checkpoint."
+           --model ${TPGEN_TEST_DATA}/tiny-f32 --weights int8 --int4-activations int8)
 int4_error(int8_on_4bit "--weights int8: .*awq-codegen-g32 is a 4-bit checkpoint \\(config.json quantization_config: AWQ \\(GEMM packing\\), group_size 32\\). its weights load as they are"
            --model ${INT4_DATA}/awq-codegen-g32 --weights int8)
 int4_error(group_size_on_4bit "--group-size: .*awq-codegen-g32 is a 4-bit checkpoint with its own group_size"

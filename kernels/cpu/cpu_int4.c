@@ -58,7 +58,7 @@ typedef enum { I4_ISA_C = 0, I4_ISA_AVX2 = 1, I4_ISA_AVXVNNI = 2, I4_ISA_AVX512V
 enum { GEMM_SMALL = 0, GEMM_BIG = 1 };
 #define GEMM_BIG_T 128
 static const int g_gemm_tune_t[2] = {32, 256}, g_gemm_tune_rows[2] = {1024, 256};
-static const char *const g_gemm_family[2] = {"int4-gemm", "int4-prefill"};
+static const char *const g_gemm_family[2][2] = {{"int4-gemm", "int4-prefill"}, {"int4a8-gemm", "int4a8-prefill"}};
 static const char *const g_isa_short[I4_N_ISA] = {"c", "avx2", "avxvnni", "avx512vnni", "amx"};
 
 typedef enum { I4_PATH_AUTO = 0, I4_PATH_GEMV = 1, I4_PATH_GEMM = 2 } i4_path;
@@ -86,6 +86,7 @@ typedef struct {
     unsigned cands;  /* bit per tier this CPU runs, at or below isa */
     i4_path force;   /* TPGEN_INT4_GEMM */
     int few_tokens;
+    int act8;        /* 8-bit activations per group (tp_backend_cpu_int4_act8); else int16 per token */
     unsigned printed;
     i4_shape shapes[I4_MAX_SHAPES];
     int n_shapes;
@@ -295,7 +296,8 @@ void cpu_int4_panels_c(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P
                 float acc = 0.0f;
                 for (int g = 0; g < ng; g++) {
                     const int32_t s = dot_i16(w + (size_t)j * K + (size_t)g * KG, xr + (size_t)g * KG, KG);
-                    acc = fmaf((float)s, sc[g * CPU_I4_NR + j], acc);
+                    const float scale = sc[g * CPU_I4_NR + j];
+                    acc = fmaf((float)s, x->gx ? scale * x->gx[(size_t)t * ng + g] : scale, acc);
                 }
                 v[j] = acc;
             }
@@ -390,6 +392,50 @@ CPU_SIMD_CLONES static void i4_x_row(int8_t *lo, int8_t *hi, int32_t *xs, const 
     }
 }
 
+/* 8-bit activations (tp_backend_cpu_int4_act8): per token and kernel group, gx = max|x| / 127 and
+ * xq = rint(x * (127 / max|x|)) clamped to +-127 (the int8 family's rounding, cpu_int8.c, on a
+ * grid of 127 a group); sx = 1. A group with a NaN or an infinity: gx NaN, its xq 0 (the token's
+ * outputs NaN, as the int16 form's sx NaN makes them); an all-zero group: gx 0, xq 0. */
+#define XQ8_MAX 127
+CPU_SIMD_CLONES static void quantize_x8_row(int16_t *qr, float *gx, const float *xr, int K, int KG) {
+    for (int g = 0; g < K / KG; g++) {
+        const float *xg = xr + (size_t)g * KG;
+        int16_t *qg = qr + (size_t)g * KG;
+        uint32_t mb = 0; /* max |x| on the bit patterns, as cpu_int8.c */
+        #pragma omp simd reduction(max : mb)
+        for (int k = 0; k < KG; k++) {
+            uint32_t u;
+            memcpy(&u, xg + k, sizeof u);
+            u &= 0x7fffffffu;
+            mb = u > mb ? u : mb;
+        }
+        const int bad = mb > 0x7f7fffffu;
+        float m;
+        memcpy(&m, &mb, sizeof m);
+        if (bad || !(m > 0.0f)) {
+            gx[g] = bad ? NAN : 0.0f;
+            memset(qg, 0, (size_t)KG * sizeof *qg);
+            continue;
+        }
+        gx[g] = m / (float)XQ8_MAX;
+        const float inv = (float)XQ8_MAX / m;
+        #pragma omp simd
+        for (int k = 0; k < KG; k++) {
+            float r = rintf(xg[k] * inv);
+            r = r > XQ8_MAX ? XQ8_MAX : r < -XQ8_MAX ? -XQ8_MAX : r;
+            qg[k] = (int16_t)r;
+        }
+    }
+}
+static void quantize_x8(int16_t *xq, float *sx, float *gx, const float *x, int T, int K, int KG, int nt) {
+    const int ng = K / KG;
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && T > 1 && (size_t)T * K >= CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        quantize_x8_row(xq + (size_t)t * K, gx + (size_t)t * ng, x + (size_t)t * K, K, KG);
+        sx[t] = 1.0f;
+    }
+}
+
 static uint8_t *scratch_get(i4_scratch *s, size_t bytes) {
     if (bytes > s->size) {
         free(s->p);
@@ -406,17 +452,20 @@ static size_t round64(size_t v) { return (v + 63) & ~(size_t)63; }
 /* x's integer form in scratch: xq, sx (cpu_int8_quantize_x), the group sums, the byte planes
  * (cpu_int4_kernels.h; tiles: in the amx kernel's A-tile order, which spares it a copy of both,
  * 4% of a prefill) and the amx kernel's work area. Valid until the scratch's next use. */
-static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int nt, int tiles) {
+static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int nt, int tiles, int act8) {
     const size_t Tp = tiles ? ((size_t)T + 15) / 16 * 16 : (size_t)T, ng = (size_t)(K / KG); /* tiles: zero rows to 16 */
     const size_t b_xq = round64((size_t)T * K * 2 + 64), b_sx = round64((size_t)T * 4), b_xs = round64((size_t)T * ng * 4),
-                 b_pl = round64(Tp * K + 64), b_work = tiles ? cpu_int4_amx_work_bytes(K, nt) : 0;
-    uint8_t *m = scratch_get(sc, b_xq + b_sx + b_xs + 2 * b_pl + b_work);
+                 b_pl = round64(Tp * K + 64), b_work = tiles ? cpu_int4_amx_work_bytes(K, nt) : 0,
+                 b_gx = act8 ? b_xs : 0;
+    uint8_t *m = scratch_get(sc, b_xq + b_sx + b_xs + 2 * b_pl + b_work + b_gx);
     int16_t *xq = (int16_t *)m; /* + 64: pairs read as 32 bits past the end */
     float *sx = (float *)(m + b_xq);
     int32_t *xs = (int32_t *)(m + b_xq + b_sx);
     int8_t *lo = (int8_t *)(m + b_xq + b_sx + b_xs), *hi = lo + b_pl;
-    cpu_i4_x r = {xq, sx, xs, lo, hi, T, K, KG, tiles, (uint8_t *)hi + b_pl};
-    cpu_int8_quantize_x(xq, sx, x, T, K, nt);
+    float *gx = act8 ? (float *)((uint8_t *)hi + b_pl + b_work) : NULL;
+    cpu_i4_x r = {xq, sx, gx, xs, lo, hi, T, K, KG, tiles, (uint8_t *)hi + b_pl};
+    if (act8) quantize_x8(xq, sx, gx, x, T, K, KG, nt);
+    else cpu_int8_quantize_x(xq, sx, x, T, K, nt);
     const int tk = tiles ? cpu_i4_amx_tk(KG) : 0;
     const size_t pad = tiles ? (size_t)(T / 16 * 16) * K : (size_t)T * K; /* zeros from here (tiles: the last block) */
     memset(lo + pad, 0, Tp * K - pad + 64);
@@ -463,10 +512,10 @@ static double tune_run(void *ctx, int cand) {
     return s1 + s8;
 }
 /* Scratch x of T tokens on the integer grid (any values: the time is the same), in sc. */
-static cpu_i4_x tune_x(i4_scratch *sc, int T, int K, int KG, int nt, int tiles) {
+static cpu_i4_x tune_x(i4_scratch *sc, int T, int K, int KG, int nt, int tiles, int act8) {
     float *xf = tp_malloc((size_t)T * K * sizeof *xf);
     for (size_t i = 0; i < (size_t)T * K; i++) xf[i] = (float)((i * 7919) % 2001) - 1000.0f;
-    cpu_i4_x x = x_make(sc, xf, T, K, KG, nt, tiles);
+    cpu_i4_x x = x_make(sc, xf, T, K, KG, nt, tiles, act8);
     free(xf);
     return x;
 }
@@ -495,10 +544,10 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
     const char *names[I4_N_ISA];
     tune_ctx t = {.q = q, .N = N, .nt = c->n_threads, .gemm = 0};
     int n = tune_cands(c, gemv_tiers(), &t, names);
-    t.x = tune_x(&t.s1, 1, K, KG, c->n_threads, 0);
-    t.x2 = tune_x(&t.s2, TUNE_T2, K, KG, c->n_threads, 0);
+    t.x = tune_x(&t.s1, 1, K, KG, c->n_threads, 0, c->act8);
+    t.x2 = tune_x(&t.s2, TUNE_T2, K, KG, c->n_threads, 0, c->act8);
     t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
-    const cpu_tune_key key = {.family = "int4-gemv", .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = 1 + TUNE_T2,
+    const cpu_tune_key key = {.family = c->act8 ? "int4a8-gemv" : "int4-gemv", .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = 1 + TUNE_T2,
                               .n_cand = n, .names = names, .shape = shape,
                               .run = "T = 1 and 8 with the step's threads, from memory", .stream = q,
                               .stream_bytes = q4_data_bytes(N, K, KG), .recheck = 1};
@@ -511,10 +560,10 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
         const int T = g_gemm_tune_t[r], Ns = N < g_gemm_tune_rows[r] ? N : g_gemm_tune_rows[r];
         tune_ctx g = {.q = q, .N = Ns, .gemm = 1};
         n = tune_cands(c, gemm_tiers_of(c->cands), &g, names);
-        g.x = tune_x(&g.s1, T, K, KG, 1, 0);
-        if (c->cands & (1u << I4_ISA_AMX)) g.xt = tune_x(&g.s3, T, K, KG, 1, 1);
+        g.x = tune_x(&g.s1, T, K, KG, 1, 0, c->act8);
+        if (c->cands & (1u << I4_ISA_AMX)) g.xt = tune_x(&g.s3, T, K, KG, 1, 1, 0);
         g.y = tp_malloc((size_t)T * Ns * sizeof *g.y);
-        const cpu_tune_key gk = {.family = g_gemm_family[r], .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = T,
+        const cpu_tune_key gk = {.family = g_gemm_family[c->act8][r], .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = T,
                                  .n_cand = n, .names = names, .shape = shape};
         s->gemm[r] = g.isa[cpu_tune_pick(&gk, tune_run, &g, s->gemm_how[r], sizeof s->gemm_how[r])];
         free(g.s1.p);
@@ -571,12 +620,12 @@ static void gemm_int4(tp_backend *b, float *y, const float *x, const uint8_t *q,
     c->int4_ran[lg] = 1;
     if (c->verbose) {
         char path[128];
-        snprintf(path, sizeof path, "int4 %s %s (T %s %d%s)", gemm ? "GEMM" : "GEMV", g_isa_short[isa],
+        snprintf(path, sizeof path, "int4%s %s %s (T %s %d%s)", c->act8 ? " 8-bit x" : "", gemm ? "GEMM" : "GEMV", g_isa_short[isa],
                  gemm ? ">" : "<=", c->few_tokens, c->force ? ", TPGEN_INT4_GEMM" : "");
         report(c, (unsigned)(lg * 2 + gemm) + (gelu ? 4 : 0), op, path);
     }
     const cpu_i4_epi e = {y, bias, N, accumulate, gelu};
-    cpu_i4_x xi = x_make(&c->scratch, x, T, K, KG, c->n_threads, gemm && isa == I4_ISA_AMX);
+    cpu_i4_x xi = x_make(&c->scratch, x, T, K, KG, c->n_threads, gemm && isa == I4_ISA_AMX, c->act8);
     if (gemm) run_gemm(isa, &xi, q, N, &e, c->n_threads);
     else run_gemv(isa, &xi, q, N, &e, c->n_threads, NULL);
 }
@@ -626,7 +675,7 @@ static const char *i4_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
     if (!used) used = 1u << (gemm ? highest(c->cands, gemm_tiers_of(c->cands)) : c->gemv_isa);
     char *buf = c->names[lg][gemm];
     const size_t size = sizeof c->names[lg][gemm];
-    snprintf(buf, size, "%s-int4-", gemm ? "gemm" : "gemv");
+    snprintf(buf, size, "%s-int4%s-", gemm ? "gemm" : "gemv", c->act8 ? "a8" : "");
     int first = 1;
     for (int i = 0; i < I4_N_ISA; i++)
         if (used & (1u << i)) {
@@ -706,5 +755,27 @@ int tp_backend_cpu_use_int4(tp_backend *b, int verbose, char *err, size_t err_si
                 force == I4_PATH_GEMV   ? " (TPGEN_INT4_GEMM=gemv: GEMV for every T)"
                 : force == I4_PATH_GEMM ? " (TPGEN_INT4_GEMM=gemm: GEMM for every T)"
                                         : "");
+    return 0;
+}
+
+int tp_backend_cpu_int4_act8(tp_backend *b, char *err, size_t err_size) {
+    if (b->destroy != i4_destroy) {
+        snprintf(err, err_size, "--int4-activations int8 is for 4-bit weights (--weights int4, or an AWQ / GPTQ "
+                                "checkpoint): the backend holds %s weights", b->weights ? b->weights : "unquantized");
+        return -1;
+    }
+    tp_cpu_int4 *c = i4_impl(b);
+    if (c->n_shapes) {
+        snprintf(err, err_size, "cpu int4: 8-bit activations must be chosen before the first matrix is stored");
+        return -1;
+    }
+    c->act8 = 1;
+    /* no amx kernel for them (this kernel's B rows are 16-bit x's two planes; not built): the GEMM
+     * takes avx512vnni's tiles, which run one vpdpbusd where 16-bit x needs two */
+    c->cands &= ~(1u << I4_ISA_AMX);
+    c->isa = highest(c->cands, ~0u);
+    if (c->verbose)
+        tp_log0("cpu int4: 8-bit activations (--int4-activations int8): x rounded to int8 per token and weight "
+                "group, one vpdpbusd a nibble half; not exact: docs/KERNELS.md's wider bound\n");
     return 0;
 }

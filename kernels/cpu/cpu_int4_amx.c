@@ -137,6 +137,7 @@ void cpu_int4_gemm_amx(const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_
     sp = sp < 1 ? 1 : sp > sp_max(K) ? sp_max(K) : sp;
     const int groups = (np + sp - 1) / sp;
     if (!x->tiles) tp_die("cpu int4: the amx GEMM was given x in row order; it reads x's planes in tile order");
+    if (x->gx) tp_die("cpu int4: the amx GEMM has no 8-bit activations (tp_backend_cpu_int4_act8 leaves it out)");
     const int8_t *al = x->xlo, *ah = x->xhi; /* the A tiles, one after the other */
     uint8_t *Bs = x->work;                                      /* each thread's B rows (cpu_int4_amx_work_bytes) */
     #pragma omp parallel num_threads(n_threads) if (n_threads > 1 && groups > 1)

@@ -92,6 +92,54 @@ Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, cons
     UNROLL for (int t = 0; t < MT; t++) _mm512_storeu_ps(o[t], f[t]);
 }
 
+/* 8-bit x (x->gx set; cpu_int4_kernels.h): xq's hi bytes are 0, so one vpdpbusd a nibble half,
+ * 2 a line, and the group's scale times x's (one vmulps, the twin's product). At MT <= 2 the
+ * even and odd lines have chains of their own (PP = 2), as 4 chains per token hide vpdpbusd's
+ * latency where 2 did not. */
+Z_FN void ztile8(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, const int S, const int PP,
+                 float o[ZMR][NR]) {
+    const int K = x->K, KG = x->KG, ng = K / KG, steps = KG / 8;
+    const int8_t *xl = x->xlo + (size_t)t0 * K;
+    const int32_t *xs = x->xsum + (size_t)t0 * ng;
+    const float *gx = x->gx + (size_t)t0 * ng;
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const float *sc = cpu_i4_scales(p0, K);
+    const uint8_t *zp = cpu_i4_zeros(p0, K, KG);
+    __m512 f[ZMR];
+    UNROLL for (int t = 0; t < MT; t++) f[t] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        __m512i a[2][2][ZMR]; /* [line parity][nibble half][token] */
+        UNROLL for (int p = 0; p < PP; p++) UNROLL for (int c = 0; c < S; c++) UNROLL for (int t = 0; t < MT; t++)
+            a[p][c][t] = _mm512_setzero_si512();
+        const uint8_t *line = p0 + (size_t)g * KG * 8;
+        const size_t kg = (size_t)g * KG;
+        for (int s = 0; s < steps; s += PP) { /* steps: a multiple of 4 (KG of 32) */
+            UNROLL for (int p = 0; p < PP; p++, line += 64) {
+                _mm_prefetch((const char *)(line + PF), _MM_HINT_T0);
+                const __m512i raw = _mm512_load_si512((const void *)line);
+                const __m512i w[2] = {_mm512_and_si512(raw, m4), S == 2 ? _mm512_andnot_si512(m4, raw) /* 16 q */
+                                                                         : _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
+                UNROLL for (int t = 0; t < MT; t++) UNROLL for (int c = 0; c < 2; c++) {
+                    const size_t at = (size_t)t * K + kg + 8 * (size_t)(s + p) + 4 * c;
+                    DPBUSD(a[p][c % S][t], w[c], _mm512_set1_epi32(x_quad(xl + at)));
+                }
+            }
+        }
+        const __m512i z = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(zp + g * NR)));
+        const __m512 scv = _mm512_load_ps(sc + g * NR);
+        UNROLL for (int t = 0; t < MT; t++) {
+            __m512i v = a[0][0][t];
+            if (PP == 2) v = _mm512_add_epi32(v, a[1][0][t]);
+            if (S == 2) /* 16 times the high nibbles' sums: exact shifts (|16 s| < 2^27) */
+                v = _mm512_add_epi32(v, _mm512_srai_epi32(PP == 2 ? _mm512_add_epi32(a[0][1][t], a[1][1][t]) : a[0][1][t], 4));
+            v = _mm512_sub_epi32(v, _mm512_mullo_epi32(z, _mm512_set1_epi32(xs[(size_t)t * ng + g])));
+            const __m512 c = _mm512_mul_ps(scv, _mm512_set1_ps(gx[(size_t)t * ng + g])); /* scale * gx, rounded */
+            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), c, f[t]);
+        }
+    }
+    UNROLL for (int t = 0; t < MT; t++) _mm512_storeu_ps(o[t], f[t]);
+}
+
 typedef void ztile_fn(const cpu_i4_x *x, const uint8_t *p0, int t0, float o[ZMR][NR]);
 #define ZTILE(M, S)                                                                                                    \
     __attribute__((target(Z_TARGET), noinline)) static void ztile_##M(const cpu_i4_x *x, const uint8_t *p0, int t0,  \
@@ -101,17 +149,27 @@ typedef void ztile_fn(const cpu_i4_x *x, const uint8_t *p0, int t0, float o[ZMR]
 ZTILE(1, 2) ZTILE(2, 2) ZTILE(3, 1) ZTILE(4, 1) ZTILE(5, 1) ZTILE(6, 1) ZTILE(7, 1) ZTILE(8, 1)
 static ztile_fn *const g_ztiles[ZMR + 1] = {NULL,      ztile_1, ztile_2, ztile_3, ztile_4,
                                             ztile_5, ztile_6, ztile_7, ztile_8};
+#define ZTILE8(M, S, PP)                                                                                               \
+    __attribute__((target(Z_TARGET), noinline)) static void ztile8_##M(const cpu_i4_x *x, const uint8_t *p0, int t0, \
+                                                                       float o[ZMR][NR]) {                            \
+        ztile8(x, p0, t0, M, S, PP, o);                                                                                \
+    }
+ZTILE8(1, 2, 2) ZTILE8(2, 2, 2) ZTILE8(3, 1, 1) ZTILE8(4, 1, 1) ZTILE8(5, 1, 1) ZTILE8(6, 1, 1) ZTILE8(7, 1, 1)
+ZTILE8(8, 1, 1)
+static ztile_fn *const g_ztiles8[ZMR + 1] = {NULL,       ztile8_1, ztile8_2, ztile8_3, ztile8_4,
+                                             ztile8_5, ztile8_6, ztile8_7, ztile8_8};
 
 /* Panels [P0, P1) in order (one sequential read), tokens [t0, t1) in tiles of mr, each tile
  * through the epilogue (built for AVX-512: vectors of 16 in its passes). */
 __attribute__((target(Z_TARGET))) static void zpanels(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1, const cpu_i4_epi *e,
                     int mr) {
     float o[ZMR][NR];
+    ztile_fn *const *tiles = x->gx ? g_ztiles8 : g_ztiles;
     for (int P = P0; P < P1; P++) {
         const int n0 = P * NR, nn = N - n0 < NR ? N - n0 : NR;
         for (int t = t0; t < t1; t += mr) {
             const int m = t1 - t < mr ? t1 - t : mr;
-            g_ztiles[m](x, cpu_i4_panel(q, x->K, x->KG, P), t, o);
+            tiles[m](x, cpu_i4_panel(q, x->K, x->KG, P), t, o);
             for (int i = 0; i < m; i++) cpu_i4_epi_row(e, t + i, x->sx[t + i], n0, nn, o[i]);
         }
     }

@@ -10,6 +10,10 @@
  *     acc = fmaf((float)s[t, n, g], scale[n, g], acc),  acc starting at +0
  * and y[t, n] = epi(acc * sx[t]) (cpu_i4_epi_row). A kernel may form s as
  * sum q xq - zero * sum xq in wrapping int32 (the true value fits, so the wrapped one is it).
+ * 8-bit activations (opt-in, tp_backend_cpu_int4_act8): x is rounded per token and kernel group
+ * to int8 instead (xq in -127..127, gx[t, g] = max_g |x| / 127, sx[t] = 1), and the group's
+ * product uses the scale times x's: acc = fmaf((float)s, scale[n, g] * gx[t, g], acc) (the
+ * product rounded to f32 first). xq's hi bytes are then 0: kernels may skip them.
  *
  * The kernel files include this header and nothing of cpu_int4.c, which calls them. */
 #ifndef TPGEN_CPU_INT4_KERNELS_H
@@ -80,6 +84,7 @@ static inline const uint8_t *cpu_i4_zeros(const uint8_t *panel, int K, int KG) {
 typedef struct {
     const int16_t *xq;
     const float *sx;
+    const float *gx;     /* [T][K / KG]: x's scale per kernel group (8-bit activations), or NULL */
     const int32_t *xsum; /* sum of xq over each kernel group (the zero's term) */
     const int8_t *xlo, *xhi;
     int T, K, KG;

@@ -9,7 +9,8 @@
 #define Y_CAT(a, b) Y_CAT2(a, b)
 #define Y_NAME(n) Y_CAT(n, Y_SFX)
 
-/* o[t][8 h + r] = the f32 sums (acc, before sx) of token t0 + t, row 8 h + r of the panel p0. */
+/* o[t][8 h + r] = the f32 sums (acc, before sx) of token t0 + t, row 8 h + r of the panel p0.
+ * 8-bit x (x->gx) runs the same products (xq is int16 here either way), its scale times x's. */
 static inline __attribute__((always_inline, target(Y_TARGET))) void Y_NAME(ytile_)(
     const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, const int S, float o[YMR][NR]) {
     const int K = x->K, KG = x->KG, ng = K / KG, steps = KG / 8;
@@ -49,7 +50,8 @@ static inline __attribute__((always_inline, target(Y_TARGET))) void Y_NAME(ytile
                 __m256i v = a[0][t][h];
                 YUNROLL for (int c = 1; c < S; c++) v = _mm256_add_epi32(v, a[c][t][h]);
                 v = _mm256_sub_epi32(v, _mm256_mullo_epi32(z, _mm256_set1_epi32(xs[(size_t)t * ng + g])));
-                f[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), scv, f[t][h]);
+                const __m256 c = x->gx ? _mm256_mul_ps(scv, _mm256_set1_ps(x->gx[(size_t)(t0 + t) * ng + g])) : scv;
+                f[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), c, f[t][h]);
             }
         }
     }

@@ -2,7 +2,8 @@
  * (qkv, out_proj, fc_in, fc_out; lm_head stays int8 under int4, so it is left out; 20 layers:
  * CodeGen-350M's, so the weights come from memory as in a decode step, not from L3), for several
  * token counts T, each path by its own backend: int8 (the int8 family's choice), int4 GEMV and
- * int4 GEMM forced (TPGEN_INT4_GEMM), int4 as in a job. Built, not a test: runs interleave the
+ * int4 GEMM forced (TPGEN_INT4_GEMM), int4 as in a job, and int4 with 8-bit activations
+ * (--int4-activations int8) as in a job. Built, not a test: runs interleave the
  * variants, the median of REPS.
  * usage: bench_int4_gemm [THREADS] [E] [GROUP] [LAYERS] [cpu|wall] [I]   (CodeGen-350M: E 1024,
  *        20 layers; AWQ/GPTQ: group 128)
@@ -28,7 +29,7 @@ static int cmp(const void *a, const void *b) {
 }
 
 #define REPS 7
-#define NV 4
+#define NV 5
 #define NS 4
 #define MAXL 64
 
@@ -44,7 +45,7 @@ int main(int argc, char **argv) {
     /* qkv, out, fc_in, fc_out (CodeGen); qkv, o, gate+up, down (LLaMA, I > 0) */
     const int shapes[NS][2] = {{3 * E, E}, {E, E}, {I ? 2 * I : 4 * E, E}, {E, I ? I : 4 * E}};
     const int Ts[] = {1, 2, 4, 8, 16, 32, 128, 512};
-    const char *name[NV] = {"int8", "int4 gemv", "int4 gemm", "int4 auto"}, *path[NV] = {NULL, "gemv", "gemm", ""};
+    const char *name[NV] = {"int8", "int4 gemv", "int4 gemm", "int4 auto", "int4 a8"}, *path[NV] = {NULL, "gemv", "gemm", "", ""};
     char err[256];
     tp_backend *bk[NV];
     static void *W[NV][MAXL][NS];
@@ -53,7 +54,8 @@ int main(int argc, char **argv) {
         if (path[v] && *path[v]) setenv("TPGEN_INT4_GEMM", path[v], 1);
         else unsetenv("TPGEN_INT4_GEMM");
         bk[v] = tp_backend_cpu_create(threads);
-        if ((v ? tp_backend_use_int4 : tp_backend_use_int8)(bk[v], 0, err, sizeof err)) {
+        if ((v ? tp_backend_use_int4 : tp_backend_use_int8)(bk[v], 0, err, sizeof err) ||
+            (v == 4 && tp_backend_int4_act8(bk[v], err, sizeof err))) {
             fprintf(stderr, "bench_int4_gemm: %s\n", err);
             return 1;
         }
@@ -85,7 +87,7 @@ int main(int argc, char **argv) {
            REPS);
     printf("%5s", "T");
     for (int v = 0; v < NV; v++) printf(" %12s", name[v]);
-    printf(" %14s   kernels\n", "int8/int4auto");
+    printf(" %14s %12s   kernels\n", "int8/int4auto", "int8/int4a8");
     for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
         const int T = Ts[ti];
         double t[NV][REPS];
@@ -102,8 +104,9 @@ int main(int argc, char **argv) {
             qsort(t[v], REPS, sizeof(double), cmp);
             printf(" %12.3f", t[v][REPS / 2] * 1e3);
         }
-        printf(" %13.2fx   %s, %s\n", t[0][REPS / 2] / t[3][REPS / 2], bk[0]->kernel_name(bk[0], TP_OP_MATMUL, T, 0),
-               bk[3]->kernel_name(bk[3], TP_OP_MATMUL, T, 0));
+        printf(" %13.2fx %11.2fx   %s, %s, %s\n", t[0][REPS / 2] / t[3][REPS / 2], t[0][REPS / 2] / t[4][REPS / 2],
+               bk[0]->kernel_name(bk[0], TP_OP_MATMUL, T, 0), bk[3]->kernel_name(bk[3], TP_OP_MATMUL, T, 0),
+               bk[4]->kernel_name(bk[4], TP_OP_MATMUL, T, 0));
         fflush(stdout);
     }
     return 0;

@@ -1,9 +1,11 @@
 /* Op tests of the CPU backend's int4 weights (kernels/cpu/cpu_int4.c).
  *
- * usage: test_int4_ops THREADS ISA PATH
+ * usage: test_int4_ops THREADS ISA PATH [a8]
  *   ISA: c | avx2 | avxvnni | avx512 | amx (the tier, forced through TPGEN_CPU_ISA; amx runs its
  *        GEMM, avx512vnni's GEMV) | auto (TPGEN_CPU_ISA unset: the tiers measured per shape)
  *   PATH: gemv | gemm | auto (TPGEN_INT4_GEMM: every T through one path, or by T as in a job)
+ *   a8: 8-bit activations (tp_backend_int4_act8) in every backend, the twin's included: the bound
+ *        below with x's grid per group (m_g / 254 sum_g |wd|) and one more rounding a group
  *        test_int4_ops bad WHAT N K GROUP: one bad call (the error tests, tests/cpu_int4.cmake)
  * Exits 77 (ctest SKIPPED) when this CPU cannot run the requested tier.
  *
@@ -38,6 +40,7 @@ static float *rand_f32(size_t n, double lo, double hi) {
     for (size_t i = 0; i < n; i++) p[i] = (float)(lo + (hi - lo) * urand());
     return p;
 }
+static int g_a8; /* 8-bit activations (argument a8) */
 static double gelu_d(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
 
 /* A canonical int4 matrix: RTN of random weights (shifted, so the zeros are not 8), with one
@@ -194,16 +197,20 @@ static void check_ref(const float *y, const q4m *m, const float *x, const float 
     const double u = ldexp(1, -24);
     int bad = 0;
     for (int t = 0; t < T; t++) {
-        double mx = 0;
-        for (int k = 0; k < K; k++) mx = fmax(mx, fabs(x[(size_t)t * K + k]));
+        double mx = 0, mg[1024] = {0}; /* max |x| of the token; of each kernel group (a8) */
+        for (int k = 0; k < K; k++) {
+            mx = fmax(mx, fabs(x[(size_t)t * K + k]));
+            mg[k / kg] = fmax(mg[k / kg], fabs(x[(size_t)t * K + k]));
+        }
         for (int n = 0; n < N; n++) {
-            double s = 0, mag = 0, wsum = 0;
+            double s = 0, mag = 0, wsum = 0, xe8 = 0;
             for (int k = 0; k < K; k++) {
                 const double wd = q4_w(m, n, k), p = wd * x[(size_t)t * K + k];
                 s += p, mag += fabs(p), wsum += fabs(wd);
+                xe8 += mg[k / kg] / 254 * (1 + ldexp(1, -14)) * fabs(wd); /* half a step of 127, x * inv's rounding */
             }
-            const double xe = mx / 32766 * wsum;
-            double tol = xe + (ng + 2) * u * (mag + xe), ref = s;
+            const double xe = g_a8 ? xe8 : mx / 32766 * wsum;
+            double tol = xe + (ng + (g_a8 ? 3 : 2)) * u * (mag + xe), ref = s;
             if (epi == 1) { ref += y0[(size_t)t * N + n]; tol += u * (fabs(s) + tol + fabs(y0[(size_t)t * N + n])); }
             if (epi >= 1) { ref += bias[n]; tol += u * (fabs(ref) + tol + fabs(bias[n])); }
             if (epi == 2) { const double pre = ref; ref = gelu_d(pre); tol = 1.13 * tol + 2 * u * fabs(ref) + 1e-6; }
@@ -294,10 +301,11 @@ static void test_int8_matrices(int threads, const char *isa, const char *path) {
     }
     /* kernel_name: the layers' int4 kernel (a GEMM at T 1 where TPGEN_INT4_GEMM=gemm), lm_head's int8 one */
     const char *mm = b->kernel_name(b, TP_OP_MATMUL, 1, 0), *lg = b->kernel_name(b, TP_OP_LOGITS, 1, 0);
-    CHECK(strncmp(mm, strcmp(path, "gemm") == 0 ? "gemm-int4-" : "gemv-int4-", 10) == 0, "kernel_name(MATMUL, T 1) = %s",
-          mm);
+    const char *kind = g_a8 ? "int4a8-" : "int4-";
+    CHECK(strncmp(mm, strcmp(path, "gemm") == 0 ? "gemm-" : "gemv-", 5) == 0 && strncmp(mm + 5, kind, strlen(kind)) == 0,
+          "kernel_name(MATMUL, T 1) = %s (want %s)", mm, kind);
     CHECK(strncmp(lg, "gemv-int8-", 10) == 0, "kernel_name(LOGITS, T 1) = %s (lm_head is int8)", lg);
-    CHECK(strstr(b->kernel_name(b, TP_OP_MATMUL, 64, 0), "-int4-") != NULL, "kernel_name(MATMUL, T 64) = %s",
+    CHECK(strstr(b->kernel_name(b, TP_OP_MATMUL, 64, 0), g_a8 ? "-int4a8-" : "-int4-") != NULL, "kernel_name(MATMUL, T 64) = %s",
           b->kernel_name(b, TP_OP_MATMUL, 64, 0));
     printf("test_int4_ops: isa %s: matmul %s, logits %s, attention %s\n", isa, mm, lg,
            b->kernel_name(b, TP_OP_ATTENTION, 1, 64));
@@ -344,7 +352,7 @@ static tp_backend *make(int threads, const char *isa, const char *path) {
     else setenv("TPGEN_INT4_GEMM", path, 1);
     tp_backend *b = tp_backend_cpu_create(threads);
     char err[512];
-    if (tp_backend_use_int4(b, 0, err, sizeof err)) {
+    if (tp_backend_use_int4(b, 0, err, sizeof err) || (g_a8 && tp_backend_int4_act8(b, err, sizeof err))) {
         fprintf(stderr, "test_int4_ops: %s\n", err);
         exit(1);
     }
@@ -370,8 +378,9 @@ static int bad_call(const char *what, int N, int K, int G) {
 
 int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "bad") == 0) return bad_call(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_int4_ops THREADS c|avx2|avxvnni|avx512|amx gemv|gemm|auto\n"
+    g_a8 = argc == 5 && strcmp(argv[4], "a8") == 0;
+    if (argc != 4 && !g_a8) {
+        fprintf(stderr, "usage: test_int4_ops THREADS c|avx2|avxvnni|avx512|amx gemv|gemm|auto [a8]\n"
                         "       test_int4_ops bad bytes|fill|shape N K GROUP\n");
         return 2;
     }
@@ -387,11 +396,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     char label[64];
-    snprintf(label, sizeof label, "%s %s", isa, path);
+    snprintf(label, sizeof label, "%s %s%s", isa, path, g_a8 ? " a8" : "");
     const char *how, *kern = cpu_int4_choice(b, 64, 64, 32, strcmp(path, "gemm") == 0 ? 64 : 1, &how);
     printf("test_int4_ops: %s runs the %s kernels (%s)\n", label, kern ? kern : "(none)", how);
-    CHECK(kern && (strcmp(isa, "auto") == 0 || strcmp(isa, "c") == 0 ||
-                   strncmp(kern, isa, strlen(isa)) == 0 || (strcmp(isa, "amx") == 0 && strcmp(path, "gemv") == 0)),
+    CHECK(kern && (strcmp(isa, "auto") == 0 || strcmp(isa, "c") == 0 || strncmp(kern, isa, strlen(isa)) == 0 ||
+                   (strcmp(isa, "amx") == 0 && (strcmp(path, "gemv") == 0 || g_a8) && strcmp(kern, "avx512vnni") == 0)),
           "TPGEN_CPU_ISA=%s: the int4 kernels are %s", isa, kern ? kern : "(none)");
     test_rtn();
     test_layout(b);
@@ -405,6 +414,7 @@ int main(int argc, char **argv) {
     test_nonfinite(b);
     if (b != bc) b->destroy(b);
     bc->destroy(bc);
-    printf("test_int4_ops (%d threads, isa %s, path %s): %d checks, %d failed\n", threads, isa, path, g_checks, g_fail);
+    printf("test_int4_ops (%d threads, isa %s, path %s%s): %d checks, %d failed\n", threads, isa, path,
+           g_a8 ? ", 8-bit activations" : "", g_checks, g_fail);
     return g_fail ? 1 : 0;
 }
