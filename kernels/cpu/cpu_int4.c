@@ -393,39 +393,13 @@ CPU_SIMD_CLONES static void i4_x_row(int8_t *lo, int8_t *hi, int32_t *xs, const 
 }
 
 /* 8-bit activations (tp_backend_cpu_int4_act8): per token and kernel group, gx = max|x| / 127 and
- * xq = rint(x * (127 / max|x|)) clamped to +-127 (the int8 family's rounding, cpu_int8.c, on a
- * grid of 127 a group); sx = 1. A group with a NaN or an infinity: gx NaN, its xq 0 (the token's
- * outputs NaN, as the int16 form's sx NaN makes them); an all-zero group: gx 0, xq 0. */
+ * xq = rint(x * (127 / max|x|)) clamped to +-127 (cpu_quantize_absmax, the int8 family's rounding
+ * on a grid of 127 a group); sx = 1. A group with a NaN or an infinity: gx NaN, its xq 0 (the
+ * token's outputs NaN, as the int16 form's sx NaN makes them); an all-zero group: gx 0, xq 0. */
 #define XQ8_MAX 127
 CPU_SIMD_CLONES static void quantize_x8_row(int16_t *qr, float *gx, const float *xr, int K, int KG) {
-    for (int g = 0; g < K / KG; g++) {
-        const float *xg = xr + (size_t)g * KG;
-        int16_t *qg = qr + (size_t)g * KG;
-        uint32_t mb = 0; /* max |x| on the bit patterns, as cpu_int8.c */
-        #pragma omp simd reduction(max : mb)
-        for (int k = 0; k < KG; k++) {
-            uint32_t u;
-            memcpy(&u, xg + k, sizeof u);
-            u &= 0x7fffffffu;
-            mb = u > mb ? u : mb;
-        }
-        const int bad = mb > 0x7f7fffffu;
-        float m;
-        memcpy(&m, &mb, sizeof m);
-        if (bad || !(m > 0.0f)) {
-            gx[g] = bad ? NAN : 0.0f;
-            memset(qg, 0, (size_t)KG * sizeof *qg);
-            continue;
-        }
-        gx[g] = m / (float)XQ8_MAX;
-        const float inv = (float)XQ8_MAX / m;
-        #pragma omp simd
-        for (int k = 0; k < KG; k++) {
-            float r = rintf(xg[k] * inv);
-            r = r > XQ8_MAX ? XQ8_MAX : r < -XQ8_MAX ? -XQ8_MAX : r;
-            qg[k] = (int16_t)r;
-        }
-    }
+    for (int g = 0; g < K / KG; g++)
+        cpu_quantize_absmax(qr + (size_t)g * KG, &gx[g], xr + (size_t)g * KG, KG, XQ8_MAX);
 }
 static void quantize_x8(int16_t *xq, float *sx, float *gx, const float *x, int T, int K, int KG, int nt) {
     const int ng = K / KG;

@@ -200,37 +200,7 @@ static void i8_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp_
 /* xq[t, :] and sx[t] for every token. The loops are `omp simd` (a max is exact in any order):
  * gcc left the plain ones scalar, 8% of an int8 prefill (perf). */
 CPU_SIMD_CLONES static void quantize_rows(int16_t *xq, float *sx, const float *x, int t0, int t1, int K) {
-    for (int t = t0; t < t1; t++) {
-        const float *xr = x + (size_t)t * K;
-        int16_t *qr = xq + (size_t)t * K;
-        /* max |x| on the bit patterns of |x| (their order is the values' order; +inf and every
-         * NaN are above the largest finite): one integer max, which both compilers vectorize
-         * (clang did not vectorize the float form) */
-        uint32_t mb = 0;
-        #pragma omp simd reduction(max : mb)
-        for (int k = 0; k < K; k++) {
-            uint32_t u;
-            memcpy(&u, xr + k, sizeof u);
-            u &= 0x7fffffffu;
-            mb = u > mb ? u : mb;
-        }
-        const int bad = mb > 0x7f7fffffu; /* a NaN or +-inf */
-        float m;
-        memcpy(&m, &mb, sizeof m);
-        if (bad || !(m > 0.0f)) {
-            sx[t] = bad ? NAN : 0.0f;
-            memset(qr, 0, (size_t)K * sizeof *qr);
-            continue;
-        }
-        sx[t] = m / (float)XQ_MAX;
-        const float inv = (float)XQ_MAX / m;
-        #pragma omp simd
-        for (int k = 0; k < K; k++) {
-            float r = rintf(xr[k] * inv);
-            r = r > XQ_MAX ? XQ_MAX : r < -XQ_MAX ? -XQ_MAX : r;
-            qr[k] = (int16_t)r;
-        }
-    }
+    for (int t = t0; t < t1; t++) cpu_quantize_absmax(xq + (size_t)t * K, &sx[t], x + (size_t)t * K, K, XQ_MAX);
 }
 
 /* Rows split across the threads (a prefill's x is T * K: one thread alone took 5% of it). */

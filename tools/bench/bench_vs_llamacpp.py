@@ -2,7 +2,7 @@
 """tpgen vs llama.cpp on the CPU, in one run, on the same LLaMA (CodeGen2.5) shape with random weights.
 
     python3 tools/bench/bench_vs_llamacpp.py [--config configs/codegen25-350M-q4-shape.json] [--threads N]
-        [--types int4,int8,bf16,f32] [--llama-types Q4_0,Q8_0,BF16] [--group-size G] [--lm-head int8|int4]
+        [--types int4,int4a8,int8,bf16,f32] [--llama-types Q4_0,Q8_0,BF16] [--group-size G] [--lm-head int8|int4]
         [--batch 1,8,32] [--context 512]
         [--short-context 100] [--long-context 1900] [--steps 32] [--prefill 512] [--runs 3] [--smoke]
         [--llamacpp DIR] [--models-dir DIR] [--out FILE.json] [--record docs/bench/cpu-llamacpp.jsonl]
@@ -16,6 +16,8 @@ The default shape, configs/codegen25-350M-q4-shape.json, is CodeGen-350M's size 
 (2688) that splits into 4-bit groups of 128 and Q4_0's blocks of 32 (configs/codegen25-350M-shape.json's
 2736 does neither). Rows (--types for tpgen, --llama-types for llama.cpp; ratios pair them as written):
     tpgen `--weights int4` ~ llama.cpp Q4_0    tpgen `--weights int8` ~ llama.cpp Q8_0
+    tpgen int4a8 (`--weights int4 --int4-activations int8`: x in 8 bits as Q4_0's dot with Q8
+    activations) ~ llama.cpp Q4_0
     tpgen `--dtype bf16`   ~ llama.cpp BF16    tpgen f32 ~ llama.cpp F32 (F16 has no tpgen peer on the CPU)
 tpgen draws its weights (`bench --config --random-weights`: Gaussian, std 0.02, norms mean 1), llama.cpp
 reads a GGUF with the same statistics (not the same values); llama-quantize makes Q4_0/Q8_0/BF16 from
@@ -67,6 +69,8 @@ import perf_record  # noqa: E402  (--record, the CPU's flags)
 PROG = "bench_vs_llamacpp.py"
 # tpgen type: (bench flags, row name, llama.cpp peer)
 TPGEN_TYPES = {"int4": (["--weights", "int4"], "tpgen `--weights int4`", "Q4_0"),
+               "int4a8": (["--weights", "int4", "--int4-activations", "int8"],
+                          "tpgen `--weights int4 --int4-activations int8`", "Q4_0"),
                "int8": (["--weights", "int8"], "tpgen `--weights int8`", "Q8_0"),
                "bf16": (["--dtype", "bf16"], "tpgen `--dtype bf16`", "BF16"),
                "f32": ([], "tpgen f32", "F32")}
@@ -134,9 +138,9 @@ def tpgen_bench(a, flags, batches, context, prefill):
 def tpgen_flags(a, t):
     """tpgen bench's flags for type t: int4 with --group-size and --lm-head when given."""
     extra = []
-    if t == "int4" and a.group_size:
+    if t.startswith("int4") and a.group_size:
         extra += ["--group-size", str(a.group_size)]
-    if t == "int4" and a.lm_head:
+    if t.startswith("int4") and a.lm_head:
         extra += ["--lm-head", a.lm_head]
     return TPGEN_TYPES[t][0] + extra
 
