@@ -33,7 +33,12 @@
  * The tier per shape (N, K, group) is measured at load as int8's (cpu_tune.h: families
  * "int4-gemv" at T = 1, "int4-gemm" at T = 32 and "int4-prefill" at T = 256), cached, for
  * matrices of at least 2^20 weights; smaller ones take the highest tier.
- * TPGEN_INT4_GEMM=gemv|gemm forces one path for every T (the op tests run each). */
+ * TPGEN_INT4_GEMM=gemv|gemm forces one path for every T (the op tests run each).
+ *
+ * 8-bit activations (tp_backend_cpu_int4_act8, --int4-activations int8; opt-in): x rounded per
+ * token and kernel group to int8 (quantize_x8), the group's scale times x's in the fma
+ * (cpu_int4_kernels.h); the same kernels, avx512vnni's with one vpdpbusd a nibble half, no amx;
+ * a wider bound (docs/KERNELS.md) for half the int4 GEMMs' multiplies. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -423,9 +428,10 @@ static uint8_t *scratch_get(i4_scratch *s, size_t bytes) {
 }
 static size_t round64(size_t v) { return (v + 63) & ~(size_t)63; }
 
-/* x's integer form in scratch: xq, sx (cpu_int8_quantize_x), the group sums, the byte planes
- * (cpu_int4_kernels.h; tiles: in the amx kernel's A-tile order, which spares it a copy of both,
- * 4% of a prefill) and the amx kernel's work area. Valid until the scratch's next use. */
+/* x's integer form in scratch: xq, sx (cpu_int8_quantize_x; act8: quantize_x8, and gx), the group
+ * sums, the byte planes (cpu_int4_kernels.h; tiles: in the amx kernel's A-tile order, which spares
+ * it a copy of both, 4% of a prefill) and the amx kernel's work area. Valid until the scratch's
+ * next use. */
 static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int nt, int tiles, int act8) {
     const size_t Tp = tiles ? ((size_t)T + 15) / 16 * 16 : (size_t)T, ng = (size_t)(K / KG); /* tiles: zero rows to 16 */
     const size_t b_xq = round64((size_t)T * K * 2 + 64), b_sx = round64((size_t)T * 4), b_xs = round64((size_t)T * ng * 4),
@@ -521,8 +527,8 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
     t.x = tune_x(&t.s1, 1, K, KG, c->n_threads, 0, c->act8);
     t.x2 = tune_x(&t.s2, TUNE_T2, K, KG, c->n_threads, 0, c->act8);
     t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
-    const cpu_tune_key key = {.family = c->act8 ? "int4a8-gemv" : "int4-gemv", .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = 1 + TUNE_T2,
-                              .n_cand = n, .names = names, .shape = shape,
+    const cpu_tune_key key = {.family = c->act8 ? "int4a8-gemv" : "int4-gemv", .kernel_set = I4_KERNEL_SET,
+                              .N = N, .K = K, .T = 1 + TUNE_T2, .n_cand = n, .names = names, .shape = shape,
                               .run = "T = 1 and 8 with the step's threads, from memory", .stream = q,
                               .stream_bytes = q4_data_bytes(N, K, KG), .recheck = 1};
     s->gemv = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how, sizeof s->how)];
@@ -537,8 +543,8 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
         g.x = tune_x(&g.s1, T, K, KG, 1, 0, c->act8);
         if (c->cands & (1u << I4_ISA_AMX)) g.xt = tune_x(&g.s3, T, K, KG, 1, 1, 0);
         g.y = tp_malloc((size_t)T * Ns * sizeof *g.y);
-        const cpu_tune_key gk = {.family = g_gemm_family[c->act8][r], .kernel_set = I4_KERNEL_SET, .N = N, .K = K, .T = T,
-                                 .n_cand = n, .names = names, .shape = shape};
+        const cpu_tune_key gk = {.family = g_gemm_family[c->act8][r], .kernel_set = I4_KERNEL_SET, .N = N, .K = K,
+                                 .T = T, .n_cand = n, .names = names, .shape = shape};
         s->gemm[r] = g.isa[cpu_tune_pick(&gk, tune_run, &g, s->gemm_how[r], sizeof s->gemm_how[r])];
         free(g.s1.p);
         free(g.s3.p);
@@ -594,8 +600,8 @@ static void gemm_int4(tp_backend *b, float *y, const float *x, const uint8_t *q,
     c->int4_ran[lg] = 1;
     if (c->verbose) {
         char path[128];
-        snprintf(path, sizeof path, "int4%s %s %s (T %s %d%s)", c->act8 ? " 8-bit x" : "", gemm ? "GEMM" : "GEMV", g_isa_short[isa],
-                 gemm ? ">" : "<=", c->few_tokens, c->force ? ", TPGEN_INT4_GEMM" : "");
+        snprintf(path, sizeof path, "int4%s %s %s (T %s %d%s)", c->act8 ? " 8-bit x" : "", gemm ? "GEMM" : "GEMV",
+                 g_isa_short[isa], gemm ? ">" : "<=", c->few_tokens, c->force ? ", TPGEN_INT4_GEMM" : "");
         report(c, (unsigned)(lg * 2 + gemm) + (gelu ? 4 : 0), op, path);
     }
     const cpu_i4_epi e = {y, bias, N, accumulate, gelu};

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/bench/bench_vs_llamacpp.py end to end in --smoke settings on a tiny LLaMA shape (written
 # here): the GGUF files made (llamacpp_model.py make: F16, then Q8_0 and Q4_0 by llama-quantize),
-# tpgen --weights int4 (--group-size 64 --lm-head int4) and int8 and --dtype bf16, llama.cpp Q8_0 and Q4_0 each run, the table has one
+# tpgen --weights int4 (--group-size 64 --lm-head int4; and with --int4-activations int8) and int8
+# and --dtype bf16, llama.cpp Q8_0 and Q4_0 each run, the table has one
 # column per batch, the prefill and the short and long contexts, every cell a number > 0, --record writes
 # records tools/bench/perf_tables.py accepts, with the tpgen rows' ratios against their llama.cpp
 # peers; bad flags exit 2 naming them; the F16 GGUF's names, shapes and statistics; the build's
@@ -32,7 +33,7 @@ bench=(python3 "$root/tools/bench/bench_vs_llamacpp.py" --tpgen "$tpgen" --llama
        --models-dir "$work/models" --threads 1 --smoke)
 fail() { echo "FAIL: $*"; exit 1; }
 # bad inputs first (no model is made for them)
-for bad in "--types int5|--types takes int4, int8, bf16, f32" "--context 250|--context 250 \+ --steps 4 \+ 4 .* exceed max_position_embeddings=256" \
+for bad in "--types int5|--types takes int4, int4a8, int8, bf16, f32" "--context 250|--context 250 \+ --steps 4 \+ 4 .* exceed max_position_embeddings=256" \
            "--batch 1,x|--batch: '1,x' is not a comma-separated list"; do
   flag=${bad%%|*} want=${bad#*|}
   rc=0
@@ -42,7 +43,7 @@ for bad in "--types int5|--types takes int4, int8, bf16, f32" "--context 250|--c
   echo "ok: $flag -> exit 2"
 done
 rc=0
-"${bench[@]}" --types int4,int8,bf16 --group-size 64 --lm-head int4 --llama-types Q8_0,Q4_0 --out "$work/out.json" --record "$work/rec.jsonl" \
+"${bench[@]}" --types int4,int4a8,int8,bf16 --group-size 64 --lm-head int4 --llama-types Q8_0,Q4_0 --out "$work/out.json" --record "$work/rec.jsonl" \
   > "$work/table.md" 2> "$work/stderr.txt" || rc=$?
 cat "$work/table.md"
 [ "$rc" = 0 ] || { cat "$work/stderr.txt"; fail "bench_vs_llamacpp.py exited $rc"; }
@@ -59,7 +60,8 @@ def need(cond, msg):
 cols = ["batch 1", "batch 4", "prefill 64 tokens", "batch 1, context 32", "batch 1, context 192"]
 need(r["columns"] == cols, f"columns {r['columns']}")
 i4 = "tpgen `--weights int4 --group-size 64 --lm-head int4`"  # the row names its flags
-names = [i4, "tpgen `--weights int8`", "tpgen `--dtype bf16`", "llama.cpp Q8_0", "llama.cpp Q4_0"]
+i4a8 = "tpgen `--weights int4 --int4-activations int8 --group-size 64 --lm-head int4`"
+names = [i4, i4a8, "tpgen `--weights int8`", "tpgen `--dtype bf16`", "llama.cpp Q8_0", "llama.cpp Q4_0"]
 need([t["row"] for t in r["table"]] == names, f"rows {[t['row'] for t in r['table']]}")
 for t in r["table"]:
     need(len(t["values"]) == len(cols) and all(isinstance(v, (int, float)) and v > 0 for v in t["values"]),
@@ -75,7 +77,7 @@ need(sorted(raw) == ["batched", "pp", "tg"] and raw["batched"][0]["pl"] == 4 and
 need({x["n_depth"] for x in raw["tg"]} == {64, 32, 192} and raw["pp"][0]["n_prompt"] == 64, "llama-bench depths / prompt")
 need(r["llamacpp_settings"].get("build_commit") and r["cpu"]["flags"] is not None, "llama.cpp settings or CPU flags")
 need(len(recs) == len(names) * len(cols) and all(x["section"] == "cpu-llamacpp" for x in recs), f"{len(recs)} records")
-peer = {"tpgen `--weights int8`": "llama.cpp Q8_0", i4: "llama.cpp Q4_0"}
+peer = {"tpgen `--weights int8`": "llama.cpp Q8_0", i4: "llama.cpp Q4_0", i4a8: "llama.cpp Q4_0"}
 for x in recs:
     if x["row"] in peer:
         need(x.get("reference", {}).get("row") == peer[x["row"]] and x["ratio"] > 0, f"ratio of {x['row']} {x['metric']}")
