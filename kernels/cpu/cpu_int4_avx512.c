@@ -14,7 +14,8 @@
  * (the GEMM's tiles, where the unpack is shared by 3 or more tokens) the nibbles are shifted.
  * Per group: the lanes hold sum q xq (wrapping int32), minus zero * sum xq (vpmulld, the zeros
  * widened from bytes, x's group sum broadcast) = the exact s (cpu_int4_kernels.h); then
- * acc = vfmadd(cvt(s), scale, acc): the twin's fmaf, one rounding.
+ * acc = vfmadd(cvt(s), scale, acc): the twin's fmaf, one rounding. 8-bit x (--int4-activations
+ * int8): the lo plane alone, 2 vpdpbusd a line, and scale * gx (ztile's A8).
  * Tiles: MT tokens x one panel (16 rows), all of K, the f32 sums to o; the int32 lanes split by
  * nibble half in S = 2 chains at MT <= 2 (T = 1: 4 chains, lo and hi).
  * GEMV (T <= few): a thread's range of panels one sequential read, one panel at a time, its
@@ -51,69 +52,30 @@ static inline int32_t x_quad(const void *p) {
 }
 
 /* o[t][r] = the f32 sums (acc, before sx) of token t0 + t, row r of the panel p0. S = 2: the
- * even and odd bytes' sums in chains of their own (T = 1: 4 chains). */
-Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, const int S, float o[ZMR][NR]) {
-    const int K = x->K, KG = x->KG, ng = K / KG, steps = KG / 8;
+ * even and odd bytes' sums in chains of their own (T = 1: 4 chains).
+ * A8, 8-bit x (x->gx; cpu_int4_kernels.h): xq's hi bytes are 0, so one vpdpbusd a nibble half, 2
+ * a line, and the group's scale times x's (one vmulps, the twin's product). The chains of the hi
+ * plane then take the odd lines at MT <= 2 (PP = 2 lines a step): 4 chains a token hide
+ * vpdpbusd's latency where 2 did not. */
+Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, const int S, const int A8,
+                float o[ZMR][NR]) {
+    const int K = x->K, KG = x->KG, ng = K / KG, steps = KG / 8; /* steps: a multiple of 4 (KG of 32) */
+    const int PP = A8 && MT <= 2 ? 2 : 1, NA = A8 ? PP : 2;       /* lines a step; chain sets */
     const int8_t *xl = x->xlo + (size_t)t0 * K, *xh = x->xhi + (size_t)t0 * K;
     const int32_t *xs = x->xsum + (size_t)t0 * ng;
+    const float *gx = A8 ? x->gx + (size_t)t0 * ng : NULL;
     const __m512i m4 = _mm512_set1_epi8(15);
     const float *sc = cpu_i4_scales(p0, K);
     const uint8_t *zp = cpu_i4_zeros(p0, K, KG);
     __m512 f[ZMR];
     UNROLL for (int t = 0; t < MT; t++) f[t] = _mm512_setzero_ps();
     for (int g = 0; g < ng; g++) {
-        __m512i lo[2][ZMR], hi[2][ZMR]; /* [even / odd][token] */
-        UNROLL for (int c = 0; c < S; c++) UNROLL for (int t = 0; t < MT; t++) lo[c][t] = hi[c][t] = _mm512_setzero_si512();
+        __m512i a[2][2][ZMR]; /* [lo / hi plane of x (16-bit), even / odd line (8-bit)][nibble half][token] */
+        UNROLL for (int i = 0; i < NA; i++) UNROLL for (int c = 0; c < S; c++) UNROLL for (int t = 0; t < MT; t++)
+            a[i][c][t] = _mm512_setzero_si512();
         const uint8_t *line = p0 + (size_t)g * KG * 8;
         const size_t kg = (size_t)g * KG;
-        for (int s = 0; s < steps; s++, line += 64) {
-            _mm_prefetch((const char *)(line + PF), _MM_HINT_T0);
-            const __m512i raw = _mm512_load_si512((const void *)line);
-            const __m512i w[2] = {_mm512_and_si512(raw, m4), S == 2 ? _mm512_andnot_si512(m4, raw) /* 16 q */
-                                                                     : _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
-            UNROLL for (int t = 0; t < MT; t++) UNROLL for (int c = 0; c < 2; c++) {
-                const size_t at = (size_t)t * K + kg + 8 * (size_t)s + 4 * c;
-                const __m512i xlv = _mm512_set1_epi32(x_quad(xl + at)), xhv = _mm512_set1_epi32(x_quad(xh + at));
-                DPBUSD(lo[c % S][t], w[c], xlv); /* nibbles x lo (signed) */
-                DPBUSD(hi[c % S][t], w[c], xhv); /* nibbles x hi (signed) */
-            }
-        }
-        const __m512i z = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(zp + g * NR)));
-        const __m512 scv = _mm512_load_ps(sc + g * NR);
-        UNROLL for (int t = 0; t < MT; t++) {
-            __m512i l = lo[0][t], h = hi[0][t];
-            if (S == 2) /* the high nibbles' chains hold 16 times their sums: exact shifts */
-                l = _mm512_add_epi32(l, _mm512_srai_epi32(lo[1][t], 4)), h = _mm512_add_epi32(h, _mm512_srai_epi32(hi[1][t], 4));
-            __m512i v = _mm512_add_epi32(_mm512_slli_epi32(h, 8), l); /* sum q xq, wrapping */
-            v = _mm512_sub_epi32(v, _mm512_mullo_epi32(z, _mm512_set1_epi32(xs[(size_t)t * ng + g])));
-            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), scv, f[t]);
-        }
-    }
-    UNROLL for (int t = 0; t < MT; t++) _mm512_storeu_ps(o[t], f[t]);
-}
-
-/* 8-bit x (x->gx set; cpu_int4_kernels.h): xq's hi bytes are 0, so one vpdpbusd a nibble half,
- * 2 a line, and the group's scale times x's (one vmulps, the twin's product). At MT <= 2 the
- * even and odd lines have chains of their own (PP = 2), as 4 chains per token hide vpdpbusd's
- * latency where 2 did not. */
-Z_FN void ztile8(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, const int S, const int PP,
-                 float o[ZMR][NR]) {
-    const int K = x->K, KG = x->KG, ng = K / KG, steps = KG / 8;
-    const int8_t *xl = x->xlo + (size_t)t0 * K;
-    const int32_t *xs = x->xsum + (size_t)t0 * ng;
-    const float *gx = x->gx + (size_t)t0 * ng;
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const float *sc = cpu_i4_scales(p0, K);
-    const uint8_t *zp = cpu_i4_zeros(p0, K, KG);
-    __m512 f[ZMR];
-    UNROLL for (int t = 0; t < MT; t++) f[t] = _mm512_setzero_ps();
-    for (int g = 0; g < ng; g++) {
-        __m512i a[2][2][ZMR]; /* [line parity][nibble half][token] */
-        UNROLL for (int p = 0; p < PP; p++) UNROLL for (int c = 0; c < S; c++) UNROLL for (int t = 0; t < MT; t++)
-            a[p][c][t] = _mm512_setzero_si512();
-        const uint8_t *line = p0 + (size_t)g * KG * 8;
-        const size_t kg = (size_t)g * KG;
-        for (int s = 0; s < steps; s += PP) { /* steps: a multiple of 4 (KG of 32) */
+        for (int s = 0; s < steps; s += PP) {
             UNROLL for (int p = 0; p < PP; p++, line += 64) {
                 _mm_prefetch((const char *)(line + PF), _MM_HINT_T0);
                 const __m512i raw = _mm512_load_si512((const void *)line);
@@ -121,50 +83,48 @@ Z_FN void ztile8(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, con
                                                                          : _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
                 UNROLL for (int t = 0; t < MT; t++) UNROLL for (int c = 0; c < 2; c++) {
                     const size_t at = (size_t)t * K + kg + 8 * (size_t)(s + p) + 4 * c;
-                    DPBUSD(a[p][c % S][t], w[c], _mm512_set1_epi32(x_quad(xl + at)));
+                    DPBUSD(a[p][c % S][t], w[c], _mm512_set1_epi32(x_quad(xl + at))); /* nibbles x lo (signed) */
+                    if (!A8) DPBUSD(a[1][c % S][t], w[c], _mm512_set1_epi32(x_quad(xh + at))); /* x hi */
                 }
             }
         }
         const __m512i z = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(zp + g * NR)));
         const __m512 scv = _mm512_load_ps(sc + g * NR);
         UNROLL for (int t = 0; t < MT; t++) {
-            __m512i v = a[0][0][t];
-            if (PP == 2) v = _mm512_add_epi32(v, a[1][0][t]);
-            if (S == 2) /* 16 times the high nibbles' sums: exact shifts (|16 s| < 2^27) */
-                v = _mm512_add_epi32(v, _mm512_srai_epi32(PP == 2 ? _mm512_add_epi32(a[0][1][t], a[1][1][t]) : a[0][1][t], 4));
-            v = _mm512_sub_epi32(v, _mm512_mullo_epi32(z, _mm512_set1_epi32(xs[(size_t)t * ng + g])));
-            const __m512 c = _mm512_mul_ps(scv, _mm512_set1_ps(gx[(size_t)t * ng + g])); /* scale * gx, rounded */
-            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), c, f[t]);
+            __m512i v[2];
+            UNROLL for (int i = 0; i < NA; i++) { /* the high nibbles' chains hold 16 times their sums: exact shifts */
+                v[i] = a[i][0][t];
+                if (S == 2) v[i] = _mm512_add_epi32(v[i], _mm512_srai_epi32(a[i][1][t], 4));
+            }
+            __m512i r = A8 ? (PP == 2 ? _mm512_add_epi32(v[0], v[1]) : v[0])
+                           : _mm512_add_epi32(_mm512_slli_epi32(v[1], 8), v[0]); /* sum q xq, wrapping */
+            r = _mm512_sub_epi32(r, _mm512_mullo_epi32(z, _mm512_set1_epi32(xs[(size_t)t * ng + g])));
+            const __m512 c = A8 ? _mm512_mul_ps(scv, _mm512_set1_ps(gx[(size_t)t * ng + g])) /* rounded */
+                                : scv;
+            f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(r), c, f[t]);
         }
     }
     UNROLL for (int t = 0; t < MT; t++) _mm512_storeu_ps(o[t], f[t]);
 }
 
 typedef void ztile_fn(const cpu_i4_x *x, const uint8_t *p0, int t0, float o[ZMR][NR]);
-#define ZTILE(M, S)                                                                                                    \
-    __attribute__((target(Z_TARGET), noinline)) static void ztile_##M(const cpu_i4_x *x, const uint8_t *p0, int t0,  \
-                                                                      float o[ZMR][NR]) {                             \
-        ztile(x, p0, t0, M, S, o);                                                                                     \
+#define ZTILE(M, S, A8)                                                                                                \
+    __attribute__((target(Z_TARGET), noinline)) static void ztile_##M##_##A8(const cpu_i4_x *x, const uint8_t *p0,   \
+                                                                             int t0, float o[ZMR][NR]) {              \
+        ztile(x, p0, t0, M, S, A8, o);                                                                                 \
     }
-ZTILE(1, 2) ZTILE(2, 2) ZTILE(3, 1) ZTILE(4, 1) ZTILE(5, 1) ZTILE(6, 1) ZTILE(7, 1) ZTILE(8, 1)
-static ztile_fn *const g_ztiles[ZMR + 1] = {NULL,      ztile_1, ztile_2, ztile_3, ztile_4,
-                                            ztile_5, ztile_6, ztile_7, ztile_8};
-#define ZTILE8(M, S, PP)                                                                                               \
-    __attribute__((target(Z_TARGET), noinline)) static void ztile8_##M(const cpu_i4_x *x, const uint8_t *p0, int t0, \
-                                                                       float o[ZMR][NR]) {                            \
-        ztile8(x, p0, t0, M, S, PP, o);                                                                                \
-    }
-ZTILE8(1, 2, 2) ZTILE8(2, 2, 2) ZTILE8(3, 1, 1) ZTILE8(4, 1, 1) ZTILE8(5, 1, 1) ZTILE8(6, 1, 1) ZTILE8(7, 1, 1)
-ZTILE8(8, 1, 1)
-static ztile_fn *const g_ztiles8[ZMR + 1] = {NULL,       ztile8_1, ztile8_2, ztile8_3, ztile8_4,
-                                             ztile8_5, ztile8_6, ztile8_7, ztile8_8};
+ZTILE(1, 2, 0) ZTILE(2, 2, 0) ZTILE(3, 1, 0) ZTILE(4, 1, 0) ZTILE(5, 1, 0) ZTILE(6, 1, 0) ZTILE(7, 1, 0) ZTILE(8, 1, 0)
+ZTILE(1, 2, 1) ZTILE(2, 2, 1) ZTILE(3, 1, 1) ZTILE(4, 1, 1) ZTILE(5, 1, 1) ZTILE(6, 1, 1) ZTILE(7, 1, 1) ZTILE(8, 1, 1)
+static ztile_fn *const g_ztiles[2][ZMR + 1] = {
+    {NULL, ztile_1_0, ztile_2_0, ztile_3_0, ztile_4_0, ztile_5_0, ztile_6_0, ztile_7_0, ztile_8_0},
+    {NULL, ztile_1_1, ztile_2_1, ztile_3_1, ztile_4_1, ztile_5_1, ztile_6_1, ztile_7_1, ztile_8_1}};
 
 /* Panels [P0, P1) in order (one sequential read), tokens [t0, t1) in tiles of mr, each tile
  * through the epilogue (built for AVX-512: vectors of 16 in its passes). */
 __attribute__((target(Z_TARGET))) static void zpanels(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1, const cpu_i4_epi *e,
                     int mr) {
     float o[ZMR][NR];
-    ztile_fn *const *tiles = x->gx ? g_ztiles8 : g_ztiles;
+    ztile_fn *const *tiles = g_ztiles[x->gx != NULL];
     for (int P = P0; P < P1; P++) {
         const int n0 = P * NR, nn = N - n0 < NR ? N - n0 : NR;
         for (int t = t0; t < t1; t += mr) {
