@@ -32,6 +32,12 @@ add_test(NAME gpu_emu_mem_too_small COMMAND python3 ${EMU_DIR_P}/mem_emu_test.py
          too-small ${CMAKE_SOURCE_DIR}/configs/codegen-350M.json)
 add_test(NAME gpu_emu_mem_kv_tp1 COMMAND python3 ${EMU_DIR_P}/mem_emu_test.py $<TARGET_FILE:tpgen> ${TPGEN_MPIEXEC}
          kv ${TPGEN_TEST_DATA}/tiny-f32 1)
+# --int4-activations int8 is the CPU int4 kernels' option: the CUDA backend refuses it, naming why
+tpgen_expect_error(gpu_emu_int4_act8_refused "--int4-activations int8 is an option of the CPU int4 kernels. the cuda backend"
+                   NP 0 LABELS "gpu_emu;errors;int4" ARGS generate --model ${TPGEN_TEST_DATA}/int4/awq-llama-g32
+                   --backend cuda --dtype f16 --int4-activations int8 --prompt-ids 1,2 --max-new-tokens 1)
+set_tests_properties(gpu_emu_int4_act8_refused PROPERTIES
+                     ENVIRONMENT "OMPI_MCA_odls_base_sigkill_timeout=0;${EMU_ENV}")
 set(EMU_PRODUCT_TESTS gpu_emu_parity_int8_codegen_bf16 gpu_emu_serve_tp1 gpu_emu_bench_tiny gpu_emu_mem_too_small
     gpu_emu_mem_kv_tp1)
 set_tests_properties(${EMU_PRODUCT_TESTS} PROPERTIES LABELS "gpu_emu;mpi" TIMEOUT 400 ENVIRONMENT "${EMU_ENV}")
