@@ -1,7 +1,8 @@
 /* int4 GEMV and GEMM tiles on AVX2 (vpmaddwd + vpaddd) and AVX-VNNI (vpdpwssd ymm): the
  * arithmetic of cpu_int4_kernels.h, so the plain-C twin's bits. One template (cpu_int4_ymm.h),
  * built once per tier; the scheme is cpu_int4_avx512.c's on ymm halves of a panel's lines.
- * GEMV tiles of up to 2 tokens (8 int32 chains), GEMM tiles of 4. */
+ * GEMV tiles of up to 2 tokens (8 int32 chains), GEMM tiles of 4. 8-bit x (--int4-activations
+ * int8): byte dot products (vpmaddubsw + vpmaddwd; vpdpbusd ymm), half the 16-bit tiles' count. */
 #include <string.h>
 
 #include "util/log.h"
@@ -33,14 +34,17 @@ __attribute__((target("avx2,fma"))) static void ypanels(ytile_fn *const *tiles, 
 #define Y_SFX avx2
 #define Y_TARGET "avx2,fma"
 #define Y_DP(a, x, w) _mm256_add_epi32((a), _mm256_madd_epi16((x), (w)))
+#define Y_DPB(a, w, x) _mm256_add_epi32((a), _mm256_madd_epi16(_mm256_maddubs_epi16((w), (x)), _mm256_set1_epi16(1)))
 #include "kernels/cpu/cpu_int4_ymm.h"
 #undef Y_SFX
 #undef Y_TARGET
 #undef Y_DP
+#undef Y_DPB
 
 #define Y_SFX avxvnni
 #define Y_TARGET "avx2,fma,avxvnni"
 #define Y_DP(a, x, w) _mm256_dpwssd_avx_epi32((a), (x), (w))
+#define Y_DPB(a, w, x) _mm256_dpbusd_avx_epi32((a), (w), (x))
 #include "kernels/cpu/cpu_int4_ymm.h"
 #else
 #define NOT_X86(fn, name)                                                                                              \
