@@ -49,7 +49,7 @@
 typedef enum { I8_ISA_C = 0, I8_ISA_AVX2 = 1, I8_ISA_AVXVNNI = 2, I8_ISA_AVX512VNNI = 3, I8_ISA_AMX = 4 } i8_isa;
 #define I8_N_ISA 5
 #define I8_GEMV_TIERS (~(1u << I8_ISA_AMX)) /* amx is a GEMM only (cpu_int8_amx.c) */
-#define I8_KERNEL_SET "i8k3" /* bump when an int8 kernel changes: cached choices are then measured again */
+#define I8_KERNEL_SET "i8k4" /* bump when an int8 kernel changes: cached choices are then measured again */
 #define TUNE_MIN_ELEMS (1 << 20) /* smaller matrices take the highest tier, unmeasured */
 #define I8_MAX_SHAPES 16
 
@@ -65,9 +65,9 @@ static const char *const g_gemm_family[2] = {"int8-gemm", "int8-prefill"}; /* ca
 /* The GEMV and GEMM tiers chosen for one matrix shape. */
 typedef struct {
     int N, K;
-    i8_isa isa;     /* the GEMV's */
-    i8_isa gemm[2]; /* GEMM_SMALL / GEMM_BIG: I8_ISA_AVX2 or above, or c->isa when the CPU has none */
-    char how[512], gemm_how[2][512];
+    i8_isa isa, isa_batch; /* the GEMV's at T <= ONE_T, and above (tune_shape) */
+    i8_isa gemm[2];        /* GEMM_SMALL / GEMM_BIG: I8_ISA_AVX2 or above, or c->isa when the CPU has none */
+    char how[512], how_batch[512], gemm_how[2][512];
 } i8_shape;
 typedef enum { I8_GEMM_AUTO = 0, I8_GEMM_GEMV = 1, I8_GEMM_BLAS = 2, I8_GEMM_INT = 3 } i8_gemm;
 
@@ -319,20 +319,26 @@ static i8_shape *shape_find(tp_cpu_int8 *c, int N, int K) {
         if (c->shapes[i].N == N && c->shapes[i].K == K) return &c->shapes[i];
     return NULL;
 }
-static i8_isa shape_isa(tp_cpu_int8 *c, int N, int K) {
+/* A tier wins one token and loses eight: on an AMD EPYC Zen 4, the GEMV of CodeGen-350M's
+ * [4096 x 1024] took 0.035 ms at T = 1 on avx2 against avx512vnni's 0.081, and 0.18 at T = 8
+ * against 0.079 (2026-12-07); decode at batch 1 ran 8.4 ms on avx2 against 10.2 forced avx512
+ * (tools/bench/bench_kernel_tiers.sh). So a shape keeps two choices, as the bf16 family's
+ * (cpu_bf16_gemm.c): for steps of up to ONE_T tokens, measured at T = 1, and for larger GEMV
+ * steps, measured at T = TUNE_T2. Every tier gives the same bits (exact sums). */
+#define ONE_T 2
+#define TUNE_T2 8
+static i8_isa shape_isa(tp_cpu_int8 *c, int N, int K, int T) {
     const i8_shape *s = shape_find(c, N, K);
-    return s ? s->isa : c->gemv_isa;
+    return !s ? c->gemv_isa : T <= ONE_T ? s->isa : s->isa_batch;
 }
 
-/* One timed run: the GEMV of the whole matrix at T = 1 and at T = TUNE_T2 on the given tier, with
- * the backend's threads as a decode step runs it (cpu_tune.h; the matrix evicted from the caches
- * before it), into scratch. Decode batches up to few_tokens take the GEMV, and a tier can win
- * one token and lose eight. */
-#define TUNE_T2 8
+/* One timed run: the GEMV of the whole matrix at t->T tokens on the given tier, with the
+ * backend's threads as a decode step runs it (cpu_tune.h; the matrix evicted from the caches
+ * before it), into scratch. */
 typedef struct {
     tp_backend *b;
     const int8_t *W;
-    int N, K;
+    int N, K, T;
     i8_isa isa[I8_N_ISA];
     int16_t *xq;
     float sx[TUNE_T2], *y;
@@ -341,10 +347,9 @@ typedef struct {
 static double tune_run(void *ctx, int cand) {
     const tune_ctx *t = ctx;
     const cpu_i8_epi e = {t->y, NULL, t->scale, t->N, 0, 0};
-    double s1, s8;
-    gemv_path(t->b, t->isa[cand], t->xq, t->sx, t->W, 1, t->N, t->K, &e, &s1);
-    gemv_path(t->b, t->isa[cand], t->xq, t->sx, t->W, TUNE_T2, t->N, t->K, &e, &s8);
-    return s1 + s8;
+    double s;
+    gemv_path(t->b, t->isa[cand], t->xq, t->sx, t->W, t->T, t->N, t->K, &e, &s);
+    return s;
 }
 
 /* One integer GEMM of t->T tokens on the first rows (t->N of them) on one thread. */
@@ -410,16 +415,25 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     t.xq = tp_malloc(nx * sizeof *t.xq);
     for (size_t k = 0; k < nx; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383); /* any x: the time is the same */
     t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
-    const cpu_tune_key key = {.family = "int8-gemv", .kernel_set = I8_KERNEL_SET, .N = N, .K = K, .T = 1 + TUNE_T2,
-                              .n_cand = n, .names = names, .run = "T = 1 and 8 with the step's threads, from memory",
-                              .stream = W, .stream_bytes = cpu_int8_q_bytes(N, K), .recheck = 1};
+    cpu_tune_key key = {.family = "int8-gemv", .kernel_set = I8_KERNEL_SET, .N = N, .K = K, .T = 1,
+                        .n_cand = n, .names = names, .run = "T = 1 with the step's threads, from memory",
+                        .stream = W, .stream_bytes = cpu_int8_q_bytes(N, K), .recheck = 1};
     i8_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;
+    t.T = 1;
     s->isa = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how, sizeof s->how)];
+    key.family = "int8-gemv-batch";
+    key.T = t.T = TUNE_T2;
+    key.run = "T = 8 with the step's threads, from memory";
+    s->isa_batch = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how_batch, sizeof s->how_batch)];
     free(t.xq);
     free(t.y);
-    if (c->verbose) tp_log0("cpu int8: GEMV [%d x %d] -> %s: %s\n", N, K, g_isa_short[s->isa], s->how);
+    if (c->verbose) {
+        tp_log0("cpu int8: GEMV [%d x %d] at T <= %d -> %s: %s\n", N, K, ONE_T, g_isa_short[s->isa], s->how);
+        tp_log0("cpu int8: GEMV [%d x %d] at T > %d -> %s: %s\n", N, K, ONE_T, g_isa_short[s->isa_batch],
+                s->how_batch);
+    }
     for (int r = GEMM_SMALL; r <= GEMM_BIG; r++) {
         tune_gemm(c, s, W, r);
         if (c->verbose && s->gemm[r] >= I8_ISA_AVX2)
@@ -490,7 +504,7 @@ static void gemm(tp_backend *b, float *y, const float *x, const void *W, const f
         return;
     }
     const i8_gemm pk = path_pick(c, T);
-    const i8_isa gv = shape_isa(c, N, K), gi = shape_gemm_isa(c, N, K, T);
+    const i8_isa gv = shape_isa(c, N, K, T), gi = shape_gemm_isa(c, N, K, T);
     if (pk == I8_GEMM_GEMV) c->used[bit == 2] |= 1u << gv;
     if (pk == I8_GEMM_INT) c->used_gemm[bit == 2] |= 1u << gi;
     if (pk == I8_GEMM_GEMV || pk == I8_GEMM_INT) {
