@@ -373,7 +373,7 @@ static void run_gemm(i4_isa isa, const cpu_i4_x *x, const uint8_t *q, int N, con
 
 /* One token's bytes (cpu_i4_x_bytes' form, written as vectors: an 8-k shuffle and two byte
  * narrowings; the table loop was 6% of an amx prefill, perf) and its group sums (omp simd: an
- * integer sum is exact in any order). */
+ * integer sum is exact in any order). hi NULL: the low bytes alone (8-bit x, whose hi are 0). */
 typedef int16_t v8s __attribute__((vector_size(16)));
 typedef int8_t v8s8 __attribute__((vector_size(8)));
 CPU_SIMD_CLONES static void i4_x_row(int8_t *lo, int8_t *hi, int32_t *xs, const int16_t *xq, int K, int KG, int tk) {
@@ -386,7 +386,7 @@ CPU_SIMD_CLONES static void i4_x_row(int8_t *lo, int8_t *hi, int32_t *xs, const 
         const v8s8 l = __builtin_convertvector(b, v8s8);
         const v8s8 h = __builtin_convertvector((v - b) >> 8, v8s8); /* exact: v - b is a multiple of 256 */
         memcpy(lo + at, &l, sizeof l);
-        memcpy(hi + at, &h, sizeof h);
+        if (hi) memcpy(hi + at, &h, sizeof h);
     }
     for (int g = 0; g < K / KG; g++) {
         const int16_t *p = xq + (size_t)g * KG;
@@ -443,17 +443,17 @@ static cpu_i4_x x_make(i4_scratch *sc, const float *x, int T, int K, int KG, int
     int32_t *xs = (int32_t *)(m + b_xq + b_sx);
     int8_t *lo = (int8_t *)(m + b_xq + b_sx + b_xs), *hi = lo + b_pl;
     float *gx = act8 ? (float *)((uint8_t *)hi + b_pl + b_work) : NULL;
-    cpu_i4_x r = {xq, sx, gx, xs, lo, hi, T, K, KG, tiles, (uint8_t *)hi + b_pl};
+    cpu_i4_x r = {xq, sx, gx, xs, lo, act8 ? NULL : hi, T, K, KG, tiles, (uint8_t *)hi + b_pl};
     if (act8) quantize_x8(xq, sx, gx, x, T, K, KG, nt);
     else cpu_int8_quantize_x(xq, sx, x, T, K, nt);
     const int tk = tiles ? cpu_i4_amx_tk(KG) : 0;
     const size_t pad = tiles ? (size_t)(T / 16 * 16) * K : (size_t)T * K; /* zeros from here (tiles: the last block) */
     memset(lo + pad, 0, Tp * K - pad + 64);
-    memset(hi + pad, 0, Tp * K - pad + 64);
+    if (!act8) memset(hi + pad, 0, Tp * K - pad + 64);
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && T > 1 && (size_t)T * K >= 4 * CPU_PAR_MIN)
     for (int t = 0; t < T; t++) {
         const size_t at = tiles ? cpu_i4_x_tile_at(t, 0, K, tk) : (size_t)t * K;
-        i4_x_row(lo + at, hi + at, xs + (size_t)t * ng, xq + (size_t)t * K, K, KG, tk);
+        i4_x_row(lo + at, act8 ? NULL : hi + at, xs + (size_t)t * ng, xq + (size_t)t * K, K, KG, tk);
     }
     return r;
 }

@@ -86,7 +86,7 @@ typedef struct {
     const float *sx;
     const float *gx;     /* [T][K / KG]: x's scale per kernel group (8-bit activations), or NULL */
     const int32_t *xsum; /* sum of xq over each kernel group (the zero's term) */
-    const int8_t *xlo, *xhi;
+    const int8_t *xlo, *xhi; /* xhi: NULL under 8-bit x (its high bytes are 0) */
     int T, K, KG;
     int tiles; /* 1: xlo, xhi in the amx kernel's A-tile order (cpu_i4_x_tile_at), for it alone */
     uint8_t *work; /* cpu_int4_amx_work_bytes of scratch for the amx kernel (64-byte aligned) */

@@ -61,7 +61,10 @@ static inline __attribute__((always_inline, target(Y_TARGET))) void Y_NAME(ytile
 /* 8-bit x (x->gx; cpu_int4_kernels.h): cpu_int4_avx512.c's A8 scheme on ymm halves: a half-line's
  * nibbles masked to bytes (k 8 s + {0, 4, 1, 5} a lane, then {2, 6, 3, 7}: x's lo plane order),
  * Y_DPB against x's 4 bytes broadcast: 4 a line and token where 16-bit x takes 8 Y_DP. The high
- * nibbles are shifted (16 q x 127 x 2 would saturate vpmaddubsw's int16). */
+ * nibbles are shifted (16 q x 127 x 2 would saturate vpmaddubsw's int16). A function apart from
+ * ytile_: the two as one with a compile-time flag (as cpu_int4_avx512.c's ztile) ran both forms
+ * 15-20% slower on avx2 (`TPGEN_CPU_ISA=avx2 bench_int4_gemm 2 1024 128 20 wall`, T = 1, two
+ * alternating runs each, Zen 4, 2026-12-07), where the zmm merge cost nothing. */
 static inline __attribute__((always_inline, target(Y_TARGET))) void Y_NAME(ytile8_)(
     const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, const int S, float o[YMR][NR]) {
     const int K = x->K, KG = x->KG, ng = K / KG, steps = KG / 8;
