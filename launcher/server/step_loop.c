@@ -146,6 +146,20 @@ static void take_events(tp_server *s, tp_sched *sc) {
     }
 }
 
+/* The scheduler's gauges to /metrics (under mu). Published when jobs are taken too, not only
+ * after a step: a reader that sees a new job's first tokens never sees the gauges of before it
+ * (running 0, every block free: a client test once read "idle" while the job it had just
+ * cancelled was still in flight). */
+static void publish_gauges(tp_server *s, tp_sched *sc) {
+    s->met.running = tp_sched_running(sc);
+    s->met.waiting = tp_sched_waiting(sc);
+    s->met.kv_free = tp_sched_kv_free(sc);
+    s->met.kv_cached = tp_sched_kv_cached(sc);
+    s->met.prefix_query_tokens = tp_sched_prefix_query_tokens(sc);
+    s->met.prefix_hit_tokens = tp_sched_prefix_hit_tokens(sc);
+    s->met.preemptions = tp_sched_preemptions(sc);
+}
+
 /* Ends a job's unfinished sequences with reason (cancelled, timeout: what they generated stays,
  * their KV blocks go back at once). */
 static void end_job(tp_sched *sc, srv_job *j, tp_finish reason) {
@@ -236,6 +250,9 @@ void tp_server_run(tp_server *s, tp_model *m) {
             active = j;
             submit_job(s, sc, j, ++serial);
         }
+        pthread_mutex_lock(&s->mu);
+        publish_gauges(s, sc); /* the new jobs wait: /metrics says so before their first step */
+        pthread_mutex_unlock(&s->mu);
         take_events(s, sc); /* requests with nothing to do end at once */
         srv_conns_sweep(s); /* clients that left: their jobs' cancel is set (conns.c) */
         double t_check = tp_now_seconds();
@@ -277,13 +294,7 @@ void tp_server_run(tp_server *s, tp_model *m) {
                 srv_job_release(s, j);
             } else pp = &j->next;
         }
-        s->met.running = tp_sched_running(sc);
-        s->met.waiting = tp_sched_waiting(sc);
-        s->met.kv_free = tp_sched_kv_free(sc);
-        s->met.kv_cached = tp_sched_kv_cached(sc);
-        s->met.prefix_query_tokens = tp_sched_prefix_query_tokens(sc);
-        s->met.prefix_hit_tokens = tp_sched_prefix_hit_tokens(sc);
-        s->met.preemptions = tp_sched_preemptions(sc);
+        publish_gauges(s, sc);
         pthread_mutex_unlock(&s->mu);
     }
     tp_sched_free(sc);

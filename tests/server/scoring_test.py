@@ -104,7 +104,7 @@ def all_free(srv):
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         m = srv.metrics()
-        if m["tpgen_kv_blocks_free"] + m["tpgen_kv_blocks_cached"] == m["tpgen_kv_blocks_total"] and m["tpgen_requests_running"] == 0:
+        if m["tpgen_kv_blocks_free"] + m["tpgen_kv_blocks_cached"] == m["tpgen_kv_blocks_total"] and m["tpgen_requests_running"] == m["tpgen_requests_waiting"] == 0:
             return True
         time.sleep(0.1)
     return False

@@ -264,11 +264,14 @@ def part_api():
     r = c.getresponse()
     first = r.read(7)  # chunked transfer decoded
     check(first == b"data: {", "the stream starts with an SSE event: %r" % first)
+    mf = srv.metrics()  # the job is in flight: /metrics must not read idle (gauges published with its tokens)
+    check(mf["tpgen_requests_running"] + mf["tpgen_requests_waiting"] > 0,
+          "/metrics during the stream: running %s, waiting %s" % (mf["tpgen_requests_running"], mf["tpgen_requests_waiting"]))
     c.sock.shutdown(2)
     c.close()
     st, text, _ = srv.request("POST", "/v1/completions", good)
     check(st == 200, "serving after a client left")
-    _, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] == 0
+    _, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] == m["tpgen_requests_waiting"] == 0
                             and m["tpgen_kv_blocks_free"] + m["tpgen_kv_blocks_cached"] == m["tpgen_kv_blocks_total"], 20)
     check(m["tpgen_kv_blocks_free"] + m["tpgen_kv_blocks_cached"] == m["tpgen_kv_blocks_total"] > 0,
           "kv_blocks_free %s of %s after the client left" % (m["tpgen_kv_blocks_free"], m["tpgen_kv_blocks_total"]))

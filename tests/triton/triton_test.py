@@ -342,7 +342,7 @@ def run(tr, model, greedy, cfg):
         m0 = metrics()
         stream_run([("c%d" % i, "a b c", 120, sp_greedy) for i in range(16)], cancel_after=2)
         wait_for(lambda: metrics()["tpgen_requests_cancelled_total"] > m0["tpgen_requests_cancelled_total"], 5)
-        check(wait_for(lambda: (lambda m: m["tpgen_requests_running"] == 0
+        check(wait_for(lambda: (lambda m: m["tpgen_requests_running"] == m["tpgen_requests_waiting"] == 0
                                 and m["tpgen_kv_blocks_free"] + m["tpgen_kv_blocks_cached"] == m["tpgen_kv_blocks_total"] > 0)(metrics()), 10),
               "kv blocks free == total after the cancel: %s" % {k: v for k, v in metrics().items() if "kv_blocks" in k})
         gen = metrics()["tpgen_generation_tokens_total"] - m0["tpgen_generation_tokens_total"]

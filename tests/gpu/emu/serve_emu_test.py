@@ -94,8 +94,8 @@ def at_once(srv):
 
 
 def blocks_free(srv, what):
-    ok, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] == 0 and m["tpgen_kv_blocks_free"]
-                             + m["tpgen_kv_blocks_cached"] == m["tpgen_kv_blocks_total"] > 0, 30)
+    ok, m = srv.wait_metrics(lambda m: m["tpgen_requests_running"] == m["tpgen_requests_waiting"] == 0
+                             and m["tpgen_kv_blocks_free"] + m["tpgen_kv_blocks_cached"] == m["tpgen_kv_blocks_total"] > 0, 30)
     check(ok, "%s: every KV block free or cached again (free %s + cached %s of %s)"
           % (what, m["tpgen_kv_blocks_free"], m["tpgen_kv_blocks_cached"], m["tpgen_kv_blocks_total"]))
     return m
