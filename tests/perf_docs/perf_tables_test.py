@@ -63,6 +63,21 @@ with tempfile.TemporaryDirectory() as d:
     check(json.loads(lines[-1])["tier"] == "amx", "AMX flags give tier amx")
     check(perf_record.tier_of(["avx2", "fma", "avx512f"]) == "avx512" and perf_record.tier_of([]) == "baseline",
           "tiers avx512 and baseline")
+    ci = os.path.join(d, "cpuinfo")
+    open(ci, "w").write("processor\t: 0\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
+                        "flags\t\t: fpu avx avx2 fma avx512f\n\nprocessor\t: 1\ncpu family\t: 26\nmodel\t\t: 2\n")
+    info = perf_record.cpu_info(ci)
+    check(info["model"] == "AMD EPYC" and info["family"] == 26 and info["model_number"] == 2
+          and info["flags"] == ["avx", "avx2", "fma", "avx512f"], "cpu_info reads the family and model numbers: %s" % info)
+    zen5 = dict(AVX2, model="AMD EPYC", family=26, model_number=2)
+    perf_record.record(os.path.join(d, "fam.jsonl"), "fam", "t", cells(5.0, 9.0), "bench fam",
+                       date="2026-03-01T00:00:00Z", commit="ddd", cpu=zen5, load="1.0")
+    md0 = os.path.join(d, "F.md")
+    open(md0, "w").write("<!-- perf_tables fam/t -->\n<!-- /perf_tables -->\n")
+    rc, out, err = run(["--write", md0, "--results", d])
+    check(rc == 0 and "AMD EPYC (family 26 model 2), 2 CPUs" in open(md0).read(),
+          "the provenance names the family where it was recorded (%s)" % (err or open(md0).read()[:300]))
+    os.remove(os.path.join(d, "fam.jsonl"))
 
     md = os.path.join(d, "P.md")
     open(md, "w").write("# P\n\n<!-- perf_tables ct2/t -->\nstale\n<!-- /perf_tables -->\n\ntext after\n")

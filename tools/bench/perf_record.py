@@ -45,19 +45,26 @@ FIELDS = ("section", "table", "run", "row", "metric", "value", "unit", "command"
 
 
 def cpu_info(path="/proc/cpuinfo"):
-    """(model name, the CPU_FLAGS present, CPUs online) of this machine."""
-    name, flags = "unknown", set()
+    """(model name, family and model numbers, the CPU_FLAGS present, CPUs online) of this machine. A VM may
+    name its CPU only "AMD EPYC": the family says which generation (AMD 25: Zen 3/4, 26: Zen 5; Intel 6)."""
+    name, flags, fam = "unknown", set(), {}
     try:
         with open(path) as f:
             for line in f:
                 k, _, v = line.partition(":")
-                if k.strip() == "model name" and name == "unknown":
+                k = k.strip()
+                if k == "model name" and name == "unknown":
                     name = v.strip()
-                elif k.strip() == "flags" and not flags:
+                elif k == "flags" and not flags:
                     flags = set(v.split())
+                elif k in ("cpu family", "model") and k not in fam and v.strip().isdigit():
+                    fam[k] = int(v)
     except OSError as e:
         print(f"{PROG}: note: cannot read {path}: {e}", file=sys.stderr)
-    return {"model": name, "cpus": os.cpu_count(), "flags": [f for f in CPU_FLAGS if f in flags]}
+    info = {"model": name, "cpus": os.cpu_count(), "flags": [f for f in CPU_FLAGS if f in flags]}
+    if "cpu family" in fam:
+        info["family"], info["model_number"] = fam["cpu family"], fam.get("model")
+    return info
 
 
 def tier_of(flags):

@@ -145,7 +145,8 @@ def render_run(rs, rows_re=None):
     cpu = first["cpu"]
     flags = " ".join(cpu.get("flags", [])) or "none of the vector flags"
     commits = ", ".join(dict.fromkeys(r["commit"] for r in rs))
-    prov = (f"Run {run_date(rs).replace('T', ' ')}, tpgen {commits}; {cpu.get('model', 'unknown CPU')}, "
+    fam = f" (family {cpu['family']} model {cpu.get('model_number')})" if "family" in cpu else ""
+    prov = (f"Run {run_date(rs).replace('T', ' ')}, tpgen {commits}; {cpu.get('model', 'unknown CPU')}{fam}, "
             f"{cpu.get('cpus', '?')} CPUs, flags `{flags}` (tier {first['tier']})")
     if first.get("load"):
         prov += f"; load average {first['load']}"
