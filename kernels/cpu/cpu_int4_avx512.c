@@ -29,9 +29,17 @@
 #define NR CPU_I4_NR
 #define ZMR 8 /* tokens a GEMM tile */
 #define GMR 8 /* tokens a GEMV tile */
-#ifndef PF
-#define PF 12288 /* bytes of prefetch distance, along the thread's panels */
-#endif
+/* Software prefetch along the thread's panels (this VM's hardware prefetchers alone ran the T = 1
+ * GEMV at half speed): one line a line 12 KiB ahead; at MT <= 2 (decode) each line asked for 3
+ * times, at 4, 16 and 48 KiB ahead. A prefetch the core drops while its miss buffers are full is
+ * asked again: on Zen 5, CodeGen-350M's 80 GEMVs at T = 1 took 6-11% less time than with one
+ * distance (any of 4-32 KiB, which measured alike) and 2 distances (8 and 32 KiB) 4-7% less, in
+ * alternating runs (docs/KERNELS.md "int4"); where the weights sit in L3 the extra prefetches
+ * cost time, but a decode step's do not fit it. */
+#define PF 12288
+#define PF_NEAR 4096
+#define PF_MID 16384
+#define PF_FAR 49152
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -77,7 +85,11 @@ Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, cons
         const size_t kg = (size_t)g * KG;
         for (int s = 0; s < steps; s += PP) {
             UNROLL for (int p = 0; p < PP; p++, line += 64) {
-                _mm_prefetch((const char *)(line + PF), _MM_HINT_T0);
+                if (MT <= 2) {
+                    _mm_prefetch((const char *)(line + PF_NEAR), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(line + PF_MID), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(line + PF_FAR), _MM_HINT_T0);
+                } else _mm_prefetch((const char *)(line + PF), _MM_HINT_T0);
                 const __m512i raw = _mm512_load_si512((const void *)line);
                 const __m512i w[2] = {_mm512_and_si512(raw, m4), S == 2 ? _mm512_andnot_si512(m4, raw) /* 16 q */
                                                                          : _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)};
