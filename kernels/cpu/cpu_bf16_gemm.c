@@ -25,7 +25,6 @@
 #include "kernels/cpu/cpu_bf16.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_isa.h"
-#include "kernels/cpu/cpu_split.h"
 #include "kernels/cpu/cpu_tune.h"
 
 #if defined(__x86_64__)
@@ -290,22 +289,7 @@ static void gemv_panels(bf16_isa isa, const bf16 *x, const float *xf, const bf16
         panels_c(xf, W, T, N, K, P0, P1, e);
 }
 
-/* One thread's panels [P0, P1) (cpu_split_panels' callback). */
-typedef struct {
-    bf16_isa isa;
-    const bf16 *x;
-    const float *xf;
-    const bf16 *W;
-    int T, N, K;
-    const epi *e;
-} gemv_job;
-static void gemv_range(void *ctx, int P0, int P1) {
-    const gemv_job *j = ctx;
-    gemv_panels(j->isa, j->x, j->xf, j->W, j->T, j->N, j->K, P0, P1, j->e);
-}
-
-/* Panels over the threads by cpu_split_panels (each thread its own contiguous range first; chunks
- * of whole panel pairs, the tiles'). cpu_s: NULL, or where the CPU time of x's widening
+/* Threads take contiguous ranges of panels. cpu_s: NULL, or where the CPU time of x's widening
  * plus the largest of the threads' CPU times over their ranges goes (the tuning's timed run). */
 static void gemv_path(tp_backend *b, bf16_isa isa, const bf16 *x, const bf16 *W, int T, int N, int K, const epi *e,
                       double *cpu_s) {
@@ -314,10 +298,14 @@ static void gemv_path(tp_backend *b, bf16_isa isa, const bf16 *x, const bf16 *W,
     const double tw = cpu_s ? cpu_tune_thread_seconds() : 0.0;
     const float *xf = isa != BF16_ISA_AVX512BF16 ? widen_x(c, x, T, K) : NULL;
     const double widen = cpu_s ? cpu_tune_thread_seconds() - tw : 0.0;
-    gemv_job j = {isa, x, xf, W, T, N, K, e};
+    const int np = bf16_n_panels(N), per = (np + nt - 1) / nt;
     double worst = 0.0;
-    cpu_split_panels(bf16_n_panels(N), nt, (double)T * N * K >= 1 << 17, (size_t)BF16_NR * K * sizeof(bf16),
-                     CPU_SPLIT_CHUNK_BYTES, 2, gemv_range, &j, cpu_s ? &worst : NULL);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17) reduction(max : worst)
+    for (int P0 = 0; P0 < np; P0 += per) {
+        const double t0 = cpu_s ? cpu_tune_thread_seconds() : 0.0;
+        gemv_panels(isa, x, xf, W, T, N, K, P0, np - P0 < per ? np : P0 + per, e);
+        if (cpu_s) worst = fmax(worst, cpu_tune_thread_seconds() - t0);
+    }
     if (cpu_s) *cpu_s = widen + worst;
 }
 

@@ -49,7 +49,6 @@
 #include "kernels/common/tp_rng.h"
 #include "kernels/cpu/cpu_int4.h"
 #include "kernels/cpu/cpu_int4_kernels.h"
-#include "kernels/cpu/cpu_split.h"
 #include "kernels/cpu/cpu_int8.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -331,25 +330,21 @@ static cpu_i4_panels_fn *gemm_fn(i4_isa isa) {
     }
 }
 
-/* The GEMV: panels over the threads by cpu_split_panels (each thread its own contiguous range
- * first: one sequential read), all T tokens. cpu_s: NULL, or where the largest of the threads' CPU
- * times goes (the tuning's timed run, cpu_tune.h). */
-typedef struct {
-    cpu_i4_panels_fn *fn;
-    const cpu_i4_x *x;
-    const uint8_t *q;
-    int N;
-    const cpu_i4_epi *e;
-} gemv_job;
-static void gemv_range(void *ctx, int P0, int P1) {
-    const gemv_job *j = ctx;
-    j->fn(j->x, j->q, j->N, P0, P1, 0, j->x->T, j->e);
-}
+/* The GEMV: each thread one contiguous range of panels, all T tokens (one sequential read).
+ * cpu_s: NULL, or where the largest of the threads' CPU times over their ranges goes (the
+ * tuning's timed run, cpu_tune.h). */
 static void run_gemv(i4_isa isa, const cpu_i4_x *x, const uint8_t *q, int N, const cpu_i4_epi *e, int nt,
                      double *cpu_s) {
-    gemv_job j = {gemv_fn(isa), x, q, N, e};
-    cpu_split_panels(cpu_i4_panels(N), nt, (double)x->T * N * x->K >= 1 << 17, cpu_i4_panel_bytes(x->K, x->KG),
-                     CPU_SPLIT_CHUNK_BYTES, 1, gemv_range, &j, cpu_s);
+    cpu_i4_panels_fn *fn = gemv_fn(isa);
+    const int np = cpu_i4_panels(N), per = (np + nt - 1) / nt;
+    double worst = 0.0;
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)x->T * N * x->K >= 1 << 17) reduction(max : worst)
+    for (int P0 = 0; P0 < np; P0 += per) {
+        const double t0 = cpu_s ? cpu_tune_thread_seconds() : 0.0;
+        fn(x, q, N, P0, np - P0 < per ? np : P0 + per, 0, x->T, e);
+        if (cpu_s) worst = fmax(worst, cpu_tune_thread_seconds() - t0);
+    }
+    if (cpu_s) *cpu_s = worst;
 }
 
 /* The GEMM: threads take groups of up to SP panels (SP * 8 K bytes of nibbles: 128 KiB at K =

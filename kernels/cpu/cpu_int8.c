@@ -43,7 +43,6 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_int8.h"
 #include "kernels/cpu/cpu_isa.h"
-#include "kernels/cpu/cpu_split.h"
 #include "kernels/cpu/cpu_tune.h"
 
 /* The int8 tiers, numbered as the cpu_tier each needs (avx512vnni: AVX-512 and its VNNI). */
@@ -242,26 +241,20 @@ static void gemv_panels(i8_isa isa, const int16_t *xq, const float *sx, const in
     }
 }
 
-/* Panels over the threads by cpu_split_panels (each thread its own contiguous range first: one
- * sequential read; chunks of whole panel pairs, the tiles'). cpu_s: NULL, or where the largest of
- * the threads' CPU times goes (the tuning's timed run). */
-typedef struct {
-    i8_isa isa;
-    const int16_t *xq;
-    const float *sx;
-    const int8_t *W;
-    int T, N, K;
-    const cpu_i8_epi *e;
-} gemv_job;
-static void gemv_range(void *ctx, int P0, int P1) {
-    const gemv_job *j = ctx;
-    gemv_panels(j->isa, j->xq, j->sx, j->W, j->T, j->N, j->K, P0, P1, j->e);
-}
+/* Each thread one contiguous range of panels: one sequential read of its rows. cpu_s: NULL, or
+ * where the largest of the threads' CPU times over their ranges goes (the tuning's timed run). */
 static void gemv_path(tp_backend *b, i8_isa isa, const int16_t *xq, const float *sx, const int8_t *W, int T, int N,
                       int K, const cpu_i8_epi *e, double *cpu_s) {
-    gemv_job j = {isa, xq, sx, W, T, N, K, e};
-    cpu_split_panels(cpu_i8_panels(N), i8_impl(b)->n_threads, (double)T * N * K >= 1 << 17, cpu_i8_panel_bytes(K),
-                     CPU_SPLIT_CHUNK_BYTES, 2, gemv_range, &j, cpu_s);
+    tp_cpu_int8 *c = i8_impl(b);
+    const int nt = c->n_threads, np = cpu_i8_panels(N), per = (np + nt - 1) / nt;
+    double worst = 0.0;
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && (double)T * N * K >= 1 << 17) reduction(max : worst)
+    for (int P0 = 0; P0 < np; P0 += per) {
+        const double t0 = cpu_s ? cpu_tune_thread_seconds() : 0.0;
+        gemv_panels(isa, xq, sx, W, T, N, K, P0, np - P0 < per ? np : P0 + per, e);
+        if (cpu_s) worst = fmax(worst, cpu_tune_thread_seconds() - t0);
+    }
+    if (cpu_s) *cpu_s = worst;
 }
 
 /* The integer GEMM of a tier above c. */
