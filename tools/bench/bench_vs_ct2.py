@@ -445,7 +445,7 @@ def record(a, table, cols, ver, ctx, agree, load, t_start, cpu_name, flags, klin
              + (f" {kline}" if kline else ""))
     perf_record.record(a.record, "cpu-ct2", "decode-prefill", cells, "python3 tools/bench/bench_vs_ct2.py " + shlex.join(
         sys.argv[1:]), notes=notes, date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
-        cpu={"model": cpu_name, "cpus": os.cpu_count(), "flags": flags}, load=f"{load[0][0]:.1f}-{load[-1][0]:.1f}")
+        cpu=dict(perf_record.cpu_info(), model=cpu_name, flags=flags), load=f"{load[0][0]:.1f}-{load[-1][0]:.1f}")
 
 
 if __name__ == "__main__":

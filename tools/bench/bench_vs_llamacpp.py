@@ -486,7 +486,7 @@ def record(a, table, cols, ver, settings, load, t_start, cpu):
     perf_record.record(a.record, "cpu-llamacpp", table, cells,
                        "python3 tools/bench/bench_vs_llamacpp.py " + shlex.join(sys.argv[1:]), notes=notes,
                        date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
-                       cpu={"model": cpu["model"], "cpus": os.cpu_count(), "flags": cpu["flags"]},
+                       cpu=cpu,
                        load=f"{load[0][0]:.1f}-{load[-1][0]:.1f}")
 
 
