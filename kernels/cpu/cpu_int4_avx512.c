@@ -29,13 +29,13 @@
 #define NR CPU_I4_NR
 #define ZMR 8 /* tokens a GEMM tile */
 #define GMR 8 /* tokens a GEMV tile */
-/* Software prefetch along the thread's panels (this VM's hardware prefetchers alone ran the T = 1
- * GEMV at half speed): one line a line 12 KiB ahead; at MT <= 2 (decode) each line asked for 3
- * times, at 4, 16 and 48 KiB ahead. A prefetch the core drops while its miss buffers are full is
- * asked again: on Zen 5, CodeGen-350M's 80 GEMVs at T = 1 took 6-11% less time than with one
- * distance (any of 4-32 KiB, which measured alike) and 2 distances (8 and 32 KiB) 4-7% less, in
- * alternating runs (docs/KERNELS.md "int4"); where the weights sit in L3 the extra prefetches
- * cost time, but a decode step's do not fit it. */
+/* Software prefetch along the thread's panels (without it the T = 1 GEMV ran at half speed on a
+ * Zen 5 VM): a line a line, 12 KiB ahead; at MT <= 2 (decode) each line is asked for 3 times, at
+ * 4, 16 and 48 KiB ahead, so that a prefetch the core dropped while its miss buffers were full is
+ * asked again. On Zen 5, CodeGen-350M's 80 GEMVs at T = 1 then took 6-11% less time than with one
+ * distance (4 to 32 KiB measured alike; 2 distances: 4-13% less), in alternating runs
+ * (docs/KERNELS.md, "int4 weights on the CPU"). Where the weights sit in L3 the extra prefetches
+ * cost time, but a decode step's weights do not fit it. */
 #define PF 12288
 #define PF_NEAR 4096
 #define PF_MID 16384
