@@ -32,8 +32,8 @@
 /* Software prefetch along the thread's panels (without it the T = 1 GEMV ran at half speed on a
  * Zen 5 VM): a line a line, 12 KiB ahead; at MT <= 2 (decode) each line is asked for 3 times, at
  * 4, 16 and 48 KiB ahead, so that a prefetch the core dropped while its miss buffers were full is
- * asked again. On Zen 5, CodeGen-350M's 80 GEMVs at T = 1 then took 6-11% less time than with one
- * distance (4 to 32 KiB measured alike; 2 distances: 4-13% less), in alternating runs
+ * asked again. On Zen 5, CodeGen-350M's 80 GEMVs at T = 1 then took 6-12% less time than with one
+ * distance (4 to 32 KiB measured alike; 2 distances: 2-14% less), in alternating runs
  * (docs/KERNELS.md, "int4 weights on the CPU"). Where the weights sit in L3 the extra prefetches
  * cost time, but a decode step's weights do not fit it. */
 #define PF 12288
