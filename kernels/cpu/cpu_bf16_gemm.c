@@ -408,15 +408,10 @@ static bf16_shape *shape_find(tp_cpu_bf16 *c, int N, int K) {
         if (c->shapes[i].N == N && c->shapes[i].K == K) return &c->shapes[i];
     return NULL;
 }
-/* A tier wins one token and loses eight: on an AMX Xeon, decode of CodeGen-350M in bf16 ran
- * 27.9 ms at batch 1 on avx512bf16 against avx2's 29.3, and 61.8 at batch 8 against avx2's 52.8
- * (tools/bench/bench_kernel_tiers.sh, 2026-12-06). So a shape keeps two choices: for steps of up
- * to ONE_T tokens, measured at T = 1, and for larger GEMV steps, measured at T = TUNE_T2. */
-#define ONE_T 2
-#define TUNE_T2 8
+/* Two GEMV choices a shape (cpu_tune_pick_gemv): up to CPU_TUNE_ONE_T tokens and above. */
 static bf16_isa shape_isa(tp_cpu_bf16 *c, int N, int K, int T) {
     const bf16_shape *s = shape_find(c, N, K);
-    return !s ? c->isa : T <= ONE_T ? s->isa : s->isa_batch;
+    return !s ? c->isa : T <= CPU_TUNE_ONE_T ? s->isa : s->isa_batch;
 }
 
 /* One timed run: the GEMV at t->T tokens with the backend's threads as a decode step runs it,
@@ -448,30 +443,24 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
             t.isa[n] = (bf16_isa)i;
             names[n++] = g_isa_short[i];
         }
-    bf16 *x = tp_malloc((size_t)TUNE_T2 * K * sizeof *x); /* [TUNE_T2, K] */
-    for (size_t k = 0; k < (size_t)TUNE_T2 * K; k++)
+    bf16 *x = tp_malloc((size_t)CPU_TUNE_T2 * K * sizeof *x); /* [CPU_TUNE_T2, K] */
+    for (size_t k = 0; k < (size_t)CPU_TUNE_T2 * K; k++)
         x[k] = tp_f32_to_bf16((float)((long)(k * 7919) % 2001 - 1000) / 1000.0f);
     t.x = x;
-    t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
-    cpu_tune_key key = {.family = "bf16-gemv", .kernel_set = BF16_KERNEL_SET, .N = N, .K = K, .T = 1,
-                        .n_cand = n, .names = names, .run = "T = 1 with the step's threads, from memory",
-                        .stream = W, .stream_bytes = (size_t)bf16_n_panels(N) * bf16_panel_elems(K) * 2,
-                        .recheck = 1};
+    t.y = tp_malloc((size_t)CPU_TUNE_T2 * N * sizeof *t.y);
+    const cpu_tune_key key = {.family = "bf16-gemv", .kernel_set = BF16_KERNEL_SET, .N = N, .K = K, .n_cand = n,
+                              .names = names, .stream = W,
+                              .stream_bytes = (size_t)bf16_n_panels(N) * bf16_panel_elems(K) * 2, .recheck = 1};
     bf16_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;
-    t.T = 1;
-    s->isa = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how, sizeof s->how)];
-    key.family = "bf16-gemv-batch";
-    key.T = t.T = TUNE_T2;
-    key.run = "T = 8 with the step's threads, from memory";
-    s->isa_batch = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how_batch, sizeof s->how_batch)];
+    int pick[2];
+    char *how[2] = {s->how, s->how_batch};
+    cpu_tune_pick_gemv(&key, tune_run, &t, &t.T, pick, how, sizeof s->how, c->verbose ? "cpu bf16" : NULL);
+    s->isa = t.isa[pick[0]];
+    s->isa_batch = t.isa[pick[1]];
     free(x);
     free(t.y);
-    if (c->verbose) {
-        tp_log0("cpu bf16: GEMV [%d x %d] at T <= %d -> %s: %s\n", N, K, ONE_T, g_isa_short[s->isa], s->how);
-        tp_log0("cpu bf16: GEMV [%d x %d] at T > %d -> %s: %s\n", N, K, ONE_T, g_isa_short[s->isa_batch], s->how_batch);
-    }
 }
 
 const char *cpu_bf16_gemv_choice(tp_backend *b, int N, int K, const char **how) {

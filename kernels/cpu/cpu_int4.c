@@ -465,17 +465,16 @@ static i4_shape *shape_find(tp_cpu_int4 *c, int N, int K, int KG) {
     return NULL;
 }
 
-/* One timed run of a candidate. GEMV: the whole matrix at T = 1 and at T = TUNE_T2 with the
+/* One timed run of a candidate. GEMV: the whole matrix at T = 1 and at T = CPU_TUNE_T2 with the
  * backend's threads as a decode step runs it, the matrix evicted from the caches before it (the
  * int8 family's run, cpu_int8.c); its time the largest of the threads' CPU times. GEMM: its tiles
  * at T tokens on the first N rows, on the calling thread (timed by cpu_tune). Into scratch. */
-#define TUNE_T2 8
 typedef struct {
     const uint8_t *q;
     int N, nt;
     int gemm;
     i4_isa isa[I4_N_ISA];
-    cpu_i4_x x, x2, xt; /* x: T tokens (GEMM) or 1 (GEMV); x2: TUNE_T2 tokens (GEMV); xt: x in tile order (amx) */
+    cpu_i4_x x, x2, xt; /* x: T tokens (GEMM) or 1 (GEMV); x2: CPU_TUNE_T2 tokens (GEMV); xt: x in tile order (amx) */
     i4_scratch s1, s2, s3; /* theirs */
     float *y;
 } tune_ctx;
@@ -525,10 +524,10 @@ static void tune_shape(tp_backend *b, const uint8_t *q, int N, int K, int KG) {
     tune_ctx t = {.q = q, .N = N, .nt = c->n_threads, .gemm = 0};
     int n = tune_cands(c, gemv_tiers(), &t, names);
     t.x = tune_x(&t.s1, 1, K, KG, c->n_threads, 0, c->act8);
-    t.x2 = tune_x(&t.s2, TUNE_T2, K, KG, c->n_threads, 0, c->act8);
-    t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
+    t.x2 = tune_x(&t.s2, CPU_TUNE_T2, K, KG, c->n_threads, 0, c->act8);
+    t.y = tp_malloc((size_t)CPU_TUNE_T2 * N * sizeof *t.y);
     const cpu_tune_key key = {.family = c->act8 ? "int4a8-gemv" : "int4-gemv", .kernel_set = I4_KERNEL_SET,
-                              .N = N, .K = K, .T = 1 + TUNE_T2, .n_cand = n, .names = names, .shape = shape,
+                              .N = N, .K = K, .T = 1 + CPU_TUNE_T2, .n_cand = n, .names = names, .shape = shape,
                               .run = "T = 1 and 8 with the step's threads, from memory", .stream = q,
                               .stream_bytes = q4_data_bytes(N, K, KG), .recheck = 1};
     s->gemv = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how, sizeof s->how)];

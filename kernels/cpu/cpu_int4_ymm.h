@@ -64,7 +64,7 @@ static inline __attribute__((always_inline, target(Y_TARGET))) void Y_NAME(ytile
  * nibbles are shifted (16 q x 127 x 2 would saturate vpmaddubsw's int16). A function apart from
  * ytile_: the two as one with a compile-time flag (as cpu_int4_avx512.c's ztile) ran both forms
  * 15-20% slower on avx2 (`TPGEN_CPU_ISA=avx2 bench_int4_gemm 2 1024 128 20 wall`, T = 1, two
- * alternating runs each, Zen 4, 2026-12-07), where the zmm merge cost nothing. */
+ * alternating runs each, Zen 5, 2026-12-07), where the zmm merge cost nothing. */
 static inline __attribute__((always_inline, target(Y_TARGET))) void Y_NAME(ytile8_)(
     const cpu_i4_x *x, const uint8_t *p0, int t0, const int MT, const int S, float o[YMR][NR]) {
     const int K = x->K, KG = x->KG, ng = K / KG, steps = KG / 8;

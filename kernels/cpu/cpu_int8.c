@@ -65,7 +65,7 @@ static const char *const g_gemm_family[2] = {"int8-gemm", "int8-prefill"}; /* ca
 /* The GEMV and GEMM tiers chosen for one matrix shape. */
 typedef struct {
     int N, K;
-    i8_isa isa, isa_batch; /* the GEMV's at T <= ONE_T, and above (tune_shape) */
+    i8_isa isa, isa_batch; /* the GEMV's at T <= CPU_TUNE_ONE_T, and above (tune_shape) */
     i8_isa gemm[2];        /* GEMM_SMALL / GEMM_BIG: I8_ISA_AVX2 or above, or c->isa when the CPU has none */
     char how[512], how_batch[512], gemm_how[2][512];
 } i8_shape;
@@ -319,17 +319,11 @@ static i8_shape *shape_find(tp_cpu_int8 *c, int N, int K) {
         if (c->shapes[i].N == N && c->shapes[i].K == K) return &c->shapes[i];
     return NULL;
 }
-/* A tier wins one token and loses eight: on an AMD EPYC Zen 4, the GEMV of CodeGen-350M's
- * [4096 x 1024] took 0.035 ms at T = 1 on avx2 against avx512vnni's 0.081, and 0.18 at T = 8
- * against 0.079 (2026-12-07); decode at batch 1 ran 8.4 ms on avx2 against 10.2 forced avx512
- * (tools/bench/bench_kernel_tiers.sh). So a shape keeps two choices, as the bf16 family's
- * (cpu_bf16_gemm.c): for steps of up to ONE_T tokens, measured at T = 1, and for larger GEMV
- * steps, measured at T = TUNE_T2. Every tier gives the same bits (exact sums). */
-#define ONE_T 2
-#define TUNE_T2 8
+/* Two GEMV choices a shape (cpu_tune_pick_gemv): up to CPU_TUNE_ONE_T tokens and above. Every
+ * tier gives the same bits (exact sums). */
 static i8_isa shape_isa(tp_cpu_int8 *c, int N, int K, int T) {
     const i8_shape *s = shape_find(c, N, K);
-    return !s ? c->gemv_isa : T <= ONE_T ? s->isa : s->isa_batch;
+    return !s ? c->gemv_isa : T <= CPU_TUNE_ONE_T ? s->isa : s->isa_batch;
 }
 
 /* One timed run: the GEMV of the whole matrix at t->T tokens on the given tier, with the
@@ -341,7 +335,7 @@ typedef struct {
     int N, K, T;
     i8_isa isa[I8_N_ISA];
     int16_t *xq;
-    float sx[TUNE_T2], *y;
+    float sx[CPU_TUNE_T2], *y;
     const float *scale;
 } tune_ctx;
 static double tune_run(void *ctx, int cand) {
@@ -403,7 +397,7 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
     tp_cpu_int8 *c = i8_impl(b);
     if (c->forced || (size_t)N * K < TUNE_MIN_ELEMS || shape_find(c, N, K) || c->n_shapes == I8_MAX_SHAPES) return;
     tune_ctx t = {.b = b, .W = W, .N = N, .K = K, .scale = scales_of(W, N, K)};
-    for (int i = 0; i < TUNE_T2; i++) t.sx[i] = 1.0f / XQ_MAX;
+    for (int i = 0; i < CPU_TUNE_T2; i++) t.sx[i] = 1.0f / XQ_MAX;
     const char *names[I8_N_ISA];
     int n = 0;
     for (int i = I8_N_ISA - 1; i >= 0; i--) /* highest first: a tie keeps it */
@@ -411,29 +405,22 @@ static void tune_shape(tp_backend *b, const void *W, int N, int K) {
             t.isa[n] = (i8_isa)i;
             names[n++] = g_isa_short[i];
         }
-    const size_t nx = (size_t)TUNE_T2 * K + 32;
+    const size_t nx = (size_t)CPU_TUNE_T2 * K + 32;
     t.xq = tp_malloc(nx * sizeof *t.xq);
     for (size_t k = 0; k < nx; k++) t.xq[k] = (int16_t)((k * 7919) % 32767 - 16383); /* any x: the time is the same */
-    t.y = tp_malloc((size_t)TUNE_T2 * N * sizeof *t.y);
-    cpu_tune_key key = {.family = "int8-gemv", .kernel_set = I8_KERNEL_SET, .N = N, .K = K, .T = 1,
-                        .n_cand = n, .names = names, .run = "T = 1 with the step's threads, from memory",
-                        .stream = W, .stream_bytes = cpu_int8_q_bytes(N, K), .recheck = 1};
+    t.y = tp_malloc((size_t)CPU_TUNE_T2 * N * sizeof *t.y);
+    const cpu_tune_key key = {.family = "int8-gemv", .kernel_set = I8_KERNEL_SET, .N = N, .K = K, .n_cand = n,
+                              .names = names, .stream = W, .stream_bytes = cpu_int8_q_bytes(N, K), .recheck = 1};
     i8_shape *s = &c->shapes[c->n_shapes++];
     s->N = N;
     s->K = K;
-    t.T = 1;
-    s->isa = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how, sizeof s->how)];
-    key.family = "int8-gemv-batch";
-    key.T = t.T = TUNE_T2;
-    key.run = "T = 8 with the step's threads, from memory";
-    s->isa_batch = t.isa[cpu_tune_pick(&key, tune_run, &t, s->how_batch, sizeof s->how_batch)];
+    int pick[2];
+    char *how[2] = {s->how, s->how_batch};
+    cpu_tune_pick_gemv(&key, tune_run, &t, &t.T, pick, how, sizeof s->how, c->verbose ? "cpu int8" : NULL);
+    s->isa = t.isa[pick[0]];
+    s->isa_batch = t.isa[pick[1]];
     free(t.xq);
     free(t.y);
-    if (c->verbose) {
-        tp_log0("cpu int8: GEMV [%d x %d] at T <= %d -> %s: %s\n", N, K, ONE_T, g_isa_short[s->isa], s->how);
-        tp_log0("cpu int8: GEMV [%d x %d] at T > %d -> %s: %s\n", N, K, ONE_T, g_isa_short[s->isa_batch],
-                s->how_batch);
-    }
     for (int r = GEMM_SMALL; r <= GEMM_BIG; r++) {
         tune_gemm(c, s, W, r);
         if (c->verbose && s->gemm[r] >= I8_ISA_AVX2)

@@ -392,3 +392,22 @@ int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *
     }
     return pick;
 }
+
+void cpu_tune_pick_gemv(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, int *T, int pick[2], char *how[2],
+                        size_t how_size, const char *label) {
+    char family[64], at[2][64];
+    snprintf(family, sizeof family, "%s-batch", k->family);
+    const int ts[2] = {1, CPU_TUNE_T2};
+    for (int i = 0; i < 2; i++) {
+        cpu_tune_key key = *k;
+        snprintf(at[i], sizeof at[i], "T = %d with the step's threads, from memory", ts[i]);
+        key.family = i ? family : k->family;
+        key.T = *T = ts[i];
+        key.run = at[i];
+        pick[i] = cpu_tune_pick(&key, run, ctx, how[i], how_size);
+    }
+    if (label) {
+        tp_log0("%s: GEMV [%d x %d] at T <= %d -> %s: %s\n", label, k->N, k->K, CPU_TUNE_ONE_T, k->names[pick[0]], how[0]);
+        tp_log0("%s: GEMV [%d x %d] at T > %d -> %s: %s\n", label, k->N, k->K, CPU_TUNE_ONE_T, k->names[pick[1]], how[1]);
+    }
+}

@@ -67,6 +67,19 @@ double cpu_tune_thread_seconds(void);
  * saved to PATH" or "cached in PATH". One candidate: chosen without timing. */
 int cpu_tune_pick(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, char *how, size_t how_size);
 
+/* The weight GEMVs' two choices per shape (bf16 and int8): a tier can win one token and lose eight
+ * (on an AMX Xeon bf16 decode ran 27.9 ms at batch 1 on avx512bf16 against avx2's 29.3, and 61.8 at
+ * batch 8 against 52.8; on Zen 5 the int8 [4096 x 1024] GEMV took 0.035 ms at T = 1 on avx2 against
+ * avx512vnni's 0.081, and 0.18 at T = 8 against 0.079), so a sum of the two picked one that loses
+ * decode. pick[0]: for steps of up to CPU_TUNE_ONE_T tokens, measured at T = 1 (family k->family);
+ * pick[1]: for larger GEMV steps, measured at T = CPU_TUNE_T2 (family "<k->family>-batch"). *T is
+ * the token count the caller's run multiplies (set here before each measurement); how[i] as
+ * cpu_tune_pick's. label: NULL, or the log's prefix ("cpu int8"): both choices are then logged. */
+#define CPU_TUNE_ONE_T 2
+#define CPU_TUNE_T2 8
+void cpu_tune_pick_gemv(const cpu_tune_key *k, cpu_tune_run_fn *run, void *ctx, int *T, int pick[2], char *how[2],
+                        size_t how_size, const char *label);
+
 /* The cache file's path (above), or "" when TPGEN_KERNEL_CACHE=off or no home is known. */
 void cpu_tune_cache_path(char *path, size_t size);
 
