@@ -15,6 +15,15 @@
 #include <immintrin.h>
 
 #define YUNROLL _Pragma("GCC unroll 8")
+
+/* The software prefetch of a tile of MT tokens at a line (cpu_int4_kernels.h). */
+static inline __attribute__((always_inline)) void y_prefetch(const uint8_t *line, int MT) {
+    if (MT <= 2) {
+        _mm_prefetch((const char *)(line + CPU_I4_PF_NEAR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(line + CPU_I4_PF_MID), _MM_HINT_T0);
+        _mm_prefetch((const char *)(line + CPU_I4_PF_FAR), _MM_HINT_T0);
+    } else _mm_prefetch((const char *)(line + CPU_I4_PF), _MM_HINT_T0);
+}
 typedef void ytile_fn(const cpu_i4_x *x, const uint8_t *p0, int t0, float o[YMR][NR]);
 
 /* Panels [P0, P1), tokens [t0, t1) in tiles of mr, each through the epilogue (built for AVX2). */

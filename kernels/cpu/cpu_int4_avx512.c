@@ -29,17 +29,7 @@
 #define NR CPU_I4_NR
 #define ZMR 8 /* tokens a GEMM tile */
 #define GMR 8 /* tokens a GEMV tile */
-/* Software prefetch along the thread's panels (without it the T = 1 GEMV ran at half speed on a
- * Zen 5 VM): a line a line, 12 KiB ahead; at MT <= 2 (decode) each line is asked for 3 times, at
- * 4, 16 and 48 KiB ahead, so that a prefetch the core dropped while its miss buffers were full is
- * asked again. On Zen 5, CodeGen-350M's 80 GEMVs at T = 1 then took 6-12% less time than with one
- * distance (4 to 32 KiB measured alike; 2 distances: 2-14% less), in alternating runs
- * (docs/KERNELS.md, "int4 weights on the CPU"). Where the weights sit in L3 the extra prefetches
- * cost time, but a decode step's weights do not fit it. */
-#define PF 12288
-#define PF_NEAR 4096
-#define PF_MID 16384
-#define PF_FAR 49152
+#define PF CPU_I4_PF /* prefetch distances: cpu_int4_kernels.h */
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -95,9 +85,9 @@ Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, size_t pb, size_t pfd, int
                 UNROLL for (int j = 0; j < NP; j++) {
                     const uint8_t *lj = line + j * pb;
                     if (MT <= 2) {
-                        _mm_prefetch((const char *)(lj + PF_NEAR), _MM_HINT_T0);
-                        _mm_prefetch((const char *)(lj + PF_MID), _MM_HINT_T0);
-                        _mm_prefetch((const char *)(lj + PF_FAR), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(lj + CPU_I4_PF_NEAR), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(lj + CPU_I4_PF_MID), _MM_HINT_T0);
+                        _mm_prefetch((const char *)(lj + CPU_I4_PF_FAR), _MM_HINT_T0);
                     } else _mm_prefetch((const char *)(lj + pfd), _MM_HINT_T0);
                     const __m512i raw = _mm512_load_si512((const void *)lj);
                     w[j][0] = _mm512_and_si512(raw, m4);

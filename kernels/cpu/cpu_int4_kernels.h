@@ -146,6 +146,20 @@ static inline void cpu_i4_epi_row(const cpu_i4_epi *e, int t, float sxt, int n0,
     }
 }
 
+/* ---- software prefetch along a thread's panels (the avx512vnni and ymm tiles) ----
+ * A line a line, CPU_I4_PF ahead; in tiles of 1 or 2 tokens (decode: the GEMV streams the
+ * weights from memory) each line is asked for 3 times, NEAR, MID and FAR ahead, so that a
+ * prefetch the core dropped while its miss buffers were full is asked again. Without them the
+ * T = 1 GEMV ran at half speed on a Zen 5 VM (avx512vnni), at a third (avx2, avxvnni: 9.2 -> 3.3 ms
+ * for CodeGen-350M's 80 GEMVs, 2 threads, alternating in one process, 2026-12-07); the three
+ * distances took 6-12% less time than one (4 to 32 KiB measured alike; 2 distances: 2-14% less):
+ * docs/KERNELS.md, "int4 weights on the CPU". Where the weights sit in L3 the extra prefetches
+ * cost time, but a decode step's weights do not fit it. */
+#define CPU_I4_PF 12288
+#define CPU_I4_PF_NEAR 4096
+#define CPU_I4_PF_MID 16384
+#define CPU_I4_PF_FAR 49152
+
 /* ---- the kernels: rows of panels [P0, P1) for tokens [t0, t1), on the calling thread ----
  * N: the matrix's rows (the last panel's rows past N are not stored). xq needs 4 readable bytes
  * past its end (a pair read as 32 bits). cpu_int4.c runs them over threads. */

@@ -6,7 +6,8 @@
  *                  where each pair of products fits int16: vpmaddubsw saturates)
  * cpu_int4_avx512.c's scheme on 8-row halves: a 64-byte line is two ymm of 16 words, rows 0-7
  * and 8-15 of the panel; (w >> 4 i) & 15 is k pair 4 s + i of those rows. Tiles: MT tokens x one
- * panel (2 halves), int32 lanes split in S chains by nibble index at small MT (16 registers). */
+ * panel (2 halves), int32 lanes split in S chains by nibble index at small MT (16 registers); the
+ * lines prefetched as the zmm tiles' (cpu_int4_kernels.h). */
 #define Y_CAT2(a, b) a##b
 #define Y_CAT(a, b) Y_CAT2(a, b)
 #define Y_NAME(n) Y_CAT(n, Y_SFX)
@@ -29,6 +30,7 @@ static inline __attribute__((always_inline, target(Y_TARGET))) void Y_NAME(ytile
         const uint8_t *line = p0 + (size_t)g * KG * 8;
         const long pg = (long)g * KG / 2;
         for (int s = 0; s < steps; s++, line += 64) {
+            y_prefetch(line, MT);
             __m256i raw[2];
             YUNROLL for (int h = 0; h < 2; h++) raw[h] = _mm256_load_si256((const __m256i *)(line + 32 * h));
             YUNROLL for (int i = 0; i < 4; i++) {
@@ -83,6 +85,7 @@ static inline __attribute__((always_inline, target(Y_TARGET))) void Y_NAME(ytile
         const uint8_t *line = p0 + (size_t)g * KG * 8;
         const size_t kg = (size_t)g * KG;
         for (int s = 0; s < steps; s++, line += 64) {
+            y_prefetch(line, MT);
             __m256i w[2][2]; /* [nibble half][row half] */
             YUNROLL for (int h = 0; h < 2; h++) {
                 const __m256i raw = _mm256_load_si256((const __m256i *)(line + 32 * h));
