@@ -1,7 +1,8 @@
 /* int4 GEMV and GEMM tiles on AVX2 (vpmaddwd + vpaddd) and AVX-VNNI (vpdpwssd ymm): the
  * arithmetic of cpu_int4_kernels.h, so the plain-C twin's bits. One template (cpu_int4_ymm.h),
  * built once per tier; the scheme is cpu_int4_avx512.c's on ymm halves of a panel's lines.
- * GEMV tiles of up to 2 tokens (8 int32 chains), GEMM tiles of 4. 8-bit x (--int4-activations
+ * GEMV tiles of up to 2 tokens (8 int32 chains), GEMM tiles of 4, the lines prefetched as the zmm
+ * tiles' (y_prefetch, cpu_int4_kernels.h). 8-bit x (--int4-activations
  * int8): byte dot products (vpmaddubsw + vpmaddwd; vpdpbusd ymm), half the 16-bit tiles' count. */
 #include <string.h>
 
