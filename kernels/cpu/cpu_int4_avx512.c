@@ -131,7 +131,7 @@ typedef void ztile_fn(const cpu_i4_x *x, const uint8_t *p0, size_t pb, size_t pf
 #define ZTILE(M, NP, S, A8)                                                                                            \
     __attribute__((target(Z_TARGET), noinline)) static void ztile_##M##_##NP##_##A8(                                \
         const cpu_i4_x *x, const uint8_t *p0, size_t pb, size_t pfd, int t0, float o[ZMR][ZNP * NR]) {                \
-        ztile(x, p0, pb, pfd, t0, M, NP, S, A8, o);                                                                         \
+        ztile(x, p0, pb, pfd, t0, M, NP, S, A8, o);                                                                    \
     }
 #define ZTILES(A8)                                                                                                     \
     ZTILE(1, 1, 2, A8) ZTILE(2, 1, 2, A8) ZTILE(3, 1, 1, A8) ZTILE(4, 1, 1, A8) ZTILE(5, 1, 1, A8) ZTILE(6, 1, 1, A8) \
@@ -150,7 +150,7 @@ static ztile_fn *const g_ztiles[2][ZNP][ZMR + 1] = {
  * two panels a tile (Z2MR tokens), the last panel of an odd count alone. Prefetch (tiles of 3+
  * tokens): PF ahead, or in the GEMV (gemv: the panels streamed from memory) a two-panel tile's
  * lines one pair ahead (the same lines of the next pair; PF ahead of one panel's line lands in
- * the other panel of its pair, already being read: T = 4 took 3-15% longer so, T = 8 4%). */
+ * the other panel of its pair, already being read: T = 4 took 6-16% longer so, T = 8 4%). */
 __attribute__((target(Z_TARGET))) static void zpanels(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1, const cpu_i4_epi *e,
                     int mr, int gemv) {
     float o[ZMR][ZNP * NR];
