@@ -2,7 +2,7 @@
  * arithmetic of cpu_int4_kernels.h, so the plain-C twin's bits. One template (cpu_int4_ymm.h),
  * built once per tier; the scheme is cpu_int4_avx512.c's on ymm halves of a panel's lines.
  * GEMV tiles of up to 2 tokens (8 int32 chains), GEMM tiles of 4, the lines prefetched as the zmm
- * tiles' (y_prefetch, cpu_int4_kernels.h). 8-bit x (--int4-activations
+ * tiles' (cpu_i4_prefetch). 8-bit x (--int4-activations
  * int8): byte dot products (vpmaddubsw + vpmaddwd; vpdpbusd ymm), half the 16-bit tiles' count. */
 #include <string.h>
 
@@ -17,14 +17,6 @@
 
 #define YUNROLL _Pragma("GCC unroll 8")
 
-/* The software prefetch of a tile of MT tokens at a line (cpu_int4_kernels.h). */
-static inline __attribute__((always_inline)) void y_prefetch(const uint8_t *line, int MT) {
-    if (MT <= 2) {
-        _mm_prefetch((const char *)(line + CPU_I4_PF_NEAR), _MM_HINT_T0);
-        _mm_prefetch((const char *)(line + CPU_I4_PF_MID), _MM_HINT_T0);
-        _mm_prefetch((const char *)(line + CPU_I4_PF_FAR), _MM_HINT_T0);
-    } else _mm_prefetch((const char *)(line + CPU_I4_PF), _MM_HINT_T0);
-}
 typedef void ytile_fn(const cpu_i4_x *x, const uint8_t *p0, int t0, float o[YMR][NR]);
 
 /* Panels [P0, P1), tokens [t0, t1) in tiles of mr, each through the epilogue (built for AVX2). */

@@ -29,7 +29,6 @@
 #define NR CPU_I4_NR
 #define ZMR 8 /* tokens a GEMM tile */
 #define GMR 8 /* tokens a GEMV tile */
-#define PF CPU_I4_PF /* prefetch distances: cpu_int4_kernels.h */
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -84,11 +83,7 @@ Z_FN void ztile(const cpu_i4_x *x, const uint8_t *p0, size_t pb, size_t pfd, int
                 __m512i w[ZNP][2];
                 UNROLL for (int j = 0; j < NP; j++) {
                     const uint8_t *lj = line + j * pb;
-                    if (MT <= 2) {
-                        _mm_prefetch((const char *)(lj + CPU_I4_PF_NEAR), _MM_HINT_T0);
-                        _mm_prefetch((const char *)(lj + CPU_I4_PF_MID), _MM_HINT_T0);
-                        _mm_prefetch((const char *)(lj + CPU_I4_PF_FAR), _MM_HINT_T0);
-                    } else _mm_prefetch((const char *)(lj + pfd), _MM_HINT_T0);
+                    cpu_i4_prefetch(lj, MT, pfd);
                     const __m512i raw = _mm512_load_si512((const void *)lj);
                     w[j][0] = _mm512_and_si512(raw, m4);
                     w[j][1] = S == 2 ? _mm512_andnot_si512(m4, raw) /* 16 q */
@@ -148,8 +143,8 @@ static ztile_fn *const g_ztiles[2][ZNP][ZMR + 1] = {
 /* Panels [P0, P1) in order (one sequential read), tokens [t0, t1) in tiles of mr, each tile
  * through the epilogue (built for AVX-512: vectors of 16 in its passes). Three tokens or more:
  * two panels a tile (Z2MR tokens), the last panel of an odd count alone. Prefetch (tiles of 3+
- * tokens): PF ahead, or in the GEMV (gemv: the panels streamed from memory) a two-panel tile's
- * lines one pair ahead (the same lines of the next pair; PF ahead of one panel's line lands in
+ * tokens): CPU_I4_PF ahead, or in the GEMV (gemv: the panels streamed from memory) a two-panel tile's
+ * lines one pair ahead (the same lines of the next pair; CPU_I4_PF ahead of one panel's line lands in
  * the other panel of its pair, already being read: T = 4 took 6-16% longer so, T = 8 4%). */
 __attribute__((target(Z_TARGET))) static void zpanels(const cpu_i4_x *x, const uint8_t *q, int N, int P0, int P1, int t0, int t1, const cpu_i4_epi *e,
                     int mr, int gemv) {
@@ -162,7 +157,7 @@ __attribute__((target(Z_TARGET))) static void zpanels(const cpu_i4_x *x, const u
         const int n0 = P * NR, nn = N - n0 < np * NR ? N - n0 : np * NR;
         for (int t = t0; t < t1; t += mt) {
             const int m = t1 - t < mt ? t1 - t : mt;
-            tiles[m](x, cpu_i4_panel(q, x->K, x->KG, P), pb, gemv && np == 2 ? 2 * pb : PF, t, o);
+            tiles[m](x, cpu_i4_panel(q, x->K, x->KG, P), pb, gemv && np == 2 ? 2 * pb : CPU_I4_PF, t, o);
             for (int i = 0; i < m; i++) cpu_i4_epi_row(e, t + i, x->sx[t + i], n0, nn, o[i]);
         }
         P += np;

@@ -159,6 +159,15 @@ static inline void cpu_i4_epi_row(const cpu_i4_epi *e, int t, float sxt, int n0,
 #define CPU_I4_PF_NEAR 4096
 #define CPU_I4_PF_MID 16384
 #define CPU_I4_PF_FAR 49152
+/* The prefetch of a tile of MT tokens at a line: NEAR, MID and FAR at MT <= 2, else far ahead
+ * (CPU_I4_PF, or what the caller's pattern needs). __builtin_prefetch(.., 0, 3) is prefetcht0. */
+static inline __attribute__((always_inline)) void cpu_i4_prefetch(const uint8_t *line, int MT, size_t far) {
+    if (MT <= 2) {
+        __builtin_prefetch(line + CPU_I4_PF_NEAR, 0, 3);
+        __builtin_prefetch(line + CPU_I4_PF_MID, 0, 3);
+        __builtin_prefetch(line + CPU_I4_PF_FAR, 0, 3);
+    } else __builtin_prefetch(line + far, 0, 3);
+}
 
 /* ---- the kernels: rows of panels [P0, P1) for tokens [t0, t1), on the calling thread ----
  * N: the matrix's rows (the last panel's rows past N are not stored). xq needs 4 readable bytes

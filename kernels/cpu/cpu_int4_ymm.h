@@ -30,7 +30,7 @@ static inline __attribute__((always_inline, target(Y_TARGET))) void Y_NAME(ytile
         const uint8_t *line = p0 + (size_t)g * KG * 8;
         const long pg = (long)g * KG / 2;
         for (int s = 0; s < steps; s++, line += 64) {
-            y_prefetch(line, MT);
+            cpu_i4_prefetch(line, MT, CPU_I4_PF);
             __m256i raw[2];
             YUNROLL for (int h = 0; h < 2; h++) raw[h] = _mm256_load_si256((const __m256i *)(line + 32 * h));
             YUNROLL for (int i = 0; i < 4; i++) {
@@ -85,7 +85,7 @@ static inline __attribute__((always_inline, target(Y_TARGET))) void Y_NAME(ytile
         const uint8_t *line = p0 + (size_t)g * KG * 8;
         const size_t kg = (size_t)g * KG;
         for (int s = 0; s < steps; s++, line += 64) {
-            y_prefetch(line, MT);
+            cpu_i4_prefetch(line, MT, CPU_I4_PF);
             __m256i w[2][2]; /* [nibble half][row half] */
             YUNROLL for (int h = 0; h < 2; h++) {
                 const __m256i raw = _mm256_load_si256((const __m256i *)(line + 32 * h));
