@@ -113,6 +113,13 @@ static void test_errors(const char *tmp) {
     expect_error(d, "cg25_data/gpt2.tiktoken:3: expected \"BASE64 2\"", NULL);
     tt_write_file(data, "gpt2.tiktoken", "IQ== 0\nIg== 5\n");
     expect_error(d, "cg25_data/gpt2.tiktoken:2: expected \"BASE64 1\"", NULL);
+    /* a rank is 1 to 9 digits and nothing else: no sign, space, suffix or empty rank */
+    const char *bad_ranks[] = {"IQ== 0\nIg== 1x\n", "IQ== 0\nIg== +1\n", "IQ== 0\nIg==  1\n", "IQ== 0\nIg== \n",
+                               "IQ== 0\nIg== 1 \n", "IQ== 0\nIg== 0000000001\n"};
+    for (size_t i = 0; i < sizeof bad_ranks / sizeof *bad_ranks; i++) {
+        tt_write_file(data, "gpt2.tiktoken", bad_ranks[i]);
+        expect_error(d, "cg25_data/gpt2.tiktoken:2: expected \"BASE64 1\"", NULL);
+    }
     tt_write_file(data, "gpt2.tiktoken", "IQ== 0\nIg== 1\n");
     expect_error(d, "cg25_data/gpt2.tiktoken: 2 ranks, GPT-2 has 50256", NULL);
     tt_write_file(data, "gpt2.tiktoken", "IQ== 0\nICA= 1\n"); /* "  " */
