@@ -701,10 +701,12 @@ static void ref_radix(const float *l, int n, int k, float *tv, int32_t *ti) {
     free(keys);
 }
 
-static void test_logits(tp_backend *b) {
-    enum { ROWS = 14, LD = 300 };
-    const int n_valid = 290;
-    float *l = malloc(ROWS * LD * 4);
+/* LD, n_valid: the rows' stride and valid columns; one_row: each row a call of its own, so that
+ * a long row is cut into parts over the threads (cpu_logits.c: rows < threads, n_valid >= 16384)
+ * and ties, NaN and inf meet the parts' merge. */
+static void test_logits(tp_backend *b, int LD, int n_valid, int one_row) {
+    enum { ROWS = 14 };
+    float *l = malloc((size_t)ROWS * LD * 4);
     int32_t targets[ROWS];
     for (int r = 0; r < ROWS; r++) {
         float *x = l + (size_t)r * LD;
@@ -722,6 +724,7 @@ static void test_logits(tp_backend *b) {
         case 7: for (int c = 0; c < n_valid; c++) x[c] = (float)((double)(rnd() >> 11) / 9007199254740992.0 * 20 - 10); break;
         case 8: x[17] = -INFINITY; x[3] = 1e-45f; x[4] = -1e-45f; break; /* subnormals */
         case 9: for (int c = 0; c < n_valid; c++) x[c] = c < 40 ? (float)c : NAN; break; /* 40 < k valid */
+        case 10: for (int c = 0; c < n_valid; c++) x[c] = NAN; x[n_valid - 1] = 2.0f; x[n_valid - 2] = 2.0f; break;
         default: for (int c = 0; c < n_valid; c++) x[c] = (float)(rnd() % 3); break;
         }
     }
@@ -731,7 +734,11 @@ static void test_logits(tp_backend *b) {
     int bad_sort = 0, bad_radix = 0, bad_stats = 0;
     for (int ki = 0; ki < 3; ki++) {
         const int kk = ks[ki];
-        b->logits_stats(b, l, ROWS, LD, n_valid, kk, targets, mx, se, topv, topi, tgt);
+        if (one_row)
+            for (int r = 0; r < ROWS; r++)
+                b->logits_stats(b, l + (size_t)r * LD, 1, LD, n_valid, kk, targets + r, mx + r, se + r, topv + r * kk,
+                                topi + r * kk, tgt + r);
+        else b->logits_stats(b, l, ROWS, LD, n_valid, kk, targets, mx, se, topv, topi, tgt);
         for (int r = 0; r < ROWS; r++) {
             const float *x = l + (size_t)r * LD;
             ref_sort(x, n_valid, kk, rv, ri);
@@ -757,7 +764,10 @@ static void test_logits(tp_backend *b) {
             bad_stats += (tg >= 0 && tg < n_valid) ? fbits(tgt[r]) != fbits(x[tg]) : !isnan(tgt[r]);
         }
     }
-    report("logits", "CPU top-k == full sort (ties, -0/+0, inf, NaN)", bad_sort == 0, "%d entries differ", bad_sort);
+    char what[96];
+    snprintf(what, sizeof what, "CPU top-k == full sort (ties, -0/+0, inf, NaN; %d columns%s)", n_valid,
+             one_row ? ", a row a call" : "");
+    report("logits", what, bad_sort == 0, "%d entries differ", bad_sort);
     report("logits", "CUDA radix-select emulation == full sort", bad_radix == 0, "%d entries differ", bad_radix);
     report("logits", "max, sum of exps, target, row_ok rule", bad_stats == 0, "%d wrong", bad_stats);
     /* keys order like the values, -0 == +0, NaN below -inf */
@@ -782,7 +792,8 @@ int main(void) {
     test_silu(b);
     test_rotary(b);
     test_kv_index();
-    test_logits(b);
+    test_logits(b, 300, 290, 0);
+    test_logits(b, 3 * 8192 + 20, 3 * 8192 + 7, 1); /* 2 parts on 2 threads */
     b->destroy(b);
     printf("%d checks, %d failed\n", g_checks, g_fail);
     return g_fail ? 1 : 0;

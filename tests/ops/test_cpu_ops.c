@@ -730,6 +730,8 @@ static void test_logits(tp_backend *b) {
     test_logits_one(b, 7, 51200, 51200, 64, 1);
     test_logits_one(b, 4, 520, 513, 64, 0);
     test_logits_one(b, 3, 8, 3, 5, 1); /* fewer valid columns than k: the rest -inf / -1 */
+    test_logits_one(b, 1, 51200, 51197, 64, 1); /* one row cut into parts over the threads (cpu_logits.c) */
+    test_logits_one(b, 1, 40000, 39999, 5, 0);
 }
 
 /* ---- fill_random ---- */
