@@ -7,7 +7,7 @@
  * A row is cut into parts of consecutive columns when there are fewer rows than threads (batch
  * 1: one row of 51,200 logits was a serial pass on one thread while the others waited, 0.2 ms a
  * decode step on a 2-core Zen 5, 3% of an int4 step; perf). Each part is one pass for its max and
- * top k (an insertion list) and one for its exp sum (in double, in order); the parts are merged
+ * top k (an insertion list) and one for its exp sum (in double, a vector loop); the parts are merged
  * in column order: the max of their maxima, their lists pushed again part after part (a part's
  * columns are all below the next part's, so tp_topk_push's tie rule gives one scan's list), the
  * sums added in order. One part (rows >= threads, short rows) is the single scan exactly. */
@@ -32,10 +32,11 @@ static float scan_part(const float *l, int c0, int c1, int k, float *tv, int32_t
     return m;
 }
 
-static double exp_sum(const float *l, int c0, int c1, float m) {
+/* The sum of exp(l[c] - m) over [c0, c1) in double: a vector loop (tp_expf), partial sums per
+ * lane (as cpu_rmsnorm's sum of squares). */
+CPU_SIMD_CLONES static double cpu_logits_exp_sum(const float *l, int c0, int c1, float m) {
     double s = 0.0;
-    /* in order, no simd: expf has no vector form without -ffast-math (gcc and clang both
-     * left the loop scalar; clang warned that its simd pragma could not be honoured) */
+    #pragma omp simd reduction(+ : s)
     for (int c = c0; c < c1; c++) s += (double)tp_logit_exp(l[c], m);
     return s;
 }
@@ -83,7 +84,7 @@ void cpu_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int 
         #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < items; it++) {
             const int r = it / parts, c0 = it % parts * per, c1 = c0 + per < n_valid ? c0 + per : n_valid;
-            ps[it] = exp_sum(logits + (size_t)r * ld, c0, c1, rmax[r]);
+            ps[it] = cpu_logits_exp_sum(logits + (size_t)r * ld, c0, c1, rmax[r]);
         }
         #pragma omp for schedule(static)
         for (int r = 0; r < rows; r++) {
