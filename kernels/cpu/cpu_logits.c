@@ -20,6 +20,12 @@
 
 #define LG_PART_MIN 8192 /* columns a part at least */
 
+/* The columns [*c0, *c1) of work item it (part it % parts of its row, per columns a part). */
+static inline void part_cols(int it, int parts, int per, int n_valid, int *c0, int *c1) {
+    *c0 = it % parts * per;
+    *c1 = *c0 + per < n_valid ? *c0 + per : n_valid;
+}
+
 /* Max and top k of columns [c0, c1) of l: tv / ti (k entries, *len of them filled). */
 static float scan_part(const float *l, int c0, int c1, int k, float *tv, int32_t *ti, int *len) {
     float m = -INFINITY;
@@ -49,20 +55,22 @@ void cpu_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int 
     if (parts > n_valid / LG_PART_MIN) parts = n_valid / LG_PART_MIN;
     if (parts < 1) parts = 1;
     const int items = rows * parts, per = (n_valid + parts - 1) / parts;
-    /* per item (row r = it / parts, part it % parts): max, top-k list, exp sum */
-    float *pm = tp_malloc((size_t)items * sizeof(float)), *rmax = tp_malloc((size_t)rows * sizeof(float));
-    double *ps = tp_malloc((size_t)items * sizeof(double));
-    int *plen = tp_malloc((size_t)items * sizeof(int));
-    float *pv = kk ? tp_malloc((size_t)items * kk * sizeof(float)) : NULL;
-    int32_t *pi = kk ? tp_malloc((size_t)items * kk * sizeof(int32_t)) : NULL;
+    /* per item (row r = it / parts, part it % parts): exp sum, max, top-k list (kk entries, plen
+     * filled); per row its max. One block, the doubles first (the rest 4-byte types). */
+    const size_t ni = (size_t)items;
+    double *ps = tp_malloc(ni * sizeof(double) + (ni * (2 + 2 * (size_t)kk) + (size_t)rows) * 4);
+    float *pm = (float *)(ps + ni), *rmax = pm + ni, *pv = rmax + rows;
+    int32_t *pi = (int32_t *)(pv + ni * kk);
+    int *plen = (int *)(pi + ni * kk);
 
     #pragma omp parallel num_threads(nt) if (items > 1)
     {
         #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < items; it++) {
-            const int r = it / parts, c0 = it % parts * per, c1 = c0 + per < n_valid ? c0 + per : n_valid;
-            pm[it] = scan_part(logits + (size_t)r * ld, c0, c1, kk, kk ? pv + (size_t)it * kk : NULL,
-                               kk ? pi + (size_t)it * kk : NULL, &plen[it]);
+            int c0, c1;
+            part_cols(it, parts, per, n_valid, &c0, &c1);
+            pm[it] = scan_part(logits + (size_t)(it / parts) * ld, c0, c1, kk, pv + (size_t)it * kk,
+                               pi + (size_t)it * kk, &plen[it]);
         }
         #pragma omp for schedule(static)
         for (int r = 0; r < rows; r++) {
@@ -83,8 +91,9 @@ void cpu_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int 
         }
         #pragma omp for schedule(dynamic, 1)
         for (int it = 0; it < items; it++) {
-            const int r = it / parts, c0 = it % parts * per, c1 = c0 + per < n_valid ? c0 + per : n_valid;
-            ps[it] = cpu_logits_exp_sum(logits + (size_t)r * ld, c0, c1, rmax[r]);
+            int c0, c1;
+            part_cols(it, parts, per, n_valid, &c0, &c1);
+            ps[it] = cpu_logits_exp_sum(logits + (size_t)(it / parts) * ld, c0, c1, rmax[it / parts]);
         }
         #pragma omp for schedule(static)
         for (int r = 0; r < rows; r++) {
@@ -98,10 +107,5 @@ void cpu_logits_stats(tp_backend *b, const float *logits, int rows, int ld, int 
             }
         }
     }
-    free(pm);
-    free(rmax);
     free(ps);
-    free(plen);
-    free(pv);
-    free(pi);
 }
