@@ -77,7 +77,8 @@ typedef enum { TP_OP_MATMUL = 0, TP_OP_LOGITS = 1, TP_OP_ATTENTION = 2 } tp_op_c
 typedef struct tp_backend tp_backend;
 struct tp_backend {
     const char *name; /* "cpu", "cuda" */
-    tp_dtype act;     /* dtype of weights, activations and KV cache in device memory */
+    tp_dtype act;     /* dtype of weights and activations in device memory */
+    tp_dtype kv;      /* dtype of the KV cache: act, unless tp_backend_kv_dtype chose another */
 
     /* --- memory --- */
     void *(*alloc)(tp_backend *b, size_t bytes, const char *what); /* dies naming `what` and sizes */
@@ -258,6 +259,12 @@ int tp_backend_cuda_use_int4(tp_backend *b, int verbose, char *err, size_t err_s
  * docs/KERNELS.md). Returns 0, or -1 with the reason in err (another backend, no int4 weights). */
 int tp_backend_int4_act8(tp_backend *b, char *err, size_t err_size);
 int tp_backend_cpu_int4_act8(tp_backend *b, char *err, size_t err_size);
+/* --kv-cache-dtype, on a backend just created (before the KV cache is allocated): K and V kept in
+ * kv (b->kv) while activations stay in b->act. Every backend takes its own act; the f32 CPU
+ * backend also bf16 (K and V rounded to nearest even when written, widened exactly when read:
+ * half the cache's bytes and reads; attention's scores, softmax and sums stay f32). Returns 0,
+ * or -1 with the reason in err. */
+int tp_backend_kv_dtype(tp_backend *b, tp_dtype kv, char *err, size_t err_size);
 /* dtype: TP_F16 or TP_BF16; device: CUDA device ordinal. */
 tp_backend *tp_backend_cuda_create(int device, tp_dtype act, char *err, size_t err_size);
 int tp_backend_cuda_compiled(void);   /* 1 when built with CUDA (the module may still fail to load) */

@@ -55,6 +55,17 @@ int tp_backend_use_int4(tp_backend *b, int verbose, char *err, size_t err_size) 
     return tp_backend_cuda_use_int4(b, verbose, err, err_size);
 }
 
+int tp_backend_kv_dtype(tp_backend *b, tp_dtype kv, char *err, size_t err_size) {
+    if (kv == b->act || (kv == TP_BF16 && strcmp(b->name, "cpu") == 0 && b->act == TP_F32)) {
+        b->kv = kv;
+        return 0;
+    }
+    snprintf(err, err_size, "--kv-cache-dtype %s: the %s backend in %s keeps K and V in %s (bf16 K/V is an option "
+                            "of the f32 CPU backend: --weights int8|int4 or f32 on --backend cpu)",
+             tp_dtype_flag(kv), b->name, tp_dtype_flag(b->act), tp_dtype_flag(b->act));
+    return -1;
+}
+
 int tp_backend_int4_act8(tp_backend *b, char *err, size_t err_size) {
     if (strcmp(b->name, "cpu") == 0) return tp_backend_cpu_int4_act8(b, err, err_size);
     snprintf(err, err_size, "--int4-activations int8 is an option of the CPU int4 kernels; the %s backend "

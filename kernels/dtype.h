@@ -16,6 +16,8 @@ static inline size_t tp_dtype_size(tp_dtype t) { return t == TP_F32 ? 4 : 2; }
 static inline const char *tp_dtype_name(tp_dtype t) {
     return t == TP_F32 ? "F32" : t == TP_F16 ? "F16" : "BF16";
 }
+/* As the command line spells it (--dtype, --kv-cache-dtype). */
+static inline const char *tp_dtype_flag(tp_dtype t) { return t == TP_F32 ? "f32" : t == TP_F16 ? "f16" : "bf16"; }
 
 /* Element i of a 16-bit / 32-bit array that may sit at any byte offset: a tensor of a .bin or
  * .safetensors file starts wherever its record does, odd offsets included, and a misaligned

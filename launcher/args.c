@@ -48,6 +48,7 @@ static const char *usage(void) {
     "          [--block-size N] [--no-cuda-graphs] [--stats] [--weights int8|int4 [--group-size 128]]\n"
     "          [--lm-head int8|int4 (under 4-bit weights; default int8)]\n"
     "          [--int4-activations int16|int8 (under 4-bit weights on the CPU; default int16)]\n"
+    "          [--kv-cache-dtype auto|bf16 (bf16: the CPU with f32 activations; default auto)]\n"
     "          [--verbose] [--comm-timeout SECONDS (default 300, 0: none)]\n"
     "          [--qkv-groups G (qkv_proj's mp_num: 8 for CodeGen2; default: from the checkpoint)]\n"
     "  run under mpirun -np N for N-way tensor parallelism; see README.md", gen, score);
@@ -146,6 +147,7 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
         else if (IS("--group-size")) a->group_size = (int)tp_parse_long(flag, VAL(), 1, 1 << 20);
         else if (IS("--lm-head")) a->lm_head = VAL();
         else if (IS("--int4-activations")) a->int4_act = VAL();
+        else if (IS("--kv-cache-dtype")) a->kv_cache_dtype = VAL();
         else if (IS("--comm")) a->comm = VAL();
         else if (IS("--threads")) a->threads = (int)tp_parse_long(flag, VAL(), 0, TP_THREADS_MAX);
         else if (IS("--fim") && (gen || serve)) a->fim = VAL();
@@ -250,6 +252,10 @@ void tp_args_parse(tp_args *a, const char *cmd, int argc, char **argv) {
     if (a->int4_act && strcmp(a->int4_act, "int16") && strcmp(a->int4_act, "int8"))
         tp_die_all("--int4-activations must be int16 (exact to the int8 family's grid; default) or int8 (faster, "
                    "within a wider bound: docs/KERNELS.md), got \"%s\"", a->int4_act);
+    if (a->kv_cache_dtype && strcmp(a->kv_cache_dtype, "auto") && strcmp(a->kv_cache_dtype, "bf16"))
+        tp_die_all("--kv-cache-dtype must be auto (K and V in the activations' dtype: exact; default) or bf16 (half "
+                   "the KV cache's memory and reads, on the CPU with f32 activations: docs/USAGE.md), got \"%s\"",
+                   a->kv_cache_dtype);
     if (a->comm && strcmp(a->comm, "mpi") && strcmp(a->comm, "nccl"))
         tp_die_all("--comm must be mpi or nccl, got \"%s\"", a->comm);
     if (a->max_batch > a->max_batch_tokens)

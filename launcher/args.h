@@ -22,6 +22,7 @@ typedef struct {
     int group_size;          /* --group-size N of --weights int4 (0: TP_Q4_DEFAULT_GROUP) */
     const char *lm_head;     /* --lm-head int8|int4 under 4-bit layers (NULL: int8) */
     const char *int4_act;    /* --int4-activations int16|int8 under 4-bit layers, CPU (NULL: int16) */
+    const char *kv_cache_dtype; /* --kv-cache-dtype auto|bf16 (NULL, auto: the activations' dtype) */
     const char *comm;        /* --comm mpi|nccl */
     int threads;             /* --threads N (cpu; 0: cores / ranks on the node) */
     const char *fim;         /* --fim FILE: the FIM format (engine/tokenizer/fim.h; default: the model dir's fim.json) */

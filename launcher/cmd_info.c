@@ -160,9 +160,16 @@ static double default_memory(char *why, size_t size) {
     return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 }
 
-/* weights: 0 (the dtype), 8 (--weights int8) or 4 (--weights int4, in groups of group; lm4: --lm-head int4). */
+/* --kv-cache-dtype bf16 under 16-bit activations (dt) */
+static int kv_bf16_refused(const char *dt) {
+    return info_error(2, "--kv-cache-dtype bf16 is for f32 activations on the CPU (here: %s, whose K and V are %s already)",
+                      dt, dt);
+}
+
+/* weights: 0 (the dtype), 8 (--weights int8) or 4 (--weights int4, in groups of group; lm4: --lm-head int4).
+ * kv_bf16: --kv-cache-dtype bf16 (K and V in 2 bytes under f32 activations). */
 static int model_info(const char *model, const char *revision, double memory, const char *dtype_flag, int weights,
-                      int group, int lm4) {
+                      int group, int lm4, int kv_bf16) {
     char err[2048], b1[64], b2[64];
     char *dir = tp_hub_resolve(model, revision, err, sizeof err);
     if (!dir) return info_error(1, "%s", err);
@@ -231,7 +238,8 @@ static int model_info(const char *model, const char *revision, double memory, co
     /* Serving dtype: --dtype, else what the engine would use here (fp16 on a GPU, fp32 on CPUs). */
     int gpu = tp_backend_cuda_compiled() && tp_backend_cuda_device_count() > 0;
     const char *dt = dtype_flag ? dtype_flag : gpu ? "f16" : "f32";
-    double es = strcmp(dt, "f32") == 0 ? 4 : 2;
+    double es = strcmp(dt, "f32") == 0 ? 4 : 2, kes = kv_bf16 ? 2 : es;
+    if (kv_bf16 && es != 4) return kv_bf16_refused(dt); /* the CUDA backend's default dtype */
     char why[128];
     if (memory > 0) snprintf(why, sizeof why, "--memory");
     else memory = default_memory(why, sizeof why);
@@ -240,6 +248,7 @@ static int model_info(const char *model, const char *revision, double memory, co
            : gpu      ? "the CUDA backend's default"
                       : "the CPU backend",
            human(memory, b1, sizeof b1), why);
+    if (kv_bf16) printf("KV cache in bf16 (--kv-cache-dtype bf16)\n");
     if (weights == 8)
         printf("GEMM weights (attention, MLP, lm_head) in int8 with an f32 scale per row "
                "(--weights int8); embedding, norms and biases in %s\n", dt);
@@ -280,7 +289,7 @@ static int model_info(const char *model, const char *revision, double memory, co
                             : weights == 4 ? rank_int4_bytes(&c, &s, group, lm4, why4, sizeof why4)
                                            : (double)mel * es; /* read per decode step */
         double w = (double)most * es - (weights ? (double)mel * es - gemm : 0.0);
-        double kv = 2.0 * c.n_layer * (double)s.n_kv_heads * c.head_dim * es; /* K and V of every layer, its KV heads */
+        double kv = 2.0 * c.n_layer * (double)s.n_kv_heads * c.head_dim * kes; /* K and V of every layer, its KV heads */
         char b3[64];
         if (gl < sizeof gemm_line)
             gl += (size_t)snprintf(gemm_line + gl, sizeof gemm_line - gl, "%s TP %d %s", tp > 1 ? "," : "", tp,
@@ -298,13 +307,14 @@ static int model_info(const char *model, const char *revision, double memory, co
 
 int tp_cmd_info(int argc, char **argv) {
     const char *model = NULL, *revision = NULL, *dtype = NULL;
-    int weights = 0, group = 0, lm4 = -1; /* 8: --weights int8, 4: int4; --group-size, --lm-head (int4) */
+    int weights = 0, group = 0, lm4 = -1, kv_bf16 = -1; /* kv_bf16: --kv-cache-dtype (bf16 1, auto 0) */ /* 8: --weights int8, 4: int4; --group-size, --lm-head (int4) */
     double memory = 0;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int is_model = !strcmp(f, "--model") || !strcmp(f, "--config");
         if (is_model || !strcmp(f, "--revision") || !strcmp(f, "--memory") || !strcmp(f, "--dtype") ||
-            !strcmp(f, "--weights") || !strcmp(f, "--group-size") || !strcmp(f, "--lm-head")) {
+            !strcmp(f, "--weights") || !strcmp(f, "--group-size") || !strcmp(f, "--lm-head") ||
+            !strcmp(f, "--kv-cache-dtype")) {
             if (!v) return info_error(2, "%s needs a value", f);
             i++;
             if (is_model) model = v;
@@ -313,6 +323,10 @@ int tp_cmd_info(int argc, char **argv) {
                 if (strcmp(v, "int8") && strcmp(v, "int4"))
                     return info_error(2, "--weights must be int8 or int4, got \"%s\"", v);
                 weights = v[3] == '8' ? 8 : 4;
+            } else if (!strcmp(f, "--kv-cache-dtype")) {
+                if (strcmp(v, "auto") && strcmp(v, "bf16"))
+                    return info_error(2, "--kv-cache-dtype must be auto or bf16, got \"%s\"", v);
+                kv_bf16 = v[0] == 'b';
             } else if (!strcmp(f, "--lm-head")) {
                 if (strcmp(v, "int8") && strcmp(v, "int4"))
                     return info_error(2, "--lm-head must be int8 or int4, got \"%s\"", v);
@@ -338,14 +352,16 @@ int tp_cmd_info(int argc, char **argv) {
             return info_error(
                 2,
                 "unknown flag %s (`tpgen info` takes no flags other than --model DIR|ORG/NAME|CONFIG.json, "
-                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32, --weights int8|int4, --group-size G, --lm-head int8|int4)",
+                "--config FILE, --revision R, --memory GiB, --dtype f16|bf16|f32, --weights int8|int4, --group-size G, --lm-head int8|int4, --kv-cache-dtype auto|bf16)",
                 f);
     }
-    if (!model && (revision || dtype || weights || group || lm4 >= 0 || memory > 0))
-        return info_error(2, "--revision, --memory, --dtype, --weights, --group-size and --lm-head need --model");
+    if (!model && (revision || dtype || weights || group || lm4 >= 0 || kv_bf16 >= 0 || memory > 0))
+        return info_error(2, "--revision, --memory, --dtype, --weights, --group-size, --lm-head and --kv-cache-dtype "
+                             "need --model");
     if (group && weights != 4) return info_error(2, "--group-size is for --weights int4 (the k of one 4-bit group)");
     if (lm4 >= 0 && weights != 4) return info_error(2, "--lm-head is for --weights int4 (lm_head under 4-bit layers)");
     if (lm4 < 0) lm4 = 0;
+    if (kv_bf16 > 0 && dtype && strcmp(dtype, "f32")) return kv_bf16_refused(dtype);
     if (!group) group = TP_Q4_DEFAULT_GROUP;
     printf("backends: cpu%s\n", tp_backend_cuda_compiled() ? ", cuda" : "");
     printf("cpu cores: %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
@@ -363,5 +379,5 @@ int tp_cmd_info(int argc, char **argv) {
         const int n = tp_backend_cuda_device_count();
         printf("cuda devices: %d%s\n", n, tp_cuda_module_emulated() ? " (emulated)" : "");
     }
-    return model ? model_info(model, revision, memory, dtype, weights, group, lm4) : 0;
+    return model ? model_info(model, revision, memory, dtype, weights, group, lm4, kv_bf16 > 0) : 0;
 }

@@ -180,6 +180,8 @@ void tp_job_load(tp_job *j, const tp_args *a, long kv_tokens_needed) {
         if (a->int4_act && strcmp(a->int4_act, "int8") == 0 && tp_backend_int4_act8(j->b, err, sizeof err))
             tp_die_all("%s", err);
     } else j->b = tp_job_backend(a, mpi);
+    if (a->kv_cache_dtype && strcmp(a->kv_cache_dtype, "bf16") == 0 && tp_backend_kv_dtype(j->b, TP_BF16, err, sizeof err))
+        tp_die_all("%s", err);
     tp_comm_mpi_set_backend(mpi, j->b);
     j->comm = mpi;
     int want_nccl = a->comm ? strcmp(a->comm, "nccl") == 0 : strcmp(j->b->name, "cuda") == 0 && mpi->size > 1;
@@ -193,8 +195,11 @@ void tp_job_load(tp_job *j, const tp_args *a, long kv_tokens_needed) {
     m->comm = j->comm;
     m->use_graphs = !a->no_cuda_graphs;
     m->no_prefix_cache = a->no_prefix_cache;
-    char weights_note[48] = "";
+    char weights_note[80] = "";
     if (j->b->weights) snprintf(weights_note, sizeof weights_note, ", %s weights", j->b->weights);
+    if (j->b->kv != j->b->act)
+        snprintf(weights_note + strlen(weights_note), sizeof weights_note - strlen(weights_note), ", %s K/V",
+                 tp_dtype_flag(j->b->kv));
     tp_log0("tpgen: %s, %s, %d layers, E=%d, H=%d (%d KV), V=%d; TP=%d, backend %s (%s%s), comm %s\n",
             a->model ? a->model : a->config, m->cfg.arch->hf_class, m->cfg.n_layer, m->cfg.n_embd, m->cfg.n_head,
             m->cfg.n_kv_head, m->cfg.vocab_size,

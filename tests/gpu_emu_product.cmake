@@ -38,6 +38,12 @@ tpgen_expect_error(gpu_emu_int4_act8_refused "--int4-activations int8 is an opti
                    --backend cuda --dtype f16 --int4-activations int8 --prompt-ids 1,2 --max-new-tokens 1)
 set_tests_properties(gpu_emu_int4_act8_refused PROPERTIES
                      ENVIRONMENT "OMPI_MCA_odls_base_sigkill_timeout=0;${EMU_ENV}")
+# bf16 K/V under f16 activations: the CUDA backend keeps K and V in its activation dtype and says so
+tpgen_expect_error(gpu_emu_kv_bf16_refused "--kv-cache-dtype bf16. the cuda backend in f16 keeps K and V in f16"
+                   NP 0 LABELS "gpu_emu;errors" ARGS generate --model ${TPGEN_TEST_DATA}/tiny-f32
+                   --backend cuda --dtype f16 --kv-cache-dtype bf16 --prompt-ids 1,2 --max-new-tokens 1)
+set_tests_properties(gpu_emu_kv_bf16_refused PROPERTIES
+                     ENVIRONMENT "OMPI_MCA_odls_base_sigkill_timeout=0;${EMU_ENV}")
 set(EMU_PRODUCT_TESTS gpu_emu_parity_int8_codegen_bf16 gpu_emu_serve_tp1 gpu_emu_bench_tiny gpu_emu_mem_too_small
     gpu_emu_mem_kv_tp1)
 set_tests_properties(${EMU_PRODUCT_TESTS} PROPERTIES LABELS "gpu_emu;mpi" TIMEOUT 400 ENVIRONMENT "${EMU_ENV}")

@@ -5,7 +5,7 @@
 #include "util/log.h"
 
 size_t tp_kv_bytes_per_token(tp_backend *b, int n_layer, int n_heads, int head_dim) {
-    return (size_t)2 * n_layer * n_heads * head_dim * tp_dtype_size(b->act);
+    return (size_t)2 * n_layer * n_heads * head_dim * tp_dtype_size(b->kv);
 }
 
 void tp_kv_cache_init(tp_kv_cache *kv, tp_backend *b, int n_layer, int n_heads, int head_dim, int block_size,
@@ -16,7 +16,7 @@ void tp_kv_cache_init(tp_kv_cache *kv, tp_backend *b, int n_layer, int n_heads, 
     kv->n_heads = n_heads;
     kv->head_dim = head_dim;
     kv->bytes_per_token = tp_kv_bytes_per_token(b, n_layer, n_heads, head_dim);
-    size_t per_layer = (size_t)n_blocks * block_size * n_heads * head_dim * tp_dtype_size(b->act);
+    size_t per_layer = (size_t)n_blocks * block_size * n_heads * head_dim * tp_dtype_size(b->kv);
     kv->arena = b->alloc(b, per_layer * 2 * n_layer, "KV cache");
     kv->k = tp_malloc(n_layer * sizeof *kv->k);
     kv->v = tp_malloc(n_layer * sizeof *kv->v);

@@ -18,14 +18,24 @@
 #include "kernels/cpu/cpu_attn.h"
 #include "kernels/cpu/cpu_internal.h"
 
-void cpu_kv_store(void *kc, void *vc, const void *k, const void *v, const tp_step *st, int t, int Hkl, int D,
-                  size_t es) {
+/* n values from src (f32 or bf16) to dst (f32 or bf16): copied, or f32 rounded to nearest even. */
+static void kv_row(void *dst, int dst_bf16, const void *src, int src_bf16, int n) {
+    if (dst_bf16 == src_bf16) {
+        memcpy(dst, src, (size_t)n * (src_bf16 ? 2 : 4));
+        return;
+    }
+    if (src_bf16) tp_die("internal: bf16 activations into an f32 KV cache");
+    for (int i = 0; i < n; i++) ((uint16_t *)dst)[i] = tp_f32_to_bf16(((const float *)src)[i]);
+}
+
+void cpu_kv_store(void *kc, void *vc, int kv_bf16, const void *k, const void *v, int act_bf16, const tp_step *st,
+                  int t, int Hkl, int D) {
     const int32_t *bt = st->block_table + (size_t)st->seq[t] * st->max_blocks;
-    const size_t row = (size_t)D * es;
+    const size_t es = kv_bf16 ? 2 : 4, src_row = (size_t)D * (act_bf16 ? 2 : 4);
     for (int g = 0; g < Hkl; g++) {
         const size_t at = tp_kv_pos_row(bt, st->pos[t], g, Hkl, st->block_size, D) * es;
-        memcpy((char *)kc + at, (const char *)k + (size_t)g * row, row);
-        memcpy((char *)vc + at, (const char *)v + (size_t)g * row, row);
+        kv_row((char *)kc + at, kv_bf16, (const char *)k + (size_t)g * src_row, act_bf16, D);
+        kv_row((char *)vc + at, kv_bf16, (const char *)v + (size_t)g * src_row, act_bf16, D);
     }
 }
 
@@ -56,7 +66,7 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
             }
             float *q = base + (size_t)t * row, *k = q + QD, *v = k + KD;
             for (int h = 0; h < Hl + Hkl; h++) rotate_head(q + (size_t)h * D, cs, sn, R, as->rope_style); /* q, then k */
-            cpu_kv_store(k_cache, v_cache, k, v, st, t, Hkl, D, sizeof(float));
+            cpu_kv_store(k_cache, v_cache, b->kv == TP_BF16, k, v, 0, st, t, Hkl, D);
         }
         free(cs);
     }
@@ -65,14 +75,14 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
 
 /* Both CPU backends' attention_tune (the bf16 backend's K/V are bf16, b->act). */
 void cpu_attention_tune(tp_backend *b, const tp_attn_shape *as, int block_size, int verbose) {
-    const att_isa isa = cpu_attn_isa_tune(as->n_heads, as->n_kv_heads, as->head_dim, block_size, b->act == TP_BF16);
+    const att_isa isa = cpu_attn_isa_tune(as->n_heads, as->n_kv_heads, as->head_dim, block_size, b->act == TP_BF16,
+                                          b->kv == TP_BF16);
     if (verbose) tp_log0("cpu attention: %s: %s\n", cpu_attn_isa_name(isa), cpu_attn_isa_why());
 }
 
-const char *cpu_attention_kernel(int T, int D) {
-    (void)D;
+const char *cpu_attention_kernel(int T, int kv_bf16) {
     const att_isa isa = cpu_attn_isa_pick();
-    return cpu_attn_kernel_name(isa, 0, T < cpu_attn_tile(isa) ? T : cpu_attn_tile(isa));
+    return cpu_attn_kernel_name(isa, kv_bf16, T < cpu_attn_tile(isa) ? T : cpu_attn_tile(isa));
 }
 
 void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cache, const void *v_cache,
@@ -80,6 +90,6 @@ void cpu_attention(tp_backend *b, void *out, const void *qkv, const void *k_cach
     const int Hl = as->n_heads, Hkl = as->n_kv_heads, D = as->head_dim;
     if (Hkl < 1 || Hl % Hkl) tp_die("cpu attention: %d query heads are not a multiple of %d KV heads", Hl, Hkl);
     const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .Hkl = Hkl, .D = D,
-                        .kv_bf16 = 0};
+                        .act_bf16 = 0, .kv_bf16 = b->kv == TP_BF16};
     cpu_attn_run(cpu_attn_isa_pick(), &a, cpu_threads(b));
 }

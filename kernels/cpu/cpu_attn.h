@@ -30,11 +30,12 @@ typedef enum { ATT_ISA_C = 0, ATT_ISA_AVX2 = 1, ATT_ISA_AVX512 = 2 } att_isa;
  * item is one query head; the Hl / Hkl query heads of a KV head on the same tokens read the same
  * K/V rows, and their items follow each other in the schedule (cpu_attn_run.c). */
 typedef struct {
-    const void *qkv;     /* [T, (Hl + 2 Hkl) D]: q heads, k heads, v heads; f32 or bf16 (kv_bf16) */
-    const void *kc, *vc; /* [n_blocks, Hkl, bs, D] (kernels/common/tp_kv.h), same dtype */
-    void *out;           /* [T, Hl, D], same dtype */
+    const void *qkv;     /* [T, (Hl + 2 Hkl) D]: q heads, k heads, v heads; f32, or bf16 (act_bf16) */
+    const void *kc, *vc; /* [n_blocks, Hkl, bs, D] (kernels/common/tp_kv.h); f32, or bf16 (kv_bf16) */
+    void *out;           /* [T, Hl, D], qkv's dtype */
     const tp_step *st;   /* host pointers (the CPU backends' "device" memory is host memory) */
-    int Hl, Hkl, D, kv_bf16;
+    int Hl, Hkl, D;
+    int act_bf16, kv_bf16; /* the bf16 backend: both; the f32 backend: kv_bf16 under --kv-cache-dtype bf16 */
 } att_args;
 
 /* The KV head query head h reads. */
@@ -46,7 +47,7 @@ static inline int att_kv_head(const att_args *a, int h) { return h / (a->Hl / a-
  * backend's creation) and nothing measured. Else the widest this CPU runs until cpu_attn_isa_tune
  * measures: called at load with the model's shape (the backend's attention_tune), it times every
  * build this CPU runs, highest first, on one decode token (T = 1) at context 1024 over synthetic
- * K/V of that shape (query heads Hl, KV heads Hkl, head dim D, block size, K/V dtype) on the
+ * K/V of that shape (query heads Hl, KV heads Hkl, head dim D, block size, q and K/V dtypes) on the
  * calling thread, and keeps the fastest (a lower build must beat a higher one by cpu_tune's
  * margin), the choice cached in the kernel cache file (cpu_tune.h). Head dims under 32 (the test
  * models) keep the widest, unmeasured. cpu_attn_isa_why: which and why, for --verbose
@@ -54,7 +55,7 @@ static inline int att_kv_head(const att_args *a, int h) { return h / (a->Hl / a-
  * "capped by TPGEN_CPU_ISA", ...). */
 att_isa cpu_attn_isa_pick(void);
 const char *cpu_attn_isa_why(void);
-att_isa cpu_attn_isa_tune(int Hl, int Hkl, int D, int block_size, int kv_bf16); /* the new pick */
+att_isa cpu_attn_isa_tune(int Hl, int Hkl, int D, int block_size, int act_bf16, int kv_bf16); /* the new pick */
 int cpu_attn_isa_supported(att_isa isa); /* 1 when this CPU (and build) runs it */
 const char *cpu_attn_isa_name(att_isa isa); /* "avx512", "avx2", "c" */
 /* Queries per tile of a build (two vectors of lanes: avx512 32, avx2 16; c 8). */
@@ -70,10 +71,11 @@ size_t cpu_attn_scratch_floats(att_isa isa, int D, int block_size);
  * CPU_ATTN_GROUP * cpu_attn_tile(isa)), head h. */
 void cpu_attn_item(att_isa isa, const att_args *a, const int *toks, int nq, int h, float *scr);
 
-/* Token t's k and v ([Hkl, D] each, es bytes per element) into its cache slot, one row per KV head
- * (the head-contiguous layout, kernels/common/tp_kv.h). Both CPU backends' rotary_kv_write. */
-void cpu_kv_store(void *kc, void *vc, const void *k, const void *v, const tp_step *st, int t, int Hkl, int D,
-                  size_t es);
+/* Token t's k and v ([Hkl, D] each, f32 or bf16: act_bf16) into its cache slot, one row per KV
+ * head (the head-contiguous layout, kernels/common/tp_kv.h), in the cache's dtype (kv_bf16: f32
+ * rounded to nearest even, as torch's .to(bfloat16)). Both CPU backends' rotary_kv_write. */
+void cpu_kv_store(void *kc, void *vc, int kv_bf16, const void *k, const void *v, int act_bf16, const tp_step *st,
+                  int t, int Hkl, int D);
 
 /* The whole op (cpu_attn_run.c): items (tiles x heads) over n_threads OpenMP threads. */
 void cpu_attn_run(att_isa isa, const att_args *a, int n_threads);

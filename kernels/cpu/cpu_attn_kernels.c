@@ -12,7 +12,7 @@
 /* q of token tok, head h, as f32 into q [D]. */
 static inline void att_load_q(const att_args *a, int tok, int h, float *q) {
     const size_t off = (size_t)tok * (a->Hl + 2 * a->Hkl) * a->D + (size_t)h * a->D;
-    if (a->kv_bf16)
+    if (a->act_bf16)
         for (int d = 0; d < a->D; d++) q[d] = tp_bf16_to_f32(((const uint16_t *)a->qkv)[off + d]);
     else memcpy(q, (const float *)a->qkv + off, (size_t)a->D * sizeof(float));
 }
@@ -58,7 +58,7 @@ static void att_item_c(const att_args *a, const int *toks, int nq, int h, float 
         const size_t off = (size_t)tok * a->Hl * D + (size_t)h * D;
         for (int d = 0; d < D; d++) {
             const float o = acc[d] / l;
-            if (a->kv_bf16) ((uint16_t *)a->out)[off + d] = tp_f32_to_bf16(o);
+            if (a->act_bf16) ((uint16_t *)a->out)[off + d] = tp_f32_to_bf16(o);
             else ((float *)a->out)[off + d] = o;
         }
     }

@@ -94,7 +94,7 @@ static void *synth_buf(size_t n, int bf16, unsigned salt) {
     return p;
 }
 
-att_isa cpu_attn_isa_tune(int Hl, int Hkl, int D, int block_size, int kv_bf16) {
+att_isa cpu_attn_isa_tune(int Hl, int Hkl, int D, int block_size, int act_bf16, int kv_bf16) {
     (void)cpu_attn_isa_pick();
     if (g_env) return g_pick; /* forced or capped: nothing measured */
     if (Hkl < 1 || Hl % Hkl) tp_die_all("cpu attention: %d query heads are not a multiple of %d KV heads", Hl, Hkl);
@@ -118,8 +118,8 @@ att_isa cpu_attn_isa_tune(int Hl, int Hkl, int D, int block_size, int kv_bf16) {
         g_why = g_how;
         return g_pick;
     }
-    /* qkv [1, (Hl + 2 Hkl) D], out [1, Hl D], caches [n_blocks, Hkl, bs, D] in the K/V dtype; the
-     * blocks in a scattered order, as a long-running server's are */
+    /* qkv [1, (Hl + 2 Hkl) D], out [1, Hl D] in the activations' dtype, caches [n_blocks, Hkl, bs, D]
+     * in the K/V dtype; the blocks in a scattered order, as a long-running server's are */
     const int bs = block_size, n_blocks = (ATT_TUNE_CTX + bs - 1) / bs;
     const size_t cache_n = (size_t)n_blocks * Hkl * bs * D;
     int32_t *bt = tp_malloc((size_t)n_blocks * sizeof *bt);
@@ -127,12 +127,13 @@ att_isa cpu_attn_isa_tune(int Hl, int Hkl, int D, int block_size, int kv_bf16) {
     static const int32_t pos = ATT_TUNE_CTX - 1, seq = 0;
     t.st = (tp_step){.n_tokens = 1, .n_seqs = 1, .block_size = bs, .max_blocks = n_blocks, .max_pos = pos,
                      .pos = &pos, .seq = &seq, .block_table = bt};
-    void *qkv = synth_buf((size_t)(Hl + 2 * Hkl) * D, kv_bf16, 1), *kc = synth_buf(cache_n, kv_bf16, 2),
-         *vc = synth_buf(cache_n, kv_bf16, 3), *out = synth_buf((size_t)Hl * D, kv_bf16, 4);
+    void *qkv = synth_buf((size_t)(Hl + 2 * Hkl) * D, act_bf16, 1), *kc = synth_buf(cache_n, kv_bf16, 2),
+         *vc = synth_buf(cache_n, kv_bf16, 3), *out = synth_buf((size_t)Hl * D, act_bf16, 4);
     t.a = (att_args){.qkv = qkv, .kc = kc, .vc = vc, .out = out, .st = &t.st, .Hl = Hl, .Hkl = Hkl, .D = D,
-                     .kv_bf16 = kv_bf16};
-    char shape[128];
-    snprintf(shape, sizeof shape, "kv %s, Hl %d, Hkl %d, D %d, bs %d", kv_bf16 ? "bf16" : "f32", Hl, Hkl, D, bs);
+                     .act_bf16 = act_bf16, .kv_bf16 = kv_bf16};
+    char shape[128]; /* "kv X" alone when q has the K/V dtype (the keys cached before mixed dtypes) */
+    snprintf(shape, sizeof shape, "kv %s%s, Hl %d, Hkl %d, D %d, bs %d", kv_bf16 ? "bf16" : "f32",
+             act_bf16 == kv_bf16 ? "" : act_bf16 ? " (q bf16)" : " (q f32)", Hl, Hkl, D, bs);
     char run[64];
     snprintf(run, sizeof run, "T = 1, context %d", ATT_TUNE_CTX);
     const cpu_tune_key key = {.family = "attention", .kernel_set = ATT_KERNEL_SET, .T = 1, .n_cand = n,

@@ -131,7 +131,7 @@ AI void AF(prefetch)(const att_args *a, const int32_t *bt, int p0, int P, int h)
 AI void AF(store_out)(const att_args *a, int tok, int h, const float *acc, float l) {
     const size_t off = (size_t)tok * a->Hl * a->D + (size_t)h * a->D;
     const float inv = 1.0f / l;
-    if (a->kv_bf16)
+    if (a->act_bf16)
         for (int d = 0; d < a->D; d++) ((uint16_t *)a->out)[off + d] = tp_f32_to_bf16(acc[d] * inv);
     else
         for (int d = 0; d < a->D; d++) ((float *)a->out)[off + d] = acc[d] * inv;

@@ -95,7 +95,8 @@ static void cpu_matrix_upload(tp_backend *b, void *dst, const void *src_host, tp
 }
 
 const char *cpu_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
-    return op == TP_OP_ATTENTION ? cpu_attention_kernel(T, D) : cpu_matmul_kernel(b, T);
+    (void)D;
+    return op == TP_OP_ATTENTION ? cpu_attention_kernel(T, b->kv == TP_BF16) : cpu_matmul_kernel(b, T);
 }
 
 static void cpu_destroy(tp_backend *b) {
@@ -116,6 +117,7 @@ tp_backend *tp_backend_cpu_create(int n_threads) {
     b->impl = c;
     b->name = "cpu";
     b->act = TP_F32;
+    b->kv = TP_F32;
     b->alloc = cpu_alloc;
     b->free = cpu_free;
     b->mem_available = cpu_mem_available;

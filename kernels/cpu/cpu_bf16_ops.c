@@ -148,7 +148,7 @@ static void bf16_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *
                 x[ib] = f2b(x1);
             }
         }
-        cpu_kv_store(kc, vc, k, v, st, t, Hkl, D, sizeof(bf16));
+        cpu_kv_store(kc, vc, 1, k, v, 1, st, t, Hkl, D);
     }
 }
 
@@ -164,7 +164,7 @@ static void bf16_attention(tp_backend *b, void *out, const void *qkv, const void
     snprintf(path, sizeof path, "%s (bf16 K/V, f32 scores and online softmax)", cpu_attn_kernel_name(isa, 1, q_max));
     bf16_report(b, 16 + (q_max >= 3 ? 3 : 0) + (unsigned)isa, "attention", path);
     const att_args a = {.qkv = qkv, .kc = k_cache, .vc = v_cache, .out = out, .st = st, .Hl = Hl, .Hkl = Hkl, .D = D,
-                        .kv_bf16 = 1};
+                        .act_bf16 = 1, .kv_bf16 = 1};
     cpu_attn_run(isa, &a, cpu_threads(b));
 }
 
@@ -243,6 +243,7 @@ tp_backend *tp_backend_cpu_bf16_create(int n_threads, int verbose, char *err, si
                      why);
     }
     b->act = TP_BF16;
+    b->kv = TP_BF16;
     b->upload = bf16_upload;
     b->fill_random = bf16_fill_random;
     b->matrix_bytes = bf16_matrix_bytes;

@@ -90,7 +90,7 @@ void cpu_matmul_gelu(tp_backend *b, void *y, const void *x, const void *W, const
 const char *cpu_kernel_name(tp_backend *b, tp_op_class op, int T, int D);
 const char *cpu_matmul_kernel(tp_backend *b, int T); /* cpu_matmul.c: the GEMM path at T tokens */
 int cpu_matmul_check_env(char *err, size_t err_size); /* cpu_matmul.c: -1 on a bad TPGEN_CPU_ISA */
-const char *cpu_attention_kernel(int T, int D); /* cpu_attention.c: T queries of one sequence */
+const char *cpu_attention_kernel(int T, int kv_bf16); /* cpu_attention.c: T queries of one sequence */
 
 /* cpu_norm_act.c */
 void cpu_embed(tp_backend *b, void *x, const void *wte, const int32_t *ids, int T, int E);

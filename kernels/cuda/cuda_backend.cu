@@ -163,6 +163,7 @@ TP_CUDA_EXPORT tp_backend *tpcuda_backend_create(int device, tp_dtype act, char 
     tp_backend *b = &c->base;
     b->name = "cuda";
     b->act = act;
+    b->kv = act;
     b->alloc = tpc_alloc;
     b->free = tpc_free;
     b->mem_available = tpc_mem_available;

@@ -1,4 +1,5 @@
-/* Op tests of the attention kernels (kernels/cpu/cpu_attn.h), f32 and bf16 K/V.
+/* Op tests of the attention kernels (kernels/cpu/cpu_attn.h): f32 q and K/V (the f32 backend),
+ * bf16 q and K/V (the bf16 backend), f32 q over bf16 K/V (the f32 backend's --kv-cache-dtype bf16).
  *
  * usage: test_cpu_attn THREADS ISA    (ISA: c | avx2 | avx512)
  * Exits 77 (ctest SKIPPED) when this CPU or build cannot run ISA.
@@ -6,11 +7,11 @@
  * Every case builds a paged cache with its blocks scattered (unwritten slots and the k/v part of
  * qkv hold NaN: a kernel that reads them fails), runs cpu_attn_run with ISA and checks:
  *  - against a double reference on the same (bf16-rounded) inputs: |got - ref| <= 1e-4 vmax
- *    (+ 2^-8 |ref|, one rounding, for bf16), vmax = max |v| of the sequence;
+ *    (+ 2^-8 |ref|, one rounding, for a bf16 output), vmax = max |v| of the sequence;
  *  - for avx2/avx512, against the plain-C twin (ATT_ISA_C) on the same inputs: f32 within
- *    2e-6 vmax (summation order and the polynomial exp), bf16 within one bf16 ulp (2^-7 relative) of the larger
- *    of the two plus that (both round once; a value near a rounding boundary may land on either
- *    side).
+ *    2e-6 vmax (summation order and the polynomial exp), a bf16 output within one bf16 ulp (2^-7
+ *    relative) of the larger of the two plus that (both round once; a value near a rounding
+ *    boundary may land on either side).
  * Cases (prefills of 13+ tokens give items of several tiles: groups, and tiles of two lane
  * vectors): decode (one query per sequence), prefill and chunked prefill (causal, several sequences
  * of different lengths, lengths not multiples of 8/16, partial last blocks), two queries of one
@@ -33,7 +34,7 @@ static int g_threads;
 static double g_worst_ref, g_worst_twin; /* largest error / tolerance seen */
 
 typedef struct {
-    int Hl, Hkl, D, bs, S, kv_bf16;
+    int Hl, Hkl, D, bs, S, act_bf16, kv_bf16; /* act_bf16: q and the output */
     const int *before, *n_new; /* [S]: context already cached, queries this step */
 } att_case;
 
@@ -47,8 +48,8 @@ static void put(void *p, size_t i, int bf16, double v) {
 }
 
 static void run_case(const att_case *c, const char *label) {
-    const int Hl = c->Hl, Hkl = c->Hkl, D = c->D, bs = c->bs, S = c->S, bf = c->kv_bf16;
-    const size_t HD = (size_t)Hl * D, KD = (size_t)Hkl * D, QKV = HD + 2 * KD, es = bf ? 2 : 4;
+    const int Hl = c->Hl, Hkl = c->Hkl, D = c->D, bs = c->bs, S = c->S, bf = c->kv_bf16, qb = c->act_bf16;
+    const size_t HD = (size_t)Hl * D, KD = (size_t)Hkl * D, QKV = HD + 2 * KD, es = bf ? 2 : 4, qes = qb ? 2 : 4;
     int T = 0, max_len = 0, max_pos = 0;
     for (int s = 0; s < S; s++) {
         T += c->n_new[s];
@@ -101,15 +102,15 @@ static void run_case(const att_case *c, const char *label) {
         seq[i] = seq[j];
         seq[j] = x;
     }
-    void *qkv = malloc((size_t)T * QKV * es);
+    void *qkv = malloc((size_t)T * QKV * qes);
     for (t = 0; t < T; t++)
-        for (size_t i = 0; i < QKV; i++) put(qkv, (size_t)t * QKV + i, bf, i < HD ? 2 * urand() - 0.5 : NAN);
+        for (size_t i = 0; i < QKV; i++) put(qkv, (size_t)t * QKV + i, qb, i < HD ? 2 * urand() - 0.5 : NAN);
     tp_step st = {.n_tokens = T, .n_seqs = S, .block_size = bs, .max_blocks = max_blocks, .max_pos = max_pos,
                   .pos = pos, .seq = seq, .block_table = table};
-    void *out = malloc((size_t)T * HD * es), *twin = malloc((size_t)T * HD * es);
-    for (size_t i = 0; i < (size_t)T * HD; i++) put(out, i, bf, NAN), put(twin, i, bf, NAN);
+    void *out = malloc((size_t)T * HD * qes), *twin = malloc((size_t)T * HD * qes);
+    for (size_t i = 0; i < (size_t)T * HD; i++) put(out, i, qb, NAN), put(twin, i, qb, NAN);
     att_args a = {.qkv = qkv, .kc = kc, .vc = vc, .out = out, .st = &st, .Hl = Hl, .Hkl = Hkl, .D = D,
-                  .kv_bf16 = bf};
+                  .act_bf16 = qb, .kv_bf16 = bf};
     cpu_attn_run(g_isa, &a, g_threads);
     a.out = twin;
     if (g_isa != ATT_ISA_C) cpu_attn_run(ATT_ISA_C, &a, g_threads);
@@ -124,7 +125,7 @@ static void run_case(const att_case *c, const char *label) {
                 const size_t row = tp_kv_pos_row(table + (size_t)s * max_blocks, p, g, Hkl, bs, D);
                 double dot = 0;
                 for (int d = 0; d < D; d++)
-                    dot += elem(qkv, (size_t)t * QKV + (size_t)h * D + d, bf) * elem(kc, row + d, bf);
+                    dot += elem(qkv, (size_t)t * QKV + (size_t)h * D + d, qb) * elem(kc, row + d, bf);
                 sc[p] = dot / sqrt((double)D);
                 mx = sc[p] > mx ? sc[p] : mx;
             }
@@ -136,23 +137,23 @@ static void run_case(const att_case *c, const char *label) {
             }
             for (int d = 0; d < D; d++) {
                 const size_t i = (size_t)t * HD + (size_t)h * D + d;
-                const double got = elem(out, i, bf), r = ref[d];
-                const double tol = 1e-4 * vm + (bf ? ldexp(fabs(r), -8) : 0);
+                const double got = elem(out, i, qb), r = ref[d];
+                const double tol = 1e-4 * vm + (qb ? ldexp(fabs(r), -8) : 0);
                 const double e = fabs(got - r) / tol;
                 g_worst_ref = e > g_worst_ref || isnan(e) ? e : g_worst_ref;
                 CHECK(fabs(got - r) <= tol, "%s %s: vs reference, tok %d (seq %d pos %d) head %d d %d: got %.9g ref %.9g",
                       cpu_attn_isa_name(g_isa), label, t, s, pos[t], h, d, got, r);
                 if (g_isa == ATT_ISA_C) continue;
-                const double tw = elem(twin, i, bf);
-                const double tt = 2e-6 * vm + (bf ? ldexp(fmax(fabs(got), fabs(tw)), -7) : 0);
+                const double tw = elem(twin, i, qb);
+                const double tt = 2e-6 * vm + (qb ? ldexp(fmax(fabs(got), fabs(tw)), -7) : 0);
                 const double et = fabs(got - tw) / tt;
                 g_worst_twin = et > g_worst_twin || isnan(et) ? et : g_worst_twin;
                 CHECK(fabs(got - tw) <= tt, "%s %s: vs the C twin, tok %d (seq %d pos %d) head %d d %d: got %.9g twin %.9g",
                       cpu_attn_isa_name(g_isa), label, t, s, pos[t], h, d, got, tw);
             }
         }
-    printf("%-6s %-34s %s K/V Hl=%d Hkl=%d D=%d bs=%d T=%d max_pos=%d: %s\n", cpu_attn_isa_name(g_isa), label,
-           bf ? "bf16" : "f32 ", Hl, Hkl, D, bs, T, max_pos, g_fail ? "FAIL" : "ok");
+    printf("%-6s %-34s q %s K/V %s Hl=%d Hkl=%d D=%d bs=%d T=%d max_pos=%d: %s\n", cpu_attn_isa_name(g_isa), label,
+           qb ? "bf16" : "f32 ", bf ? "bf16" : "f32 ", Hl, Hkl, D, bs, T, max_pos, g_fail ? "FAIL" : "ok");
     free(table); free(perm); free(kc); free(vc); free(vmax); free(pos); free(seq); free(qkv); free(out);
     free(twin); free(sc); free(ref);
 }
@@ -178,11 +179,13 @@ int main(int argc, char **argv) {
         printf("SKIP: this CPU (or build) cannot run the %s attention kernels\n", argv[2]);
         return 77;
     }
-    for (int bf = 0; bf <= 1; bf++) {
+    static const int modes[3][2] = {{0, 0}, {1, 1}, {0, 1}}; /* {q, K/V} bf16: f32, the bf16 backend, f32 over bf16 K/V */
+    for (int mo = 0; mo < 3; mo++) {
+        const int qb = modes[mo][0], bf = modes[mo][1];
 #define CASE(Hl, D, bs, S, before, n_new, label) \
-    run_case(&(att_case){Hl, Hl, D, bs, S, bf, (const int[])before, (const int[])n_new}, label)
+    run_case(&(att_case){Hl, Hl, D, bs, S, qb, bf, (const int[])before, (const int[])n_new}, label)
 #define GQA(Hl, Hkl, D, bs, S, before, n_new, label) \
-    run_case(&(att_case){Hl, Hkl, D, bs, S, bf, (const int[])before, (const int[])n_new}, label)
+    run_case(&(att_case){Hl, Hkl, D, bs, S, qb, bf, (const int[])before, (const int[])n_new}, label)
 #define L(...) {__VA_ARGS__}
         /* CodeGen-350M heads (D 64), block size 16 */
         CASE(4, 64, 16, 3, L(0, 0, 0), L(37, 16, 5), "prefill, 3 sequences");

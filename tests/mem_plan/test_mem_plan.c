@@ -73,6 +73,7 @@ static void fake_init(fake_dev *f, double gib) {
     memset(f, 0, sizeof *f);
     f->base.name = "fake-cuda";
     f->base.act = TP_F16;
+    f->base.kv = TP_F16;
     f->base.alloc = f_alloc;
     f->base.free = f_free;
     f->base.mem_available = f_mem_available;
