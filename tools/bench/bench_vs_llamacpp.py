@@ -3,6 +3,7 @@
 
     python3 tools/bench/bench_vs_llamacpp.py [--config configs/codegen25-350M-q4-shape.json] [--threads N]
         [--types int4,int4a8,int8,bf16,f32] [--llama-types Q4_0,Q8_0,BF16] [--group-size G] [--lm-head int8|int4]
+        [--kv-cache-dtype auto|bf16]
         [--batch 1,8,32] [--context 512]
         [--short-context 100] [--long-context 1900] [--steps 32] [--prefill 512] [--runs 3] [--smoke]
         [--llamacpp DIR] [--models-dir DIR] [--out FILE.json] [--record docs/bench/cpu-llamacpp.jsonl]
@@ -136,12 +137,16 @@ def tpgen_bench(a, flags, batches, context, prefill):
 
 
 def tpgen_flags(a, t):
-    """tpgen bench's flags for type t: int4 with --group-size and --lm-head when given."""
+    """tpgen bench's flags for type t: int4 with --group-size and --lm-head when given; every type with
+    --kv-cache-dtype when given (bf16: K/V in 16 bits as llama.cpp's f16 cache; under --dtype bf16 the
+    cache is bf16 anyway)."""
     extra = []
     if t.startswith("int4") and a.group_size:
         extra += ["--group-size", str(a.group_size)]
     if t.startswith("int4") and a.lm_head:
         extra += ["--lm-head", a.lm_head]
+    if a.kv_cache_dtype:
+        extra += ["--kv-cache-dtype", a.kv_cache_dtype]
     return TPGEN_TYPES[t][0] + extra
 
 
@@ -274,6 +279,8 @@ def parse():
     for k in DEFAULTS:
         ap.add_argument("--" + k.replace("_", "-"), type=str if k == "batch" else int, default=None,
                         help=f"default {DEFAULTS[k]} (--smoke: {SMOKE[k]})")
+    ap.add_argument("--kv-cache-dtype", choices=("auto", "bf16"),
+                    help="every tpgen row's --kv-cache-dtype (default tpgen's, auto: f32 K/V beside f32 activations)")
     ap.add_argument("--smoke", action="store_true", help="tiny settings: the harness works, no figures")
     ap.add_argument("--seed", type=int, default=0, help="the GGUF's weights")
     ap.add_argument("--out")
