@@ -73,7 +73,7 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
     free(inv_freq);
 }
 
-/* Both CPU backends' attention_tune (the bf16 backend's K/V are bf16, b->act). */
+/* Both CPU backends' attention_tune (q in b->act, K/V in b->kv: f32, bf16, or f32 q over bf16 K/V). */
 void cpu_attention_tune(tp_backend *b, const tp_attn_shape *as, int block_size, int verbose) {
     const att_isa isa = cpu_attn_isa_tune(as->n_heads, as->n_kv_heads, as->head_dim, block_size, b->act == TP_BF16,
                                           b->kv == TP_BF16);
