@@ -152,7 +152,6 @@ static long count_wrong(tp_backend *b, const void *dev, void *host, float *f32, 
     return wrong;
 }
 
-
 int tp_cmd_bench_comm(int argc, char **argv) {
     tp_comm *mpi = tp_comm_mpi_init(&argc, &argv);
     comm_args ca;
@@ -222,11 +221,11 @@ int tp_cmd_bench_comm(int argc, char **argv) {
                     printf("{\"op\": \"allreduce\", \"size_bytes\": %zu, \"count\": %zu, \"dtype\": \"%s\", \"tp\": %d, "
                            "\"comm\": \"%s\", \"backend\": \"%s\", \"warmup\": %d, \"iters\": %d, \"time_us\": %.3f, "
                            "\"algbw_gb_per_s\": %.4f, \"busbw_gb_per_s\": %.4f, \"wrong\": %ld}\n",
-                           nb, n, tp_dtype_flag((tp_dtype)dt), mpi->size, comm->name, b->name, ca.warmup, ca.iters, t * 1e6, algbw,
-                           busbw, wrong);
+                           nb, n, tp_dtype_flag((tp_dtype)dt), mpi->size, comm->name, b->name, ca.warmup, ca.iters,
+                           t * 1e6, algbw, busbw, wrong);
                 else
-                    printf("%14zu %12zu %5s %12.2f %12.3f %12.3f %7ld\n", nb, n, tp_dtype_flag((tp_dtype)dt), t * 1e6, algbw, busbw,
-                           wrong);
+                    printf("%14zu %12zu %5s %12.2f %12.3f %12.3f %7ld\n", nb, n, tp_dtype_flag((tp_dtype)dt), t * 1e6,
+                           algbw, busbw, wrong);
                 fflush(stdout);
             }
             if (bytes > ca.max_bytes / 2) break; /* no overflow of bytes *= 2 */

@@ -307,7 +307,8 @@ static int model_info(const char *model, const char *revision, double memory, co
 
 int tp_cmd_info(int argc, char **argv) {
     const char *model = NULL, *revision = NULL, *dtype = NULL;
-    int weights = 0, group = 0, lm4 = -1, kv_bf16 = -1; /* kv_bf16: --kv-cache-dtype (bf16 1, auto 0) */ /* 8: --weights int8, 4: int4; --group-size, --lm-head (int4) */
+    /* 8: --weights int8, 4: int4; --group-size, --lm-head (int4); --kv-cache-dtype (bf16 1, auto 0; -1 unset) */
+    int weights = 0, group = 0, lm4 = -1, kv_bf16 = -1;
     double memory = 0;
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

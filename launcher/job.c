@@ -180,8 +180,8 @@ void tp_job_load(tp_job *j, const tp_args *a, long kv_tokens_needed) {
         if (a->int4_act && strcmp(a->int4_act, "int8") == 0 && tp_backend_int4_act8(j->b, err, sizeof err))
             tp_die_all("%s", err);
     } else j->b = tp_job_backend(a, mpi);
-    if (a->kv_cache_dtype && strcmp(a->kv_cache_dtype, "bf16") == 0 && tp_backend_kv_dtype(j->b, TP_BF16, err, sizeof err))
-        tp_die_all("%s", err);
+    const int kv_bf16 = a->kv_cache_dtype && strcmp(a->kv_cache_dtype, "bf16") == 0;
+    if (kv_bf16 && tp_backend_kv_dtype(j->b, TP_BF16, err, sizeof err)) tp_die_all("%s", err);
     tp_comm_mpi_set_backend(mpi, j->b);
     j->comm = mpi;
     int want_nccl = a->comm ? strcmp(a->comm, "nccl") == 0 : strcmp(j->b->name, "cuda") == 0 && mpi->size > 1;
