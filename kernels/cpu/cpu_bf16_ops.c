@@ -170,9 +170,7 @@ static void bf16_attention(tp_backend *b, void *out, const void *qkv, const void
 
 static const char *bf16_kernel_name(tp_backend *b, tp_op_class op, int T, int D) {
     (void)D;
-    if (op != TP_OP_ATTENTION) return bf16_gemm_kernel(b, T);
-    const att_isa isa = cpu_attn_isa_pick();
-    return cpu_attn_kernel_name(isa, 1, T < cpu_attn_tile(isa) ? T : cpu_attn_tile(isa));
+    return op == TP_OP_ATTENTION ? cpu_attention_kernel(T, 1) : bf16_gemm_kernel(b, T);
 }
 
 static void bf16_destroy(tp_backend *b) {
