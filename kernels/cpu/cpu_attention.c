@@ -18,24 +18,21 @@
 #include "kernels/cpu/cpu_attn.h"
 #include "kernels/cpu/cpu_internal.h"
 
-/* n values from src (f32 or bf16) to dst (f32 or bf16): copied, or f32 rounded to nearest even. */
-static void kv_row(void *dst, int dst_bf16, const void *src, int src_bf16, int n) {
-    if (dst_bf16 == src_bf16) {
-        memcpy(dst, src, (size_t)n * (src_bf16 ? 2 : 4));
-        return;
-    }
-    if (src_bf16) tp_die("internal: bf16 activations into an f32 KV cache");
-    for (int i = 0; i < n; i++) ((uint16_t *)dst)[i] = tp_f32_to_bf16(((const float *)src)[i]);
+/* n values of dtype act to dtype kv: copied, or f32 rounded (tp_convert_from_f32). */
+static void kv_row(void *dst, tp_dtype kv, const void *src, tp_dtype act, int n) {
+    if (act == kv) memcpy(dst, src, (size_t)n * tp_dtype_size(kv));
+    else if (act == TP_F32) tp_convert_from_f32(dst, kv, src, (size_t)n);
+    else tp_die("internal: %s activations into a %s KV cache", tp_dtype_name(act), tp_dtype_name(kv));
 }
 
-void cpu_kv_store(void *kc, void *vc, int kv_bf16, const void *k, const void *v, int act_bf16, const tp_step *st,
+void cpu_kv_store(void *kc, void *vc, tp_dtype kv, const void *k, const void *v, tp_dtype act, const tp_step *st,
                   int t, int Hkl, int D) {
     const int32_t *bt = st->block_table + (size_t)st->seq[t] * st->max_blocks;
-    const size_t es = kv_bf16 ? 2 : 4, src_row = (size_t)D * (act_bf16 ? 2 : 4);
+    const size_t es = tp_dtype_size(kv), src_row = (size_t)D * tp_dtype_size(act);
     for (int g = 0; g < Hkl; g++) {
         const size_t at = tp_kv_pos_row(bt, st->pos[t], g, Hkl, st->block_size, D) * es;
-        kv_row((char *)kc + at, kv_bf16, (const char *)k + (size_t)g * src_row, act_bf16, D);
-        kv_row((char *)vc + at, kv_bf16, (const char *)v + (size_t)g * src_row, act_bf16, D);
+        kv_row((char *)kc + at, kv, (const char *)k + (size_t)g * src_row, act, D);
+        kv_row((char *)vc + at, kv, (const char *)v + (size_t)g * src_row, act, D);
     }
 }
 
@@ -66,7 +63,7 @@ void cpu_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *v_cache,
             }
             float *q = base + (size_t)t * row, *k = q + QD, *v = k + KD;
             for (int h = 0; h < Hl + Hkl; h++) rotate_head(q + (size_t)h * D, cs, sn, R, as->rope_style); /* q, then k */
-            cpu_kv_store(k_cache, v_cache, b->kv == TP_BF16, k, v, 0, st, t, Hkl, D);
+            cpu_kv_store(k_cache, v_cache, b->kv, k, v, TP_F32, st, t, Hkl, D);
         }
         free(cs);
     }

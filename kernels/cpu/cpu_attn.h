@@ -71,10 +71,10 @@ size_t cpu_attn_scratch_floats(att_isa isa, int D, int block_size);
  * CPU_ATTN_GROUP * cpu_attn_tile(isa)), head h. */
 void cpu_attn_item(att_isa isa, const att_args *a, const int *toks, int nq, int h, float *scr);
 
-/* Token t's k and v ([Hkl, D] each, f32 or bf16: act_bf16) into its cache slot, one row per KV
- * head (the head-contiguous layout, kernels/common/tp_kv.h), in the cache's dtype (kv_bf16: f32
+/* Token t's k and v ([Hkl, D] each, dtype act) into its cache slot, one row per KV head (the
+ * head-contiguous layout, kernels/common/tp_kv.h), in the cache's dtype kv (f32 into bf16:
  * rounded to nearest even, as torch's .to(bfloat16)). Both CPU backends' rotary_kv_write. */
-void cpu_kv_store(void *kc, void *vc, int kv_bf16, const void *k, const void *v, int act_bf16, const tp_step *st,
+void cpu_kv_store(void *kc, void *vc, tp_dtype kv, const void *k, const void *v, tp_dtype act, const tp_step *st,
                   int t, int Hkl, int D);
 
 /* The whole op (cpu_attn_run.c): items (tiles x heads) over n_threads OpenMP threads. */

@@ -148,7 +148,7 @@ static void bf16_rotary_kv_write(tp_backend *b, void *qkv, void *k_cache, void *
                 x[ib] = f2b(x1);
             }
         }
-        cpu_kv_store(kc, vc, 1, k, v, 1, st, t, Hkl, D);
+        cpu_kv_store(kc, vc, TP_BF16, k, v, TP_BF16, st, t, Hkl, D);
     }
 }
 
