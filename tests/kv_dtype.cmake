@@ -39,3 +39,6 @@ set_tests_properties(kv_bf16_info PROPERTIES LABELS "kv_dtype" TIMEOUT 60 PASS_R
 tpgen_expect_error(errors_kv_bf16_info_f16 "--kv-cache-dtype bf16 is for f32 activations on the CPU .here: f16"
                    NP 0 DRIVER_FLAGS --status 2 LABELS "errors;kv_dtype"
                    ARGS info --model ${TPGEN_TEST_DATA}/tiny-f32 --dtype f16 --kv-cache-dtype bf16)
+tpgen_expect_error(errors_kv_dtype_info_value "--kv-cache-dtype must be auto or bf16, got .f16."
+                   NP 0 DRIVER_FLAGS --status 2 LABELS "errors;kv_dtype"
+                   ARGS info --model ${TPGEN_TEST_DATA}/tiny-f32 --kv-cache-dtype f16)

@@ -5,7 +5,7 @@
 # and --dtype bf16, llama.cpp Q8_0 and Q4_0 each run, the table has one
 # column per batch, the prefill and the short and long contexts, every cell a number > 0, --record writes
 # records tools/bench/perf_tables.py accepts, with the tpgen rows' ratios against their llama.cpp
-# peers; bad flags exit 2 naming them; the F16 GGUF's names, shapes and statistics; the build's
+# peers; a tpgen row with --kv-cache-dtype bf16 names the flag; bad flags exit 2 naming them; the F16 GGUF's names, shapes and statistics; the build's
 # AMX check (llamacpp_model.py check). No timing is asserted. SKIPs (77) when llama.cpp is not
 # built (bash tools/bench/build_llamacpp.sh; $TPGEN_LLAMACPP_DIR, default ~/.cache/tpgen/llamacpp).
 # usage: llamacpp_smoke.sh TPGEN WORKDIR
@@ -34,7 +34,7 @@ bench=(python3 "$root/tools/bench/bench_vs_llamacpp.py" --tpgen "$tpgen" --llama
 fail() { echo "FAIL: $*"; exit 1; }
 # bad inputs first (no model is made for them)
 for bad in "--types int5|--types takes int4, int4a8, int8, bf16, f32" "--context 250|--context 250 \+ --steps 4 \+ 4 .* exceed max_position_embeddings=256" \
-           "--batch 1,x|--batch: '1,x' is not a comma-separated list"; do
+           "--batch 1,x|--batch: '1,x' is not a comma-separated list" "--kv-cache-dtype f16|--kv-cache-dtype: invalid choice: 'f16'"; do
   flag=${bad%%|*} want=${bad#*|}
   rc=0
   # shellcheck disable=SC2086
@@ -86,6 +86,20 @@ for x in recs:
 d = os.path.dirname(sys.argv[3])
 perf_tables.load(d)  # raises DataError on a record it would not render
 print("ok: table", len(names), "x", len(cols), "and", len(recs), "records")
+PY
+# --kv-cache-dtype bf16 reaches tpgen: its row names the flag, every cell a number (the GGUFs made above)
+rc=0
+"${bench[@]}" --types int8 --llama-types Q8_0 --kv-cache-dtype bf16 --batch 1 --short-context 0 --long-context 0 \
+  --prefill 0 --out "$work/kv.json" > "$work/kv.md" 2> "$work/kv_err.txt" || rc=$?
+[ "$rc" = 0 ] || { cat "$work/kv_err.txt"; fail "bench_vs_llamacpp.py --kv-cache-dtype bf16 exited $rc"; }
+python3 - "$work/kv.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = {t["row"]: t["values"] for t in r["table"]}
+want = "tpgen `--weights int8 --kv-cache-dtype bf16`"
+if want not in rows or not all(isinstance(v, (int, float)) and v > 0 for v in rows[want]):
+    sys.exit(f"FAIL: --kv-cache-dtype bf16 row: {rows}")
+print("ok: --kv-cache-dtype bf16 row", rows[want])
 PY
 # the F16 GGUF llamacpp_model.py wrote: LLaMA names and the config's shape, tpgen's statistics
 PYTHONPATH="$lcpp/gguf-py" python3 - "$work/models/tiny-llama-F16.gguf" <<'PY'
